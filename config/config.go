@@ -1,0 +1,222 @@
+// Package config defines previewgate's configuration file: its types, strict
+// decoding with FILE:LINE:COL errors, defaults, ${ENV} expansion, validation,
+// watching the file, and the atomically swapped live config.
+//
+// A *Config handed out by this package is never mutated afterwards: readers
+// may keep it for the length of a request without locking.
+package config
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Config is the whole file. The zero value is not valid; use Default or Load.
+type Config struct {
+	// Domains under which sandbox-<id>.<domain> hosts are served. The file
+	// accepts a single string or a list under the key "domain".
+	Domains         StringList           `yaml:"domain"`
+	Listen          Listen               `yaml:"listen"`
+	DataDir         string               `yaml:"data_dir"` // Zero means ./previewgate-data.
+	AdminToken      Secret               `yaml:"admin_token"`
+	TLS             TLS                  `yaml:"tls"`
+	Auth            Auth                 `yaml:"auth"`
+	Docker          Docker               `yaml:"docker"`
+	DefaultTemplate string               `yaml:"default_template"`
+	Templates       map[string]*Template `yaml:"templates"`
+	Routes          []Route              `yaml:"routes"`
+	Limits          Limits               `yaml:"limits"`
+	TrustedProxies  []netip.Prefix       `yaml:"trusted_proxies"`
+	Log             Log                  `yaml:"log"`
+
+	// Path is the file this config was read from; empty for the embedded default.
+	Path string `yaml:"-"`
+}
+
+// Listen holds listener addresses. Changing them needs a restart.
+type Listen struct {
+	HTTP  string `yaml:"http"`  // Zero means ":80" (":8080" on 127.0.0.1 in the embedded default).
+	HTTPS string `yaml:"https"` // Zero means ":443". Unused when tls.mode is off.
+	Admin string `yaml:"admin"` // Zero means "127.0.0.1:9090".
+}
+
+// TLS modes.
+const (
+	TLSOff        = "off"
+	TLSACME       = "acme"
+	TLSFiles      = "files"
+	TLSSelfSigned = "self-signed"
+)
+
+// TLS selects how the HTTPS listener gets certificates.
+type TLS struct {
+	Mode     string `yaml:"mode"` // off | acme | files | self-signed. Zero means off.
+	ACME     ACME   `yaml:"acme"`
+	CertFile string `yaml:"cert_file"` // mode files
+	KeyFile  string `yaml:"key_file"`  // mode files
+}
+
+// ACME strategies.
+const (
+	StrategyOnDemand = "on-demand"
+	StrategyWildcard = "wildcard"
+)
+
+// ACME configures certificate issuance.
+type ACME struct {
+	Email    string  `yaml:"email"`
+	CA       string  `yaml:"ca"`       // directory URL. Zero means Let's Encrypt production.
+	CARoot   string  `yaml:"ca_root"`  // PEM file of the CA's root, for private ACME servers.
+	Strategy string  `yaml:"strategy"` // on-demand | wildcard. Zero means on-demand.
+	RFC2136  RFC2136 `yaml:"rfc2136"`  // strategy wildcard
+}
+
+// RFC2136 is a DNS server that accepts TSIG-signed dynamic updates (DNS-01).
+type RFC2136 struct {
+	Server     string `yaml:"server"` // host:port
+	TSIGKey    string `yaml:"tsig_key"`
+	TSIGSecret Secret `yaml:"tsig_secret"` // base64
+	TSIGAlg    string `yaml:"tsig_alg"`    // Zero means hmac-sha256.
+}
+
+// Auth configures token verification.
+type Auth struct {
+	Audience       string   `yaml:"audience"` // Zero means "previewgate".
+	Issuers        []string `yaml:"issuers"`  // Empty accepts any iss.
+	Keys           []Key    `yaml:"keys"`
+	JWKSURL        string   `yaml:"jwks_url"`
+	AllowedOrigins []string `yaml:"allowed_origins"`
+	// CookieName overrides the cookie name. Zero means "previewgate_token"
+	// ("__Host-previewgate_token" over TLS).
+	CookieName string `yaml:"cookie_name"`
+}
+
+// Key is one verification key. Exactly one of Secret and PublicKeyFile is set
+// (PrivateKeyFile may accompany PublicKeyFile for minting).
+type Key struct {
+	KID            string `yaml:"kid"`
+	Alg            string `yaml:"alg"` // HS256 HS384 HS512 RS256 ES256 EdDSA
+	Secret         Secret `yaml:"secret"`
+	PublicKeyFile  string `yaml:"public_key_file"`
+	PrivateKeyFile string `yaml:"private_key_file"` // optional, lets `token mint` sign
+}
+
+// Docker configures the engine connection.
+type Docker struct {
+	Host    string `yaml:"host"`    // Zero means DOCKER_HOST or the default socket.
+	Network string `yaml:"network"` // Zero means "previewgate".
+}
+
+// Cold start behaviours.
+const (
+	ColdStartWaitingPage = "waiting-page"
+	ColdStartBlock       = "block"
+)
+
+// Host header policies.
+const (
+	HostPreserve = "preserve"
+	HostRewrite  = "rewrite"
+)
+
+// Idle actions.
+const (
+	IdleStop  = "stop"
+	IdlePause = "pause"
+)
+
+// Template describes how to create a sandbox container.
+type Template struct {
+	Name          string            `yaml:"-"` // the key in templates
+	Image         string            `yaml:"image"`
+	Port          int               `yaml:"port"` // Zero means 3000.
+	Cmd           []string          `yaml:"cmd"`
+	Env           map[string]string `yaml:"env"`
+	Memory        ByteSize          `yaml:"memory"` // Zero means 1GiB.
+	CPUs          float64           `yaml:"cpus"`   // Zero means 1.
+	Pids          int64             `yaml:"pids"`   // Zero means 512.
+	Ready         Ready             `yaml:"ready"`
+	IdleTimeout   Duration          `yaml:"idle_timeout"`    // Zero means 15m.
+	IdleAction    string            `yaml:"idle_action"`     // stop | pause. Zero means stop.
+	MaxSocketIdle Duration          `yaml:"max_socket_idle"` // Zero means 1h.
+	RemoveAfter   Duration          `yaml:"remove_after"`    // Zero means 24h.
+	Pool          int               `yaml:"pool"`
+	ColdStart     string            `yaml:"cold_start"`  // Zero means waiting-page.
+	HostHeader    string            `yaml:"host_header"` // Zero means preserve.
+	Public        bool              `yaml:"public"`
+	MaxBodyBytes  ByteSize          `yaml:"max_body"`  // Zero means 100MiB.
+	ReadOnly      bool              `yaml:"read_only"` // read-only root with a tmpfs at /tmp
+	CapAdd        []string          `yaml:"cap_add"`
+	Limits        *RateLimits       `yaml:"limits"` // per-template overrides of the global rates
+}
+
+// Ready is the readiness check: TCP connect to Port, then GET Path (if set)
+// answering below 500, within Timeout.
+type Ready struct {
+	Path    string   `yaml:"path"`
+	Timeout Duration `yaml:"timeout"` // Zero means 60s.
+}
+
+// Route maps a custom host to a sandbox or to a fixed upstream. Exactly one of
+// Sandbox and Upstream is set.
+type Route struct {
+	Host     string `yaml:"host"`
+	Sandbox  string `yaml:"sandbox"`
+	Template string `yaml:"template"` // for Sandbox routes; zero means default_template
+	Upstream URL    `yaml:"upstream"`
+	Public   bool   `yaml:"public"`
+}
+
+// Rate is a token bucket: Rate per second, Burst at once. Zero Rate disables it.
+type Rate struct {
+	Rate  float64 `yaml:"rate"`
+	Burst int     `yaml:"burst"`
+}
+
+// RateLimits are the request rates, globally or per template.
+type RateLimits struct {
+	PerIP      *Rate `yaml:"per_ip"`
+	PerSandbox *Rate `yaml:"per_sandbox"`
+	PerSubject *Rate `yaml:"per_subject"`
+}
+
+// Limits protect the gateway and the host.
+type Limits struct {
+	RateLimits               `yaml:",inline"`
+	MaxConcurrentStarts      int      `yaml:"max_concurrent_starts"`        // Zero means 4.
+	StartQueue               int      `yaml:"start_queue"`                  // waiting starts beyond the cap before 503. Zero means 64.
+	StartQueueTimeout        Duration `yaml:"start_queue_timeout"`          // Zero means 30s.
+	MaxRunning               int      `yaml:"max_running"`                  // Zero means 50.
+	CreatesPerSubjectPerHour int      `yaml:"creates_per_subject_per_hour"` // Zero means unlimited.
+	WebSocketsPerSandbox     int      `yaml:"websockets_per_sandbox"`       // Zero means 64.
+	WebSocketsPerIP          int      `yaml:"websockets_per_ip"`            // Zero means 32.
+	MaxHeaderBytes           ByteSize `yaml:"max_header_bytes"`             // Zero means 64KiB.
+	ReadHeaderTimeout        Duration `yaml:"read_header_timeout"`          // Zero means 10s.
+	IdleConnTimeout          Duration `yaml:"idle_timeout"`                 // client keep-alive. Zero means 120s.
+	LimiterEntries           int      `yaml:"limiter_entries"`              // LRU size per limiter. Zero means 100000.
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `yaml:"level"`  // debug | info | warn | error. Zero means info.
+	Format string `yaml:"format"` // auto | text | json. Zero means auto.
+	Access bool   `yaml:"access"` // one line per request
+}
+
+// Duration is a time.Duration written as "90s", "15m", "1h30m".
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// ByteSize is a size written as 512, "64KiB", "1GiB", "100MB".
+type ByteSize int64
+
+// Secret is a string that is redacted when the config is shown.
+type Secret string
+
+// StringList accepts a single string or a list of strings.
+type StringList []string
+
+// URL is an absolute http or https URL; empty means unset.
+type URL string
