@@ -1,0 +1,178 @@
+// Command testapp is the dev server stand-in used by integration tests. It is
+// built statically into a FROM scratch image by internal/dockertest.
+//
+// It listens on :3000 (env PORT overrides). LISTEN_DELAY (a duration) delays
+// listening, like a slow dev server; NEVER_LISTEN=1 never listens. Routes:
+//
+//	/        JSON {method, path, query, host, headers, remote_addr}
+//	/ws      WebSocket: echoes every message, pushes "tick N" every WS_PUSH (100ms)
+//	/sse     text/event-stream: one event every 100ms for 2s, flushed each
+//	/slow    sleeps ?d= (default 1s), then answers
+//	/bytes   answers ?n= bytes (default 1024)
+//	/upload  POST: streams the body, answers {"length": n, "sha256": hex}
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+func main() {
+	if os.Getenv("NEVER_LISTEN") == "1" {
+		log.Print("testapp: NEVER_LISTEN=1, not listening")
+		select {}
+	}
+	if d, err := time.ParseDuration(os.Getenv("LISTEN_DELAY")); err == nil {
+		time.Sleep(d)
+	}
+	addr := ":3000"
+	if p := os.Getenv("PORT"); p != "" {
+		addr = ":" + p
+	}
+	log.Printf("testapp: listening on %s", addr)
+	srv := &http.Server{Addr: addr, Handler: handler(), ReadHeaderTimeout: 10 * time.Second}
+	log.Fatal(srv.ListenAndServe())
+}
+
+func handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", echo)
+	mux.HandleFunc("/ws", ws)
+	mux.HandleFunc("/sse", sse)
+	mux.HandleFunc("/slow", slow)
+	mux.HandleFunc("/bytes", bytes)
+	mux.HandleFunc("/upload", upload)
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func echo(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, map[string]any{
+		"method":      r.Method,
+		"path":        r.URL.Path,
+		"query":       r.URL.RawQuery,
+		"host":        r.Host,
+		"headers":     r.Header,
+		"remote_addr": r.RemoteAddr,
+	})
+}
+
+func ws(w http.ResponseWriter, r *http.Request) {
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	if err != nil {
+		return
+	}
+	defer c.CloseNow()
+	every := 100 * time.Millisecond
+	if d, err := time.ParseDuration(os.Getenv("WS_PUSH")); err == nil && d > 0 {
+		every = d
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		defer cancel()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for n := 1; ; n++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if c.Write(ctx, websocket.MessageText, []byte(fmt.Sprintf("tick %d", n))) != nil {
+					return
+				}
+			}
+		}
+	}()
+	for {
+		typ, msg, err := c.Read(ctx)
+		if err != nil {
+			return
+		}
+		if c.Write(ctx, typ, msg) != nil {
+			return
+		}
+	}
+}
+
+func sse(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	rc := http.NewResponseController(w)
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for n := 1; n <= 20; n++ {
+		if _, err := fmt.Fprintf(w, "id: %d\ndata: event %d\n\n", n, n); err != nil {
+			return
+		}
+		if rc.Flush() != nil {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func slow(w http.ResponseWriter, r *http.Request) {
+	d, err := time.ParseDuration(r.URL.Query().Get("d"))
+	if err != nil {
+		d = time.Second
+	}
+	select {
+	case <-time.After(d):
+		writeJSON(w, map[string]any{"slept": d.String()})
+	case <-r.Context().Done():
+	}
+}
+
+func bytes(w http.ResponseWriter, r *http.Request) {
+	n, err := strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
+	if err != nil || n < 0 {
+		n = 1024
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+	buf := make([]byte, 32<<10)
+	for i := range buf {
+		buf[i] = 'a' + byte(i%26)
+	}
+	for n > 0 {
+		k := min(n, int64(len(buf)))
+		if _, err := w.Write(buf[:k]); err != nil {
+			return
+		}
+		n -= k
+	}
+}
+
+func upload(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	writeJSON(w, map[string]any{"length": n, "sha256": hex.EncodeToString(h.Sum(nil))})
+}
