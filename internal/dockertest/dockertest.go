@@ -1,0 +1,294 @@
+// Package dockertest gives integration tests a Docker client, the testapp
+// image and the labels that let everything they create be cleaned up.
+//
+// Everything a test creates in Docker must carry Labels(): previewgate.test=1
+// plus a run id unique to this test process, so Cleanup removes exactly what
+// this process made, even when several test binaries share the engine.
+//
+// Every package whose tests use Docker must clean up in TestMain:
+//
+//	func TestMain(m *testing.M) { dockertest.Main(m) }
+//
+// Tests that need Docker fail with "docker engine unreachable: ..." when the
+// engine cannot be reached; under `go test -short` they are skipped.
+package dockertest
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+)
+
+// Label keys set on everything tests create.
+const (
+	LabelTest = "previewgate.test"     // always "1"
+	LabelRun  = "previewgate.test.run" // unique per test process
+)
+
+var (
+	runID   = newRunID()
+	netSeq  atomic.Int64
+	imgOnce sync.Once
+	imgTag  string
+	imgErr  error
+)
+
+func newRunID() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// RunID identifies this test process in labels and names.
+func RunID() string { return runID }
+
+// Labels returns a fresh copy of the labels every test object carries.
+func Labels() map[string]string {
+	return map[string]string{LabelTest: "1", LabelRun: runID}
+}
+
+// NewClient connects to the engine from the environment (DOCKER_HOST or the
+// default socket) with API version negotiation: the engine may be older than
+// the SDK.
+func NewClient() (*client.Client, error) {
+	return client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+}
+
+// Client returns a client whose engine answered a ping. It fails t with
+// "docker engine unreachable: ..." otherwise, and skips t under -short.
+func Client(t testing.TB) *client.Client {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the Docker engine; skipped with -short")
+	}
+	c, err := NewClient()
+	if err != nil {
+		t.Fatalf("docker engine unreachable: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Ping(ctx); err != nil {
+		t.Fatalf("docker engine unreachable: %v (is dockerd running and DOCKER_HOST right?)", err)
+	}
+	return c
+}
+
+// Network returns a network name unique to t. The network itself is created
+// by whoever needs it (the sandbox manager does); when t ends, every container
+// of this run attached to it is removed, then the network.
+func Network(t testing.TB) string {
+	t.Helper()
+	c := Client(t)
+	name := fmt.Sprintf("pgtest-%s-%d", runID, netSeq.Add(1))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		f := runFilter()
+		f.Add("network", name)
+		if err := removeContainers(ctx, c, f); err != nil {
+			t.Errorf("cleanup network %s: %v", name, err)
+		}
+		if err := c.NetworkRemove(ctx, name); err != nil && !notFound(err) {
+			t.Errorf("cleanup network %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+// TestAppImage builds testdata/testapp into a FROM scratch image once per
+// test process and returns its tag.
+func TestAppImage(t testing.TB) string {
+	t.Helper()
+	c := Client(t)
+	imgOnce.Do(func() { imgTag, imgErr = buildTestApp(c) })
+	if imgErr != nil {
+		t.Fatalf("build testapp image: %v", imgErr)
+	}
+	return imgTag
+}
+
+func buildTestApp(c *client.Client) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "pgtestapp")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "testapp")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./testdata/testapp")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./testdata/testapp: %v\n%s", err, out)
+	}
+	exe, err := os.ReadFile(bin)
+	if err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	files := []struct {
+		name string
+		mode int64
+		data []byte
+	}{
+		{"Dockerfile", 0o644, []byte("FROM scratch\nCOPY testapp /testapp\nEXPOSE 3000\nENTRYPOINT [\"/testapp\"]\n")},
+		{"testapp", 0o755, exe},
+	}
+	for _, f := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data))}); err != nil {
+			return "", err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return "", err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return "", err
+	}
+	tag := "previewgate-testapp:" + runID
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	resp, err := c.ImageBuild(ctx, &buf, build.ImageBuildOptions{
+		Tags: []string{tag}, Remove: true, ForceRemove: true, Labels: Labels(),
+	})
+	if err != nil {
+		return "", fmt.Errorf("image build: %w", err)
+	}
+	defer resp.Body.Close()
+	if err := readBuildStream(resp.Body); err != nil {
+		return "", fmt.Errorf("image build: %w", err)
+	}
+	return tag, nil
+}
+
+func readBuildStream(r io.Reader) error {
+	dec := json.NewDecoder(r)
+	for {
+		var msg struct {
+			Error       string `json:"error"`
+			ErrorDetail *struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+		}
+		if err := dec.Decode(&msg); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if msg.ErrorDetail != nil && msg.ErrorDetail.Message != "" {
+			return errors.New(msg.ErrorDetail.Message)
+		}
+		if msg.Error != "" {
+			return errors.New(msg.Error)
+		}
+	}
+}
+
+// moduleRoot finds the directory of go.mod: from `go env GOMOD`, falling back
+// to this source file's location.
+func moduleRoot() (string, error) {
+	if out, err := exec.Command("go", "env", "GOMOD").Output(); err == nil {
+		if mod := strings.TrimSpace(string(out)); mod != "" && mod != os.DevNull {
+			return filepath.Dir(mod), nil
+		}
+	}
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("cannot locate module root")
+	}
+	return filepath.Join(filepath.Dir(file), "..", ".."), nil
+}
+
+// Main runs the tests, removes what this process created in Docker and exits.
+// Call it from TestMain of every package whose tests use Docker.
+func Main(m *testing.M) {
+	code := m.Run()
+	if err := Cleanup(); err != nil {
+		fmt.Fprintf(os.Stderr, "dockertest cleanup: %v\n", err)
+	}
+	os.Exit(code)
+}
+
+// Cleanup removes every container, network and image labelled with this
+// process's run id. It does nothing if the engine is unreachable.
+func Cleanup() error {
+	c, err := NewClient()
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := c.Ping(ctx); err != nil {
+		return nil
+	}
+	f := runFilter()
+	errs := []error{removeContainers(ctx, c, f)}
+	nets, err := c.NetworkList(ctx, network.ListOptions{Filters: f})
+	errs = append(errs, err)
+	for _, n := range nets {
+		if err := c.NetworkRemove(ctx, n.ID); err != nil && !notFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	imgs, err := c.ImageList(ctx, image.ListOptions{All: true, Filters: f})
+	errs = append(errs, err)
+	for _, im := range imgs {
+		_, err := c.ImageRemove(ctx, im.ID, image.RemoveOptions{Force: true, PruneChildren: true})
+		if err != nil && !notFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func runFilter() filters.Args {
+	return filters.NewArgs(filters.Arg("label", LabelTest+"=1"), filters.Arg("label", LabelRun+"="+runID))
+}
+
+func removeContainers(ctx context.Context, c *client.Client, f filters.Args) error {
+	list, err := c.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, ct := range list {
+		err := c.ContainerRemove(ctx, ct.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !notFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func notFound(err error) bool {
+	return cerrdefs.IsNotFound(err)
+}
