@@ -1,0 +1,259 @@
+// Package gateway is previewgate's HTTP handler chain: it maps a host to a
+// sandbox, checks the access token, applies limits, wakes the sandbox through
+// sandboxmgr and reverse-proxies HTTP, WebSocket and SSE to it. It also
+// serves the admin API. It never calls Docker or verifies signatures itself.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/previewgate/previewgate/auth"
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr"
+)
+
+// Sandboxes is what the gateway needs from the sandbox manager.
+// *sandboxmgr.Manager implements it.
+type Sandboxes interface {
+	// Ensure returns a ready endpoint for id, waking or creating it from tpl.
+	// Errors wrap sandboxmgr.ErrUnavailable, ErrCapacity or ErrNotReady.
+	// ctx bounds only the caller's wait.
+	Ensure(ctx context.Context, id string, tpl *config.Template) (sandboxmgr.Endpoint, error)
+	// Forget drops a cached endpoint after a failed dial to addr.
+	Forget(id, addr string)
+	// Touch records activity on id.
+	Touch(id string)
+	// Hold marks a long-lived connection on id until release is called.
+	Hold(id string) (release func())
+}
+
+var _ Sandboxes = (*sandboxmgr.Manager)(nil)
+
+// Gateway serves preview hosts. Create it with New, feed it configs with
+// Apply; it is an http.Handler.
+type Gateway struct {
+	sb    Sandboxes
+	log   *slog.Logger
+	tls   bool // previews are served over TLS
+	table atomic.Pointer[table]
+	proxy *proxy
+
+	upgrades sync.WaitGroup // upgraded (WebSocket) requests in flight
+	draining context.Context
+	drain    context.CancelFunc
+}
+
+// Options configure New. Zero values work.
+type Options struct {
+	// TLS says previews are served over HTTPS (cookie names, X-Forwarded-Proto).
+	TLS bool
+}
+
+// New returns a gateway serving cfg. It owns the auth verifier built for
+// each applied config.
+func New(cfg *config.Config, sb Sandboxes, opts Options, log *slog.Logger) (*Gateway, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	g := &Gateway{sb: sb, log: log, tls: opts.TLS}
+	g.draining, g.drain = context.WithCancel(context.Background())
+	g.proxy = newProxy(g)
+	if err := g.Apply(cfg); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// table is everything a request needs from one config, prepared once per
+// config so the hot path does a single atomic load.
+type table struct {
+	cfg             *config.Config
+	domains         []string // lower-case, no trailing dot
+	routes          map[string]*route
+	defaultTemplate *config.Template
+	verifier        *auth.Verifier
+}
+
+// route is what a host addresses: a sandbox or a fixed upstream.
+type route struct {
+	sandbox  string           // sandbox id, or "" for upstream routes
+	template *config.Template // template to create from; may be nil
+	upstream *url.URL         // fixed upstream, or nil
+	public   bool             // skip the access check
+}
+
+// Apply builds the table for cfg completely, then swaps it in. If any step
+// fails, the old table keeps serving. In-flight requests keep the table they
+// loaded.
+func (g *Gateway) Apply(cfg *config.Config) error {
+	t, err := g.buildTable(cfg)
+	if err != nil {
+		return err
+	}
+	old := g.table.Swap(t)
+	if old != nil && old.verifier != nil {
+		// JWKS refresh of the old verifier stops; requests that still hold
+		// it keep verifying against its cached keys.
+		old.verifier.Close()
+	}
+	return nil
+}
+
+func (g *Gateway) buildTable(cfg *config.Config) (*table, error) {
+	v, err := auth.NewVerifier(cfg.Auth, g.tls)
+	if err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	t := &table{cfg: cfg, routes: make(map[string]*route, len(cfg.Routes)), verifier: v,
+		defaultTemplate: cfg.Template("")}
+	for _, d := range cfg.Domains {
+		t.domains = append(t.domains, strings.TrimSuffix(strings.ToLower(d), "."))
+	}
+	for _, r := range cfg.Routes {
+		rt := &route{sandbox: r.Sandbox, public: r.Public}
+		if r.Upstream != "" {
+			u, err := url.Parse(string(r.Upstream))
+			if err != nil {
+				v.Close()
+				return nil, fmt.Errorf("route %s: upstream: %w", r.Host, err)
+			}
+			rt.upstream = u
+		} else {
+			rt.template = cfg.Template(r.Template)
+			if rt.template != nil && rt.template.Public {
+				rt.public = true
+			}
+		}
+		t.routes[strings.ToLower(r.Host)] = rt
+	}
+	return t, nil
+}
+
+// Close starts draining: upgraded connections are cancelled, and Close waits
+// for them to end. Call it after http.Server.Shutdown, which does not wait
+// for hijacked connections.
+func (g *Gateway) Close() {
+	g.drain()
+	g.upgrades.Wait()
+	if t := g.table.Load(); t != nil && t.verifier != nil {
+		t.verifier.Close()
+	}
+}
+
+// ServeHTTP runs the request path: host → access → limits → ensure → proxy.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	t := g.table.Load()
+	rt, herr := t.resolve(r.Host)
+	if herr != nil {
+		g.fail(w, r, herr)
+		return
+	}
+	tpl := rt.template
+	if !rt.public {
+		res, err := t.verifier.Check(r, rt.sandbox)
+		if err != nil {
+			g.fail(w, r, authError(err))
+			return
+		}
+		if res.Source == auth.FromQuery {
+			t.verifier.Exchange(w, r, res)
+			return
+		}
+		if rt.sandbox != "" && rt.upstream == nil && res.Claims != nil && res.Claims.Template != "" {
+			tpl = t.cfg.Templates[res.Claims.Template]
+			if tpl == nil {
+				g.fail(w, r, &httpError{Status: http.StatusBadRequest, Code: "unknown_template",
+					Msg: "The access token names a template this gateway does not have."})
+				return
+			}
+		}
+	}
+	if rt.upstream != nil {
+		g.proxy.serve(w, r, &target{url: rt.upstream, verifier: t.verifier, rewriteHost: true})
+		return
+	}
+	if tpl == nil {
+		g.fail(w, r, &httpError{Status: http.StatusServiceUnavailable, Code: "no_template",
+			Msg: "No template is configured to create this sandbox."})
+		return
+	}
+	ep, err := g.sb.Ensure(r.Context(), rt.sandbox, tpl)
+	if err != nil {
+		g.fail(w, r, ensureError(r.Context(), err))
+		return
+	}
+	g.sb.Touch(rt.sandbox)
+	if isLongLived(r) {
+		release := g.sb.Hold(rt.sandbox)
+		defer release()
+	}
+	g.proxy.serve(w, r, &target{sandbox: rt.sandbox, addr: ep.Addr, tpl: tpl,
+		verifier: t.verifier, rewriteHost: tpl.HostHeader == config.HostRewrite})
+	g.sb.Touch(rt.sandbox)
+}
+
+// isLongLived reports requests that may stay open for long: WebSocket
+// upgrades and SSE streams. They keep their sandbox awake while open.
+func isLongLived(r *http.Request) bool {
+	return r.Header.Get("Upgrade") != "" || strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+// fail logs e and answers the client.
+func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, e *httpError) {
+	if e.Status == statusClientClosed {
+		g.log.DebugContext(r.Context(), "client went away", "host", r.Host, "err", e.Err)
+		return
+	}
+	lvl := slog.LevelDebug
+	if e.Status >= 500 {
+		lvl = slog.LevelWarn
+	}
+	g.log.Log(r.Context(), lvl, "request failed", "host", r.Host, "path", r.URL.Path,
+		"status", e.Status, "code", e.Code, "err", e.Err)
+	writeError(w, r, e)
+}
+
+func authError(err error) *httpError {
+	if errors.Is(err, auth.ErrForbidden) {
+		msg := "This access token is for another sandbox."
+		if errors.Is(err, auth.ErrOrigin) {
+			msg = "WebSocket connections from this origin are not allowed."
+		}
+		return &httpError{Status: http.StatusForbidden, Code: "forbidden", Msg: msg, Err: err}
+	}
+	msg, code := "This preview needs an access token.", "token_missing"
+	switch {
+	case errors.Is(err, auth.ErrExpired):
+		msg, code = "The access token has expired. Open the preview again from the app that created it.", "token_expired"
+	case errors.Is(err, auth.ErrInvalid):
+		msg, code = "The access token is not valid.", "token_invalid"
+	}
+	return &httpError{Status: http.StatusUnauthorized, Code: code, Msg: msg, Err: err}
+}
+
+// ensureError maps sandbox manager failures to honest statuses.
+func ensureError(ctx context.Context, err error) *httpError {
+	switch {
+	case ctx.Err() != nil:
+		return &httpError{Status: statusClientClosed, Code: "client_closed", Err: err}
+	case errors.Is(err, sandboxmgr.ErrNotReady):
+		return &httpError{Status: http.StatusGatewayTimeout, Code: "not_ready",
+			Msg: "The sandbox did not become ready in time.", Err: err}
+	case errors.Is(err, sandboxmgr.ErrCapacity):
+		return &httpError{Status: http.StatusServiceUnavailable, Code: "busy", RetryAfter: 10,
+			Msg: "The preview service is busy. Try again in a moment.", Err: err}
+	case errors.Is(err, sandboxmgr.ErrUnavailable):
+		return &httpError{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: 5,
+			Msg: "The preview service cannot reach its container engine right now.", Err: err}
+	}
+	return &httpError{Status: http.StatusBadGateway, Code: "sandbox_failed",
+		Msg: "The sandbox could not be started.", Err: err}
+}

@@ -1,0 +1,47 @@
+package gateway
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/previewgate/previewgate/config"
+)
+
+// sandboxPrefix starts the first label of every sandbox host.
+const sandboxPrefix = "sandbox-"
+
+// hostname returns the request host lower-cased, without port and trailing dot.
+func hostname(h string) string {
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
+		h = h[:i]
+	}
+	h = strings.TrimSuffix(h, ".")
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	return strings.ToLower(h)
+}
+
+// resolve maps a request host to what it addresses: a route, or a sandbox id
+// under one of the domains. Foreign hosts get 404, malformed ids 400.
+func (t *table) resolve(host string) (route, *httpError) {
+	h := hostname(host)
+	if rt, ok := t.routes[h]; ok {
+		return *rt, nil
+	}
+	for _, d := range t.domains {
+		if len(h) <= len(d)+1 || h[len(h)-len(d)-1] != '.' || h[len(h)-len(d):] != d {
+			continue
+		}
+		label := h[:len(h)-len(d)-1]
+		if !strings.HasPrefix(label, sandboxPrefix) || strings.IndexByte(label, '.') >= 0 {
+			break
+		}
+		id := label[len(sandboxPrefix):]
+		if !config.ValidID(id) {
+			return route{}, &httpError{Status: http.StatusBadRequest, Code: "bad_sandbox_id",
+				Msg: "Sandbox ids are 1–55 lowercase letters, digits and inner hyphens."}
+		}
+		return route{sandbox: id, template: t.defaultTemplate, public: t.defaultTemplate != nil && t.defaultTemplate.Public}, nil
+	}
+	return route{}, &httpError{Status: http.StatusNotFound, Code: "unknown_host",
+		Msg: "This host is not a preview served here."}
+}

@@ -1,0 +1,188 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/previewgate/previewgate/auth"
+	"github.com/previewgate/previewgate/config"
+)
+
+// target is where one request goes; it travels in the request context.
+type target struct {
+	sandbox     string // "" for fixed upstreams
+	addr        string // sandbox endpoint "ip:port"
+	url         *url.URL
+	tpl         *config.Template
+	verifier    *auth.Verifier
+	rewriteHost bool
+	retried     bool
+}
+
+type targetKey struct{}
+
+func targetFrom(ctx context.Context) *target {
+	t, _ := ctx.Value(targetKey{}).(*target)
+	return t
+}
+
+// proxy is the one reverse proxy with its one shared transport.
+type proxy struct {
+	g  *Gateway
+	rp *httputil.ReverseProxy
+	tr *http.Transport
+}
+
+func newProxy(g *Gateway) *proxy {
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		DialContext:           dialer.DialContext,
+		MaxIdleConns:          4096,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true, // pass encodings through untouched
+		WriteBufferSize:       32 << 10,
+		ReadBufferSize:        32 << 10,
+	}
+	p := &proxy{g: g, tr: tr}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:      p.rewrite,
+		Transport:    &retryTransport{base: tr, g: g},
+		BufferPool:   newBufferPool(),
+		ErrorHandler: p.errorHandler,
+		ErrorLog:     log.New(slogWriter{g.log}, "", 0),
+	}
+	return p
+}
+
+func (p *proxy) serve(w http.ResponseWriter, r *http.Request, t *target) {
+	ctx := context.WithValue(r.Context(), targetKey{}, t)
+	if r.Header.Get("Upgrade") != "" {
+		// http.Server.Shutdown does not wait for hijacked connections: count
+		// them and cut them when the gateway drains.
+		p.g.upgrades.Add(1)
+		defer p.g.upgrades.Done()
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(p.g.draining, cancel)()
+	}
+	p.rp.ServeHTTP(w, r.WithContext(ctx))
+}
+
+func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
+	t := targetFrom(pr.In.Context())
+	if t.url != nil {
+		pr.SetURL(t.url)
+	} else {
+		pr.Out.URL.Scheme = "http"
+		pr.Out.URL.Host = t.addr
+		pr.Out.Host = pr.In.Host
+		if t.rewriteHost {
+			pr.Out.Host = t.addr
+		}
+	}
+	pr.Out.URL.RawQuery = pr.In.URL.RawQuery
+	pr.SetXForwarded()
+	if p.g.tls {
+		pr.Out.Header.Set("X-Forwarded-Proto", "https")
+	}
+	// Tokens never reach the sandbox.
+	t.verifier.Strip(pr.Out)
+}
+
+// errorHandler maps transport failures to honest statuses.
+func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	var herr *httpError
+	switch {
+	case errors.As(err, &herr):
+	case r.Context().Err() != nil:
+		herr = &httpError{Status: statusClientClosed, Code: "client_closed", Err: err}
+	case isTimeout(err):
+		herr = &httpError{Status: http.StatusGatewayTimeout, Code: "upstream_timeout",
+			Msg: "The app did not answer in time.", Err: err}
+	default:
+		herr = &httpError{Status: http.StatusBadGateway, Code: "upstream_failed",
+			Msg: "The app refused or broke the connection.", Err: err}
+	}
+	p.g.fail(w, r, herr)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// retryTransport re-runs Ensure once when dialing a sandbox fails (its
+// container died or was replaced) and retries idempotent, bodiless requests.
+type retryTransport struct {
+	base *http.Transport
+	g    *Gateway
+}
+
+func (rt *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := rt.base.RoundTrip(req)
+	if err == nil {
+		return resp, nil
+	}
+	t := targetFrom(req.Context())
+	if t == nil || t.sandbox == "" || t.retried || !isDialError(err) || !retryable(req) {
+		return nil, err
+	}
+	t.retried = true
+	rt.g.sb.Forget(t.sandbox, t.addr)
+	ep, eerr := rt.g.sb.Ensure(req.Context(), t.sandbox, t.tpl)
+	if eerr != nil {
+		return nil, ensureError(req.Context(), fmt.Errorf("re-ensure after dial failure: %w", eerr))
+	}
+	rt.g.log.InfoContext(req.Context(), "sandbox endpoint changed, retrying", "sandbox", t.sandbox,
+		"old", t.addr, "new", ep.Addr)
+	out := req.Clone(req.Context())
+	if out.Host == t.addr {
+		out.Host = ep.Addr
+	}
+	out.URL.Host = ep.Addr
+	t.addr = ep.Addr
+	return rt.base.RoundTrip(out)
+}
+
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+func retryable(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return r.Body == nil || r.Body == http.NoBody
+	}
+	return false
+}
+
+// bufferPool recycles the 32 KiB copy buffers of the reverse proxy.
+type bufferPool struct{ p sync.Pool }
+
+func newBufferPool() *bufferPool {
+	return &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
+}
+
+func (b *bufferPool) Get() []byte  { return *(b.p.Get().(*[]byte)) }
+func (b *bufferPool) Put(x []byte) { b.p.Put(&x) }
+
+// slogWriter adapts the reverse proxy's log.Logger to slog.
+type slogWriter struct{ l *slog.Logger }
+
+func (s slogWriter) Write(p []byte) (int, error) {
+	s.l.Warn("proxy", "msg", string(p))
+	return len(p), nil
+}

@@ -1,0 +1,283 @@
+// Command previewgate is a preview gateway: it terminates TLS for
+// sandbox-<id>.<domain>, checks access tokens, wakes the sandbox's container
+// and reverse-proxies to it. See README.md.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/previewgate/previewgate/auth"
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/demoapp"
+	"github.com/previewgate/previewgate/gateway"
+	"github.com/previewgate/previewgate/sandboxmgr"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `previewgate — a gateway in front of development sandboxes
+
+usage:
+  previewgate serve [--config FILE]       run the gateway (no file: development default)
+  previewgate config validate FILE        check a config file
+  previewgate token mint --sandbox ID [--ttl 15m] [--template NAME] [--subject WHO] [--config FILE]
+  previewgate ca export [--config FILE]   print the local CA (tls.mode self-signed)
+  previewgate version
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch cmd := args[0]; {
+	case cmd == "serve":
+		err = serve(args[1:], stdout, stderr)
+	case cmd == "config" && len(args) > 1 && args[1] == "validate":
+		return validate(args[2:], stdout, stderr)
+	case cmd == "token" && len(args) > 1 && args[1] == "mint":
+		err = mint(args[2:], stdout, stderr)
+	case cmd == "version":
+		fmt.Fprintln(stdout, "previewgate", version)
+	case cmd == "demo-app":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		err = demoapp.Serve(ctx, ":3000", slog.New(slog.NewTextHandler(stderr, nil)))
+	case cmd == "help" || cmd == "-h" || cmd == "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "previewgate: unknown command %q\n\n%s", strings.Join(args, " "), usage)
+		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "previewgate:", err)
+		return 1
+	}
+	return 0
+}
+
+func validate(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: previewgate config validate FILE")
+		return 2
+	}
+	if _, err := config.Load(args[0]); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintln(stdout, args[0]+": ok")
+	return 0
+}
+
+func mint(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("token mint", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sandbox := fs.String("sandbox", "", "sandbox id, or * for all (required)")
+	ttl := fs.Duration("ttl", 15*time.Minute, "token lifetime")
+	tpl := fs.String("template", "", "template to create the sandbox from")
+	sub := fs.String("subject", "cli", "who the token is for (sub)")
+	kid := fs.String("kid", "", "key to sign with (default: the first key that can sign)")
+	cfgPath := fs.String("config", "", "config file (its auth keys sign the token)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *sandbox == "" || (*sandbox != "*" && !config.ValidID(*sandbox)) {
+		return errors.New("token mint: --sandbox must be a valid sandbox id or *")
+	}
+	if *cfgPath == "" {
+		return errors.New("token mint: --config is required (the development default uses a per-run key; serve prints a token)")
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	key, err := signingKey(cfg, *kid)
+	if err != nil {
+		return err
+	}
+	iss := ""
+	if len(cfg.Auth.Issuers) > 0 {
+		iss = cfg.Auth.Issuers[0]
+	}
+	tok, err := auth.Mint(key, auth.MintOptions{Subject: *sub, Sandbox: *sandbox, Template: *tpl,
+		Issuer: iss, Audience: cfg.Auth.Audience, TTL: *ttl})
+	if err != nil {
+		return fmt.Errorf("token mint: %w", err)
+	}
+	fmt.Fprintln(stdout, tok)
+	return nil
+}
+
+// signingKey picks the key named kid, or the first one able to sign.
+func signingKey(cfg *config.Config, kid string) (config.Key, error) {
+	for _, k := range cfg.Auth.Keys {
+		if kid != "" && k.KID != kid {
+			continue
+		}
+		if k.Secret != "" || k.PrivateKeyFile != "" {
+			return k, nil
+		}
+	}
+	return config.Key{}, errors.New("token mint: no key in the config can sign (need a secret or private_key_file)")
+}
+
+func serve(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "config file (default: the embedded development setup)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var cfg *config.Config
+	dev := *cfgPath == ""
+	if dev {
+		cfg = config.Default()
+		cfg.Auth.Keys = []config.Key{devKey()}
+	} else {
+		var err error
+		if cfg, err = config.Load(*cfgPath); err != nil {
+			return err
+		}
+	}
+	log := newLogger(cfg.Log, stderr)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	store := config.NewStore(cfg)
+	mgr, err := sandboxmgr.New(sandboxmgr.Config{
+		Host:                cfg.Docker.Host,
+		Network:             cfg.Docker.Network,
+		MaxConcurrentStarts: cfg.Limits.MaxConcurrentStarts,
+		MaxRunning:          cfg.Limits.MaxRunning,
+		Templates:           func(name string) *config.Template { return store.Load().Templates[name] },
+	}, log.With("component", "sandboxmgr"))
+	if err != nil {
+		return err
+	}
+	defer mgr.Close()
+	if err := mgr.Start(ctx); err != nil {
+		// Keep serving: requests answer 503 until the engine is back.
+		log.Warn("docker engine not reachable at start", "err", err)
+	}
+	if dev {
+		if err := ensureDemoImage(ctx, mgr, log); err != nil {
+			log.Warn("demo image not available", "err", err)
+		}
+	}
+
+	gw, err := gateway.New(cfg, mgr, gateway.Options{}, log.With("component", "gateway"))
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Addr:              cfg.Listen.HTTP,
+		Handler:           gw,
+		ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout.D(),
+		IdleTimeout:       cfg.Limits.IdleConnTimeout.D(),
+		MaxHeaderBytes:    int(cfg.Limits.MaxHeaderBytes),
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	ln, err := net.Listen("tcp", cfg.Listen.HTTP)
+	if err != nil {
+		return fmt.Errorf("listen http: %w", err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("previewgate serving", "http", ln.Addr().String(), "domains", []string(cfg.Domains), "version", version)
+	if dev {
+		printDevURL(stdout, cfg, ln.Addr().String())
+	}
+
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("shutting down")
+	shutCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv.Shutdown(shutCtx)
+	gw.Close()
+	return nil
+}
+
+// devKey is the development default's per-run HS256 signing key.
+func devKey() config.Key {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return config.Key{KID: "dev", Alg: "HS256", Secret: config.Secret(base64.RawURLEncoding.EncodeToString(b))}
+}
+
+func printDevURL(w io.Writer, cfg *config.Config, addr string) {
+	_, port, _ := net.SplitHostPort(addr)
+	tok, err := auth.Mint(cfg.Auth.Keys[0], auth.MintOptions{Subject: "dev", Sandbox: "demo",
+		Issuer: cfg.Auth.Issuers[0], Audience: cfg.Auth.Audience, TTL: 12 * time.Hour})
+	if err != nil {
+		fmt.Fprintln(w, "cannot mint a development token:", err)
+		return
+	}
+	fmt.Fprintf(w, "\nOpen the demo preview (token valid 12h):\n\n  http://sandbox-demo.%s:%s/?access_token=%s\n\n",
+		cfg.Domains[0], port, tok)
+}
+
+// ensureDemoImage builds the demo template's image from this very binary
+// when the engine does not have it yet.
+func ensureDemoImage(ctx context.Context, mgr *sandboxmgr.Manager, log *slog.Logger) error {
+	ok, err := mgr.HasImage(ctx, config.DemoImage)
+	if err != nil || ok {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	tarball, err := demoapp.BuildContext(exe)
+	if err != nil {
+		return err
+	}
+	log.Info("building demo image", "image", config.DemoImage)
+	return mgr.BuildImage(ctx, config.DemoImage, tarball)
+}
+
+func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	lvl.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: lvl}
+	format := c.Format
+	if format == "auto" {
+		format = "json"
+		if f, ok := w.(*os.File); ok {
+			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+				format = "text"
+			}
+		}
+	}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
