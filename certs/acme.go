@@ -1,0 +1,210 @@
+package certs
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/caddyserver/certmagic"
+	"golang.org/x/time/rate"
+
+	"github.com/previewgate/previewgate/config"
+)
+
+// acmeTLS1Protocol is the ALPN protocol of the TLS-ALPN-01 challenge
+// (RFC 8737); certmagic answers it from GetCertificate.
+const acmeTLS1Protocol = "acme-tls/1"
+
+// ErrIssueRateLimited is the error of an on-demand issuance refused by
+// Config.IssueRate. The CA was not contacted.
+var ErrIssueRateLimited = errors.New("certificate issuance rate limited")
+
+// errHostNotAllowed is returned to certmagic for hosts Config.Decide rejects.
+var errHostNotAllowed = errors.New("host not allowed")
+
+// acmeSource is tls.mode acme: certmagic with its cache, file storage under
+// the data directory, OCSP stapling and background renewal.
+type acmeSource struct {
+	log    *slog.Logger
+	cache  *certmagic.Cache
+	magic  *certmagic.Config
+	issuer *certmagic.ACMEIssuer
+	// wildcards are the names managed up front (strategy wildcard);
+	// empty for on-demand.
+	wildcards []string
+	cancel    context.CancelFunc
+}
+
+func newACME(cfg Config, log *slog.Logger) (*acmeSource, error) {
+	a := cfg.TLS.ACME
+	if a.Strategy == "" {
+		a.Strategy = config.StrategyOnDemand
+	}
+	if a.CA == "" {
+		a.CA = certmagic.LetsEncryptProductionCA
+	}
+	if len(cfg.Domains) == 0 && a.Strategy == config.StrategyWildcard {
+		return nil, errors.New("wildcard strategy needs at least one domain")
+	}
+	var roots *x509.CertPool
+	if a.CARoot != "" {
+		pem, err := os.ReadFile(a.CARoot)
+		if err != nil {
+			return nil, fmt.Errorf("ca_root: %w", err)
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ca_root %s: no PEM certificate", a.CARoot)
+		}
+	}
+	listenHost, httpPort, err := splitPort(cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("http address: %w", err)
+	}
+	_, httpsPort, err := splitPort(cfg.HTTPSAddr)
+	if err != nil {
+		return nil, fmt.Errorf("https address: %w", err)
+	}
+
+	zl := newZapLogger(log)
+	s := &acmeSource{log: log}
+	s.cache = certmagic.NewCache(certmagic.CacheOptions{
+		GetConfigForCert: func(certmagic.Certificate) (*certmagic.Config, error) { return s.magic, nil },
+		Logger:           zl,
+	})
+	s.magic = certmagic.New(s.cache, certmagic.Config{
+		Storage: &certmagic.FileStorage{Path: filepath.Join(cfg.DataDir, "certmagic")},
+		Logger:  zl,
+		// OCSP stapling stays on (certmagic's default). A certificate
+		// without an OCSP responder (Pebble, Let's Encrypt since 2025) is
+		// served unstapled; that is logged, never fatal.
+	})
+	tmpl := certmagic.ACMEIssuer{
+		CA:           a.CA,
+		Email:        a.Email,
+		Agreed:       true,
+		TrustedRoots: roots,
+		// The gateway owns both ports: certmagic's own challenge servers
+		// fail to bind them and it relies on HTTPHandler (HTTP-01) and
+		// TLSConfig (TLS-ALPN-01), which is what we want.
+		ListenHost:     listenHost,
+		AltHTTPPort:    httpPort,
+		AltTLSALPNPort: httpsPort,
+		Logger:         zl,
+	}
+	switch a.Strategy {
+	case config.StrategyOnDemand:
+		decide := cfg.Decide
+		s.magic.OnDemand = &certmagic.OnDemandConfig{
+			DecisionFunc: func(_ context.Context, name string) error {
+				if !decide(name) {
+					return fmt.Errorf("%w: %q", errHostNotAllowed, name)
+				}
+				return nil
+			},
+		}
+		s.issuer = certmagic.NewACMEIssuer(s.magic, tmpl)
+		// The limit sits on the issuer, not in DecisionFunc: certmagic asks
+		// the decision before loading a stored certificate too, and a
+		// restart must not spend the issuance budget on reloading.
+		s.magic.Issuers = []certmagic.Issuer{&limitedIssuer{
+			ACMEIssuer: s.issuer,
+			lim:        rate.NewLimiter(cfg.IssueRate, cfg.IssueBurst),
+		}}
+	case config.StrategyWildcard:
+		prov, err := NewRFC2136(a.RFC2136)
+		if err != nil {
+			return nil, err
+		}
+		tmpl.DisableHTTPChallenge = true
+		tmpl.DisableTLSALPNChallenge = true
+		tmpl.DNS01Solver = &certmagic.DNS01Solver{DNSManager: certmagic.DNSManager{
+			DNSProvider: prov,
+			TTL:         time.Minute,
+			// Check propagation on the server we updated: it is the
+			// primary, and it is reachable even when the zone's public NS
+			// records point elsewhere.
+			Resolvers: []string{prov.Server},
+			Logger:    zl,
+		}}
+		s.issuer = certmagic.NewACMEIssuer(s.magic, tmpl)
+		s.magic.Issuers = []certmagic.Issuer{s.issuer}
+		for _, d := range cfg.Domains {
+			s.wildcards = append(s.wildcards, "*."+normalizeHost(d))
+		}
+	default:
+		s.cache.Stop()
+		return nil, fmt.Errorf("unknown acme strategy %q", a.Strategy)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	if len(s.wildcards) > 0 {
+		// Async: a DNS server that is down at start must not keep the
+		// gateway from starting; certmagic retries with backoff and Ready
+		// reports the state.
+		if err := s.magic.ManageAsync(ctx, s.wildcards); err != nil {
+			s.close()
+			return nil, fmt.Errorf("manage %v: %w", s.wildcards, err)
+		}
+	}
+	return s, nil
+}
+
+func (s *acmeSource) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return s.magic.GetCertificate(hello)
+}
+
+func (s *acmeSource) handleHTTP(w http.ResponseWriter, r *http.Request) bool {
+	return s.issuer.HandleHTTPChallenge(w, r)
+}
+
+func (s *acmeSource) ready() error {
+	for _, name := range s.wildcards {
+		if len(s.cache.AllMatchingCertificates(name)) == 0 {
+			return fmt.Errorf("%w: %s not obtained yet", ErrNotReady, name)
+		}
+	}
+	return nil
+}
+
+func (s *acmeSource) close() {
+	s.cancel()
+	s.cache.Stop()
+}
+
+// limitedIssuer spends one token of lim per certificate order. Embedding
+// keeps the ACMEIssuer's other methods (PreCheck, Revoke, IssuerKey), so
+// certificates stay under the same storage key.
+type limitedIssuer struct {
+	*certmagic.ACMEIssuer
+	lim *rate.Limiter
+}
+
+func (l *limitedIssuer) Issue(ctx context.Context, csr *x509.CertificateRequest) (*certmagic.IssuedCertificate, error) {
+	if !l.lim.Allow() {
+		return nil, ErrIssueRateLimited
+	}
+	return l.ACMEIssuer.Issue(ctx, csr)
+}
+
+// splitPort splits "host:port" into its host and numeric port.
+func splitPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := net.LookupPort("tcp", p)
+	if err != nil {
+		return "", 0, fmt.Errorf("port of %q: %w", addr, err)
+	}
+	return host, port, nil
+}

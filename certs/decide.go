@@ -1,0 +1,71 @@
+package certs
+
+import (
+	"strings"
+)
+
+// sandboxPrefix starts every sandbox host label: sandbox-<id>.<domain>.
+const sandboxPrefix = "sandbox-"
+
+// SandboxHostDecider returns the host decision for on-demand certificates:
+// it approves sandbox-<valid id>.<domain> for each of domains, and any host
+// that routeHosts lists (nil means no routes). routeHosts is called on every
+// decision, so it can read the live route table; it should be cheap.
+//
+// Comparison ignores case and one trailing dot. Nothing else is approved, so
+// a client cannot make the gateway ask the CA for arbitrary names.
+func SandboxHostDecider(domains []string, routeHosts func() []string) func(host string) bool {
+	ds := make([]string, 0, len(domains))
+	for _, d := range domains {
+		if d = normalizeHost(d); d != "" {
+			ds = append(ds, d)
+		}
+	}
+	return func(host string) bool {
+		host = normalizeHost(host)
+		if host == "" {
+			return false
+		}
+		for _, d := range ds {
+			label, ok := strings.CutSuffix(host, "."+d)
+			if !ok {
+				continue
+			}
+			if id, ok := strings.CutPrefix(label, sandboxPrefix); ok && validID(id) {
+				return true
+			}
+		}
+		if routeHosts != nil {
+			for _, h := range routeHosts() {
+				if normalizeHost(h) == host {
+					return true
+				}
+			}
+		}
+		return false
+	}
+}
+
+// normalizeHost lowercases host and drops one trailing dot.
+func normalizeHost(host string) string {
+	return strings.ToLower(strings.TrimSuffix(host, "."))
+}
+
+// validID reports whether id is a well-formed sandbox id: lowercase letters,
+// digits and inner hyphens, 1 to 55 characters (so the label
+// "sandbox-<id>" stays within DNS's 63).
+//
+// TODO: use config.ValidID once the config package exports it; the rule
+// must stay identical to the gateway's host parsing.
+func validID(id string) bool {
+	if len(id) == 0 || len(id) > 55 || id[0] == '-' || id[len(id)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
+}
