@@ -193,14 +193,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Addr:              cfg.Listen.HTTP,
-		Handler:           gw,
-		ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout.D(),
-		IdleTimeout:       cfg.Limits.IdleConnTimeout.D(),
-		MaxHeaderBytes:    int(cfg.Limits.MaxHeaderBytes),
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	}
+	srv := gateway.NewServer(cfg, gw, log)
 	ln, err := net.Listen("tcp", cfg.Listen.HTTP)
 	if err != nil {
 		return fmt.Errorf("listen http: %w", err)

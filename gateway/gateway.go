@@ -45,6 +45,7 @@ type Gateway struct {
 	tls   bool // previews are served over TLS
 	table atomic.Pointer[table]
 	proxy *proxy
+	limit *limiter
 
 	upgrades sync.WaitGroup // upgraded (WebSocket) requests in flight
 	draining context.Context
@@ -66,6 +67,7 @@ func New(cfg *config.Config, sb Sandboxes, opts Options, log *slog.Logger) (*Gat
 	g := &Gateway{sb: sb, log: log, tls: opts.TLS}
 	g.draining, g.drain = context.WithCancel(context.Background())
 	g.proxy = newProxy(g)
+	g.limit = newLimiter()
 	if err := g.Apply(cfg); err != nil {
 		return nil, err
 	}
@@ -157,11 +159,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tpl := rt.template
+	sub := ""
 	if !rt.public {
 		res, err := t.verifier.Check(r, rt.sandbox)
 		if err != nil {
 			g.fail(w, r, authError(err))
 			return
+		}
+		if res.Claims != nil {
+			sub = res.Claims.Subject
 		}
 		if res.Source == auth.FromQuery {
 			t.verifier.Exchange(w, r, res)
@@ -175,6 +181,18 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+	}
+	if herr := g.limit.allow(w, r, t, rt, tpl, sub); herr != nil {
+		g.fail(w, r, herr)
+		return
+	}
+	if isUpgrade(r) {
+		release, herr := g.limit.openSocket(r, t, rt.sandbox)
+		if herr != nil {
+			g.fail(w, r, herr)
+			return
+		}
+		defer release()
 	}
 	if rt.upstream != nil {
 		g.proxy.serve(w, r, &target{url: rt.upstream, verifier: t.verifier, rewriteHost: true})
@@ -203,8 +221,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // isLongLived reports requests that may stay open for long: WebSocket
 // upgrades and SSE streams. They keep their sandbox awake while open.
 func isLongLived(r *http.Request) bool {
-	return r.Header.Get("Upgrade") != "" || strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+	return isUpgrade(r) || strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
+
+// isUpgrade reports a protocol upgrade request (WebSocket).
+func isUpgrade(r *http.Request) bool { return r.Header.Get("Upgrade") != "" }
 
 // fail logs e and answers the client.
 func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, e *httpError) {

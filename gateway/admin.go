@@ -1,0 +1,220 @@
+package gateway
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr"
+)
+
+// AdminSandboxes is what the admin API needs from the sandbox manager.
+type AdminSandboxes interface {
+	List(ctx context.Context) ([]sandboxmgr.Info, error)
+	Stop(ctx context.Context, id string) error   // ErrNoContainer if missing
+	Remove(ctx context.Context, id string) error // ErrNoContainer if missing
+	Ping(ctx context.Context) error
+}
+
+var _ AdminSandboxes = (*sandboxmgr.Manager)(nil)
+
+// AdminOptions configure the admin API.
+type AdminOptions struct {
+	// Config returns the live config (admin token, file path).
+	Config func() *config.Config
+	// Apply validates nothing more and swaps cfg in everywhere (the same
+	// path as a file reload). An error means nothing changed.
+	Apply     func(cfg *config.Config) error
+	Sandboxes AdminSandboxes
+	// Ready reports other readiness conditions (certificates); nil means ready.
+	Ready func(ctx context.Context) error
+	// Metrics serves /metrics; nil means 404.
+	Metrics http.Handler
+	Log     *slog.Logger
+}
+
+// maxConfigBytes bounds a PUT /admin/config body.
+const maxConfigBytes = 1 << 20
+
+type admin struct {
+	o     AdminOptions
+	putMu sync.Mutex // serializes PUT /admin/config: validate, write, apply
+}
+
+// NewAdmin returns the admin API handler. /healthz and /readyz are open;
+// everything else needs `Authorization: Bearer <admin_token>`, and with no
+// admin_token configured it is closed (401).
+func NewAdmin(o AdminOptions) http.Handler {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	a := &admin{o: o}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", a.readyz)
+	if o.Metrics != nil {
+		mux.Handle("GET /metrics", a.authed(o.Metrics.ServeHTTP))
+	}
+	mux.HandleFunc("GET /admin/config", a.authed(a.getConfig))
+	mux.HandleFunc("PUT /admin/config", a.authed(a.putConfig))
+	mux.HandleFunc("POST /admin/config/validate", a.authed(a.validateConfig))
+	mux.HandleFunc("GET /admin/sandboxes", a.authed(a.listSandboxes))
+	mux.HandleFunc("POST /admin/sandboxes/{id}/stop", a.authed(a.sandboxOp("stop", o.Sandboxes.Stop)))
+	mux.HandleFunc("DELETE /admin/sandboxes/{id}", a.authed(a.sandboxOp("remove", o.Sandboxes.Remove)))
+	return mux
+}
+
+func (a *admin) authed(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		want := string(a.o.Config().AdminToken)
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if want == "" || !ok || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="previewgate-admin"`)
+			writeJSON(w, http.StatusUnauthorized, errBody("admin token required", "unauthorized"))
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (a *admin) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	checks := map[string]string{"docker": "ok", "certificates": "ok"}
+	status := http.StatusOK
+	if err := a.o.Sandboxes.Ping(ctx); err != nil {
+		checks["docker"], status = err.Error(), http.StatusServiceUnavailable
+	}
+	if a.o.Ready != nil {
+		if err := a.o.Ready(ctx); err != nil {
+			checks["certificates"], status = err.Error(), http.StatusServiceUnavailable
+		}
+	}
+	writeJSON(w, status, checks)
+}
+
+func (a *admin) getConfig(w http.ResponseWriter, r *http.Request) {
+	b, err := a.o.Config().Redacted()
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, errBody(err.Error(), "internal"))
+		return
+	}
+	w.Header().Set("Content-Type", "application/yaml")
+	w.Write(b)
+}
+
+// parseBody decodes a config from the request body, named after the live
+// file so errors read FILE:LINE:COL.
+func (a *admin) parseBody(w http.ResponseWriter, r *http.Request) (*config.Config, []byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxConfigBytes))
+	if err != nil {
+		writeJSON(w, http.StatusRequestEntityTooLarge, errBody("config too large or unreadable: "+err.Error(), "bad_request"))
+		return nil, nil, false
+	}
+	name := a.o.Config().Path
+	if name == "" {
+		name = "request"
+	}
+	cfg, err := config.Parse(name, body)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, errBody(err.Error(), "invalid_config"))
+		return nil, nil, false
+	}
+	cfg.Path = a.o.Config().Path
+	return cfg, body, true
+}
+
+func (a *admin) validateConfig(w http.ResponseWriter, r *http.Request) {
+	if _, _, ok := a.parseBody(w, r); ok {
+		writeJSON(w, http.StatusOK, map[string]any{"valid": true})
+	}
+}
+
+func (a *admin) putConfig(w http.ResponseWriter, r *http.Request) {
+	a.putMu.Lock()
+	defer a.putMu.Unlock()
+	cfg, body, ok := a.parseBody(w, r)
+	if !ok {
+		return
+	}
+	path := a.o.Config().Path
+	if path == "" {
+		writeJSON(w, http.StatusConflict, errBody("running on the embedded default: there is no file to write; start with --config FILE", "no_config_file"))
+		return
+	}
+	restart := config.RestartNeeded(a.o.Config(), cfg)
+	// Apply first: if the new config cannot be applied, the file stays as it was.
+	if err := a.o.Apply(cfg); err != nil {
+		writeJSON(w, http.StatusBadRequest, errBody(err.Error(), "invalid_config"))
+		return
+	}
+	if err := config.WriteFile(path, body); err != nil {
+		a.o.Log.ErrorContext(r.Context(), "config applied but not written", "path", path, "err", err)
+		writeJSON(w, http.StatusInternalServerError, errBody("config applied but writing the file failed: "+err.Error(), "write_failed"))
+		return
+	}
+	a.o.Log.InfoContext(r.Context(), "config replaced through admin API", "path", path)
+	writeJSON(w, http.StatusOK, map[string]any{"applied": true, "restart_needed": restart})
+}
+
+func (a *admin) listSandboxes(w http.ResponseWriter, r *http.Request) {
+	list, err := a.o.Sandboxes.List(r.Context())
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error(), "unavailable"))
+		return
+	}
+	type item struct {
+		sandboxmgr.Info
+		UptimeSeconds float64 `json:"uptime_seconds,omitempty"`
+	}
+	out := make([]item, 0, len(list))
+	for _, s := range list {
+		it := item{Info: s}
+		if s.State == "running" && !s.StartedAt.IsZero() {
+			it.UptimeSeconds = time.Since(s.StartedAt).Round(time.Second).Seconds()
+		}
+		out = append(out, it)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *admin) sandboxOp(name string, op func(context.Context, string) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		if !config.ValidID(id) {
+			writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+			return
+		}
+		err := op(r.Context(), id)
+		switch {
+		case errors.Is(err, sandboxmgr.ErrNoContainer):
+			writeJSON(w, http.StatusNotFound, errBody("no such sandbox", "not_found"))
+		case err != nil:
+			writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error(), "unavailable"))
+		default:
+			a.o.Log.InfoContext(r.Context(), "sandbox "+name+" through admin API", "sandbox", id)
+			writeJSON(w, http.StatusOK, map[string]any{"id": id, name: true})
+		}
+	}
+}
+
+func errBody(msg, code string) map[string]string {
+	return map[string]string{"error": msg, "code": code}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}

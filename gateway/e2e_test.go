@@ -1,0 +1,311 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/dockertest"
+	"github.com/previewgate/previewgate/sandboxmgr"
+)
+
+func TestMain(m *testing.M) { dockertest.Main(m) }
+
+// countingSandboxes wraps the real manager and counts Ensure calls: the seam
+// that proves rejected requests never reach Docker.
+type countingSandboxes struct {
+	*sandboxmgr.Manager
+	ensures atomic.Int32
+}
+
+func (c *countingSandboxes) Ensure(ctx context.Context, id string, tpl *config.Template) (sandboxmgr.Endpoint, error) {
+	c.ensures.Add(1)
+	return c.Manager.Ensure(ctx, id, tpl)
+}
+
+// dockerEnv is one integration test's world: a real manager on its own
+// network and a gateway in front of it.
+type dockerEnv struct {
+	t       *testing.T
+	cli     *client.Client
+	cfg     *config.Config
+	network string
+	mgr     *countingSandboxes
+	gw      *Gateway
+	srv     *httptest.Server
+}
+
+func newDockerEnv(t *testing.T, edit func(*config.Config)) *dockerEnv {
+	t.Helper()
+	cli := dockertest.Client(t)
+	image := dockertest.TestAppImage(t)
+	cfg := testConfig()
+	cfg.Templates["app"].Image = image
+	cfg.Templates["app"].Ready = config.Ready{Path: "/", Timeout: config.Duration(20 * time.Second)}
+	if edit != nil {
+		edit(cfg)
+		cfg.ApplyDefaults()
+	}
+	e := &dockerEnv{t: t, cli: cli, cfg: cfg, network: dockertest.Network(t)}
+	e.start()
+	return e
+}
+
+// start runs a fresh manager and gateway on the same Docker state, as a
+// gateway restart would.
+func (e *dockerEnv) start() {
+	e.t.Helper()
+	mgr, err := sandboxmgr.New(sandboxmgr.Config{Host: e.cfg.Docker.Host, Network: e.network, Labels: dockertest.Labels(),
+		MaxConcurrentStarts: e.cfg.Limits.MaxConcurrentStarts, MaxRunning: e.cfg.Limits.MaxRunning}, testLogger(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := mgr.Start(ctx); err != nil && e.cfg.Docker.Host == "" {
+		e.t.Fatalf("manager start: %v", err)
+	}
+	e.mgr = &countingSandboxes{Manager: mgr}
+	e.gw, e.srv = startGateway(e.t, e.cfg, e.mgr)
+	e.t.Cleanup(func() { mgr.Close() })
+}
+
+func (e *dockerEnv) get(id, path string) *http.Response {
+	e.t.Helper()
+	return request(e.t, e.srv, "GET", "sandbox-"+id+"."+testDomain, path, mintFor(e.t, e.cfg, id, time.Minute))
+}
+
+// containers lists the containers Docker has for sandbox id.
+func (e *dockerEnv) containers(id string) []container.Summary {
+	e.t.Helper()
+	list, err := e.cli.ContainerList(context.Background(), container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", sandboxmgr.LabelSandbox+"="+id),
+			filters.Arg("label", dockertest.LabelRun+"="+dockertest.RunID()))})
+	if err != nil {
+		e.t.Fatalf("list containers: %v", err)
+	}
+	return list
+}
+
+func (e *dockerEnv) onlyContainer(id string) container.Summary {
+	e.t.Helper()
+	list := e.containers(id)
+	if len(list) != 1 {
+		e.t.Fatalf("got %d containers for %s, want 1", len(list), id)
+	}
+	return list[0]
+}
+
+// uniqueID returns a sandbox id no other test uses.
+func uniqueID(t *testing.T, prefix string) string {
+	return fmt.Sprintf("%s-%s-%d", prefix, dockertest.RunID(), time.Now().UnixNano()%1e6)
+}
+
+func wantStatus(t *testing.T, resp *http.Response, want int) []byte {
+	t.Helper()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("got %d (%s), want %d", resp.StatusCode, body, want)
+	}
+	return body
+}
+
+func TestDockerCreateOnFirstRequest(t *testing.T) {
+	e := newDockerEnv(t, nil)
+	id := uniqueID(t, "create")
+	body := wantStatus(t, e.get(id, "/hello"), 200)
+	var echo struct{ Path, Host string }
+	if err := json.Unmarshal(body, &echo); err != nil || echo.Path != "/hello" {
+		t.Fatalf("got %s (%v), want the test app's echo of /hello", body, err)
+	}
+	c := e.onlyContainer(id)
+	if c.Names[0] != "/previewgate-"+id || c.Labels[sandboxmgr.LabelManaged] != "true" ||
+		c.Labels[sandboxmgr.LabelTemplate] != "app" {
+		t.Fatalf("got container %v %v, want name previewgate-%s with managed labels", c.Names, c.Labels, id)
+	}
+}
+
+func TestDockerWakeStoppedAndPaused(t *testing.T) {
+	e := newDockerEnv(t, nil)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		sleep  func(id string) error
+		wantSt string
+	}{
+		{"stopped", func(id string) error { return e.cli.ContainerStop(ctx, id, container.StopOptions{}) }, "exited"},
+		{"paused", func(id string) error { return e.cli.ContainerPause(ctx, id) }, "paused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := uniqueID(t, tc.name)
+			wantStatus(t, e.get(id, "/"), 200)
+			c := e.onlyContainer(id)
+			if err := tc.sleep(c.ID); err != nil {
+				t.Fatal(err)
+			}
+			if got := e.onlyContainer(id).State; got != tc.wantSt {
+				t.Fatalf("got state %q, want %q", got, tc.wantSt)
+			}
+			// The manager learns about the change from Docker (events or a
+			// failed dial); either way the next request succeeds.
+			wantStatus(t, e.get(id, "/"), 200)
+			if got := e.onlyContainer(id); got.ID != c.ID || got.State != "running" {
+				t.Fatalf("got container %s in state %s, want %s running", got.ID, got.State, c.ID)
+			}
+		})
+	}
+}
+
+func TestDockerConcurrentColdRequests(t *testing.T) {
+	e := newDockerEnv(t, nil)
+	id := uniqueID(t, "herd")
+	tok := mintFor(t, e.cfg, id, time.Minute)
+	const n = 200
+	var wg sync.WaitGroup
+	statuses := make(chan int, n)
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: n}}
+	defer client.CloseIdleConnections()
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("GET", e.srv.URL+"/", nil)
+			req.Host = "sandbox-" + id + "." + testDomain
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := client.Do(req)
+			if err != nil {
+				statuses <- -1
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			statuses <- resp.StatusCode
+		}()
+	}
+	wg.Wait()
+	close(statuses)
+	count := map[int]int{}
+	for s := range statuses {
+		count[s]++
+	}
+	if count[200] != n {
+		t.Fatalf("got statuses %v, want all %d = 200", count, n)
+	}
+	e.onlyContainer(id)
+}
+
+func TestDockerWebSocketAndSSE(t *testing.T) {
+	e := newDockerEnv(t, nil)
+	id := uniqueID(t, "stream")
+	host := "sandbox-" + id + "." + testDomain
+	tok := mintFor(t, e.cfg, id, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(e.srv.URL, "http")+"/ws",
+		&websocket.DialOptions{Host: host, HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
+	if err != nil {
+		t.Fatalf("websocket dial through gateway: %v", err)
+	}
+	defer c.CloseNow()
+	if err := c.Write(ctx, websocket.MessageText, []byte("echo me")); err != nil {
+		t.Fatal(err)
+	}
+	var sawPush, sawEcho bool
+	for !(sawPush && sawEcho) {
+		_, msg, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("read: %v (push %v, echo %v)", err, sawPush, sawEcho)
+		}
+		sawPush = sawPush || strings.HasPrefix(string(msg), "tick")
+		sawEcho = sawEcho || string(msg) == "echo me"
+	}
+	c.Close(websocket.StatusNormalClosure, "")
+
+	resp := request(t, e.srv, "GET", host, "/sse", tok, "Accept", "text/event-stream")
+	br := bufio.NewReader(resp.Body)
+	first, err := br.ReadString('\n')
+	if err != nil || first != "id: 1\n" {
+		t.Fatalf("got first line %q (%v)", first, err)
+	}
+	gotFirst := time.Now()
+	rest, _ := io.ReadAll(br)
+	// The app streams 20 events 100ms apart. Had the gateway buffered the
+	// response, the first event would arrive together with the end.
+	if since := time.Since(gotFirst); since < time.Second {
+		t.Fatalf("stream ended %v after the first event, want the first event streamed ahead of the rest", since)
+	}
+	if !strings.Contains(string(rest), "data: event 20") {
+		t.Fatalf("stream incomplete: %q", rest)
+	}
+}
+
+func TestDockerRestartReusesContainer(t *testing.T) {
+	e := newDockerEnv(t, nil)
+	id := uniqueID(t, "restart")
+	wantStatus(t, e.get(id, "/"), 200)
+	before := e.onlyContainer(id)
+	e.srv.Close()
+	e.gw.Close()
+	e.mgr.Close()
+	e.start()
+	wantStatus(t, e.get(id, "/"), 200)
+	if after := e.onlyContainer(id); after.ID != before.ID {
+		t.Fatalf("got container %s after restart, want %s", after.ID, before.ID)
+	}
+}
+
+func TestDockerNeverReadyIs504(t *testing.T) {
+	e := newDockerEnv(t, func(c *config.Config) {
+		c.Templates["app"].Env = map[string]string{"NEVER_LISTEN": "1"}
+		c.Templates["app"].Ready.Timeout = config.Duration(2 * time.Second)
+	})
+	wantStatus(t, e.get(uniqueID(t, "never"), "/"), 504)
+}
+
+func TestDockerUnreachableIs503(t *testing.T) {
+	e := newDockerEnv(t, func(c *config.Config) {
+		c.Docker.Host = "unix://" + t.TempDir() + "/nothing.sock"
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/", nil)
+	req.Host = "sandbox-x." + testDomain
+	req.Header.Set("Authorization", "Bearer "+mintFor(t, e.cfg, "x", time.Minute))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("request with Docker down: %v (want a quick 503, not a hang)", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("got %d Retry-After %q, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
+func TestDockerRejectedHostsNeverReachDocker(t *testing.T) {
+	e := newDockerEnv(t, nil)
+	for _, host := range []string{"evil.example", "sandbox-Bad_Id." + testDomain, "sandbox-." + testDomain} {
+		resp := request(t, e.srv, "GET", host, "/", mintFor(t, e.cfg, "*", time.Minute))
+		if resp.StatusCode != 400 && resp.StatusCode != 404 {
+			t.Fatalf("%s: got %d, want 400 or 404", host, resp.StatusCode)
+		}
+	}
+	if n := e.mgr.ensures.Load(); n != 0 {
+		t.Fatalf("got %d Ensure calls, want 0", n)
+	}
+}
