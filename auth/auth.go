@@ -2,25 +2,68 @@
 // finds them in a request (header, cookie, one-time query parameter),
 // exchanges a query token for a cookie, strips tokens before proxying, and
 // mints tokens (CLI and Go API).
+//
+// A Verifier is built from one config snapshot and never changes; a config
+// reload builds a new one and closes the old. Every key pins its algorithm:
+// "none" and HMAC-with-a-public-key confusion cannot pass. exp is required,
+// nbf and iat are honoured with Leeway, aud must equal the configured
+// audience, iss must be in the configured list (empty list: any), and sbx
+// must equal the sandbox being accessed or be "*".
+//
+// Key selection by kid: a token names its key with the kid header. A token
+// without kid is accepted only when exactly one static key is configured and
+// no JWKS URL is set; with several keys (or a JWKS) it is invalid, so a token
+// can never be tried against keys it was not meant for.
 package auth
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/previewgate/previewgate/config"
 )
 
 // Errors from Check. ErrForbidden maps to 403, every other error to 401.
+// Check wraps them in an *Error whose Reason is short text for users.
 var (
-	ErrMissing   = errors.New("no access token")
-	ErrInvalid   = errors.New("invalid access token")
-	ErrExpired   = errors.New("access token expired")
-	ErrForbidden = errors.New("access token is for another sandbox")
-	ErrOrigin    = errors.New("websocket origin not allowed") // wraps ErrForbidden
+	ErrMissing         = errors.New("no access token")
+	ErrInvalid         = errors.New("invalid access token")
+	ErrExpired         = errors.New("access token expired")
+	ErrForbidden       = errors.New("access token is for another sandbox")
+	ErrOrigin    error = &sentinel{msg: "websocket origin not allowed", parent: ErrForbidden} // wraps ErrForbidden
+)
+
+type sentinel struct {
+	msg    string
+	parent error
+}
+
+func (s *sentinel) Error() string { return s.msg }
+func (s *sentinel) Unwrap() error { return s.parent }
+
+// Limits and timings.
+const (
+	// MaxTokenBytes is the largest token Check parses; larger ones are
+	// invalid without being decoded.
+	MaxTokenBytes = 8 << 10
+	// Leeway is the clock skew allowed on exp, nbf and iat.
+	Leeway = 30 * time.Second
+	// cacheSize bounds the verified-token cache (entries, not bytes; only
+	// tokens that verified get in, so an attacker cannot fill it).
+	cacheSize = 4096
+	// cacheMaxAge bounds how long a verification result is reused. Static
+	// keys only change with a new Verifier, but a key removed from a JWKS
+	// stops working for cached tokens within this time.
+	cacheMaxAge = 5 * time.Minute
 )
 
 // Source says where a token was found.
@@ -33,6 +76,18 @@ const (
 	FromQuery
 )
 
+func (s Source) String() string {
+	switch s {
+	case FromHeader:
+		return "header"
+	case FromCookie:
+		return "cookie"
+	case FromQuery:
+		return "query"
+	}
+	return "none"
+}
+
 // Claims are the token claims previewgate understands.
 type Claims struct {
 	jwt.RegisteredClaims
@@ -40,42 +95,273 @@ type Claims struct {
 	Template string `json:"tpl,omitempty"`
 }
 
-// Result is a successful check.
+// Result is a successful check. Claims may be shared with other requests
+// carrying the same token (verification cache): treat it as read-only.
 type Result struct {
 	Claims *Claims
 	Source Source
 	Raw    string
 }
 
+// Error is what Check returns on failure. errors.Is matches it against
+// ErrMissing, ErrInvalid, ErrExpired, ErrForbidden and ErrOrigin.
+type Error struct {
+	// Reason is short, safe to show users: "missing", "invalid",
+	// "expired", "not yet valid", "wrong sandbox", "origin not allowed".
+	Reason string
+	Source Source // where the failing token came from (FromNone if missing)
+	kind   error  // one of the exported sentinels
+	err    error  // detail for logs; never contains the token
+}
+
+func (e *Error) Error() string {
+	s := e.kind.Error()
+	if e.Source != FromNone {
+		s += " (" + e.Source.String() + ")"
+	}
+	if e.err != nil {
+		s += ": " + e.err.Error()
+	}
+	return s
+}
+
+func (e *Error) Unwrap() []error {
+	if e.err == nil {
+		return []error{e.kind}
+	}
+	return []error{e.kind, e.err}
+}
+
+// Status is the HTTP status for an error from Check: 403 for ErrForbidden
+// (and ErrOrigin), 401 otherwise.
+func Status(err error) int {
+	if errors.Is(err, ErrForbidden) {
+		return http.StatusForbidden
+	}
+	return http.StatusUnauthorized
+}
+
+// Reason is the short user-facing reason of an error from Check.
+func Reason(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	switch {
+	case errors.Is(err, ErrOrigin):
+		return "origin not allowed"
+	case errors.Is(err, ErrForbidden):
+		return "wrong sandbox"
+	case errors.Is(err, ErrExpired):
+		return "expired"
+	case errors.Is(err, ErrMissing):
+		return "missing"
+	}
+	return "invalid"
+}
+
 // Verifier checks tokens against one config snapshot. Safe for concurrent use.
-type Verifier struct{}
+type Verifier struct {
+	log        *slog.Logger
+	now        func() time.Time
+	tls        bool
+	aud        string
+	issuers    map[string]bool // empty: any issuer
+	origins    map[string]bool // normalized allowed_origins
+	cookieName string          // the name we set
+	cookieBase string          // without the __Host- prefix; Strip removes both
+
+	keys map[string]*staticKey // by kid
+	only *staticKey            // the sole static key, for tokens without kid (nil unless exactly one and no JWKS)
+
+	jwks       keyfunc.Keyfunc // nil without jwks_url
+	jwksParser *jwt.Parser
+	jwksClient *http.Client  // nil: http.DefaultClient
+	jwksEvery  time.Duration // min interval between unknown-kid refreshes
+	cancel     context.CancelFunc
+
+	cache *lru.Cache[string, cacheEntry] // raw token → verified claims
+}
+
+type cacheEntry struct {
+	claims *Claims
+	until  time.Time // reuse while now is before this
+}
+
+// Option adjusts a Verifier.
+type Option func(*Verifier)
+
+// WithLogger sets the logger for background work (JWKS refresh failures).
+// The default discards.
+func WithLogger(l *slog.Logger) Option { return func(v *Verifier) { v.log = l } }
+
+// withClock injects the time source (tests).
+func withClock(now func() time.Time) Option { return func(v *Verifier) { v.now = now } }
 
 // NewVerifier builds a verifier from cfg (reads key files, starts JWKS
 // refresh if configured). tls says whether previews are served over TLS
 // (cookie name and Secure handling). Close releases background work.
-func NewVerifier(cfg config.Auth, tls bool) (*Verifier, error) { return &Verifier{}, nil }
+//
+// A verifier without keys and without a JWKS URL is valid and rejects every
+// token (for configs where everything is public).
+func NewVerifier(cfg config.Auth, tls bool, opts ...Option) (*Verifier, error) {
+	v := &Verifier{
+		log:       slog.New(slog.DiscardHandler),
+		now:       time.Now,
+		tls:       tls,
+		aud:       cfg.Audience,
+		issuers:   make(map[string]bool, len(cfg.Issuers)),
+		origins:   make(map[string]bool, len(cfg.AllowedOrigins)),
+		keys:      make(map[string]*staticKey, len(cfg.Keys)),
+		jwksEvery: time.Minute,
+	}
+	for _, o := range opts {
+		o(v)
+	}
+	if v.aud == "" {
+		v.aud = "previewgate"
+	}
+	for _, iss := range cfg.Issuers {
+		v.issuers[iss] = true
+	}
+	for _, o := range cfg.AllowedOrigins {
+		v.origins[normalizeOrigin(o)] = true
+	}
+	v.cookieBase, v.cookieName = cookieNames(cfg.CookieName, tls)
 
-// Close stops background JWKS refresh.
-func (v *Verifier) Close() {}
+	for i, k := range cfg.Keys {
+		sk, err := v.newStaticKey(k)
+		if err != nil {
+			return nil, fmt.Errorf("auth key %d (kid %q): %w", i, k.KID, err)
+		}
+		if _, dup := v.keys[k.KID]; dup {
+			return nil, fmt.Errorf("auth key %d: duplicate kid %q", i, k.KID)
+		}
+		if k.KID == "" && len(cfg.Keys) > 1 {
+			return nil, fmt.Errorf("auth key %d: kid is required when several keys are configured", i)
+		}
+		v.keys[k.KID] = sk
+	}
+	if len(cfg.Keys) == 1 && cfg.JWKSURL == "" {
+		for _, sk := range v.keys {
+			v.only = sk
+		}
+	}
+	if cfg.JWKSURL != "" {
+		if err := v.startJWKS(cfg.JWKSURL); err != nil {
+			return nil, err
+		}
+	}
+	c, err := lru.New[string, cacheEntry](cacheSize)
+	if err != nil {
+		v.Close()
+		return nil, fmt.Errorf("auth cache: %w", err)
+	}
+	v.cache = c
+	return v, nil
+}
+
+// Close stops background JWKS refresh. The verifier keeps working with the
+// keys it has; Close is idempotent.
+func (v *Verifier) Close() {
+	if v.cancel != nil {
+		v.cancel()
+	}
+}
+
+// CookieName is the name of the cookie Exchange sets and Check reads.
+func (v *Verifier) CookieName() string { return v.cookieName }
 
 // Check authenticates r for sandbox id.
+//
+// Candidates are tried in order: Authorization: Bearer, the gateway cookie
+// (every copy, at most a few), then ?access_token= (GET and HEAD only, never
+// on a WebSocket upgrade). The first that verifies for id wins, so an app
+// that uses its own Authorization header, or a stale cookie next to a fresh
+// query token, does not lock the user out. If none passes, the most telling
+// failure is returned (origin > wrong sandbox > expired > invalid), or
+// ErrMissing if there was no candidate.
+//
+// A cookie-authenticated WebSocket upgrade must carry an Origin equal to the
+// preview's own origin or one in allowed_origins (cross-site WebSocket
+// hijacking of HMR sockets); header-authenticated upgrades need no origin.
 func (v *Verifier) Check(r *http.Request, id string) (Result, error) {
-	return Result{}, ErrMissing
+	upgrade := isWebSocket(r)
+	var best *Error
+	try := func(raw string, src Source) (Result, bool) {
+		claims, err := v.verify(r.Context(), raw)
+		if err == nil && claims.Sandbox != id && claims.Sandbox != "*" {
+			err = &Error{Reason: "wrong sandbox", kind: ErrForbidden}
+		}
+		if err == nil && src == FromCookie && upgrade && !v.originAllowed(r) {
+			err = &Error{Reason: "origin not allowed", kind: ErrOrigin,
+				err: fmt.Errorf("origin %q", truncate(r.Header.Get("Origin"), 100))}
+		}
+		if err == nil {
+			return Result{Claims: claims, Source: src, Raw: raw}, true
+		}
+		e := err.(*Error)
+		e.Source = src
+		if best == nil || rank(e) > rank(best) {
+			best = e
+		}
+		return Result{}, false
+	}
+
+	if raw, ok := bearerToken(r.Header); ok {
+		if res, ok := try(raw, FromHeader); ok {
+			return res, nil
+		}
+	}
+	var buf [maxCookieCandidates]string
+	for _, raw := range cookieValues(buf[:0], r.Header["Cookie"], v.cookieName) {
+		if res, ok := try(raw, FromCookie); ok {
+			return res, nil
+		}
+	}
+	if !upgrade && (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL != nil {
+		if raw, ok := queryToken(r.URL.RawQuery); ok {
+			if res, ok := try(raw, FromQuery); ok {
+				return res, nil
+			}
+		}
+	}
+	if best == nil {
+		return Result{}, &Error{Reason: "missing", kind: ErrMissing}
+	}
+	return Result{}, best
 }
 
-// Exchange answers a query-token request: 303 to the same URL without
-// access_token, sets the cookie. Call it when res.Source == FromQuery.
-func (v *Verifier) Exchange(w http.ResponseWriter, r *http.Request, res Result) {}
-
-// Strip removes the gateway's cookie, its Authorization header and the
-// access_token query parameter from an outgoing request.
-func (v *Verifier) Strip(out *http.Request) {}
-
-// MintOptions describes a token to mint.
-type MintOptions struct {
-	Subject, Sandbox, Template, Issuer, Audience string
-	TTL                                          time.Duration
+func rank(e *Error) int {
+	switch e.kind {
+	case ErrOrigin:
+		return 4
+	case ErrForbidden:
+		return 3
+	case ErrExpired:
+		return 2
+	}
+	return 1
 }
 
-// Mint signs a token with key (must hold a secret or a private key).
-func Mint(key config.Key, o MintOptions) (string, error) { return "", errors.New("todo") }
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// normalizeOrigin lowercases an origin, drops a trailing slash and the
+// scheme's default port, so "HTTPS://App.example.com:443/" equals
+// "https://app.example.com".
+func normalizeOrigin(o string) string {
+	o = strings.ToLower(strings.TrimSpace(o))
+	o = strings.TrimSuffix(o, "/")
+	switch {
+	case strings.HasPrefix(o, "https://"):
+		o = strings.TrimSuffix(o, ":443")
+	case strings.HasPrefix(o, "http://"):
+		o = strings.TrimSuffix(o, ":80")
+	}
+	return o
+}

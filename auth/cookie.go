@@ -1,0 +1,230 @@
+package auth
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// DefaultCookieName is the cookie's base name; over TLS it gets the
+// __Host- prefix (host-only, Path=/, Secure enforced by browsers).
+const DefaultCookieName = "previewgate_token"
+
+const hostPrefix = "__Host-"
+
+// cookieNames returns the base name (no prefix) and the name to use.
+func cookieNames(configured string, tls bool) (base, name string) {
+	base = configured
+	for _, p := range []string{hostPrefix, "__Secure-"} {
+		base = strings.TrimPrefix(base, p)
+	}
+	if base == "" {
+		base = DefaultCookieName
+	}
+	if tls {
+		return base, hostPrefix + base
+	}
+	return base, base
+}
+
+// Exchange answers a query-token request: 303 to the same URL without
+// access_token, sets the cookie. Call it when res.Source == FromQuery.
+//
+// The redirect keeps the path and every other query parameter in order,
+// byte for byte. The response carries Cache-Control: no-store and
+// Referrer-Policy: no-referrer so the token is neither cached nor sent on.
+// The cookie is host-only, Path=/, HttpOnly, Secure (browsers accept Secure
+// from http://localhost too), and expires with the token. A cross-site
+// iframe (Sec-Fetch-Dest: iframe, Sec-Fetch-Site: cross-site) gets
+// SameSite=None; Partitioned so it works where third-party cookies are
+// blocked; anything else gets SameSite=Lax.
+func (v *Verifier) Exchange(w http.ResponseWriter, r *http.Request, res Result) {
+	c := &http.Cookie{
+		Name:     v.cookieName,
+		Value:    res.Raw,
+		Path:     "/",
+		HttpOnly: true,
+		Secure:   true,
+		SameSite: http.SameSiteLaxMode,
+	}
+	if res.Claims != nil && res.Claims.ExpiresAt != nil {
+		exp := res.Claims.ExpiresAt.Time
+		c.Expires = exp
+		c.MaxAge = max(1, int(exp.Sub(v.now()).Seconds()))
+	}
+	if crossSiteFrame(r) {
+		c.SameSite = http.SameSiteNoneMode
+		c.Partitioned = true
+	}
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Location", redirectTarget(r.URL))
+	http.SetCookie(w, c)
+	w.WriteHeader(http.StatusSeeOther)
+}
+
+func crossSiteFrame(r *http.Request) bool {
+	dest := strings.ToLower(r.Header.Get("Sec-Fetch-Dest"))
+	return (dest == "iframe" || dest == "frame") && strings.EqualFold(r.Header.Get("Sec-Fetch-Site"), "cross-site")
+}
+
+// redirectTarget is u's path and query without access_token, as a
+// path-absolute reference. A path starting with "//" would read as
+// another host ("//evil.example/"), so it becomes "/.//evil.example/",
+// which browsers resolve to the same path on the same host.
+func redirectTarget(u *url.URL) string {
+	if u == nil {
+		return "/"
+	}
+	p := u.EscapedPath()
+	switch {
+	case p == "" || p[0] != '/':
+		p = "/" + p
+	case strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\"):
+		p = "/." + p
+	}
+	if q := removeAccessToken(u.RawQuery); q != "" {
+		p += "?" + q
+	}
+	return p
+}
+
+// removeAccessToken drops every access_token pair from a raw query and
+// keeps the other pairs and their order byte for byte.
+func removeAccessToken(rawQuery string) string {
+	if !strings.Contains(rawQuery, "access") && !strings.Contains(rawQuery, "%") {
+		return rawQuery
+	}
+	var b strings.Builder
+	q := rawQuery
+	for q != "" {
+		var pair string
+		pair, q, _ = strings.Cut(q, "&")
+		k, _, _ := strings.Cut(pair, "=")
+		if isAccessTokenKey(k) {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(pair)
+	}
+	return b.String()
+}
+
+// Strip removes the gateway's cookie, its Authorization header and the
+// access_token query parameter from an outgoing request.
+//
+// Both cookie spellings (with and without __Host-) go; other cookies keep
+// their bytes and order, and a Cookie line is only rewritten when it held
+// ours. Authorization is removed when it is a Bearer JWT meant for us
+// (its aud names our audience, or its kid is one of our keys), so an app
+// that uses its own bearer tokens keeps them. access_token also goes from
+// the Referer, in case the address bar still had it.
+func (v *Verifier) Strip(out *http.Request) {
+	if lines := out.Header["Cookie"]; len(lines) > 0 {
+		kept := lines[:0:0]
+		changed := false
+		for _, line := range lines {
+			nl, ch := v.stripCookieLine(line)
+			changed = changed || ch
+			if nl != "" {
+				kept = append(kept, nl)
+			}
+		}
+		if changed {
+			if len(kept) == 0 {
+				out.Header.Del("Cookie")
+			} else {
+				out.Header["Cookie"] = kept
+			}
+		}
+	}
+	if vals := out.Header["Authorization"]; len(vals) > 0 {
+		kept := vals[:0:0]
+		for _, a := range vals {
+			if tok, ok := parseBearer(a); ok && v.isOurs(tok) {
+				continue
+			}
+			kept = append(kept, a)
+		}
+		if len(kept) == 0 {
+			out.Header.Del("Authorization")
+		} else if len(kept) != len(vals) {
+			out.Header["Authorization"] = kept
+		}
+	}
+	if out.URL != nil {
+		out.URL.RawQuery = removeAccessToken(out.URL.RawQuery)
+	}
+	if ref := out.Header.Get("Referer"); ref != "" && strings.Contains(ref, "?") {
+		if u, err := url.Parse(ref); err == nil {
+			if q := removeAccessToken(u.RawQuery); q != u.RawQuery {
+				u.RawQuery = q
+				out.Header.Set("Referer", u.String())
+			}
+		}
+	}
+}
+
+// stripCookieLine removes our cookies from one Cookie header line. It
+// reports whether anything was removed; if not, line is returned as is.
+func (v *Verifier) stripCookieLine(line string) (string, bool) {
+	if !strings.Contains(line, v.cookieBase) {
+		return line, false
+	}
+	var b strings.Builder
+	changed := false
+	rest := line
+	for rest != "" {
+		var part string
+		part, rest, _ = strings.Cut(rest, ";")
+		k, _, _ := strings.Cut(part, "=")
+		k = strings.TrimSpace(k)
+		if k == v.cookieBase || k == hostPrefix+v.cookieBase || k == v.cookieName {
+			changed = true
+			continue
+		}
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(part)
+	}
+	if !changed {
+		return line, false
+	}
+	return b.String(), true
+}
+
+// isOurs reports whether a bearer token is meant for this gateway: it
+// verified before (cached), its unverified aud contains our audience, or
+// its kid names one of our static keys. Nothing here trusts the token; it
+// only decides whether to keep it from the sandbox.
+func (v *Verifier) isOurs(tok string) bool {
+	if _, ok := v.cache.Peek(tok); ok {
+		return true
+	}
+	if kid, ok, err := peekKID(tok); err == nil && ok && v.keys[kid] != nil {
+		return true
+	}
+	if len(tok) > MaxTokenBytes {
+		return false
+	}
+	var c Claims
+	if _, _, err := jwt.NewParser().ParseUnverified(tok, &c); err != nil {
+		return false
+	}
+	for _, a := range c.Audience {
+		if a == v.aud {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,131 @@
+package auth
+
+import (
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strings"
+)
+
+// maxCookieCandidates bounds how many copies of our cookie Check tries. A
+// browser may send two (partitioned and not); more is noise or an attack.
+const maxCookieCandidates = 4
+
+// bearerToken returns the token of the first Authorization header if it
+// uses the Bearer scheme (case-insensitive) and is not empty.
+func bearerToken(h http.Header) (string, bool) {
+	vals := h["Authorization"]
+	if len(vals) == 0 {
+		return "", false
+	}
+	return parseBearer(vals[0])
+}
+
+func parseBearer(s string) (string, bool) {
+	const scheme = "bearer"
+	if len(s) <= len(scheme) || !strings.EqualFold(s[:len(scheme)], scheme) || (s[len(scheme)] != ' ' && s[len(scheme)] != '\t') {
+		return "", false
+	}
+	tok := strings.TrimSpace(s[len(scheme):])
+	return tok, tok != ""
+}
+
+// cookieValues appends to dst the values of every cookie called name in
+// the Cookie header lines, up to maxCookieCandidates (dst's capacity is
+// reused). Parsing follows RFC 6265 §5.4 loosely, like browsers send it:
+// pairs separated by ";", optional spaces, optional double quotes around
+// the value. Pairs without "=" are skipped.
+func cookieValues(dst []string, lines []string, name string) []string {
+	for _, line := range lines {
+		for line != "" && len(dst) < maxCookieCandidates {
+			var part string
+			part, line, _ = strings.Cut(line, ";")
+			k, val, ok := strings.Cut(part, "=")
+			if !ok || strings.TrimSpace(k) != name {
+				continue
+			}
+			val = strings.TrimSpace(val)
+			if len(val) >= 2 && val[0] == '"' && val[len(val)-1] == '"' {
+				val = val[1 : len(val)-1]
+			}
+			if val != "" {
+				dst = append(dst, val)
+			}
+		}
+	}
+	return dst
+}
+
+// queryToken returns the first access_token value in a raw query.
+func queryToken(rawQuery string) (string, bool) {
+	q := rawQuery
+	for q != "" {
+		var pair string
+		pair, q, _ = strings.Cut(q, "&")
+		k, val, _ := strings.Cut(pair, "=")
+		if !isAccessTokenKey(k) {
+			continue
+		}
+		if u, err := url.QueryUnescape(val); err == nil {
+			val = u
+		}
+		if val != "" {
+			return val, true
+		}
+	}
+	return "", false
+}
+
+// isAccessTokenKey reports whether a raw query key is access_token,
+// including percent-encoded spellings (access%5Ftoken), which Go's and
+// most frameworks' query parsers decode to the same name.
+func isAccessTokenKey(k string) bool {
+	if k == "access_token" {
+		return true
+	}
+	if !strings.ContainsAny(k, "%+") {
+		return false
+	}
+	u, err := url.QueryUnescape(k)
+	return err == nil && u == "access_token"
+}
+
+// isWebSocket reports a WebSocket upgrade: an Upgrade header naming
+// websocket (with or without Connection: upgrade, so nothing can slip past
+// by omitting it), or an HTTP/2 extended CONNECT for websocket (RFC 8441).
+func isWebSocket(r *http.Request) bool {
+	for _, v := range r.Header["Upgrade"] {
+		for _, tok := range strings.Split(v, ",") {
+			if strings.EqualFold(textproto.TrimString(tok), "websocket") {
+				return true
+			}
+		}
+	}
+	return r.Method == http.MethodConnect && strings.EqualFold(r.Header.Get(":protocol"), "websocket")
+}
+
+// originAllowed reports whether a cookie-authenticated upgrade may proceed:
+// exactly one Origin header, equal to the preview's own origin or an
+// allowed one. Over TLS only https://host is our own origin; without TLS
+// (plain HTTP, or TLS terminated in front of us) both schemes are.
+func (v *Verifier) originAllowed(r *http.Request) bool {
+	vals := r.Header["Origin"]
+	if len(vals) != 1 {
+		return false
+	}
+	o := normalizeOrigin(vals[0])
+	if o == "" || o == "null" {
+		return false
+	}
+	if v.origins[o] {
+		return true
+	}
+	host := strings.ToLower(r.Host)
+	if host == "" {
+		return false
+	}
+	if o == normalizeOrigin("https://"+host) {
+		return true
+	}
+	return !v.tls && o == normalizeOrigin("http://"+host)
+}

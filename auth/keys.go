@@ -1,0 +1,213 @@
+package auth
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/previewgate/previewgate/config"
+)
+
+// minHMACBytes is the shortest accepted HMAC secret. RFC 7518 §3.2 asks for
+// at least the hash size; 32 bytes is what every HS* key here must have.
+const minHMACBytes = 32
+
+// minRSABits is the smallest accepted RSA modulus.
+const minRSABits = 2048
+
+// staticKey is one configured key with its own parser: the parser's
+// allow-list holds only the key's algorithm, so a token cannot pick another.
+type staticKey struct {
+	kid    string
+	alg    string
+	key    any // []byte, *rsa.PublicKey, *ecdsa.PublicKey or ed25519.PublicKey
+	parser *jwt.Parser
+}
+
+// keyfunc hands out the key only for its own algorithm (the parser already
+// enforces that; this is the second lock on the same door).
+func (k *staticKey) keyfunc(t *jwt.Token) (any, error) {
+	if t.Method == nil || t.Method.Alg() != k.alg {
+		return nil, fmt.Errorf("algorithm not allowed for kid %q", k.kid)
+	}
+	return k.key, nil
+}
+
+// asymmetricAlgs are accepted from a JWKS (never HMAC: a JWKS is public).
+var asymmetricAlgs = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+
+func isHMAC(alg string) bool { return alg == "HS256" || alg == "HS384" || alg == "HS512" }
+
+func (v *Verifier) parserFor(algs ...string) *jwt.Parser {
+	return jwt.NewParser(
+		jwt.WithValidMethods(algs),
+		jwt.WithAudience(v.aud),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(Leeway),
+		jwt.WithTimeFunc(v.now),
+	)
+}
+
+func (v *Verifier) newStaticKey(k config.Key) (*staticKey, error) {
+	key, err := verifyKey(k)
+	if err != nil {
+		return nil, err
+	}
+	return &staticKey{kid: k.KID, alg: k.Alg, key: key, parser: v.parserFor(k.Alg)}, nil
+}
+
+// verifyKey loads the verification key of k and checks it fits k.Alg.
+func verifyKey(k config.Key) (any, error) {
+	if jwt.GetSigningMethod(k.Alg) == nil || k.Alg == "none" {
+		return nil, fmt.Errorf("unsupported alg %q", k.Alg)
+	}
+	if isHMAC(k.Alg) {
+		if k.PublicKeyFile != "" || k.PrivateKeyFile != "" {
+			return nil, fmt.Errorf("%s takes a secret, not key files", k.Alg)
+		}
+		if len(k.Secret) < minHMACBytes {
+			return nil, fmt.Errorf("%s secret is %d bytes, need at least %d", k.Alg, len(k.Secret), minHMACBytes)
+		}
+		return []byte(k.Secret), nil
+	}
+	if k.Secret != "" {
+		return nil, fmt.Errorf("%s takes public_key_file, not a secret", k.Alg)
+	}
+	var pub crypto.PublicKey
+	switch {
+	case k.PublicKeyFile != "":
+		data, err := os.ReadFile(k.PublicKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("public key: %w", err)
+		}
+		if pub, err = ParsePublicKeyPEM(data); err != nil {
+			return nil, fmt.Errorf("public key %s: %w", k.PublicKeyFile, err)
+		}
+	case k.PrivateKeyFile != "":
+		priv, err := loadPrivateKey(k.PrivateKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		pub = priv.Public()
+	default:
+		return nil, fmt.Errorf("%s needs public_key_file", k.Alg)
+	}
+	if err := checkKeyType(k.Alg, pub); err != nil {
+		return nil, err
+	}
+	return pub, nil
+}
+
+// checkKeyType reports whether key (public or private) fits alg.
+func checkKeyType(alg string, key any) error {
+	if s, ok := key.(crypto.Signer); ok {
+		key = s.Public()
+	}
+	switch alg {
+	case "RS256", "RS384", "RS512", "PS256", "PS384", "PS512":
+		k, ok := key.(*rsa.PublicKey)
+		if !ok {
+			return fmt.Errorf("%s needs an RSA key, got %T", alg, key)
+		}
+		if k.N.BitLen() < minRSABits {
+			return fmt.Errorf("%s key is %d bits, need at least %d", alg, k.N.BitLen(), minRSABits)
+		}
+	case "ES256", "ES384", "ES512":
+		k, ok := key.(*ecdsa.PublicKey)
+		if !ok {
+			return fmt.Errorf("%s needs an ECDSA key, got %T", alg, key)
+		}
+		want := map[string]elliptic.Curve{"ES256": elliptic.P256(), "ES384": elliptic.P384(), "ES512": elliptic.P521()}[alg]
+		if k.Curve != want {
+			return fmt.Errorf("%s needs curve %s, got %s", alg, want.Params().Name, k.Curve.Params().Name)
+		}
+	case "EdDSA":
+		if _, ok := key.(ed25519.PublicKey); !ok {
+			return fmt.Errorf("EdDSA needs an Ed25519 key, got %T", key)
+		}
+	default:
+		return fmt.Errorf("unsupported alg %q", alg)
+	}
+	return nil
+}
+
+// ParsePublicKeyPEM reads the first public key in PEM data: PKIX "PUBLIC
+// KEY", PKCS#1 "RSA PUBLIC KEY", or the key of a "CERTIFICATE".
+func ParsePublicKeyPEM(data []byte) (crypto.PublicKey, error) {
+	for {
+		var b *pem.Block
+		b, data = pem.Decode(data)
+		if b == nil {
+			return nil, errors.New("no public key PEM block")
+		}
+		switch b.Type {
+		case "PUBLIC KEY":
+			return x509.ParsePKIXPublicKey(b.Bytes)
+		case "RSA PUBLIC KEY":
+			return x509.ParsePKCS1PublicKey(b.Bytes)
+		case "CERTIFICATE":
+			c, err := x509.ParseCertificate(b.Bytes)
+			if err != nil {
+				return nil, err
+			}
+			return c.PublicKey, nil
+		}
+	}
+}
+
+// ParsePrivateKeyPEM reads the first private key in PEM data: PKCS#8
+// "PRIVATE KEY" (RSA, ECDSA, Ed25519), PKCS#1 "RSA PRIVATE KEY" or SEC 1
+// "EC PRIVATE KEY". Encrypted keys are not supported.
+func ParsePrivateKeyPEM(data []byte) (crypto.Signer, error) {
+	for {
+		var b *pem.Block
+		b, data = pem.Decode(data)
+		if b == nil {
+			return nil, errors.New("no private key PEM block")
+		}
+		var key any
+		var err error
+		switch b.Type {
+		case "PRIVATE KEY":
+			key, err = x509.ParsePKCS8PrivateKey(b.Bytes)
+		case "RSA PRIVATE KEY":
+			key, err = x509.ParsePKCS1PrivateKey(b.Bytes)
+		case "EC PRIVATE KEY":
+			key, err = x509.ParseECPrivateKey(b.Bytes)
+		case "ENCRYPTED PRIVATE KEY":
+			return nil, errors.New("encrypted private keys are not supported")
+		default:
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		s, ok := key.(crypto.Signer)
+		if !ok {
+			return nil, fmt.Errorf("unsupported private key type %T", key)
+		}
+		return s, nil
+	}
+}
+
+func loadPrivateKey(path string) (crypto.Signer, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("private key: %w", err)
+	}
+	s, err := ParsePrivateKeyPEM(data)
+	if err != nil {
+		return nil, fmt.Errorf("private key %s: %w", path, err)
+	}
+	return s, nil
+}
