@@ -63,6 +63,11 @@ func (c *Config) ApplyDefaults() {
 	if c.Docker.Network == "" {
 		c.Docker.Network = "previewgate"
 	}
+	if c.DefaultTemplate == "" && len(c.Templates) == 1 {
+		for name := range c.Templates {
+			c.DefaultTemplate = name // a single template is the default
+		}
+	}
 	for name, t := range c.Templates {
 		if t == nil {
 			t = &Template{}

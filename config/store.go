@@ -1,0 +1,87 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"sync/atomic"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// Store holds the live config. Readers call Load once per unit of work
+// (one atomic load) and keep that *Config; writers replace it whole.
+type Store struct {
+	p atomic.Pointer[Config]
+}
+
+// NewStore returns a Store holding c.
+func NewStore(c *Config) *Store {
+	s := &Store{}
+	s.p.Store(c)
+	return s
+}
+
+// Load returns the current config. It must not be modified.
+func (s *Store) Load() *Config { return s.p.Load() }
+
+// Store makes c the current config.
+func (s *Store) Store(c *Config) { s.p.Store(c) }
+
+// Swap makes c the current config and returns the previous one.
+func (s *Store) Swap(c *Config) *Config { return s.p.Swap(c) }
+
+// Redacted returns the effective config (defaults applied) as YAML, with
+// every non-empty Secret shown as "REDACTED". It is what GET /admin/config
+// shows; it is not meant to be written back.
+func (c *Config) Redacted() ([]byte, error) {
+	out, err := yaml.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("marshal config: %w", err)
+	}
+	return out, nil
+}
+
+// restartOnly lists the settings a running gateway cannot change: their
+// listeners, state, Docker client and certificate manager are built once at
+// start.
+var restartOnly = []struct {
+	name string
+	get  func(*Config) any
+}{
+	{"listen.http", func(c *Config) any { return &c.Listen.HTTP }},
+	{"listen.https", func(c *Config) any { return &c.Listen.HTTPS }},
+	{"listen.admin", func(c *Config) any { return &c.Listen.Admin }},
+	{"data_dir", func(c *Config) any { return &c.DataDir }},
+	{"docker.host", func(c *Config) any { return &c.Docker.Host }},
+	{"docker.network", func(c *Config) any { return &c.Docker.Network }},
+	{"tls.mode", func(c *Config) any { return &c.TLS.Mode }},
+	{"tls.acme", func(c *Config) any { return &c.TLS.ACME }},
+	{"tls.cert_file", func(c *Config) any { return &c.TLS.CertFile }},
+	{"tls.key_file", func(c *Config) any { return &c.TLS.KeyFile }},
+	{"log.level", func(c *Config) any { return &c.Log.Level }},
+	{"log.format", func(c *Config) any { return &c.Log.Format }},
+}
+
+// RestartNeeded lists the settings that differ between old and new but only
+// take effect after a restart (listen.*, data_dir, docker.*, tls.mode, ...).
+// Nil when old is nil.
+func RestartNeeded(old, new *Config) []string {
+	if old == nil || new == nil {
+		return nil
+	}
+	var out []string
+	for _, f := range restartOnly {
+		if !reflect.DeepEqual(reflect.ValueOf(f.get(old)).Elem().Interface(), reflect.ValueOf(f.get(new)).Elem().Interface()) {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+// keepRestartOnly copies the restart-only settings from old into new, so the
+// live config describes what actually runs.
+func keepRestartOnly(old, new *Config) {
+	for _, f := range restartOnly {
+		reflect.ValueOf(f.get(new)).Elem().Set(reflect.ValueOf(f.get(old)).Elem())
+	}
+}

@@ -1,0 +1,323 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// MaxIDLen is the longest sandbox id: "sandbox-" plus the id must fit one
+// 63-byte DNS label.
+const MaxIDLen = 55
+
+// ValidID reports whether id is a valid sandbox id: 1–55 lowercase letters,
+// digits and inner hyphens. Such an id is always safe in a DNS label, a
+// container name and a Docker label.
+func ValidID(id string) bool {
+	if len(id) == 0 || len(id) > MaxIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c == '-' && i > 0 && i < len(id)-1:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validHostname reports whether h is a lowercase DNS hostname: dot-separated
+// labels of letters, digits and inner hyphens, at most 253 bytes, no trailing
+// dot and no wildcard.
+func validHostname(h string) bool {
+	if len(h) == 0 || len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ParseDuration parses a Go duration ("90s", "15m", "1h30m"). Negative
+// durations are rejected.
+func ParseDuration(s string) (Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q (use e.g. 90s, 15m, 1h30m)", s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("invalid duration %q: must not be negative", s)
+	}
+	return Duration(d), nil
+}
+
+// String formats d without trailing zero units: "15m", "1h30m", "90s".
+func (d Duration) String() string {
+	s := time.Duration(d).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
+// MarshalYAML writes d as a duration string.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// UnmarshalYAML reads a duration string; a bare 0 is accepted.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	return d.parseScalar(n.Value, n.ShortTag())
+}
+
+func (d *Duration) parseScalar(s, tag string) error {
+	if tag == intTag && s == "0" {
+		*d = 0
+		return nil
+	}
+	if tag == intTag || tag == floatTag {
+		return fmt.Errorf("duration %s needs a unit (e.g. %ss)", s, s)
+	}
+	v, err := ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
+var sizeUnits = map[string]int64{
+	"":    1,
+	"b":   1,
+	"k":   1 << 10,
+	"kb":  1000,
+	"kib": 1 << 10,
+	"m":   1 << 20,
+	"mb":  1000 * 1000,
+	"mib": 1 << 20,
+	"g":   1 << 30,
+	"gb":  1000 * 1000 * 1000,
+	"gib": 1 << 30,
+	"t":   1 << 40,
+	"tb":  1000 * 1000 * 1000 * 1000,
+	"tib": 1 << 40,
+}
+
+// ParseByteSize parses a size: a non-negative number with an optional unit.
+// B, KB, MB, GB, TB are powers of 1000; KiB, MiB, GiB, TiB (and the Docker
+// style K, M, G, T) are powers of 1024. Units are case-insensitive.
+func ParseByteSize(s string) (ByteSize, error) {
+	t := strings.TrimSpace(s)
+	i := 0
+	for i < len(t) && (t[i] >= '0' && t[i] <= '9' || t[i] == '.') {
+		i++
+	}
+	num, unit := t[:i], strings.ToLower(strings.TrimSpace(t[i:]))
+	mult, ok := sizeUnits[unit]
+	if num == "" || !ok {
+		return 0, fmt.Errorf("invalid size %q (use e.g. 512MiB, 1GiB, 100MB or a number of bytes)", s)
+	}
+	if !strings.Contains(num, ".") {
+		n, err := strconv.ParseInt(num, 10, 64)
+		if err != nil || n > math.MaxInt64/mult {
+			return 0, fmt.Errorf("invalid size %q: too large", s)
+		}
+		return ByteSize(n * mult), nil
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		return 0, fmt.Errorf("invalid size %q (use e.g. 512MiB, 1GiB, 100MB or a number of bytes)", s)
+	}
+	f *= float64(mult)
+	if f >= math.MaxInt64 {
+		return 0, fmt.Errorf("invalid size %q: too large", s)
+	}
+	return ByteSize(f), nil
+}
+
+// String formats b with the largest binary unit that divides it exactly.
+func (b ByteSize) String() string {
+	for _, u := range []struct {
+		name string
+		n    int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if b != 0 && int64(b)%u.n == 0 {
+			return strconv.FormatInt(int64(b)/u.n, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(int64(b), 10)
+}
+
+// MarshalYAML writes b as "1GiB" when a unit fits, else as a number of bytes.
+func (b ByteSize) MarshalYAML() (any, error) {
+	if s := b.String(); strings.HasSuffix(s, "B") {
+		return s, nil
+	}
+	return int64(b), nil
+}
+
+// UnmarshalYAML reads a size (see ParseByteSize).
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+	return b.parseScalar(n.Value, n.ShortTag())
+}
+
+func (b *ByteSize) parseScalar(s, tag string) error {
+	if tag == floatTag {
+		return fmt.Errorf("invalid size %s: a number of bytes must be a whole number", s)
+	}
+	v, err := ParseByteSize(s)
+	if err != nil {
+		return err
+	}
+	*b = v
+	return nil
+}
+
+// Redacted is what a non-empty Secret shows when marshalled, printed or logged.
+const Redacted = "REDACTED"
+
+// String hides the secret; use string(s) to get the value.
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return Redacted
+}
+
+// GoString hides the secret from %#v.
+func (s Secret) GoString() string { return strconv.Quote(s.String()) }
+
+// MarshalYAML hides the secret: marshalled configs never carry it.
+func (s Secret) MarshalYAML() (any, error) { return s.String(), nil }
+
+// UnmarshalYAML reads a scalar.
+func (s *Secret) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("expected a string")
+	}
+	*s = Secret(n.Value)
+	return nil
+}
+
+// UnmarshalYAML reads a single string or a list of strings.
+func (l *StringList) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		*l = StringList{n.Value}
+		return nil
+	case yaml.SequenceNode:
+		var s []string
+		if err := n.Decode(&s); err != nil {
+			return err
+		}
+		*l = s
+		return nil
+	}
+	return fmt.Errorf("expected a string or a list of strings")
+}
+
+// ParseURL checks that s is an absolute http or https URL with a host and
+// no fragment.
+func ParseURL(s string) (URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("invalid URL %q", s)
+	}
+	if u.User != nil {
+		s = u.Redacted() // keep a password out of error messages and logs
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("invalid URL %q: must be absolute http:// or https://", s)
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return "", fmt.Errorf("invalid URL %q: no host", s)
+	}
+	if u.Fragment != "" || strings.Contains(s, "#") {
+		return "", fmt.Errorf("invalid URL %q: fragment not allowed", s)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("invalid URL %q: port out of range", s)
+		}
+	}
+	return URL(u.String()), nil
+}
+
+// Parsed returns u as a *url.URL; nil if u is empty.
+func (u URL) Parsed() *url.URL {
+	if u == "" {
+		return nil
+	}
+	p, err := url.Parse(string(u))
+	if err != nil {
+		return nil
+	}
+	return p
+}
+
+// UnmarshalYAML reads an absolute http/https URL; empty means unset.
+func (u *URL) UnmarshalYAML(n *yaml.Node) error {
+	return u.parseScalar(n.Value, n.ShortTag())
+}
+
+func (u *URL) parseScalar(s, tag string) error {
+	if tag == nullTag || s == "" {
+		*u = ""
+		return nil
+	}
+	v, err := ParseURL(s)
+	if err != nil {
+		return err
+	}
+	*u = v
+	return nil
+}
+
+// ParsePrefix parses a CIDR ("10.0.0.0/8") or a bare IP, which means that
+// single address (/32 or /128). The prefix is returned masked.
+func ParsePrefix(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("invalid CIDR %q", s)
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("invalid CIDR or IP %q", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// YAML core tags as returned by yaml.Node.ShortTag.
+const (
+	strTag   = "!!str"
+	intTag   = "!!int"
+	floatTag = "!!float"
+	boolTag  = "!!bool"
+	nullTag  = "!!null"
+	tsTag    = "!!timestamp"
+	mergeTag = "!!merge"
+)

@@ -1,0 +1,395 @@
+package config
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Algorithms accepted in auth.keys.
+var Algorithms = []string{"HS256", "HS384", "HS512", "RS256", "ES256", "EdDSA"}
+
+// hmacMinLen is the shortest secret per HMAC algorithm: RFC 7518 §3.2
+// requires a key at least as long as the hash output.
+var hmacMinLen = map[string]int{"HS256": 32, "HS384": 48, "HS512": 64}
+
+var tsigAlgs = []string{"hmac-md5", "hmac-sha1", "hmac-sha224", "hmac-sha256", "hmac-sha384", "hmac-sha512"}
+
+// fail records an error at the first of ptrs whose position is known,
+// prefixed with that value's key path. The last resort is 1:1.
+func (d *decoder) fail(msg string, ptrs ...any) {
+	for _, p := range ptrs {
+		if l, ok := d.locOf(p); ok {
+			if l.path != "" {
+				msg = l.path + ": " + msg
+			}
+			d.errAt(l.Pos, "%s", msg)
+			return
+		}
+	}
+	d.errAt(Pos{1, 1}, "%s", msg)
+}
+
+// failKey is fail at the key naming the value (e.g. a template's name).
+func (d *decoder) failKey(msg string, ptr any) {
+	if l, ok := d.locOf(ptr); ok && l.Key.Line > 0 {
+		d.errAt(l.Key, "%s: %s", l.path, msg)
+		return
+	}
+	d.fail(msg, ptr)
+}
+
+// validate checks c, which has defaults applied, and normalizes hostnames to
+// lowercase. Decode positions are looked up by the address of each value.
+func (d *decoder) validate(c *Config) {
+	d.validateDomains(c)
+	d.validateListen(c)
+	if c.AdminToken != "" && len(c.AdminToken) < 16 {
+		d.fail("admin_token is too short (use at least 16 random characters)", &c.AdminToken)
+	}
+	d.validateTLS(c)
+	d.validateAuth(c)
+	d.validateDocker(c)
+	d.validateTemplates(c)
+	d.validateRoutes(c)
+	d.validateLimits(&c.Limits)
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		d.fail(fmt.Sprintf("invalid log level %q (want debug, info, warn or error)", c.Log.Level), &c.Log.Level, &c.Log)
+	}
+	if !slices.Contains([]string{"auto", "text", "json"}, c.Log.Format) {
+		d.fail(fmt.Sprintf("invalid log format %q (want auto, text or json)", c.Log.Format), &c.Log.Format, &c.Log)
+	}
+}
+
+func (d *decoder) validateDomains(c *Config) {
+	if len(c.Domains) == 0 {
+		d.fail("domain is required (e.g. domain: preview.example.com)", &c.Domains, c)
+		return
+	}
+	seen := map[string]bool{}
+	for i := range c.Domains {
+		h := strings.ToLower(strings.TrimSpace(c.Domains[i]))
+		c.Domains[i] = h
+		switch {
+		case !validHostname(h):
+			d.fail(fmt.Sprintf("invalid domain %q: not a hostname", h), &c.Domains[i], &c.Domains)
+		case len(h) > 253-64:
+			d.fail(fmt.Sprintf("domain %q is too long for sandbox-<id>.%s", h, h), &c.Domains[i], &c.Domains)
+		case seen[h]:
+			d.fail(fmt.Sprintf("duplicate domain %q", h), &c.Domains[i], &c.Domains)
+		}
+		seen[h] = true
+	}
+}
+
+// checkAddr validates a listen address "host:port" or ":port".
+func checkAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("invalid address %q (want host:port or :port)", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %q out of range 1-65535", port)
+	}
+	return nil
+}
+
+func (d *decoder) validateListen(c *Config) {
+	l := &c.Listen
+	seen := map[string]string{}
+	for _, a := range []struct {
+		name string
+		p    *string
+	}{{"http", &l.HTTP}, {"https", &l.HTTPS}, {"admin", &l.Admin}} {
+		if a.name == "https" && c.TLS.Mode == TLSOff {
+			continue // unused
+		}
+		if err := checkAddr(*a.p); err != nil {
+			d.fail(err.Error(), a.p, &c.Listen)
+			continue
+		}
+		if other, ok := seen[*a.p]; ok {
+			d.fail(fmt.Sprintf("same address as listen.%s", other), a.p, &c.Listen)
+		}
+		seen[*a.p] = a.name
+	}
+}
+
+func (d *decoder) validateTLS(c *Config) {
+	t := &c.TLS
+	switch t.Mode {
+	case TLSOff, TLSSelfSigned:
+	case TLSFiles:
+		if t.CertFile == "" || t.KeyFile == "" {
+			d.fail("tls.mode files needs tls.cert_file and tls.key_file", &t.Mode, t)
+		}
+	case TLSACME:
+		a := &t.ACME
+		if _, err := ParseURL(a.CA); err != nil {
+			d.fail(err.Error(), &a.CA, a)
+		}
+		if a.Email != "" && !strings.Contains(a.Email, "@") {
+			d.fail(fmt.Sprintf("invalid email %q", a.Email), &a.Email)
+		}
+		switch a.Strategy {
+		case StrategyOnDemand:
+		case StrategyWildcard:
+			r := &a.RFC2136
+			if r.Server == "" {
+				d.fail("strategy wildcard needs acme.rfc2136.server (DNS-01)", &a.Strategy)
+			} else if err := checkAddr(r.Server); err != nil {
+				d.fail(err.Error(), &r.Server)
+			}
+			if r.TSIGKey == "" || r.TSIGSecret == "" {
+				d.fail("strategy wildcard needs acme.rfc2136.tsig_key and tsig_secret", &a.Strategy)
+			} else if _, err := base64.StdEncoding.DecodeString(string(r.TSIGSecret)); err != nil {
+				d.fail("tsig_secret is not valid base64", &r.TSIGSecret)
+			}
+			if !slices.Contains(tsigAlgs, r.TSIGAlg) {
+				d.fail(fmt.Sprintf("invalid tsig_alg %q (want one of %s)", r.TSIGAlg, strings.Join(tsigAlgs, ", ")), &r.TSIGAlg, r)
+			}
+		default:
+			d.fail(fmt.Sprintf("invalid strategy %q (want on-demand or wildcard)", a.Strategy), &a.Strategy, a)
+		}
+	default:
+		d.fail(fmt.Sprintf("invalid mode %q (want acme, files, self-signed or off)", t.Mode), &t.Mode, t)
+	}
+}
+
+func (d *decoder) validateAuth(c *Config) {
+	a := &c.Auth
+	if a.Audience == "" {
+		d.fail("audience must not be empty", &a.Audience)
+	}
+	for i := range a.Issuers {
+		if a.Issuers[i] == "" {
+			d.fail("empty issuer", &a.Issuers[i])
+		}
+	}
+	if len(a.Keys) == 0 && a.JWKSURL == "" {
+		d.fail("auth needs at least one of keys and jwks_url: without them no token can be verified", &c.Auth, c)
+	}
+	kids := map[string]bool{}
+	for i := range a.Keys {
+		k := &a.Keys[i]
+		if k.KID == "" {
+			d.fail("key needs a kid", &k.KID, k)
+		} else if kids[k.KID] {
+			d.fail(fmt.Sprintf("duplicate kid %q", k.KID), &k.KID)
+		}
+		kids[k.KID] = true
+		switch {
+		case k.Alg == "":
+			d.fail(fmt.Sprintf("key needs an alg (one of %s)", strings.Join(Algorithms, " ")), k)
+			continue
+		case !slices.Contains(Algorithms, k.Alg):
+			d.fail(fmt.Sprintf("invalid alg %q (want one of %s)", k.Alg, strings.Join(Algorithms, " ")), &k.Alg)
+			continue
+		}
+		if minLen, hmac := hmacMinLen[k.Alg]; hmac {
+			switch {
+			case k.Secret == "":
+				d.fail(fmt.Sprintf("alg %s needs a secret", k.Alg), &k.Alg)
+			case len(k.Secret) < minLen:
+				// Never echo the secret, only its length.
+				d.fail(fmt.Sprintf("secret for %s must be at least %d bytes, got %d", k.Alg, minLen, len(k.Secret)), &k.Secret)
+			}
+			if k.PublicKeyFile != "" || k.PrivateKeyFile != "" {
+				d.fail(fmt.Sprintf("alg %s uses a shared secret, not key files", k.Alg), &k.PublicKeyFile, &k.PrivateKeyFile)
+			}
+		} else {
+			if k.Secret != "" {
+				d.fail(fmt.Sprintf("alg %s uses public_key_file, not a secret", k.Alg), &k.Secret)
+			}
+			if k.PublicKeyFile == "" {
+				d.fail(fmt.Sprintf("alg %s needs public_key_file", k.Alg), &k.Alg)
+			}
+		}
+	}
+	if a.JWKSURL != "" {
+		if _, err := ParseURL(a.JWKSURL); err != nil {
+			d.fail(err.Error(), &a.JWKSURL)
+		}
+	}
+	for i, o := range a.AllowedOrigins {
+		if err := checkOrigin(o); err != nil {
+			d.fail(err.Error(), &a.AllowedOrigins[i])
+		}
+	}
+	if a.CookieName != "" && strings.IndexFunc(a.CookieName, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.')
+	}) >= 0 {
+		d.fail(fmt.Sprintf("invalid cookie_name %q (letters, digits, _ - . only)", a.CookieName), &a.CookieName)
+	}
+}
+
+// checkOrigin accepts a browser origin: scheme://host[:port], nothing more.
+func checkOrigin(o string) error {
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("invalid origin %q (want scheme://host[:port])", o)
+	}
+	return nil
+}
+
+func (d *decoder) validateDocker(c *Config) {
+	dk := &c.Docker
+	if dk.Host != "" {
+		scheme, _, ok := strings.Cut(dk.Host, "://")
+		if !ok || !slices.Contains([]string{"unix", "tcp", "npipe", "ssh", "http", "https"}, scheme) {
+			d.fail(fmt.Sprintf("invalid docker host %q (e.g. unix:///var/run/docker.sock, tcp://host:2376)", dk.Host), &dk.Host)
+		}
+	}
+	if !validName(dk.Network) {
+		d.fail(fmt.Sprintf("invalid network name %q", dk.Network), &dk.Network, dk)
+	}
+}
+
+// validName is a Docker-style name: a letter or digit, then letters, digits,
+// '_', '.', '-'; at most 63 bytes.
+func validName(s string) bool {
+	if s == "" || len(s) > 63 {
+		return false
+	}
+	for i, r := range s {
+		alnum := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+		if !alnum && (i == 0 || r != '_' && r != '.' && r != '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *decoder) validateTemplates(c *Config) {
+	names := slices.Sorted(func(yield func(string) bool) {
+		for n := range c.Templates {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	for _, name := range names {
+		t := c.Templates[name]
+		if !validName(name) {
+			d.failKey(fmt.Sprintf("invalid template name %q (letters, digits, _ . -)", name), t)
+		}
+		if t.Image == "" {
+			d.fail("template needs an image", &t.Image, t)
+		}
+		if t.Port < 1 || t.Port > 65535 {
+			d.fail(fmt.Sprintf("port %d out of range 1-65535", t.Port), &t.Port)
+		}
+		for k := range t.Env {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				d.fail(fmt.Sprintf("invalid environment variable name %q", k), &t.Env)
+			}
+		}
+		if t.Memory < 6<<20 {
+			d.fail("memory must be at least 6MiB (Docker's minimum)", &t.Memory)
+		}
+		if t.CPUs < 0.01 || t.CPUs > 1024 {
+			d.fail(fmt.Sprintf("cpus %g out of range 0.01-1024", t.CPUs), &t.CPUs)
+		}
+		if t.Pids < 1 {
+			d.fail(fmt.Sprintf("pids must be positive, got %d", t.Pids), &t.Pids)
+		}
+		if t.Ready.Path != "" && !strings.HasPrefix(t.Ready.Path, "/") {
+			d.fail(fmt.Sprintf("ready path %q must start with /", t.Ready.Path), &t.Ready.Path)
+		}
+		if t.IdleAction != IdleStop && t.IdleAction != IdlePause {
+			d.fail(fmt.Sprintf("invalid idle_action %q (want stop or pause)", t.IdleAction), &t.IdleAction)
+		}
+		if t.ColdStart != ColdStartWaitingPage && t.ColdStart != ColdStartBlock {
+			d.fail(fmt.Sprintf("invalid cold_start %q (want waiting-page or block)", t.ColdStart), &t.ColdStart)
+		}
+		if t.HostHeader != HostPreserve && t.HostHeader != HostRewrite {
+			d.fail(fmt.Sprintf("invalid host_header %q (want preserve or rewrite)", t.HostHeader), &t.HostHeader)
+		}
+		if t.Pool < 0 {
+			d.fail(fmt.Sprintf("pool must not be negative, got %d", t.Pool), &t.Pool)
+		}
+		for i, capName := range t.CapAdd {
+			if strings.TrimLeft(strings.TrimPrefix(capName, "CAP_"), "ABCDEFGHIJKLMNOPQRSTUVWXYZ_") != "" || capName == "" {
+				d.fail(fmt.Sprintf("invalid capability %q (e.g. NET_BIND_SERVICE)", capName), &t.CapAdd[i])
+			}
+		}
+		if t.Limits != nil {
+			d.validateRates(t.Limits)
+		}
+	}
+	if c.DefaultTemplate != "" && c.Templates[c.DefaultTemplate] == nil {
+		d.fail(fmt.Sprintf("default_template %q is not defined in templates", c.DefaultTemplate), &c.DefaultTemplate)
+	}
+}
+
+func (d *decoder) validateRoutes(c *Config) {
+	hosts := map[string]bool{}
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		r.Host = strings.ToLower(strings.TrimSpace(r.Host))
+		switch {
+		case r.Host == "":
+			d.fail("route needs a host", &r.Host, r)
+		case !validHostname(r.Host):
+			d.fail(fmt.Sprintf("invalid host %q: not a hostname", r.Host), &r.Host)
+		case hosts[r.Host]:
+			d.fail(fmt.Sprintf("duplicate route host %q", r.Host), &r.Host)
+		default:
+			for _, dom := range c.Domains {
+				if sub, ok := strings.CutSuffix(r.Host, "."+dom); ok && strings.HasPrefix(sub, "sandbox-") && !strings.Contains(sub, ".") {
+					d.fail(fmt.Sprintf("host %q is a sandbox host of domain %s; use another name", r.Host, dom), &r.Host)
+				}
+			}
+		}
+		hosts[r.Host] = true
+		switch {
+		case r.Sandbox != "" && r.Upstream != "":
+			d.fail("route has both sandbox and upstream; set exactly one", r)
+		case r.Sandbox == "" && r.Upstream == "":
+			d.fail("route needs a sandbox or an upstream", r)
+		case r.Sandbox != "":
+			if !ValidID(r.Sandbox) {
+				d.fail(fmt.Sprintf("invalid sandbox id %q (lowercase letters, digits, inner hyphens, 1-%d chars)", r.Sandbox, MaxIDLen), &r.Sandbox)
+			}
+			switch {
+			case r.Template != "" && c.Templates[r.Template] == nil:
+				d.fail(fmt.Sprintf("template %q is not defined in templates", r.Template), &r.Template)
+			case r.Template == "" && c.DefaultTemplate == "":
+				d.fail("route to a sandbox needs a template (set template here or default_template)", &r.Sandbox)
+			}
+		case r.Template != "":
+			d.fail("template only applies to sandbox routes", &r.Template)
+		}
+	}
+}
+
+func (d *decoder) validateRates(r *RateLimits) {
+	for _, rt := range []*Rate{r.PerIP, r.PerSandbox, r.PerSubject} {
+		if rt == nil {
+			continue
+		}
+		switch {
+		case rt.Rate < 0:
+			d.fail(fmt.Sprintf("rate must not be negative, got %g", rt.Rate), &rt.Rate, rt)
+		case rt.Burst < 0:
+			d.fail(fmt.Sprintf("burst must not be negative, got %d", rt.Burst), &rt.Burst, rt)
+		case rt.Rate > 0 && rt.Burst == 0:
+			d.fail("burst must be at least 1 when rate is set", &rt.Burst, rt)
+		}
+	}
+}
+
+func (d *decoder) validateLimits(l *Limits) {
+	d.validateRates(&l.RateLimits)
+	for _, f := range []*int{&l.MaxConcurrentStarts, &l.StartQueue, &l.MaxRunning, &l.CreatesPerSubjectPerHour,
+		&l.WebSocketsPerSandbox, &l.WebSocketsPerIP, &l.LimiterEntries} {
+		if *f < 0 {
+			d.fail(fmt.Sprintf("must not be negative, got %d", *f), f, l)
+		}
+	}
+}
