@@ -3,13 +3,22 @@
 // carries labels and the name previewgate-<id>; the manager only caches.
 // A wake is shared by all requests for a sandbox (single-flight) and bounded
 // by the template's ready timeout; a caller giving up never cancels it.
+//
+// The hot path, Ensure for a sandbox already known to be ready, reads an
+// atomic pointer under a read lock and makes no Docker call. A cached
+// endpoint can go stale (the container died); the gateway then calls Forget
+// and Ensure again, which re-inspects Docker.
 package sandboxmgr
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 
 	"github.com/previewgate/previewgate/config"
 )
@@ -20,6 +29,8 @@ var (
 	ErrNotReady    = errors.New("sandbox did not become ready") // 504
 	ErrCapacity    = errors.New("at capacity")                  // 503
 	ErrNoContainer = errors.New("no such sandbox")              // 404 on admin calls
+	ErrNoImage     = errors.New("image not found locally")      // 500: a template names an image that is not there
+	ErrInvalidID   = errors.New("invalid sandbox id")           // 400
 )
 
 // Labels on every managed container.
@@ -27,22 +38,65 @@ const (
 	LabelManaged  = "previewgate.managed"
 	LabelSandbox  = "previewgate.sandbox"
 	LabelTemplate = "previewgate.template"
+	// LabelPort records the app port at creation, so a container keeps
+	// being reached on its own port when its template changes later.
+	LabelPort = "previewgate.port"
 )
+
+// ContainerName is the Docker name of sandbox id's container. The name is
+// unique in an engine, which makes it the lock between racing creators.
+func ContainerName(id string) string { return "previewgate-" + id }
 
 // Config configures a Manager. Zero values work.
 type Config struct {
 	Host    string // Docker host. Zero means DOCKER_HOST or the default socket.
 	Network string // bridge network for sandboxes. Zero means "previewgate".
 	// Labels are added to every container, network and image the manager
-	// creates (tests use them to clean up).
+	// creates (tests use them to clean up). They also scope the manager:
+	// Start and List only see managed containers carrying all of them.
 	Labels map[string]string
 	// MaxConcurrentStarts caps creates/starts in flight. Zero means 4.
+	// Running sandboxes never wait for it; unpausing does not take a slot.
 	MaxConcurrentStarts int
-	// MaxRunning caps running sandboxes. Zero means 50.
+	// StartQueue caps wakes waiting for a start slot; beyond it Ensure fails
+	// with ErrCapacity at once. Zero means 64.
+	StartQueue int
+	// StartQueueTimeout bounds the wait for a start slot (ErrCapacity).
+	// Zero means 30s.
+	StartQueueTimeout time.Duration
+	// MaxRunning caps running sandboxes (as known to this manager). Zero
+	// means 50.
 	MaxRunning int
+	// DialTimeout bounds connecting to the Docker engine, so a dead engine is
+	// reported quickly. Zero means 1s.
+	DialTimeout time.Duration
 	// Templates resolves a template by name for background work (reaper, pool).
 	// Nil means none.
 	Templates func(name string) *config.Template
+}
+
+func (c *Config) applyDefaults() {
+	if c.Network == "" {
+		c.Network = "previewgate"
+	}
+	if c.MaxConcurrentStarts <= 0 {
+		c.MaxConcurrentStarts = 4
+	}
+	if c.StartQueue <= 0 {
+		c.StartQueue = 64
+	}
+	if c.StartQueueTimeout <= 0 {
+		c.StartQueueTimeout = 30 * time.Second
+	}
+	if c.MaxRunning <= 0 {
+		c.MaxRunning = 50
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = time.Second
+	}
+	if c.Templates == nil {
+		c.Templates = func(string) *config.Template { return nil }
+	}
 }
 
 // Endpoint is where a ready sandbox's app listens.
@@ -64,59 +118,235 @@ type Info struct {
 
 // Manager owns the managed containers.
 type Manager struct {
-	cfg Config
-	log *slog.Logger
-}
+	cfg  Config
+	log  *slog.Logger
+	eng  engine
+	now  func() time.Time
+	stop func() error // closes the Docker client
 
-var errTODO = errors.New("sandboxmgr: not implemented yet")
+	wakes   singleflight.Group // keyed by sandbox id
+	netWake singleflight.Group // one network create at a time
+	slots   chan struct{}      // start/create slots (MaxConcurrentStarts)
+	queued  chan struct{}      // waiting for a slot (StartQueue)
+
+	ctx    context.Context // canceled by Close; wakes derive from it
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // wakes in flight
+
+	mu        sync.RWMutex        // guards sandboxes, reserved, closed, netReady
+	sandboxes map[string]*sandbox // by id; entries live until Remove
+	reserved  int                 // starts in flight, counted against MaxRunning
+	closed    bool
+	netReady  bool // the managed network is known to exist
+}
 
 // New connects to Docker (lazily; it does not fail when the engine is down).
 func New(cfg Config, log *slog.Logger) (*Manager, error) {
-	return &Manager{cfg: cfg, log: log}, nil
+	cfg.applyDefaults()
+	cli, err := newDockerClient(cfg.Host, cfg.DialTimeout)
+	if err != nil {
+		return nil, err
+	}
+	m := newManager(cfg, log, &dockerEngine{cli: cli, network: cfg.Network})
+	m.stop = cli.Close
+	return m, nil
+}
+
+func newManager(cfg Config, log *slog.Logger, eng engine) *Manager {
+	cfg.applyDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Manager{
+		cfg:       cfg,
+		log:       log,
+		eng:       eng,
+		now:       time.Now,
+		stop:      func() error { return nil },
+		slots:     make(chan struct{}, cfg.MaxConcurrentStarts),
+		queued:    make(chan struct{}, cfg.StartQueue),
+		ctx:       ctx,
+		cancel:    cancel,
+		sandboxes: make(map[string]*sandbox),
+	}
 }
 
 // Start reconciles with Docker (adopts managed containers, ensures the
 // network) and starts background work. It returns ErrUnavailable if Docker
 // cannot be reached; the caller may still serve and retry.
-func (m *Manager) Start(ctx context.Context) error { return errTODO }
+func (m *Manager) Start(ctx context.Context) error {
+	if err := m.ensureNetwork(ctx); err != nil {
+		return err
+	}
+	list, err := m.eng.List(ctx, m.scopeLabels())
+	if err != nil {
+		return err
+	}
+	seen := make(map[string]bool, len(list))
+	for _, c := range list {
+		id := c.Labels[LabelSandbox]
+		if id == "" || c.Name != ContainerName(id) {
+			continue // not ours to route to (e.g. a half-made pool container)
+		}
+		seen[id] = true
+		if c.State == stateRunning {
+			// List has no start time; running ones are worth one inspect
+			// (the reaper needs it). A failure here is not fatal.
+			if full, err := m.eng.Inspect(ctx, c.Name); err == nil {
+				c = full
+			}
+		}
+		m.observe(id, c)
+	}
+	m.mu.Lock()
+	for id, sb := range m.sandboxes {
+		if !seen[id] {
+			sb.ep.Store(nil)
+			sb.state = ""
+		}
+	}
+	m.mu.Unlock()
+	m.log.InfoContext(ctx, "sandboxes adopted", "count", len(seen))
+	return nil
+}
 
-// Close stops background work and waits for it. Containers keep running.
-func (m *Manager) Close() error { return nil }
+// scopeLabels selects the containers this manager owns.
+func (m *Manager) scopeLabels() map[string]string {
+	l := make(map[string]string, len(m.cfg.Labels)+1)
+	for k, v := range m.cfg.Labels {
+		l[k] = v
+	}
+	l[LabelManaged] = "true"
+	return l
+}
 
-// Ensure returns the endpoint of sandbox id, waking (start/unpause) or
-// creating it from tpl as needed, and waits until it is ready.
-func (m *Manager) Ensure(ctx context.Context, id string, tpl *config.Template) (Endpoint, error) {
-	return Endpoint{}, errTODO
+// Close stops background work and waits for it. Wakes in flight are
+// canceled. Containers keep running.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	m.mu.Unlock()
+	m.cancel()
+	m.wg.Wait()
+	return m.stop()
 }
 
 // Forget drops the cached endpoint of id (e.g. after a dial to addr failed),
-// so the next Ensure checks Docker again.
-func (m *Manager) Forget(id, addr string) {}
-
-// Touch records activity on id.
-func (m *Manager) Touch(id string) {}
-
-// Hold marks an open long-lived connection (WebSocket, SSE) on id until the
-// returned func is called.
-func (m *Manager) Hold(id string) (release func()) { return func() {} }
+// so the next Ensure checks Docker again. An endpoint that no longer points
+// at addr (already replaced by a newer wake) is kept.
+func (m *Manager) Forget(id, addr string) {
+	sb := m.lookup(id)
+	if sb == nil {
+		return
+	}
+	if ep := sb.ep.Load(); ep != nil && ep.Addr == addr {
+		sb.ep.CompareAndSwap(ep, nil)
+	}
+}
 
 // List returns all managed sandboxes as Docker reports them.
-func (m *Manager) List(ctx context.Context) ([]Info, error) { return nil, errTODO }
+func (m *Manager) List(ctx context.Context) ([]Info, error) {
+	list, err := m.eng.List(ctx, m.scopeLabels())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Info, 0, len(list))
+	for _, c := range list {
+		id := c.Labels[LabelSandbox]
+		info := Info{ID: id, Template: c.Labels[LabelTemplate], State: c.State, Container: c.ID}
+		if sb := m.lookup(id); sb != nil {
+			info.LastActivity = sb.lastActive()
+			m.mu.RLock()
+			info.StartedAt = sb.startedAt
+			m.mu.RUnlock()
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
 
 // Stop stops sandbox id. ErrNoContainer if there is none.
-func (m *Manager) Stop(ctx context.Context, id string) error { return errTODO }
+func (m *Manager) Stop(ctx context.Context, id string) error {
+	if !ValidID(id) {
+		return ErrNoContainer
+	}
+	err := m.eng.Stop(ctx, ContainerName(id))
+	if err == nil || errors.Is(err, ErrNoContainer) {
+		m.setState(id, stateExited)
+	}
+	return err
+}
 
 // Remove force-removes sandbox id. ErrNoContainer if there is none.
-func (m *Manager) Remove(ctx context.Context, id string) error { return errTODO }
+func (m *Manager) Remove(ctx context.Context, id string) error {
+	if !ValidID(id) {
+		return ErrNoContainer
+	}
+	err := m.eng.Remove(ctx, ContainerName(id))
+	if err == nil || errors.Is(err, ErrNoContainer) {
+		m.mu.Lock()
+		if sb := m.sandboxes[id]; sb != nil {
+			sb.ep.Store(nil)
+			delete(m.sandboxes, id)
+		}
+		m.mu.Unlock()
+	}
+	return err
+}
 
-// Ping reports whether Docker is reachable.
-func (m *Manager) Ping(ctx context.Context) error { return errTODO }
+// Ping reports whether Docker is reachable (ErrUnavailable if not).
+func (m *Manager) Ping(ctx context.Context) error { return m.eng.Ping(ctx) }
 
 // BuildImage builds image tag from a tar build context (with a Dockerfile at
-// its root), labelled with cfg.Labels.
+// its root), labelled with cfg.Labels. It reads the build output to its end
+// and returns the build's own error if a step failed.
 func (m *Manager) BuildImage(ctx context.Context, tag string, buildContext []byte) error {
-	return errTODO
+	return m.eng.BuildImage(ctx, tag, buildContext, m.cfg.Labels)
 }
 
 // HasImage reports whether image tag exists locally.
-func (m *Manager) HasImage(ctx context.Context, tag string) (bool, error) { return false, errTODO }
+func (m *Manager) HasImage(ctx context.Context, tag string) (bool, error) {
+	return m.eng.HasImage(ctx, tag)
+}
+
+// ensureNetwork creates the managed network once per manager; concurrent
+// callers share one attempt.
+func (m *Manager) ensureNetwork(ctx context.Context) error {
+	m.mu.RLock()
+	ok := m.netReady
+	m.mu.RUnlock()
+	if ok {
+		return nil
+	}
+	_, err, _ := m.netWake.Do("net", func() (any, error) {
+		return nil, m.eng.EnsureNetwork(ctx, m.cfg.Network, m.scopeLabels())
+	})
+	if err != nil {
+		return fmt.Errorf("network %s: %w", m.cfg.Network, err)
+	}
+	m.mu.Lock()
+	m.netReady = true
+	m.mu.Unlock()
+	return nil
+}
+
+// ValidID reports whether id is a sandbox id: lowercase letters, digits and
+// inner hyphens, 1 to 55 characters (the container name must stay a valid
+// DNS label).
+func ValidID(id string) bool {
+	if len(id) == 0 || len(id) > 55 || id[0] == '-' || id[len(id)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

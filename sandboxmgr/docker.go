@@ -1,0 +1,296 @@
+package sandboxmgr
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+)
+
+// dockerEngine implements engine with the Docker Engine SDK.
+type dockerEngine struct {
+	cli     *client.Client
+	network string // preferred network when reading a container's IP
+}
+
+var _ engine = (*dockerEngine)(nil)
+
+// newDockerClient connects lazily to host (zero: DOCKER_HOST or the default
+// socket), negotiating the API version (the engine may be older than the
+// SDK). Dials time out after dialTimeout, so an engine that is down is
+// reported in about that time rather than the SDK's 10s or a hang.
+func newDockerClient(host string, dialTimeout time.Duration) (*client.Client, error) {
+	if host == "" {
+		host = os.Getenv(client.EnvOverrideHost)
+	}
+	if host == "" {
+		host = client.DefaultDockerHost
+	}
+	u, err := client.ParseHostURL(host)
+	if err != nil {
+		return nil, fmt.Errorf("docker host %q: %w", host, err)
+	}
+	opts := []client.Opt{client.FromEnv, client.WithHost(host), client.WithAPIVersionNegotiation()}
+	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
+	switch u.Scheme {
+	case "unix":
+		opts = append(opts, client.WithDialContext(func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, "unix", u.Host)
+		}))
+	case "tcp", "http", "https":
+		opts = append(opts, client.WithDialContext(func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, "tcp", u.Host)
+		}))
+	}
+	return client.NewClientWithOpts(opts...)
+}
+
+// classify maps SDK errors to ours: connection failures to ErrUnavailable,
+// "not found" to notFound (when non-nil). Other errors pass through.
+func classify(op string, err, notFound error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	var nerr net.Error
+	if client.IsErrConnectionFailed(err) || errors.As(err, &nerr) {
+		return fmt.Errorf("%s: %w: %v", op, ErrUnavailable, err)
+	}
+	if notFound != nil && cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("%s: %w", op, notFound)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+func (e *dockerEngine) Ping(ctx context.Context) error {
+	_, err := e.cli.Ping(ctx)
+	return classify("ping docker", err, nil)
+}
+
+func (e *dockerEngine) Inspect(ctx context.Context, name string) (ctrInfo, error) {
+	r, err := e.cli.ContainerInspect(ctx, name)
+	if err != nil {
+		return ctrInfo{}, classify("inspect "+name, err, ErrNoContainer)
+	}
+	info := ctrInfo{ID: r.ID, Name: trimSlash(r.Name)}
+	if r.Config != nil {
+		info.Labels = r.Config.Labels
+	}
+	if r.State != nil {
+		info.State = r.State.Status
+		info.ExitCode = r.State.ExitCode
+		if t, err := time.Parse(time.RFC3339Nano, r.State.StartedAt); err == nil && t.Year() > 1 {
+			info.StartedAt = t
+		}
+	}
+	if r.NetworkSettings != nil {
+		info.IP = pickIP(e.network, r.NetworkSettings.Networks)
+	}
+	return info, nil
+}
+
+func pickIP(preferred string, nets map[string]*network.EndpointSettings) string {
+	if ep := nets[preferred]; ep != nil && ep.IPAddress != "" {
+		return ep.IPAddress
+	}
+	for _, ep := range nets {
+		if ep != nil && ep.IPAddress != "" {
+			return ep.IPAddress
+		}
+	}
+	return ""
+}
+
+func trimSlash(s string) string {
+	if len(s) > 0 && s[0] == '/' {
+		return s[1:]
+	}
+	return s
+}
+
+// dockerConfig turns a spec into the create request. Isolation defaults
+// (#7): no published ports, no mounts, no-new-privileges, every capability
+// dropped except those the template adds, resource limits, no restart policy
+// (a crashed dev server stays down until the next request wakes it).
+func dockerConfig(s ctrSpec) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
+	cfg := &container.Config{
+		Image:  s.Image,
+		Env:    s.Env,
+		Labels: s.Labels,
+	}
+	if len(s.Cmd) > 0 {
+		cfg.Cmd = s.Cmd
+	}
+	host := &container.HostConfig{
+		NetworkMode:    container.NetworkMode(s.Network),
+		SecurityOpt:    []string{"no-new-privileges:true"},
+		CapDrop:        []string{"ALL"},
+		CapAdd:         s.CapAdd,
+		ReadonlyRootfs: s.ReadOnly,
+		Resources: container.Resources{
+			Memory:   s.Memory,
+			NanoCPUs: int64(s.CPUs * 1e9),
+		},
+	}
+	if s.Pids > 0 {
+		host.Resources.PidsLimit = &s.Pids
+	}
+	if s.ReadOnly {
+		host.Tmpfs = map[string]string{"/tmp": "rw,nosuid,nodev"}
+	}
+	nc := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{s.Network: {}}}
+	return cfg, host, nc
+}
+
+func (e *dockerEngine) Create(ctx context.Context, s ctrSpec) error {
+	cfg, host, nc := dockerConfig(s)
+	_, err := e.cli.ContainerCreate(ctx, cfg, host, nc, nil, s.Name)
+	switch {
+	case err == nil:
+		return nil
+	case cerrdefs.IsConflict(err):
+		return fmt.Errorf("create %s: %w", s.Name, errNameTaken)
+	case cerrdefs.IsNotFound(err):
+		// The only missing thing a create can hit besides the image is the
+		// network; tell them apart by asking for the image.
+		if ok, ierr := e.HasImage(ctx, s.Image); ierr == nil && !ok {
+			return fmt.Errorf("create %s: %w: %q (nothing is pulled; build or load it first)", s.Name, ErrNoImage, s.Image)
+		}
+		return fmt.Errorf("create %s: %w", s.Name, errNoNetwork)
+	}
+	return classify("create "+s.Name, err, nil)
+}
+
+// errNoNetwork: the managed network vanished; the manager recreates it.
+var errNoNetwork = errors.New("network not found")
+
+func (e *dockerEngine) Start(ctx context.Context, name string) error {
+	return classify("start "+name, e.cli.ContainerStart(ctx, name, container.StartOptions{}), ErrNoContainer)
+}
+
+func (e *dockerEngine) Unpause(ctx context.Context, name string) error {
+	return classify("unpause "+name, e.cli.ContainerUnpause(ctx, name), ErrNoContainer)
+}
+
+func (e *dockerEngine) Stop(ctx context.Context, name string) error {
+	timeout := 10 // seconds before SIGKILL
+	return classify("stop "+name, e.cli.ContainerStop(ctx, name, container.StopOptions{Timeout: &timeout}), ErrNoContainer)
+}
+
+func (e *dockerEngine) Remove(ctx context.Context, name string) error {
+	err := e.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	return classify("remove "+name, err, ErrNoContainer)
+}
+
+func (e *dockerEngine) List(ctx context.Context, labels map[string]string) ([]ctrInfo, error) {
+	f := filters.NewArgs()
+	for k, v := range labels {
+		f.Add("label", k+"="+v)
+	}
+	list, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, classify("list containers", err, nil)
+	}
+	out := make([]ctrInfo, 0, len(list))
+	for _, c := range list {
+		info := ctrInfo{ID: c.ID, Labels: c.Labels, State: string(c.State)}
+		if len(c.Names) > 0 {
+			info.Name = trimSlash(c.Names[0])
+		}
+		if c.NetworkSettings != nil {
+			info.IP = pickIP(e.network, c.NetworkSettings.Networks)
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+func (e *dockerEngine) EnsureNetwork(ctx context.Context, name string, labels map[string]string) error {
+	_, err := e.cli.NetworkInspect(ctx, name, network.InspectOptions{})
+	if err == nil {
+		return nil
+	}
+	if !cerrdefs.IsNotFound(err) {
+		return classify("inspect network "+name, err, nil)
+	}
+	_, err = e.cli.NetworkCreate(ctx, name, network.CreateOptions{
+		Driver: "bridge",
+		// Sandboxes must not reach each other; the gateway reaches them
+		// from the host side of the bridge.
+		Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"},
+		Labels:  labels,
+	})
+	if cerrdefs.IsConflict(err) { // created meanwhile by someone else
+		return nil
+	}
+	return classify("create network "+name, err, nil)
+}
+
+func (e *dockerEngine) BuildImage(ctx context.Context, tag string, buildContext []byte, labels map[string]string) error {
+	resp, err := e.cli.ImageBuild(ctx, bytes.NewReader(buildContext), build.ImageBuildOptions{
+		Tags:        []string{tag},
+		Remove:      true,
+		ForceRemove: true,
+		Labels:      labels,
+	})
+	if err != nil {
+		return classify("build "+tag, err, nil)
+	}
+	defer resp.Body.Close()
+	if err := readBuildStream(resp.Body); err != nil {
+		return fmt.Errorf("build %s: %w", tag, err)
+	}
+	return nil
+}
+
+// readBuildStream reads the build's JSON message stream to its end and
+// returns the first error message in it: a failed build still answers 200.
+func readBuildStream(r io.Reader) error {
+	dec := json.NewDecoder(r)
+	for {
+		var msg struct {
+			Error       string `json:"error"`
+			ErrorDetail *struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+		}
+		err := dec.Decode(&msg)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read build output: %w", err)
+		}
+		if msg.ErrorDetail != nil && msg.ErrorDetail.Message != "" {
+			return errors.New(msg.ErrorDetail.Message)
+		}
+		if msg.Error != "" {
+			return errors.New(msg.Error)
+		}
+	}
+}
+
+func (e *dockerEngine) HasImage(ctx context.Context, tag string) (bool, error) {
+	_, err := e.cli.ImageInspect(ctx, tag)
+	if err == nil {
+		return true, nil
+	}
+	if cerrdefs.IsNotFound(err) {
+		return false, nil
+	}
+	return false, classify("inspect image "+tag, err, nil)
+}

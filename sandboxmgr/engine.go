@@ -1,0 +1,70 @@
+package sandboxmgr
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// engine is the part of the Docker Engine API the manager uses. Every method
+// honors ctx. Connection failures come back wrapping ErrUnavailable.
+type engine interface {
+	Ping(ctx context.Context) error
+	// Inspect returns the container named name; ErrNoContainer if missing.
+	Inspect(ctx context.Context, name string) (ctrInfo, error)
+	// Create creates (does not start) a container. errNameTaken if the name
+	// is in use, ErrNoImage if the image is not present locally.
+	Create(ctx context.Context, spec ctrSpec) error
+	Start(ctx context.Context, name string) error   // ErrNoContainer if missing
+	Unpause(ctx context.Context, name string) error // ErrNoContainer if missing
+	Stop(ctx context.Context, name string) error    // ErrNoContainer if missing
+	Remove(ctx context.Context, name string) error  // force; ErrNoContainer if missing
+	// List returns all containers (any state) carrying every label in labels.
+	List(ctx context.Context, labels map[string]string) ([]ctrInfo, error)
+	// EnsureNetwork creates the bridge network name (no inter-container
+	// traffic) unless it exists.
+	EnsureNetwork(ctx context.Context, name string, labels map[string]string) error
+	BuildImage(ctx context.Context, tag string, buildContext []byte, labels map[string]string) error
+	HasImage(ctx context.Context, tag string) (bool, error)
+}
+
+// errNameTaken reports a 409 on create: another caller (maybe another
+// gateway replica) owns the name and is creating the container.
+var errNameTaken = errors.New("container name already in use")
+
+// Container states as Docker reports them.
+const (
+	stateCreated    = "created"
+	stateRunning    = "running"
+	statePaused     = "paused"
+	stateRestarting = "restarting"
+	stateRemoving   = "removing"
+	stateExited     = "exited"
+	stateDead       = "dead"
+)
+
+// ctrInfo is what the manager needs to know about a container.
+type ctrInfo struct {
+	ID        string
+	Name      string // without the leading slash
+	Labels    map[string]string
+	State     string
+	ExitCode  int
+	IP        string // on the managed network if attached, else any
+	StartedAt time.Time
+}
+
+// ctrSpec is a container to create, already resolved from a template.
+type ctrSpec struct {
+	Name     string
+	Image    string
+	Cmd      []string
+	Env      []string // KEY=value, sorted
+	Labels   map[string]string
+	Network  string
+	Memory   int64   // bytes; 0 = unlimited
+	CPUs     float64 // 0 = unlimited
+	Pids     int64   // 0 = unlimited
+	CapAdd   []string
+	ReadOnly bool // read-only root with a tmpfs at /tmp
+}

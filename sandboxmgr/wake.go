@@ -1,0 +1,333 @@
+package sandboxmgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/previewgate/previewgate/config"
+)
+
+// Ensure returns the endpoint of sandbox id, waking (start/unpause) or
+// creating it from tpl as needed, and waits until it is ready.
+//
+// A cached ready endpoint is returned without any Docker call. Otherwise
+// all concurrent callers for id share one wake, which runs detached from
+// ctx and is bounded by tpl's ready timeout; each caller waits only as long
+// as its own ctx allows. tpl may be nil when the caller only wants an
+// existing sandbox: then a missing container is ErrNoContainer.
+//
+// Errors wrap ErrInvalidID, ErrNoContainer, ErrUnavailable, ErrCapacity,
+// ErrNotReady, ErrNoImage, or ctx's error.
+func (m *Manager) Ensure(ctx context.Context, id string, tpl *config.Template) (Endpoint, error) {
+	if sb := m.lookup(id); sb != nil {
+		if ep := sb.ep.Load(); ep != nil {
+			return *ep, nil
+		}
+	}
+	if !ValidID(id) {
+		return Endpoint{}, fmt.Errorf("%w: %q", ErrInvalidID, id)
+	}
+	ch := m.wakes.DoChan(id, func() (any, error) {
+		return m.wakeDetached(ctx, id, tpl)
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return Endpoint{}, r.Err
+		}
+		return r.Val.(Endpoint), nil
+	case <-ctx.Done():
+		return Endpoint{}, fmt.Errorf("sandbox %s: %w", id, context.Cause(ctx))
+	}
+}
+
+// wakeDetached runs one wake for id: detached from the first caller's
+// cancellation (it serves every caller), bounded by the ready timeout, and
+// canceled by Close, which waits for it.
+func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Template) (Endpoint, error) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return Endpoint{}, fmt.Errorf("sandbox %s: manager closed: %w", id, ErrUnavailable)
+	}
+	m.wg.Add(1)
+	m.mu.Unlock()
+	defer m.wg.Done()
+
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readyTimeout(tpl))
+	defer cancel()
+	defer context.AfterFunc(m.ctx, cancel)()
+
+	ep, err := m.wake(ctx, id, tpl)
+	if err == nil {
+		return ep, nil
+	}
+	switch {
+	case m.ctx.Err() != nil:
+		err = fmt.Errorf("manager closed: %w: %w", ErrUnavailable, err)
+	case errors.Is(err, context.DeadlineExceeded) &&
+		!errors.Is(err, ErrNotReady) && !errors.Is(err, ErrCapacity) && !errors.Is(err, ErrUnavailable):
+		err = fmt.Errorf("%w: %w", ErrNotReady, err)
+	}
+	return Endpoint{}, fmt.Errorf("sandbox %s: %w", id, err)
+}
+
+func readyTimeout(tpl *config.Template) time.Duration {
+	if tpl != nil && tpl.Ready.Timeout > 0 {
+		return tpl.Ready.Timeout.D()
+	}
+	return 60 * time.Second
+}
+
+// wake drives id's container to running, then waits for its app.
+func (m *Manager) wake(ctx context.Context, id string, tpl *config.Template) (Endpoint, error) {
+	name := ContainerName(id)
+	log := m.log.With("sandbox", id)
+	t0 := m.now()
+	action := "found running"
+	starts := 0 // a container that exits at once is not restarted forever
+
+	c, err := m.eng.Inspect(ctx, name)
+	for err != nil || c.State != stateRunning {
+		switch {
+		case errors.Is(err, ErrNoContainer):
+			if tpl == nil {
+				return Endpoint{}, fmt.Errorf("%w (no template to create it from)", ErrNoContainer)
+			}
+			action = "created"
+			starts++
+			err = m.create(ctx, id, tpl)
+			if errors.Is(err, errNameTaken) {
+				// Another caller, maybe another replica, owns the name and
+				// is creating it: wait for that container, never make a second.
+				log.InfoContext(ctx, "create raced, adopting the other container")
+				action = "adopted"
+				err = nil
+			}
+		case err != nil:
+			return Endpoint{}, err
+		case c.State == statePaused:
+			action = "unpaused"
+			err = m.eng.Unpause(ctx, name)
+		case c.State == stateCreated || c.State == stateExited:
+			if starts++; starts > 2 {
+				return Endpoint{}, fmt.Errorf("%w: container %s %s with code %d right after start", ErrNotReady, name, c.State, c.ExitCode)
+			}
+			action = "started"
+			err = m.start(ctx, id, name)
+		case c.State == stateRestarting || c.State == stateRemoving:
+			err = sleep(ctx, 50*time.Millisecond)
+		default:
+			return Endpoint{}, fmt.Errorf("container %s is %s (remove it to recreate)", name, c.State)
+		}
+		if err != nil && !errors.Is(err, ErrNoContainer) {
+			// Someone else may have changed it meanwhile (a start or
+			// unpause racing ours); it only matters if it is not running now.
+			if c2, ierr := m.eng.Inspect(ctx, name); ierr == nil && c2.State == stateRunning {
+				c, err = c2, nil
+				continue
+			}
+			return Endpoint{}, err
+		}
+		c, err = m.eng.Inspect(ctx, name)
+	}
+	m.mu.Lock()
+	m.observeLocked(m.sandboxLocked(id), c)
+	m.mu.Unlock()
+
+	eff := m.effectiveTemplate(tpl, c)
+	if c.IP == "" {
+		return Endpoint{}, fmt.Errorf("container %s has no address on network %s", name, m.cfg.Network)
+	}
+	ep := Endpoint{ID: id, Addr: endpointAddr(c, eff.Port), Template: c.Labels[LabelTemplate]}
+	err = waitReady(ctx, ep.Addr, eff.Ready.Path, func(ctx context.Context) error {
+		c, err := m.eng.Inspect(ctx, name)
+		switch {
+		case err != nil:
+			return err
+		case c.State == stateExited || c.State == stateDead:
+			return fmt.Errorf("%w: container %s %s with code %d", ErrNotReady, name, c.State, c.ExitCode)
+		}
+		return nil
+	})
+	if err != nil {
+		return Endpoint{}, err
+	}
+	sb := m.sandboxFor(id)
+	sb.ep.Store(&ep)
+	log.InfoContext(ctx, "sandbox ready", "action", action, "took", m.now().Sub(t0), "addr", ep.Addr)
+	return ep, nil
+}
+
+// effectiveTemplate is the template to probe c with: tpl, else the one c was
+// created from, else defaults.
+func (m *Manager) effectiveTemplate(tpl *config.Template, c ctrInfo) *config.Template {
+	if tpl != nil {
+		return tpl
+	}
+	if t := m.cfg.Templates(c.Labels[LabelTemplate]); t != nil {
+		return t
+	}
+	return &config.Template{}
+}
+
+// start starts an existing container within the start limits.
+func (m *Manager) start(ctx context.Context, id, name string) error {
+	release, err := m.acquireStart(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if err := m.eng.Start(ctx, name); err != nil {
+		return err
+	}
+	m.markRunning(id)
+	return nil
+}
+
+// create creates and starts id's container from tpl within the start
+// limits. errNameTaken if the name is already in use.
+func (m *Manager) create(ctx context.Context, id string, tpl *config.Template) error {
+	spec, err := m.spec(id, tpl)
+	if err != nil {
+		return err
+	}
+	release, err := m.acquireStart(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if err := m.ensureNetwork(ctx); err != nil {
+		return err
+	}
+	err = m.eng.Create(ctx, spec)
+	if errors.Is(err, errNoNetwork) { // removed behind our back: make it again
+		m.mu.Lock()
+		m.netReady = false
+		m.mu.Unlock()
+		if err := m.ensureNetwork(ctx); err != nil {
+			return err
+		}
+		err = m.eng.Create(ctx, spec)
+	}
+	if err != nil {
+		return err
+	}
+	if err := m.eng.Start(ctx, spec.Name); err != nil {
+		return err
+	}
+	m.markRunning(id)
+	return nil
+}
+
+// spec resolves tpl into the container to create for id.
+func (m *Manager) spec(id string, tpl *config.Template) (ctrSpec, error) {
+	if tpl.Image == "" {
+		return ctrSpec{}, fmt.Errorf("template %q has no image", tpl.Name)
+	}
+	port := tpl.Port
+	if port <= 0 {
+		port = 3000
+	}
+	labels := maps.Clone(m.cfg.Labels)
+	if labels == nil {
+		labels = make(map[string]string, 4)
+	}
+	labels[LabelManaged] = "true"
+	labels[LabelSandbox] = id
+	labels[LabelTemplate] = tpl.Name
+	labels[LabelPort] = strconv.Itoa(port)
+	env := make([]string, 0, len(tpl.Env))
+	for k, v := range tpl.Env {
+		env = append(env, k+"="+v)
+	}
+	slices.Sort(env)
+	return ctrSpec{
+		Name:     ContainerName(id),
+		Image:    tpl.Image,
+		Cmd:      tpl.Cmd,
+		Env:      env,
+		Labels:   labels,
+		Network:  m.cfg.Network,
+		Memory:   int64(tpl.Memory),
+		CPUs:     tpl.CPUs,
+		Pids:     tpl.Pids,
+		CapAdd:   tpl.CapAdd,
+		ReadOnly: tpl.ReadOnly,
+	}, nil
+}
+
+// acquireStart takes a running-capacity reservation and a start slot.
+// The returned func gives both back; by then a started sandbox is counted
+// as running through its state.
+func (m *Manager) acquireStart(ctx context.Context) (release func(), err error) {
+	m.mu.Lock()
+	if n := m.runningLocked() + m.reserved; n >= m.cfg.MaxRunning {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: %d sandboxes running or starting (max %d)", ErrCapacity, n, m.cfg.MaxRunning)
+	}
+	m.reserved++
+	m.mu.Unlock()
+	unreserve := func() {
+		m.mu.Lock()
+		m.reserved--
+		m.mu.Unlock()
+	}
+	select {
+	case m.queued <- struct{}{}:
+	default:
+		unreserve()
+		return nil, fmt.Errorf("%w: %d starts queued", ErrCapacity, cap(m.queued))
+	}
+	t := time.NewTimer(m.cfg.StartQueueTimeout)
+	defer t.Stop()
+	select {
+	case m.slots <- struct{}{}:
+		<-m.queued
+	case <-t.C:
+		<-m.queued
+		unreserve()
+		return nil, fmt.Errorf("%w: no start slot within %s", ErrCapacity, m.cfg.StartQueueTimeout)
+	case <-ctx.Done():
+		<-m.queued
+		unreserve()
+		return nil, fmt.Errorf("wait for a start slot: %w", ctx.Err())
+	}
+	return func() {
+		<-m.slots
+		unreserve()
+	}, nil
+}
+
+// runningLocked counts sandboxes holding resources. m.mu must be held.
+func (m *Manager) runningLocked() int {
+	n := 0
+	for _, sb := range m.sandboxes {
+		if sb.state == stateRunning || sb.state == statePaused {
+			n++
+		}
+	}
+	return n
+}
+
+func (m *Manager) markRunning(id string) {
+	m.mu.Lock()
+	m.sandboxLocked(id).state = stateRunning
+	m.mu.Unlock()
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
