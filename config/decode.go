@@ -88,7 +88,11 @@ func (d *decoder) parseYAML(data []byte) (*yaml.Node, error) {
 	case err != nil:
 		return nil, ErrorList{d.syntaxError(data, err)}
 	default:
-		return nil, ErrorList{d.errAt(Pos{next.Line, next.Column}, "only one YAML document is allowed")}
+		at := &next
+		if len(next.Content) > 0 {
+			at = next.Content[0] // the document node's own position is unreliable
+		}
+		return nil, ErrorList{d.errAt(nodePos(at), "only one YAML document is allowed")}
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil, nil

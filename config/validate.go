@@ -323,7 +323,7 @@ func (d *decoder) validateTemplates(c *Config) {
 		}
 	}
 	if c.DefaultTemplate != "" && c.Templates[c.DefaultTemplate] == nil {
-		d.fail(fmt.Sprintf("default_template %q is not defined in templates", c.DefaultTemplate), &c.DefaultTemplate)
+		d.fail(fmt.Sprintf("template %q is not defined in templates", c.DefaultTemplate), &c.DefaultTemplate)
 	}
 }
 
