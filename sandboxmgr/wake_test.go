@@ -1,0 +1,307 @@
+package sandboxmgr
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+func TestEnsureByState(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		state       string // "" = no container
+		wantCreates int64
+		wantStarts  int64
+	}{
+		{"missing creates", "", 1, 1},
+		{"created starts", stateCreated, 0, 1},
+		{"exited starts", stateExited, 0, 1},
+		{"paused unpauses", statePaused, 0, 0},
+		{"running is used", stateRunning, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m, f := newFakeManager(t, Config{})
+			tpl := appListener(t)
+			if tc.state != "" {
+				f.put(ContainerName("a"), tc.state, map[string]string{LabelPort: itoa(tpl.Port), LabelTemplate: "fake"})
+			}
+			ep, err := m.Ensure(t.Context(), "a", tpl)
+			if err != nil {
+				t.Fatalf("Ensure: %v", err)
+			}
+			if want := "127.0.0.1:" + itoa(tpl.Port); ep.Addr != want {
+				t.Errorf("got addr %q, want %q", ep.Addr, want)
+			}
+			if got := f.state(ContainerName("a")); got != stateRunning {
+				t.Errorf("got state %q, want running", got)
+			}
+			if got := f.creates.Load(); got != tc.wantCreates {
+				t.Errorf("got %d creates, want %d", got, tc.wantCreates)
+			}
+			if got := f.starts.Load(); got != tc.wantStarts {
+				t.Errorf("got %d starts, want %d", got, tc.wantStarts)
+			}
+			// The second call is served from the cache.
+			before := f.inspect.Load()
+			if _, err := m.Ensure(t.Context(), "a", tpl); err != nil {
+				t.Fatalf("second Ensure: %v", err)
+			}
+			if got := f.inspect.Load(); got != before {
+				t.Errorf("got %d inspects on the hot path, want 0", got-before)
+			}
+		})
+	}
+}
+
+func TestEnsureSharesOneWake(t *testing.T) {
+	m, f := newFakeManager(t, Config{})
+	tpl := appListener(t)
+	gate := make(chan struct{})
+	f.createHook = func(ctx context.Context, _ ctrSpec) error {
+		<-gate
+		return nil
+	}
+	const n = 100
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			_, err := m.Ensure(t.Context(), "cold", tpl)
+			errs <- err
+		})
+	}
+	close(gate)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("Ensure: %v", err)
+		}
+	}
+	if got := f.creates.Load(); got != 1 {
+		t.Errorf("got %d creates, want 1", got)
+	}
+}
+
+func TestEnsureCallerGivingUpDoesNotCancelWake(t *testing.T) {
+	m, f := newFakeManager(t, Config{})
+	tpl := appListener(t)
+	gate := make(chan struct{})
+	f.createHook = func(ctx context.Context, _ ctrSpec) error {
+		select {
+		case <-gate:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() {
+		_, err := m.Ensure(ctx, "a", tpl)
+		done <- err
+	}()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	close(gate)
+	if _, err := m.Ensure(t.Context(), "a", tpl); err != nil {
+		t.Fatalf("Ensure after the first caller left: %v", err)
+	}
+	if got := f.creates.Load(); got != 1 {
+		t.Errorf("got %d creates, want 1", got)
+	}
+}
+
+func TestEnsureNameTakenAdoptsOtherContainer(t *testing.T) {
+	m, f := newFakeManager(t, Config{})
+	tpl := appListener(t)
+	// Another replica wins the name between our inspect and our create.
+	f.createHook = func(_ context.Context, s ctrSpec) error {
+		f.put(s.Name, stateCreated, s.Labels)
+		return errNameTaken
+	}
+	ep, err := m.Ensure(t.Context(), "a", tpl)
+	if err != nil {
+		t.Fatalf("Ensure: %v", err)
+	}
+	if ep.ID != "a" {
+		t.Errorf("got id %q, want a", ep.ID)
+	}
+	if got := f.creates.Load(); got != 0 {
+		t.Errorf("got %d creates by us, want 0", got)
+	}
+	if got := f.state(ContainerName("a")); got != stateRunning {
+		t.Errorf("got state %q, want running", got)
+	}
+}
+
+func TestEnsureErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		id    string
+		setup func(m *Manager, f *fakeEngine)
+		nilT  bool
+		want  error
+	}{
+		{name: "invalid id", id: "Bad_ID", want: ErrInvalidID},
+		{name: "no template, no container", id: "a", nilT: true, want: ErrNoContainer},
+		{name: "image missing", id: "a", want: ErrNoImage, setup: func(_ *Manager, f *fakeEngine) {
+			f.createHook = func(context.Context, ctrSpec) error { return ErrNoImage }
+		}},
+		{name: "docker down", id: "a", want: ErrUnavailable, setup: func(_ *Manager, f *fakeEngine) {
+			f.createHook = func(context.Context, ctrSpec) error { return ErrUnavailable }
+		}},
+		{name: "max running", id: "a", want: ErrCapacity, setup: func(m *Manager, f *fakeEngine) {
+			f.put(ContainerName("other"), stateRunning, map[string]string{LabelManaged: "true", LabelSandbox: "other"})
+			if err := m.Start(context.Background()); err != nil {
+				panic(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, f := newFakeManager(t, Config{MaxRunning: 1})
+			tpl := appListener(t)
+			if tc.nilT {
+				tpl = nil
+			}
+			if tc.setup != nil {
+				tc.setup(m, f)
+			}
+			_, err := m.Ensure(t.Context(), tc.id, tpl)
+			if !errors.Is(err, tc.want) {
+				t.Errorf("got %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// exitsAtOnce is an engine whose containers exit right after every start.
+type exitsAtOnce struct{ *fakeEngine }
+
+func (e exitsAtOnce) Start(context.Context, string) error { e.starts.Add(1); return nil }
+
+func TestEnsureCrashLoopIsNotRetriedForever(t *testing.T) {
+	f := newFake()
+	m := newManager(Config{}, nil, exitsAtOnce{f})
+	defer m.Close()
+	f.put(ContainerName("a"), stateExited, nil)
+	_, err := m.Ensure(t.Context(), "a", appListener(t))
+	if !errors.Is(err, ErrNotReady) {
+		t.Fatalf("got %v, want ErrNotReady", err)
+	}
+	if got := f.starts.Load(); got != 2 {
+		t.Errorf("got %d starts, want 2", got)
+	}
+}
+
+func TestEnsureNotReadyAfterTimeout(t *testing.T) {
+	m, _ := newFakeManager(t, Config{})
+	tpl := appListener(t)
+	tpl.Port = 1 // nothing listens there
+	tpl.Ready.Timeout = 5e7
+	_, err := m.Ensure(t.Context(), "a", tpl)
+	if !errors.Is(err, ErrNotReady) {
+		t.Fatalf("got %v, want ErrNotReady", err)
+	}
+}
+
+func TestForget(t *testing.T) {
+	m, f := newFakeManager(t, Config{})
+	tpl := appListener(t)
+	ep, err := m.Ensure(t.Context(), "a", tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Forget("a", "10.0.0.1:1") // a stale address: keep the entry
+	before := f.inspect.Load()
+	if _, err := m.Ensure(t.Context(), "a", tpl); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.inspect.Load() - before; got != 0 {
+		t.Errorf("got %d inspects after forgetting another addr, want 0", got)
+	}
+	m.Forget("a", ep.Addr)
+	if _, err := m.Ensure(t.Context(), "a", tpl); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.inspect.Load() - before; got == 0 {
+		t.Error("got no inspect after Forget, want Docker asked again")
+	}
+}
+
+func TestStartAdoptsAndStopRemove(t *testing.T) {
+	m, f := newFakeManager(t, Config{Labels: map[string]string{"scope": "x"}})
+	tpl := appListener(t)
+	labels := map[string]string{LabelManaged: "true", LabelSandbox: "a", LabelTemplate: "fake", LabelPort: itoa(tpl.Port), "scope": "x"}
+	f.put(ContainerName("a"), stateRunning, labels)
+	f.put(ContainerName("b"), stateRunning, map[string]string{LabelManaged: "true", LabelSandbox: "b"}) // out of scope
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	list, err := m.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].ID != "a" || list[0].State != stateRunning {
+		t.Fatalf("got list %+v, want only a, running", list)
+	}
+	before := f.inspect.Load()
+	if _, err := m.Ensure(t.Context(), "a", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.inspect.Load() - before; got != 0 {
+		t.Errorf("got %d inspects for an adopted sandbox, want 0", got)
+	}
+	if err := m.Stop(t.Context(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.state(ContainerName("a")); got != stateExited {
+		t.Errorf("got state %q after Stop, want exited", got)
+	}
+	if _, err := m.Ensure(t.Context(), "a", nil); err != nil {
+		t.Fatalf("Ensure after Stop: %v", err)
+	}
+	if err := m.Remove(t.Context(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []func(context.Context, string) error{m.Stop, m.Remove} {
+		if err := op(t.Context(), "a"); !errors.Is(err, ErrNoContainer) {
+			t.Errorf("got %v, want ErrNoContainer", err)
+		}
+	}
+}
+
+func TestCloseRefusesNewWakes(t *testing.T) {
+	m, _ := newFakeManager(t, Config{})
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Ensure(t.Context(), "a", appListener(t)); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("got %v, want ErrUnavailable", err)
+	}
+}
+
+func TestUnreachableDocker(t *testing.T) {
+	m, err := New(Config{Host: "unix:///nonexistent/docker.sock"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for name, op := range map[string]func() error{
+		"ping":   func() error { return m.Ping(t.Context()) },
+		"start":  func() error { return m.Start(t.Context()) },
+		"ensure": func() error { _, err := m.Ensure(t.Context(), "a", appListener(t)); return err },
+		"list":   func() error { _, err := m.List(t.Context()); return err },
+	} {
+		if err := op(); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("%s: got %v, want ErrUnavailable", name, err)
+		}
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
