@@ -1,0 +1,273 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// fileWith returns a valid config whose limits.max_running is n (a setting
+// reload applies), so tests can tell versions apart.
+func fileWith(n int) string { return base + fmt.Sprintf("limits: {max_running: %d}\n", n) }
+
+// recorder collects Apply calls and reload results.
+type recorder struct {
+	mu      sync.Mutex
+	applied []int // max_running of each applied config
+	results []string
+	fail    error // returned by apply when set
+	events  chan string
+}
+
+func newRecorder() *recorder { return &recorder{events: make(chan string, 100)} }
+
+func (r *recorder) apply(c *Config) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail != nil {
+		return r.fail
+	}
+	r.applied = append(r.applied, c.Limits.MaxRunning)
+	return nil
+}
+
+func (r *recorder) onResult(res string) {
+	r.mu.Lock()
+	r.results = append(r.results, res)
+	r.mu.Unlock()
+	r.events <- res
+}
+
+func (r *recorder) snapshot() ([]int, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]int(nil), r.applied...), append([]string(nil), r.results...)
+}
+
+// setup writes the initial file and returns its path and a store holding it.
+func setup(t *testing.T) (string, *Store) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "previewgate.yaml")
+	if err := os.WriteFile(path, []byte(fileWith(10)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, NewStore(c)
+}
+
+// next waits for the next reload result. The deadline only turns a hang into
+// a failure; it asserts nothing about speed.
+func (r *recorder) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case res := <-r.events:
+		return res
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reload happened")
+		return ""
+	}
+}
+
+func TestWatcherFileChanges(t *testing.T) {
+	t.Parallel()
+	path, store := setup(t)
+	rec := newRecorder()
+	w, err := NewWatcher(WatcherConfig{Path: path, Store: store, Apply: rec.apply, OnResult: rec.onResult, Debounce: 20 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	renameOver := func(s string) {
+		t.Helper()
+		tmp := filepath.Join(filepath.Dir(path), ".edit.swp")
+		if err := os.WriteFile(tmp, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	steps := []struct {
+		name    string
+		do      func()
+		result  string
+		running int // live max_running afterwards
+	}{
+		{"valid write", func() { write(fileWith(11)) }, ResultSuccess, 11},
+		{"invalid write", func() { write(fileWith(12) + "bogus: 1\n") }, ResultFailure, 11},
+		{"rename over", func() { renameOver(fileWith(13)) }, ResultSuccess, 13},
+		{"invalid rename over", func() { renameOver("domain: [\n") }, ResultFailure, 13},
+		{"atomic WriteFile", func() {
+			if err := WriteFile(path, []byte(fileWith(14))); err != nil {
+				t.Fatal(err)
+			}
+		}, ResultSuccess, 14},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := rec.next(t); got != s.result {
+			t.Fatalf("%s: got result %s, want %s", s.name, got, s.result)
+		}
+		if got := store.Load().Limits.MaxRunning; got != s.running {
+			t.Errorf("%s: got live max_running %d, want %d", s.name, got, s.running)
+		}
+	}
+	applied, _ := rec.snapshot()
+	if want := []int{11, 13, 14}; !slices.Equal(applied, want) {
+		t.Errorf("got applied %v, want %v", applied, want)
+	}
+}
+
+func TestWatcherApplyError(t *testing.T) {
+	t.Parallel()
+	path, store := setup(t)
+	before := store.Load()
+	rec := newRecorder()
+	rec.fail = errors.New("route table rejected")
+	w := newWatcher(WatcherConfig{Path: path, Store: store, Apply: rec.apply, OnResult: rec.onResult}, nil, nil, nil)
+	defer w.Close()
+	if err := os.WriteFile(path, []byte(fileWith(11)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := w.Reload()
+	if err == nil || !strings.Contains(err.Error(), "route table rejected") {
+		t.Errorf("got %v, want the apply error", err)
+	}
+	if store.Load() != before {
+		t.Error("got a new live config, want the old one kept")
+	}
+	if _, results := rec.snapshot(); strings.Join(results, ",") != ResultFailure {
+		t.Errorf("got results %v, want [failure]", results)
+	}
+}
+
+// TestWatcherDebounce feeds events by hand inside a synctest bubble: a burst
+// of events gives one reload after the quiet period.
+func TestWatcherDebounce(t *testing.T) {
+	t.Parallel()
+	path, store := setup(t)
+	synctest.Test(t, func(t *testing.T) {
+		events := make(chan fsnotify.Event)
+		rec := newRecorder()
+		w := newWatcher(WatcherConfig{Path: path, Store: store, Apply: rec.apply, OnResult: rec.onResult, Debounce: 200 * time.Millisecond}, nil, events, nil)
+		defer w.Close()
+
+		for range 5 {
+			events <- fsnotify.Event{Name: path, Op: fsnotify.Write}
+			time.Sleep(150 * time.Millisecond) // shorter than the debounce
+			synctest.Wait()
+			if _, results := rec.snapshot(); len(results) != 0 {
+				t.Fatalf("got %d reloads during the burst, want 0", len(results))
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
+		if _, results := rec.snapshot(); len(results) != 1 {
+			t.Fatalf("got %d reloads after the burst, want 1", len(results))
+		}
+
+		// An event that leaves the file unchanged is not a reload...
+		events <- fsnotify.Event{Name: path + ".bak", Op: fsnotify.Create}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if _, results := rec.snapshot(); len(results) != 1 {
+			t.Errorf("got %d reloads after a no-op event, want 1", len(results))
+		}
+		// ...but SIGHUP (Reload) always is.
+		if err := w.Reload(); err != nil {
+			t.Fatal(err)
+		}
+		if _, results := rec.snapshot(); len(results) != 2 {
+			t.Errorf("got %d reloads after Reload, want 2", len(results))
+		}
+	})
+}
+
+func TestWatcherRestartNeededKeepsRunningValues(t *testing.T) {
+	t.Parallel()
+	path, store := setup(t)
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	w := newWatcher(WatcherConfig{Path: path, Store: store}, log, nil, nil)
+	defer w.Close()
+	if err := os.WriteFile(path, []byte(base+"listen: {admin: \"127.0.0.1:9999\"}\nlimits: {max_running: 7}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	c := store.Load()
+	if c.Listen.Admin != "127.0.0.1:9090" || c.Limits.MaxRunning != 7 {
+		t.Errorf("got admin %s max_running %d, want the running admin address and the new limit", c.Listen.Admin, c.Limits.MaxRunning)
+	}
+	if !strings.Contains(logs.String(), "need a restart") || !strings.Contains(logs.String(), "listen.admin") {
+		t.Errorf("got log %q, want a restart warning naming listen.admin", logs.String())
+	}
+}
+
+func TestWatcherReplace(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		data     string
+		applyErr error
+		wantErr  string
+		wantFile string // "" means unchanged
+	}{
+		{"valid", fileWith(9), nil, "", "max_running: 9}"},
+		{"invalid", fileWith(10) + "bogus: 1\n", nil, `previewgate.yaml:7:1: unknown key "bogus"`, ""},
+		{"apply fails", fileWith(9), errors.New("no"), "apply config: no", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path, store := setup(t)
+			before := store.Load()
+			rec := newRecorder()
+			rec.fail = tt.applyErr
+			w := newWatcher(WatcherConfig{Path: path, Store: store, Apply: rec.apply}, nil, nil, nil)
+			defer w.Close()
+			_, err := w.Replace([]byte(tt.data))
+			got, _ := os.ReadFile(path)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("got %v, want %q", err, tt.wantErr)
+				}
+				if string(got) != fileWith(10) || store.Load() != before {
+					t.Errorf("got file or live config changed, want both untouched")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(got), tt.wantFile) || store.Load().Limits.MaxRunning != 9 {
+				t.Errorf("got file %q max_running %d, want the new config", got, store.Load().Limits.MaxRunning)
+			}
+			if bak, _ := os.ReadFile(path + ".bak"); string(bak) != fileWith(10) {
+				t.Errorf("got backup %q, want the previous file", bak)
+			}
+		})
+	}
+}
