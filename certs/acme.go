@@ -191,7 +191,10 @@ type limitedIssuer struct {
 
 func (l *limitedIssuer) Issue(ctx context.Context, csr *x509.CertificateRequest) (*certmagic.IssuedCertificate, error) {
 	if !l.lim.Allow() {
-		return nil, ErrIssueRateLimited
+		// No retry: certmagic would otherwise hold the handshake for
+		// minutes of backoff. Renewals are retried at the next
+		// maintenance tick anyway.
+		return nil, certmagic.ErrNoRetry{Err: ErrIssueRateLimited}
 	}
 	return l.ACMEIssuer.Issue(ctx, csr)
 }
