@@ -99,25 +99,37 @@ func (m *Manager) wake(ctx context.Context, id string, tpl *config.Template) (En
 			if tpl == nil {
 				return Endpoint{}, fmt.Errorf("%w (no template to create it from)", ErrNoContainer)
 			}
-			action = "created"
-			starts++
+			if action != "adopted" {
+				action = "created"
+			}
 			err = m.create(ctx, id, tpl)
+			if err == nil {
+				starts++
+			}
 			if errors.Is(err, errNameTaken) {
 				// Another caller, maybe another replica, owns the name and
 				// is creating it: wait for that container, never make a second.
-				log.InfoContext(ctx, "create raced, adopting the other container")
+				// Docker reserves the name before the container can be
+				// inspected, so give the other create a moment.
+				if action != "adopted" {
+					log.InfoContext(ctx, "create raced, adopting the other container")
+				}
 				action = "adopted"
-				err = nil
+				err = sleep(ctx, 20*time.Millisecond)
 			}
 		case err != nil:
 			return Endpoint{}, err
 		case c.State == statePaused:
 			action = "unpaused"
 			err = m.eng.Unpause(ctx, name)
+		case c.State == stateExited && starts >= 2:
+			return Endpoint{}, fmt.Errorf("%w: container %s exited with code %d right after start", ErrNotReady, name, c.ExitCode)
+		case c.State == stateCreated && starts > 0:
+			// Still "created" after a start: another caller's start (a
+			// replica that won the create) is in flight. Let it finish.
+			err = sleep(ctx, 20*time.Millisecond)
 		case c.State == stateCreated || c.State == stateExited:
-			if starts++; starts > 2 {
-				return Endpoint{}, fmt.Errorf("%w: container %s %s with code %d right after start", ErrNotReady, name, c.State, c.ExitCode)
-			}
+			starts++
 			action = "started"
 			err = m.start(ctx, id, name)
 		case c.State == stateRestarting || c.State == stateRemoving:
