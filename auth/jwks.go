@@ -24,7 +24,7 @@ const (
 func withJWKSClient(c *http.Client) Option { return func(v *Verifier) { v.jwksClient = c } }
 
 // withJWKSRefreshEvery sets the minimum interval between unknown-kid
-// refreshes (tests).
+// refreshes (tests); zero means no limit.
 func withJWKSRefreshEvery(d time.Duration) Option { return func(v *Verifier) { v.jwksEvery = d } }
 
 // startJWKS fetches url once (a failure is logged, not fatal: the set is
