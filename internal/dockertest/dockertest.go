@@ -25,11 +25,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -229,8 +231,19 @@ func moduleRoot() (string, error) {
 
 // Main runs the tests, removes what this process created in Docker and exits.
 // Call it from TestMain of every package whose tests use Docker.
+// An interrupt (Ctrl-C, a CI timeout's SIGTERM) also cleans up before exiting.
 func Main(m *testing.M) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		if err := Cleanup(); err != nil {
+			fmt.Fprintf(os.Stderr, "dockertest cleanup: %v\n", err)
+		}
+		os.Exit(1)
+	}()
 	code := m.Run()
+	signal.Stop(sig)
 	if err := Cleanup(); err != nil {
 		fmt.Fprintf(os.Stderr, "dockertest cleanup: %v\n", err)
 	}
