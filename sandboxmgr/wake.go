@@ -278,13 +278,16 @@ func (m *Manager) spec(id string, tpl *config.Template) (ctrSpec, error) {
 // The returned func gives both back; by then a started sandbox is counted
 // as running through its state.
 func (m *Manager) acquireStart(ctx context.Context) (release func(), err error) {
-	m.mu.Lock()
-	if n := m.runningLocked() + m.reserved; n >= m.cfg.MaxRunning {
-		m.mu.Unlock()
-		return nil, fmt.Errorf("%w: %d sandboxes running or starting (max %d)", ErrCapacity, n, m.cfg.MaxRunning)
+	if !m.reserve() {
+		// The count may be stale (containers stopped behind our back):
+		// ask Docker once before refusing.
+		if err := m.refreshStates(ctx); err != nil {
+			return nil, err
+		}
+		if !m.reserve() {
+			return nil, fmt.Errorf("%w: %d sandboxes running or starting", ErrCapacity, m.cfg.MaxRunning)
+		}
 	}
-	m.reserved++
-	m.mu.Unlock()
 	unreserve := func() {
 		m.mu.Lock()
 		m.reserved--
@@ -314,6 +317,40 @@ func (m *Manager) acquireStart(ctx context.Context) (release func(), err error) 
 		<-m.slots
 		unreserve()
 	}, nil
+}
+
+// reserve counts a start against MaxRunning if there is room.
+func (m *Manager) reserve() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.runningLocked()+m.reserved >= m.cfg.MaxRunning {
+		return false
+	}
+	m.reserved++
+	return true
+}
+
+// refreshStates re-reads every managed container's state from Docker.
+func (m *Manager) refreshStates(ctx context.Context) error {
+	list, err := m.eng.List(ctx, m.scopeLabels())
+	if err != nil {
+		return err
+	}
+	states := make(map[string]string, len(list))
+	for _, c := range list {
+		if id := c.Labels[LabelSandbox]; id != "" && c.Name == ContainerName(id) {
+			states[id] = c.State
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, sb := range m.sandboxes {
+		sb.state = states[id]
+		if sb.state != stateRunning {
+			sb.ep.Store(nil)
+		}
+	}
+	return nil
 }
 
 // runningLocked counts sandboxes holding resources. m.mu must be held.

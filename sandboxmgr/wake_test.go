@@ -3,6 +3,7 @@ package sandboxmgr
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -305,3 +306,54 @@ func TestUnreachableDocker(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+func TestCapacityRecountsFromDocker(t *testing.T) {
+	m, f := newFakeManager(t, Config{MaxRunning: 1})
+	tpl := appListener(t)
+	if _, err := m.Ensure(t.Context(), "a", tpl); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Ensure(t.Context(), "b", tpl); !errors.Is(err, ErrCapacity) {
+		t.Fatalf("got %v, want ErrCapacity", err)
+	}
+	// a stops behind the manager's back (docker stop): room again.
+	f.setState(ContainerName("a"), "", stateExited)
+	if _, err := m.Ensure(t.Context(), "b", tpl); err != nil {
+		t.Fatalf("got %v after a stopped, want room for b", err)
+	}
+}
+
+func TestStartSlots(t *testing.T) {
+	m, f := newFakeManager(t, Config{MaxConcurrentStarts: 1, StartQueue: 1})
+	tpl := appListener(t)
+	if _, err := m.Ensure(t.Context(), "warm", tpl); err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	entered := make(chan struct{}, 10)
+	f.createHook = func(context.Context, ctrSpec) error {
+		entered <- struct{}{}
+		<-gate
+		return nil
+	}
+	errs := make(chan error, 2)
+	go func() { _, err := m.Ensure(t.Context(), "a", tpl); errs <- err }()
+	<-entered // a holds the only slot
+	go func() { _, err := m.Ensure(t.Context(), "b", tpl); errs <- err }()
+	for len(m.queued) == 0 { // b waits in the queue
+		runtime.Gosched()
+	}
+	if _, err := m.Ensure(t.Context(), "c", tpl); !errors.Is(err, ErrCapacity) {
+		t.Errorf("c: got %v, want ErrCapacity (queue full)", err)
+	}
+	// A running sandbox never waits for a slot.
+	if _, err := m.Ensure(t.Context(), "warm", tpl); err != nil {
+		t.Errorf("warm: got %v, want its endpoint", err)
+	}
+	close(gate)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("got %v, want a and b created", err)
+		}
+	}
+}
