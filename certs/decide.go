@@ -2,6 +2,7 @@ package certs
 
 import (
 	"strings"
+	"unicode/utf8"
 )
 
 // sandboxPrefix starts every sandbox host label: sandbox-<id>.<domain>.
@@ -12,7 +13,7 @@ const sandboxPrefix = "sandbox-"
 // that routeHosts lists (nil means no routes). routeHosts is called on every
 // decision, so it can read the live route table; it should be cheap.
 //
-// Comparison ignores case and one trailing dot. Nothing else is approved, so
+// Comparison ignores ASCII case and one trailing dot. Nothing else is approved, so
 // a client cannot make the gateway ask the CA for arbitrary names.
 func SandboxHostDecider(domains []string, routeHosts func() []string) func(host string) bool {
 	ds := make([]string, 0, len(domains))
@@ -46,8 +47,16 @@ func SandboxHostDecider(domains []string, routeHosts func() []string) func(host 
 	}
 }
 
-// normalizeHost lowercases host and drops one trailing dot.
+// normalizeHost lowercases host and drops one trailing dot. A host with a
+// non-ASCII byte becomes "": Unicode case folding could turn it into an
+// approved ASCII name (the Kelvin sign lowercases to "k"), and SNI carries
+// A-labels only anyway.
 func normalizeHost(host string) string {
+	for i := 0; i < len(host); i++ {
+		if host[i] >= utf8.RuneSelf {
+			return ""
+		}
+	}
 	return strings.ToLower(strings.TrimSuffix(host, "."))
 }
 
