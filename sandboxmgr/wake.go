@@ -108,9 +108,9 @@ func (m *Manager) wake(ctx context.Context, id string, tpl *config.Template) (En
 			}
 			if errors.Is(err, errNameTaken) {
 				// Another caller, maybe another replica, owns the name and
-				// is creating it: wait for that container, never make a second.
-				// Docker reserves the name before the container can be
-				// inspected, so give the other create a moment.
+				// is creating it: wait for that container, never make a
+				// second. Docker reserves the name before the container can
+				// be inspected, so give the other create a moment.
 				if action != "adopted" {
 					log.InfoContext(ctx, "create raced, adopting the other container")
 				}
