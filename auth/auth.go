@@ -262,7 +262,9 @@ func NewVerifier(cfg config.Auth, tls bool, opts ...Option) (*Verifier, error) {
 }
 
 // Close stops background JWKS refresh. The verifier keeps working with the
-// keys it has; Close is idempotent.
+// keys it has; Close is idempotent. The refresh goroutine belongs to
+// keyfunc/jwkset, which offers no way to wait for it; it exits on its next
+// select after the cancel.
 func (v *Verifier) Close() {
 	if v.cancel != nil {
 		v.cancel()
@@ -300,7 +302,10 @@ func (v *Verifier) Check(r *http.Request, id string) (Result, error) {
 		if err == nil {
 			return Result{Claims: claims, Source: src, Raw: raw}, true
 		}
-		e := err.(*Error)
+		var e *Error
+		if !errors.As(err, &e) {
+			e = &Error{Reason: "invalid", kind: ErrInvalid, err: err}
+		}
 		e.Source = src
 		if best == nil || rank(e) > rank(best) {
 			best = e
