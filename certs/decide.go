@@ -3,6 +3,8 @@ package certs
 import (
 	"strings"
 	"unicode/utf8"
+
+	"github.com/previewgate/previewgate/config"
 )
 
 // sandboxPrefix starts every sandbox host label: sandbox-<id>.<domain>.
@@ -32,7 +34,7 @@ func SandboxHostDecider(domains []string, routeHosts func() []string) func(host 
 			if !ok {
 				continue
 			}
-			if id, ok := strings.CutPrefix(label, sandboxPrefix); ok && validID(id) {
+			if id, ok := strings.CutPrefix(label, sandboxPrefix); ok && config.ValidID(id) {
 				return true
 			}
 		}
@@ -58,23 +60,4 @@ func normalizeHost(host string) string {
 		}
 	}
 	return strings.ToLower(strings.TrimSuffix(host, "."))
-}
-
-// validID reports whether id is a well-formed sandbox id: lowercase letters,
-// digits and inner hyphens, 1 to 55 characters (so the label
-// "sandbox-<id>" stays within DNS's 63).
-//
-// TODO: use config.ValidID once the config package exports it; the rule
-// must stay identical to the gateway's host parsing.
-func validID(id string) bool {
-	if len(id) == 0 || len(id) > 55 || id[0] == '-' || id[len(id)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
-			return false
-		}
-	}
-	return true
 }
