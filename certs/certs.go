@@ -66,7 +66,6 @@ type Config struct {
 // Manager serves certificates for one Config. Close releases it.
 type Manager struct {
 	cfg       Config
-	log       *slog.Logger
 	mode      source // nil when TLS is off
 	closeOnce sync.Once
 }
@@ -113,7 +112,7 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 		cfg.ReloadInterval = time.Second
 	}
 
-	m := &Manager{cfg: cfg, log: log}
+	m := &Manager{cfg: cfg}
 	var err error
 	switch cfg.TLS.Mode {
 	case config.TLSOff, "":
