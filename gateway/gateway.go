@@ -203,7 +203,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Msg: "No template is configured to create this sandbox."})
 		return
 	}
-	ep, err := g.sb.Ensure(r.Context(), rt.sandbox, tpl)
+	if g.coldStart(w, r, t, rt, tpl) {
+		return
+	}
+	ep, err := g.ensure(r, t, rt.sandbox, tpl, sub)
 	if err != nil {
 		g.fail(w, r, ensureError(r.Context(), err))
 		return
