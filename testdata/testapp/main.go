@@ -10,6 +10,10 @@
 //	/slow    sleeps ?d= (default 1s), then answers
 //	/bytes   answers ?n= bytes (default 1024)
 //	/upload  POST: streams the body, answers {"length": n, "sha256": hex}
+//	/page    HTML that fetches /echo?x=1, opens a WebSocket to /ws, sends
+//	         "from-page" and, once echoed, posts to its parent
+//	         {location, ws: "echoed"|"error", echo: <the echo JSON>}
+//	/echo    same as /
 package main
 
 import (
@@ -53,6 +57,8 @@ func handler() http.Handler {
 	mux.HandleFunc("/slow", slow)
 	mux.HandleFunc("/bytes", bytes)
 	mux.HandleFunc("/upload", upload)
+	mux.HandleFunc("/echo", echo)
+	mux.HandleFunc("/page", page)
 	return mux
 }
 
@@ -175,4 +181,34 @@ func upload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, map[string]any{"length": n, "sha256": hex.EncodeToString(h.Sum(nil))})
+}
+
+// pageHTML exercises what a dev server's page does through the gateway: a
+// same-origin fetch and an HMR-like WebSocket, both riding the cookie.
+const pageHTML = `<!doctype html><html><head><meta charset="utf-8"><title>testapp page</title></head>
+<body><h1 id="app">testapp page</h1><pre id="out"></pre>
+<script>
+(async () => {
+  let echo = null, ws = "pending";
+  const report = () => {
+    const msg = JSON.stringify({location: location.href, ws: ws, echo: echo});
+    document.getElementById("out").textContent = msg;
+    if (parent !== window) parent.postMessage(msg, "*");
+  };
+  try { echo = await (await fetch("/echo?x=1")).json(); } catch (e) { echo = {error: String(e)}; }
+  const sock = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws");
+  let done = false;
+  const finish = (state) => { if (done) return; done = true; ws = state; report(); };
+  sock.onopen = () => sock.send("from-page");
+  sock.onmessage = (e) => { if (e.data === "from-page") { finish("echoed"); sock.close(); } };
+  sock.onerror = () => finish("error");
+  sock.onclose = () => finish("error");
+})();
+</script></body></html>
+`
+
+func page(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = io.WriteString(w, pageHTML)
 }
