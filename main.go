@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"flag"
@@ -13,13 +14,16 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/previewgate/previewgate/auth"
+	"github.com/previewgate/previewgate/certs"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/demoapp"
 	"github.com/previewgate/previewgate/gateway"
@@ -36,6 +40,7 @@ usage:
   previewgate config validate FILE        check a config file
   previewgate token mint --sandbox ID [--ttl 15m] [--template NAME] [--subject WHO] [--config FILE]
   previewgate ca export [--config FILE]   print the local CA (tls.mode self-signed)
+  previewgate healthcheck [--url URL]     exit 0 if the admin /healthz answers (container health checks)
   previewgate version
 `
 
@@ -56,6 +61,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return validate(args[2:], stdout, stderr)
 	case cmd == "token" && len(args) > 1 && args[1] == "mint":
 		err = mint(args[2:], stdout, stderr)
+	case cmd == "ca" && len(args) > 1 && args[1] == "export":
+		err = caExport(args[2:], stdout, stderr)
+	case cmd == "healthcheck":
+		err = healthcheck(args[1:], stderr)
 	case cmd == "version":
 		fmt.Fprintln(stdout, "previewgate", version)
 	case cmd == "demo-app":
@@ -154,7 +163,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	dev := *cfgPath == ""
 	if dev {
 		cfg = config.Default()
-		cfg.Auth.Keys = []config.Key{devKey()}
+		cfg.Auth.Keys = []config.Key{auth.NewDevKey()}
+		cfg.AdminToken = config.Secret(randomToken())
 	} else {
 		var err error
 		if cfg, err = config.Load(*cfgPath); err != nil {
@@ -171,6 +181,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		Host:                cfg.Docker.Host,
 		Network:             cfg.Docker.Network,
 		MaxConcurrentStarts: cfg.Limits.MaxConcurrentStarts,
+		StartQueue:          cfg.Limits.StartQueue,
+		StartQueueTimeout:   cfg.Limits.StartQueueTimeout.D(),
 		MaxRunning:          cfg.Limits.MaxRunning,
 		Templates:           func(name string) *config.Template { return store.Load().Templates[name] },
 	}, log.With("component", "sandboxmgr"))
@@ -188,52 +200,134 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	gw, err := gateway.New(cfg, mgr, gateway.Options{}, log.With("component", "gateway"))
+	tlsOn := cfg.TLS.Mode != config.TLSOff
+	gw, err := gateway.New(cfg, mgr, gateway.Options{TLS: tlsOn}, log.With("component", "gateway"))
 	if err != nil {
 		return err
 	}
-	srv := gateway.NewServer(cfg, gw, log)
-	ln, err := net.Listen("tcp", cfg.Listen.HTTP)
+	cm, err := certs.New(certs.Config{
+		TLS: cfg.TLS, Domains: cfg.Domains, DataDir: cfg.DataDir,
+		HTTPAddr: cfg.Listen.HTTP, HTTPSAddr: cfg.Listen.HTTPS,
+		Decide: certs.SandboxHostDecider(cfg.Domains, func() []string {
+			var hosts []string
+			for _, r := range store.Load().Routes {
+				hosts = append(hosts, r.Host)
+			}
+			return hosts
+		}),
+	}, log.With("component", "certs"))
 	if err != nil {
-		return fmt.Errorf("listen http: %w", err)
+		return err
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	log.Info("previewgate serving", "http", ln.Addr().String(), "domains", []string(cfg.Domains), "version", version)
+	defer cm.Close()
+
+	var replace func([]byte) ([]string, error)
+	if !dev {
+		w, err := config.NewWatcher(config.WatcherConfig{Path: cfg.Path, Store: store, Apply: gw.Apply,
+			OnResult: gw.ReloadResult}, log.With("component", "config"))
+		if err != nil {
+			return err
+		}
+		defer w.Close()
+		replace = w.Replace
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go func() {
+			for {
+				select {
+				case <-hup:
+					log.Info("SIGHUP: reloading config")
+					w.Reload()
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+
+	var servers []*http.Server
+	errc := make(chan error, 3)
+	listen := func(name, addr string, h http.Handler, tc *tls.Config) error {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listen %s %s: %w", name, addr, err)
+		}
+		srv := gateway.NewServer(cfg, h, log)
+		if tc != nil {
+			ln = tls.NewListener(ln, tc)
+			srv.TLSConfig = tc
+		}
+		servers = append(servers, srv)
+		go func() {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("%s listener: %w", name, err)
+			}
+		}()
+		log.Info("listening", "listener", name, "addr", ln.Addr().String())
+		return nil
+	}
+	admin := gateway.NewAdmin(gateway.AdminOptions{Config: store.Load, Replace: replace, Sandboxes: mgr,
+		Ready: func(context.Context) error { return cm.Ready() }, Metrics: gw.MetricsHandler(),
+		Log: log.With("component", "admin")})
+	if err := listen("admin", cfg.Listen.Admin, admin, nil); err != nil {
+		return err
+	}
+	if tlsOn {
+		if err := listen("https", cfg.Listen.HTTPS, gw, cm.TLSConfig()); err != nil {
+			return err
+		}
+		if err := listen("http", cfg.Listen.HTTP, cm.HTTPHandler(gw), nil); err != nil {
+			return err
+		}
+	} else if err := listen("http", cfg.Listen.HTTP, gw, nil); err != nil {
+		return err
+	}
+	log.Info("previewgate serving", "domains", []string(cfg.Domains), "tls", cfg.TLS.Mode, "version", version)
 	if dev {
-		printDevURL(stdout, cfg, ln.Addr().String())
+		printDevURL(stdout, cfg)
 	}
 
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
+		return err
 	}
-	log.Info("shutting down")
-	shutCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	log.Info("shutting down: draining requests", "grace", shutdownGrace)
+	shutCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	srv.Shutdown(shutCtx)
+	// Upgraded connections are not waited for by Shutdown: the gateway closes
+	// them with 1001 while the servers finish in-flight requests.
+	go gw.Close()
+	var wg sync.WaitGroup
+	for _, srv := range servers {
+		wg.Go(func() { srv.Shutdown(shutCtx) })
+	}
+	wg.Wait()
 	gw.Close()
+	log.Info("stopped; containers keep running")
 	return nil
 }
 
-// devKey is the development default's per-run HS256 signing key.
-func devKey() config.Key {
-	b := make([]byte, 32)
+// shutdownGrace bounds how long in-flight requests may finish on SIGTERM.
+const shutdownGrace = 25 * time.Second
+
+func randomToken() string {
+	b := make([]byte, 24)
 	rand.Read(b)
-	return config.Key{KID: "dev", Alg: "HS256", Secret: config.Secret(base64.RawURLEncoding.EncodeToString(b))}
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func printDevURL(w io.Writer, cfg *config.Config, addr string) {
-	_, port, _ := net.SplitHostPort(addr)
+func printDevURL(w io.Writer, cfg *config.Config) {
+	_, port, _ := net.SplitHostPort(cfg.Listen.HTTP)
 	tok, err := auth.Mint(cfg.Auth.Keys[0], auth.MintOptions{Subject: "dev", Sandbox: "demo",
 		Issuer: cfg.Auth.Issuers[0], Audience: cfg.Auth.Audience, TTL: 12 * time.Hour})
 	if err != nil {
 		fmt.Fprintln(w, "cannot mint a development token:", err)
 		return
 	}
-	fmt.Fprintf(w, "\nOpen the demo preview (token valid 12h):\n\n  http://sandbox-demo.%s:%s/?access_token=%s\n\n",
-		cfg.Domains[0], port, tok)
+	fmt.Fprintf(w, "\nOpen the demo preview (token valid 12h):\n\n  http://sandbox-demo.%s:%s/?access_token=%s\n\n", cfg.Domains[0], port, tok)
+	fmt.Fprintf(w, "Admin API on http://%s (this run's admin token: %s)\n\n", cfg.Listen.Admin, cfg.AdminToken)
 }
 
 // ensureDemoImage builds the demo template's image from this very binary
@@ -272,4 +366,45 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+func caExport(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("ca export", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "config file (its data_dir holds the CA)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg := config.Default()
+	if *cfgPath != "" {
+		var err error
+		if cfg, err = config.Load(*cfgPath); err != nil {
+			return err
+		}
+	}
+	pem, err := certs.ExportCA(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("ca export: %w", err)
+	}
+	_, err = stdout.Write(pem)
+	return err
+}
+
+func healthcheck(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	url := fs.String("url", "http://"+config.DevListenAdmin+"/healthz", "health endpoint")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c := &http.Client{Timeout: 3 * time.Second}
+	resp, err := c.Get(*url)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthcheck: %s answered %s", *url, resp.Status)
+	}
+	return nil
 }

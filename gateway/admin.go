@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/previewgate/previewgate/config"
@@ -30,9 +29,11 @@ var _ AdminSandboxes = (*sandboxmgr.Manager)(nil)
 type AdminOptions struct {
 	// Config returns the live config (admin token, file path).
 	Config func() *config.Config
-	// Apply validates nothing more and swaps cfg in everywhere (the same
-	// path as a file reload). An error means nothing changed.
-	Apply     func(cfg *config.Config) error
+	// Replace validates data as the new config file, applies it, writes it
+	// atomically and stores it (config.Watcher.Replace), serialized with
+	// file reloads. It returns the settings that need a restart. Nil means
+	// there is no file (the embedded default): PUT answers 409.
+	Replace   func(data []byte) (restart []string, err error)
 	Sandboxes AdminSandboxes
 	// Ready reports other readiness conditions (certificates); nil means ready.
 	Ready func(ctx context.Context) error
@@ -45,8 +46,7 @@ type AdminOptions struct {
 const maxConfigBytes = 1 << 20
 
 type admin struct {
-	o     AdminOptions
-	putMu sync.Mutex // serializes PUT /admin/config: validate, write, apply
+	o AdminOptions
 }
 
 // NewAdmin returns the admin API handler. /healthz and /readyz are open;
@@ -141,29 +141,31 @@ func (a *admin) validateConfig(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *admin) putConfig(w http.ResponseWriter, r *http.Request) {
-	a.putMu.Lock()
-	defer a.putMu.Unlock()
-	cfg, body, ok := a.parseBody(w, r)
-	if !ok {
-		return
-	}
-	path := a.o.Config().Path
-	if path == "" {
+	if a.o.Replace == nil {
 		writeJSON(w, http.StatusConflict, errBody("running on the embedded default: there is no file to write; start with --config FILE", "no_config_file"))
 		return
 	}
-	restart := config.RestartNeeded(a.o.Config(), cfg)
-	// Apply first: if the new config cannot be applied, the file stays as it was.
-	if err := a.o.Apply(cfg); err != nil {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxConfigBytes))
+	if err != nil {
+		writeJSON(w, http.StatusRequestEntityTooLarge, errBody("config too large or unreadable: "+err.Error(), "bad_request"))
+		return
+	}
+	restart, err := a.o.Replace(body)
+	var invalid config.ErrorList
+	switch {
+	case errors.As(err, &invalid):
 		writeJSON(w, http.StatusBadRequest, errBody(err.Error(), "invalid_config"))
 		return
-	}
-	if err := config.WriteFile(path, body); err != nil {
-		a.o.Log.ErrorContext(r.Context(), "config applied but not written", "path", path, "err", err)
-		writeJSON(w, http.StatusInternalServerError, errBody("config applied but writing the file failed: "+err.Error(), "write_failed"))
+	case err != nil:
+		// Valid YAML that could not be applied (e.g. an unreadable key file):
+		// nothing changed either.
+		writeJSON(w, http.StatusBadRequest, errBody(err.Error(), "config_not_applied"))
 		return
 	}
-	a.o.Log.InfoContext(r.Context(), "config replaced through admin API", "path", path)
+	a.o.Log.InfoContext(r.Context(), "config replaced through admin API", "path", a.o.Config().Path, "restart_needed", restart)
+	if restart == nil {
+		restart = []string{}
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"applied": true, "restart_needed": restart})
 }
 

@@ -6,14 +6,18 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
@@ -40,12 +44,16 @@ var _ Sandboxes = (*sandboxmgr.Manager)(nil)
 // Gateway serves preview hosts. Create it with New, feed it configs with
 // Apply; it is an http.Handler.
 type Gateway struct {
-	sb    Sandboxes
-	log   *slog.Logger
-	tls   bool // previews are served over TLS
-	table atomic.Pointer[table]
-	proxy *proxy
-	limit *limiter
+	sb      Sandboxes
+	log     *slog.Logger
+	tls     bool // previews are served over TLS
+	table   atomic.Pointer[table]
+	proxy   *proxy
+	limit   *limiter
+	metrics *metrics
+	sockets *sockets
+	reqSeq  atomic.Uint64 // request ids
+	reqPfx  string
 
 	upgrades sync.WaitGroup // upgraded (WebSocket) requests in flight
 	draining context.Context
@@ -68,6 +76,10 @@ func New(cfg *config.Config, sb Sandboxes, opts Options, log *slog.Logger) (*Gat
 	g.draining, g.drain = context.WithCancel(context.Background())
 	g.proxy = newProxy(g)
 	g.limit = newLimiter()
+	g.metrics = newMetrics()
+	g.sockets = newSockets()
+	g.limit.onReject = func(reason string) { g.metrics.rejections.WithLabelValues(reason).Inc() }
+	g.reqPfx = newRequestIDPrefix()
 	if err := g.Apply(cfg); err != nil {
 		return nil, err
 	}
@@ -110,7 +122,7 @@ func (g *Gateway) Apply(cfg *config.Config) error {
 }
 
 func (g *Gateway) buildTable(cfg *config.Config) (*table, error) {
-	v, err := auth.NewVerifier(cfg.Auth, g.tls)
+	v, err := auth.NewVerifier(cfg.Auth, g.tls, auth.WithLogger(g.log.With("component", "auth")))
 	if err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
 	}
@@ -144,6 +156,9 @@ func (g *Gateway) buildTable(cfg *config.Config) (*table, error) {
 // for hijacked connections.
 func (g *Gateway) Close() {
 	g.drain()
+	if n := g.sockets.closeAll(""); n > 0 {
+		g.log.Info("closed websockets with 1001 (going away)", "count", n)
+	}
 	g.upgrades.Wait()
 	if t := g.table.Load(); t != nil && t.verifier != nil {
 		t.verifier.Close()
@@ -152,7 +167,33 @@ func (g *Gateway) Close() {
 
 // ServeHTTP runs the request path: host → access → limits → ensure → proxy.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	t := g.table.Load()
+	id := r.Header.Get("X-Request-Id")
+	if id == "" || len(id) > 128 {
+		id = g.requestID()
+		r.Header.Set("X-Request-Id", id)
+	}
+	w.Header().Set("X-Request-Id", id)
+	sw := &statusWriter{ResponseWriter: w}
+	label, proxied := g.serve(sw, r, t)
+	status := sw.status
+	if status == 0 {
+		status = http.StatusSwitchingProtocols // hijacked by an upgrade
+	}
+	took := time.Since(start)
+	g.metrics.observe(label, status, took, proxied && status != http.StatusSwitchingProtocols)
+	if t.cfg.Log.Access {
+		g.log.LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("id", id),
+			slog.String("method", r.Method), slog.String("host", r.Host), slog.String("path", r.URL.Path),
+			slog.Int("status", status), slog.Duration("took", took), slog.String("template", label))
+	}
+}
+
+// serve handles one request and returns the metrics label (template name,
+// "upstream" or "none") and whether it reached the proxy.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table) (label string, proxied bool) {
+	label = "none"
 	rt, herr := t.resolve(r.Host)
 	if herr != nil {
 		g.fail(w, r, herr)
@@ -163,6 +204,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !rt.public {
 		res, err := t.verifier.Check(r, rt.sandbox)
 		if err != nil {
+			g.metrics.authFails.WithLabelValues(auth.Reason(err)).Inc()
 			g.fail(w, r, authError(err))
 			return
 		}
@@ -196,13 +238,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if rt.upstream != nil {
 		g.proxy.serve(w, r, &target{url: rt.upstream, verifier: t.verifier, rewriteHost: true})
-		return
+		return "upstream", true
 	}
 	if tpl == nil {
 		g.fail(w, r, &httpError{Status: http.StatusServiceUnavailable, Code: "no_template",
 			Msg: "No template is configured to create this sandbox."})
 		return
 	}
+	label = tpl.Name
 	if g.coldStart(w, r, t, rt, tpl) {
 		return
 	}
@@ -219,6 +262,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.proxy.serve(w, r, &target{sandbox: rt.sandbox, addr: ep.Addr, tpl: tpl,
 		verifier: t.verifier, rewriteHost: tpl.HostHeader == config.HostRewrite})
 	g.sb.Touch(rt.sandbox)
+	return label, true
 }
 
 // isLongLived reports requests that may stay open for long: WebSocket
@@ -246,21 +290,13 @@ func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, e *httpError) {
 }
 
 func authError(err error) *httpError {
-	if errors.Is(err, auth.ErrForbidden) {
-		msg := "This access token is for another sandbox."
-		if errors.Is(err, auth.ErrOrigin) {
-			msg = "WebSocket connections from this origin are not allowed."
-		}
-		return &httpError{Status: http.StatusForbidden, Code: "forbidden", Msg: msg, Err: err}
+	status := auth.Status(err)
+	msg := "This preview needs an access token (" + auth.Reason(err) + "). Open it again from the app that created it."
+	code := "unauthorized"
+	if status == http.StatusForbidden {
+		msg, code = "Access denied: "+auth.Reason(err)+".", "forbidden"
 	}
-	msg, code := "This preview needs an access token.", "token_missing"
-	switch {
-	case errors.Is(err, auth.ErrExpired):
-		msg, code = "The access token has expired. Open the preview again from the app that created it.", "token_expired"
-	case errors.Is(err, auth.ErrInvalid):
-		msg, code = "The access token is not valid.", "token_invalid"
-	}
-	return &httpError{Status: http.StatusUnauthorized, Code: code, Msg: msg, Err: err}
+	return &httpError{Status: status, Code: code, Msg: msg, Err: err}
 }
 
 // ensureError maps sandbox manager failures to honest statuses.
@@ -280,4 +316,16 @@ func ensureError(ctx context.Context, err error) *httpError {
 	}
 	return &httpError{Status: http.StatusBadGateway, Code: "sandbox_failed",
 		Msg: "The sandbox could not be started.", Err: err}
+}
+
+// newRequestIDPrefix returns a random per-process prefix for request ids.
+func newRequestIDPrefix() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// requestID returns a unique id for a request without X-Request-Id.
+func (g *Gateway) requestID() string {
+	return g.reqPfx + "-" + strconv.FormatUint(g.reqSeq.Add(1), 36)
 }

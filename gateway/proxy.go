@@ -67,15 +67,21 @@ func newProxy(g *Gateway) *proxy {
 
 func (p *proxy) serve(w http.ResponseWriter, r *http.Request, t *target) {
 	ctx := context.WithValue(r.Context(), targetKey{}, t)
-	if r.Header.Get("Upgrade") != "" {
+	if isUpgrade(r) {
 		// http.Server.Shutdown does not wait for hijacked connections: count
-		// them and cut them when the gateway drains.
+		// them, and close them with 1001 when the gateway drains or the
+		// sandbox is stopped.
 		p.g.upgrades.Add(1)
 		defer p.g.upgrades.Done()
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
 		defer context.AfterFunc(p.g.draining, cancel)()
+		uw := &upgradeWriter{ResponseWriter: w, s: p.g.sockets, sandbox: t.sandbox, cancel: cancel}
+		defer uw.done()
+		p.g.metrics.websockets.Inc()
+		defer p.g.metrics.websockets.Dec()
+		w = uw
 	}
 	p.rp.ServeHTTP(w, r.WithContext(ctx))
 }
@@ -106,6 +112,10 @@ func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 	var herr *httpError
 	switch {
 	case errors.As(err, &herr):
+	case errors.As(err, new(*http.MaxBytesError)):
+		p.g.limit.rejected(rejectBody)
+		herr = &httpError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+			Msg: "The request body is larger than this preview accepts.", Err: err}
 	case r.Context().Err() != nil:
 		herr = &httpError{Status: statusClientClosed, Code: "client_closed", Err: err}
 	case isTimeout(err):
