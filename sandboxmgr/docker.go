@@ -14,6 +14,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
@@ -293,4 +294,49 @@ func (e *dockerEngine) HasImage(ctx context.Context, tag string) (bool, error) {
 		return false, nil
 	}
 	return false, classify("inspect image "+tag, err, nil)
+}
+
+func (e *dockerEngine) Events(ctx context.Context, since time.Time, labels map[string]string, fn func(ctrEvent)) error {
+	f := filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)))
+	for k, v := range labels {
+		f.Add("label", k+"="+v)
+	}
+	for _, a := range watchedActions {
+		f.Add("event", a)
+	}
+	opts := events.ListOptions{Filters: f}
+	if !since.IsZero() {
+		opts.Since = fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond())
+	}
+	// The SDK's Events reads the API version without the negotiation
+	// lock; a request that negotiates first (under the lock, once) makes
+	// the version settled before Events reads it.
+	if _, err := e.cli.ServerVersion(ctx); err != nil {
+		return classify("docker events", err, nil)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the SDK's reader goroutine
+	msgs, errs := e.cli.Events(ctx, opts)
+	for {
+		select {
+		case msg := <-msgs:
+			ev := ctrEvent{
+				Action:  string(msg.Action),
+				ID:      msg.Actor.ID,
+				Name:    msg.Actor.Attributes["name"],
+				OldName: trimSlash(msg.Actor.Attributes["oldName"]),
+			}
+			if msg.TimeNano != 0 {
+				ev.Time = time.Unix(0, msg.TimeNano)
+			}
+			fn(ev)
+		case err := <-errs:
+			if err == nil {
+				err = io.EOF
+			}
+			return classify("docker events", err, nil)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }

@@ -26,6 +26,11 @@ type engine interface {
 	EnsureNetwork(ctx context.Context, name string, labels map[string]string) error
 	BuildImage(ctx context.Context, tag string, buildContext []byte, labels map[string]string) error
 	HasImage(ctx context.Context, tag string) (bool, error)
+	// Events follows container events (watchedActions) of containers
+	// carrying every label in labels, calling fn for each in order, from
+	// since (zero: from now). It blocks until the stream breaks (the error
+	// says why; connection failures wrap ErrUnavailable) or ctx ends.
+	Events(ctx context.Context, since time.Time, labels map[string]string, fn func(ctrEvent)) error
 }
 
 // errNameTaken reports a 409 on create: another caller (maybe another

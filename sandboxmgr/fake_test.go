@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/previewgate/previewgate/config"
 )
@@ -25,6 +26,9 @@ type fakeEngine struct {
 	// createHook, if set, runs before Create takes effect; returning an
 	// error fails the create.
 	createHook func(ctx context.Context, s ctrSpec) error
+	// events, if set, serves Events; unset, Events blocks until ctx ends.
+	events func(ctx context.Context, since time.Time, fn func(ctrEvent)) error
+	lists  atomic.Int64
 }
 
 func newFake() *fakeEngine { return &fakeEngine{ctrs: make(map[string]*ctrInfo)} }
@@ -112,7 +116,16 @@ func (f *fakeEngine) Remove(_ context.Context, name string) error {
 	return nil
 }
 
+func (f *fakeEngine) Events(ctx context.Context, since time.Time, _ map[string]string, fn func(ctrEvent)) error {
+	if f.events != nil {
+		return f.events(ctx, since, fn)
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
 func (f *fakeEngine) List(_ context.Context, labels map[string]string) ([]ctrInfo, error) {
+	f.lists.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []ctrInfo

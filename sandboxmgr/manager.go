@@ -132,6 +132,8 @@ type Manager struct {
 	ctx    context.Context // canceled by Close; wakes derive from it
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // wakes in flight
+	bg     sync.WaitGroup // background loops (events, reaper, pool)
+	bgOnce sync.Once      // starts the background loops
 
 	mu        sync.RWMutex        // guards sandboxes, reserved, closed, netReady
 	sandboxes map[string]*sandbox // by id; entries live until Remove
@@ -175,7 +177,11 @@ func newManager(cfg Config, log *slog.Logger, eng engine) *Manager {
 // Start reconciles with Docker (adopts managed containers, ensures the
 // network) and starts background work. It returns ErrUnavailable if Docker
 // cannot be reached; the caller may still serve and retry.
+//
+// Background work (the events stream, ...) starts on the first call even if
+// Docker is down, and keeps retrying; Close stops it.
 func (m *Manager) Start(ctx context.Context) error {
+	m.bgOnce.Do(m.startBackground)
 	if err := m.ensureNetwork(ctx); err != nil {
 		return err
 	}
@@ -211,6 +217,17 @@ func (m *Manager) Start(ctx context.Context) error {
 	return nil
 }
 
+// startBackground starts the loops Close waits for.
+func (m *Manager) startBackground() {
+	m.mu.RLock()
+	closed := m.closed
+	m.mu.RUnlock()
+	if closed {
+		return
+	}
+	m.bg.Go(func() { m.watchEvents(m.ctx) })
+}
+
 // scopeLabels selects the containers this manager owns.
 func (m *Manager) scopeLabels() map[string]string {
 	l := make(map[string]string, len(m.cfg.Labels)+1)
@@ -232,7 +249,9 @@ func (m *Manager) Close() error {
 	m.closed = true
 	m.mu.Unlock()
 	m.cancel()
+	m.bgOnce.Do(func() {}) // no background work starts after this
 	m.wg.Wait()
+	m.bg.Wait()
 	return m.stop()
 }
 
@@ -247,6 +266,17 @@ func (m *Manager) Forget(id, addr string) {
 	if ep := sb.ep.Load(); ep != nil && ep.Addr == addr {
 		sb.ep.CompareAndSwap(ep, nil)
 	}
+}
+
+// Cached returns id's endpoint if the manager knows it as running and
+// ready, without any Docker call.
+func (m *Manager) Cached(id string) (Endpoint, bool) {
+	if sb := m.lookup(id); sb != nil {
+		if ep := sb.ep.Load(); ep != nil {
+			return *ep, true
+		}
+	}
+	return Endpoint{}, false
 }
 
 // List returns all managed sandboxes as Docker reports them.

@@ -1,0 +1,153 @@
+package sandboxmgr
+
+import (
+	"context"
+	"strings"
+	"time"
+)
+
+// Docker events keep the cache true when something outside the manager
+// changes a container (#7): `docker kill`, an OOM kill, a pause by an admin,
+// a removal. Without them a cached endpoint of a paused container would be
+// dialed and hang, and one of a dead container would cost the first request
+// a failed dial.
+
+// Event actions the manager follows.
+const (
+	evDie     = "die"
+	evOOM     = "oom"
+	evStop    = "stop"
+	evKill    = "kill"
+	evDestroy = "destroy"
+	evPause   = "pause"
+	evUnpause = "unpause"
+	evStart   = "start"
+	evRename  = "rename"
+)
+
+// watchedActions are the event actions asked from Docker.
+var watchedActions = []string{evDie, evOOM, evStop, evKill, evDestroy, evPause, evUnpause, evStart, evRename}
+
+// ctrEvent is one container event.
+type ctrEvent struct {
+	Action  string
+	ID      string // container id
+	Name    string // container name now, without the slash (after a rename: the new name)
+	OldName string // rename only: the previous name, without the slash
+	Time    time.Time
+}
+
+// Reconnect backoff of the events stream.
+const (
+	eventBackoffMin = 100 * time.Millisecond
+	eventBackoffMax = 30 * time.Second
+	// A stream that stayed up this long (or delivered an event) was healthy:
+	// the next failure starts backing off from the minimum again.
+	eventHealthy = 10 * time.Second
+)
+
+// watchEvents follows the events stream until ctx ends, reconnecting with
+// exponential backoff when it breaks. Each reconnect asks Docker to replay
+// events since the last one seen, then resyncs by listing, so a change made
+// while the stream was down is not missed.
+func (m *Manager) watchEvents(ctx context.Context) {
+	backoff := eventBackoffMin
+	var since time.Time // zero: only new events
+	for first := true; ; first = false {
+		subscribed := m.now()
+		got := false
+		errc := make(chan error, 1)
+		go func() {
+			errc <- m.eng.Events(ctx, since, m.scopeLabels(), func(ev ctrEvent) {
+				got = true
+				if !ev.Time.IsZero() {
+					since = ev.Time
+				}
+				m.applyEvent(ev)
+			})
+		}()
+		if !first {
+			// Replay covers events after since; listing covers everything
+			// else (a first connection after Start already listed).
+			if err := m.refreshStates(ctx); err != nil && ctx.Err() == nil {
+				m.log.DebugContext(ctx, "resync after events reconnect failed", "err", err)
+			}
+		}
+		err := <-errc
+		if ctx.Err() != nil {
+			return
+		}
+		if since.IsZero() {
+			since = subscribed.Add(-time.Second) // clock slack between us and dockerd
+		}
+		if got || m.now().Sub(subscribed) >= eventHealthy {
+			backoff = eventBackoffMin
+		}
+		m.log.WarnContext(ctx, "docker events stream broke, reconnecting", "err", err, "in", backoff)
+		if sleep(ctx, backoff) != nil {
+			return
+		}
+		backoff = min(2*backoff, eventBackoffMax)
+	}
+}
+
+// idFromName returns the sandbox id a container name previewgate-<id>
+// stands for. The name, not the sandbox label, is what binds a container to
+// an id: a claimed pool container keeps its pool labels (labels cannot change
+// after create) but is renamed to previewgate-<id>.
+func idFromName(name string) (string, bool) {
+	id, ok := strings.CutPrefix(strings.TrimPrefix(name, "/"), "previewgate-")
+	if !ok || strings.HasPrefix(id, "pool-") || !ValidID(id) {
+		return "", false
+	}
+	return id, true
+}
+
+// applyEvent updates the cache from one event. Events that take a
+// container down drop its cached endpoint; the next Ensure inspects Docker
+// and wakes it. Starts and unpauses only update the state: readiness is
+// the wake's to establish.
+func (m *Manager) applyEvent(ev ctrEvent) {
+	if ev.Action == evRename {
+		if id, ok := idFromName(ev.OldName); ok {
+			m.setState(id, "")
+		}
+	}
+	id, ok := idFromName(ev.Name)
+	if !ok {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sb := m.sandboxes[id]
+	switch ev.Action {
+	case evStart, evUnpause:
+		sb = m.sandboxLocked(id) // started elsewhere: count it as running
+		sb.state = stateRunning
+		sb.container = ev.ID
+	case evPause:
+		if sb != nil {
+			sb.state = statePaused
+			sb.ep.Store(nil)
+		}
+	case evDie, evStop, evOOM:
+		if sb != nil {
+			sb.state = stateExited
+			sb.ep.Store(nil)
+		}
+	case evKill: // may be followed by die; either way do not trust the endpoint
+		if sb != nil {
+			sb.ep.Store(nil)
+		}
+	case evDestroy:
+		if sb != nil && (sb.container == "" || sb.container == ev.ID) {
+			sb.state = ""
+			sb.container = ""
+			sb.ep.Store(nil)
+		}
+	case evRename: // renamed to previewgate-<id>: a pool claim, seen by the claimer
+		if sb != nil {
+			sb.ep.Store(nil)
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package sandboxmgr
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+func TestApplyEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		ev        ctrEvent
+		wantCache bool
+		wantState string
+	}{
+		{"die drops", ctrEvent{Action: evDie, ID: "id-previewgate-a", Name: "previewgate-a"}, false, stateExited},
+		{"oom drops", ctrEvent{Action: evOOM, ID: "id-previewgate-a", Name: "previewgate-a"}, false, stateExited},
+		{"stop drops", ctrEvent{Action: evStop, ID: "id-previewgate-a", Name: "previewgate-a"}, false, stateExited},
+		{"kill drops", ctrEvent{Action: evKill, ID: "id-previewgate-a", Name: "previewgate-a"}, false, stateRunning},
+		{"pause drops", ctrEvent{Action: evPause, ID: "id-previewgate-a", Name: "previewgate-a"}, false, statePaused},
+		{"destroy drops", ctrEvent{Action: evDestroy, ID: "id-previewgate-a", Name: "previewgate-a"}, false, ""},
+		{"destroy of another container keeps", ctrEvent{Action: evDestroy, ID: "old", Name: "previewgate-a"}, true, stateRunning},
+		{"renamed away drops", ctrEvent{Action: evRename, ID: "id-previewgate-a", Name: "x", OldName: "previewgate-a"}, false, ""},
+		{"start keeps", ctrEvent{Action: evStart, ID: "id-previewgate-a", Name: "previewgate-a"}, true, stateRunning},
+		{"other sandbox keeps", ctrEvent{Action: evDie, ID: "b", Name: "previewgate-b"}, true, stateRunning},
+		{"pool container ignored", ctrEvent{Action: evDie, ID: "p", Name: "previewgate-pool-x-1"}, true, stateRunning},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m, f := newFakeManager(t, Config{})
+			tpl := appListener(t)
+			f.put(ContainerName("a"), stateRunning, map[string]string{LabelPort: itoa(tpl.Port)})
+			if _, err := m.Ensure(t.Context(), "a", tpl); err != nil {
+				t.Fatal(err)
+			}
+			m.applyEvent(tc.ev)
+			if _, ok := m.Cached("a"); ok != tc.wantCache {
+				t.Errorf("got cached %v, want %v", ok, tc.wantCache)
+			}
+			m.mu.RLock()
+			state := m.sandboxes["a"].state
+			m.mu.RUnlock()
+			if state != tc.wantState {
+				t.Errorf("got state %q, want %q", state, tc.wantState)
+			}
+		})
+	}
+}
+
+// A paused container's endpoint must not stay cached: the next Ensure
+// inspects Docker and unpauses it.
+func TestEventThenEnsureWakes(t *testing.T) {
+	m, f := newFakeManager(t, Config{})
+	tpl := appListener(t)
+	if _, err := m.Ensure(t.Context(), "a", tpl); err != nil {
+		t.Fatal(err)
+	}
+	f.setState(ContainerName("a"), "", statePaused)
+	m.applyEvent(ctrEvent{Action: evPause, ID: "id-previewgate-a", Name: "previewgate-a"})
+	if _, err := m.Ensure(t.Context(), "a", tpl); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.state(ContainerName("a")); got != stateRunning {
+		t.Errorf("got state %q, want running", got)
+	}
+}
+
+func TestEventsReconnectBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		var mu sync.Mutex
+		var calls []time.Time
+		var sinces []time.Time
+		f.events = func(ctx context.Context, since time.Time, fn func(ctrEvent)) error {
+			mu.Lock()
+			calls = append(calls, time.Now())
+			sinces = append(sinces, since)
+			n := len(calls)
+			mu.Unlock()
+			if n == 12 { // a healthy stream: one event, then it breaks
+				fn(ctrEvent{Action: evDie, Name: "previewgate-a", Time: time.Now()})
+				return errors.New("stream broke")
+			}
+			if n > 13 {
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			return ErrUnavailable
+		}
+		m := newManager(Config{}, nil, f)
+		t0 := time.Now()
+		if err := m.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		mu.Lock()
+		got := make([]time.Duration, 0, len(calls)-1)
+		for i := 1; i < len(calls); i++ {
+			got = append(got, calls[i].Sub(calls[i-1]))
+		}
+		firstSince, replaySince := sinces[0], sinces[12]
+		mu.Unlock()
+		ms := time.Millisecond
+		want := []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, 1600 * ms, 3200 * ms, 6400 * ms,
+			12800 * ms, 25600 * ms, 30 * time.Second, 30 * time.Second,
+			100 * ms, // the stream that delivered an event was healthy: start over
+			200 * ms}
+		if len(got) != len(want) {
+			t.Fatalf("got gaps %v, want %v", got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("gap %d: got %v, want %v (all %v)", i, got[i], want[i], got)
+			}
+		}
+		if !firstSince.IsZero() {
+			t.Errorf("got first since %v, want zero (only new events)", firstSince)
+		}
+		if want := calls11(t0, got); !replaySince.Equal(want) {
+			t.Errorf("got replay since %v, want the last event's time %v", replaySince, want)
+		}
+		// Every reconnect resyncs by listing (plus Start's own list).
+		if n := f.lists.Load(); n != int64(len(want))+1 {
+			t.Errorf("got %d lists, want %d", n, len(want)+1)
+		}
+		m.Close() // waits for the watcher
+	})
+}
+
+// calls11 is when the 12th subscription (the one with an event) started.
+func calls11(t0 time.Time, gaps []time.Duration) time.Time {
+	at := t0
+	for _, g := range gaps[:11] {
+		at = at.Add(g)
+	}
+	return at
+}
