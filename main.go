@@ -156,6 +156,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "config file (default: the embedded development setup)")
+	labels := labelFlag{}
+	fs.Var(labels, "label", "extra `key=value` label on every container, network and image this gateway creates (repeatable); it then also only adopts containers carrying them")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -180,6 +182,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	mgr, err := sandboxmgr.New(sandboxmgr.Config{
 		Host:                cfg.Docker.Host,
 		Network:             cfg.Docker.Network,
+		Labels:              labels,
 		MaxConcurrentStarts: cfg.Limits.MaxConcurrentStarts,
 		StartQueue:          cfg.Limits.StartQueue,
 		StartQueueTimeout:   cfg.Limits.StartQueueTimeout.D(),
@@ -327,7 +330,7 @@ func printDevURL(w io.Writer, cfg *config.Config) {
 		return
 	}
 	fmt.Fprintf(w, "\nOpen the demo preview (token valid 12h):\n\n  http://sandbox-demo.%s:%s/?access_token=%s\n\n", cfg.Domains[0], port, tok)
-	fmt.Fprintf(w, "Admin API on http://%s (this run's admin token: %s)\n\n", cfg.Listen.Admin, cfg.AdminToken)
+	fmt.Fprintf(w, "Admin API on http://%s (this run's admin token: %s)\n\n", cfg.Listen.Admin, string(cfg.AdminToken))
 }
 
 // ensureDemoImage builds the demo template's image from this very binary
@@ -352,7 +355,12 @@ func ensureDemoImage(ctx context.Context, mgr *sandboxmgr.Manager, log *slog.Log
 func newLogger(c config.Log, w io.Writer) *slog.Logger {
 	var lvl slog.Level
 	lvl.UnmarshalText([]byte(c.Level))
-	opts := &slog.HandlerOptions{Level: lvl}
+	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Value.Kind() == slog.KindDuration {
+			a.Value = slog.StringValue(a.Value.Duration().String()) // "1.2s", not nanoseconds
+		}
+		return a
+	}}
 	format := c.Format
 	if format == "auto" {
 		format = "json"
@@ -406,5 +414,19 @@ func healthcheck(args []string, stderr io.Writer) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("healthcheck: %s answered %s", *url, resp.Status)
 	}
+	return nil
+}
+
+// labelFlag collects repeated --label key=value flags.
+type labelFlag map[string]string
+
+func (l labelFlag) String() string { return fmt.Sprint(map[string]string(l)) }
+
+func (l labelFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("label %q: want key=value", v)
+	}
+	l[k] = val
 	return nil
 }
