@@ -31,6 +31,9 @@ type Sandboxes interface {
 	// Errors wrap sandboxmgr.ErrUnavailable, ErrCapacity or ErrNotReady.
 	// ctx bounds only the caller's wait.
 	Ensure(ctx context.Context, id string, tpl *config.Template) (sandboxmgr.Endpoint, error)
+	// EnsureWith is Ensure with a wake policy and a create hook; errors
+	// also wrap sandboxmgr.ErrAsleep and whatever opts.OnCreate returned.
+	EnsureWith(ctx context.Context, id string, tpl *config.Template, opts sandboxmgr.Options) (sandboxmgr.Endpoint, error)
 	// Forget drops a cached endpoint after a failed dial to addr.
 	Forget(id, addr string)
 	// Touch records activity on id.
