@@ -1,7 +1,13 @@
 package gateway
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/sandboxmgr"
@@ -15,6 +21,125 @@ func (g *Gateway) coldStart(w http.ResponseWriter, r *http.Request, t *table, rt
 
 // ensure wakes or creates the sandbox for r, applying the wake policy and
 // the create caps. sub is the token subject ("" when public).
+//
+// Wake policy (#7): a browser navigation or a non-browser client may wake a
+// stopped sandbox; a browser's background fetch or WebSocket (an HMR client
+// retrying all night) may not, and gets ErrAsleep (503, Retry-After) unless
+// a wake is already in progress.
 func (g *Gateway) ensure(r *http.Request, t *table, id string, tpl *config.Template, sub string) (sandboxmgr.Endpoint, error) {
-	return g.sb.Ensure(r.Context(), id, tpl)
+	opts := sandboxmgr.Options{NoWake: !mayWake(r)}
+	if n := t.cfg.Limits.CreatesPerSubjectPerHour; n > 0 && sub != "" {
+		lc := g.lifecycle()
+		opts.OnCreate = func() error { return lc.creates.take(sub, n, t.cfg.Limits.LimiterEntries) }
+	}
+	ep, err := g.sb.EnsureWith(r.Context(), id, tpl, opts)
+	if err != nil && (errors.Is(err, sandboxmgr.ErrAsleep) || errors.Is(err, errQuota)) && !errors.Is(err, sandboxmgr.ErrCapacity) {
+		// Until ensureError maps these itself (lifecycleError), they must
+		// not fall through to 502: both are "busy, try again later".
+		err = fmt.Errorf("%w: %w", sandboxmgr.ErrCapacity, err)
+	}
+	return ep, err
+}
+
+// mayWake reports whether r may wake a sleeping sandbox: a top-level or
+// frame navigation, or a client that sends no Sec-Fetch-* headers at all
+// (curl, API clients, old browsers). Background fetches, WebSocket upgrades
+// from browsers and anything else with Sec-Fetch metadata may not.
+func mayWake(r *http.Request) bool {
+	mode := r.Header.Get("Sec-Fetch-Mode")
+	if mode == "" && r.Header.Get("Sec-Fetch-Site") == "" && r.Header.Get("Sec-Fetch-Dest") == "" {
+		return true // not a fetch-metadata browser
+	}
+	return mode == "navigate" && !isUpgrade(r)
+}
+
+// errQuota: the subject created too many sandboxes in the last hour.
+var errQuota = errors.New("create quota exceeded")
+
+// quotaError carries when the subject may create again.
+type quotaError struct {
+	limit int
+	retry time.Duration
+}
+
+func (e *quotaError) Error() string {
+	return fmt.Sprintf("%d creates in the last hour; next in %s", e.limit, e.retry.Round(time.Second))
+}
+
+func (e *quotaError) Unwrap() error { return errQuota }
+
+// lifecycleError maps the lifecycle's own failures (ErrAsleep, the create
+// quota) to statuses; nil for anything else. ensureError should try it first.
+func lifecycleError(err error) *httpError {
+	var q *quotaError
+	switch {
+	case errors.As(err, &q):
+		return &httpError{Status: http.StatusTooManyRequests, Code: "create_quota",
+			RetryAfter: max(1, int(q.retry.Round(time.Second)/time.Second)),
+			Msg:        "Too many new previews were created with this access in the last hour. Try again later.", Err: err}
+	case errors.Is(err, sandboxmgr.ErrAsleep):
+		return &httpError{Status: http.StatusServiceUnavailable, Code: "asleep", RetryAfter: 5,
+			Msg: "The preview is asleep. Reload the page to wake it.", Err: err}
+	}
+	return nil
+}
+
+// lifecycleState is the gateway's lifecycle state that outlives config
+// reloads. TODO(lead): make it a field of Gateway set in New; it hangs off
+// a package map only because gateway.go is edited elsewhere.
+type lifecycleState struct {
+	creates *createCounter
+}
+
+var lifecycles sync.Map // *Gateway → *lifecycleState
+
+func (g *Gateway) lifecycle() *lifecycleState {
+	if v, ok := lifecycles.Load(g); ok {
+		return v.(*lifecycleState)
+	}
+	v, _ := lifecycles.LoadOrStore(g, &lifecycleState{creates: newCreateCounter(time.Now)})
+	return v.(*lifecycleState)
+}
+
+// createCounter enforces creates_per_subject_per_hour: per subject, the
+// times of its creates in the last hour (a sliding window, at most limit
+// entries), in a bounded LRU so a flood of subjects cannot grow memory
+// without bound. An evicted subject starts over with an empty window.
+type createCounter struct {
+	now func() time.Time
+	mu  sync.Mutex // guards lru
+	lru *simplelru.LRU[string, []time.Time]
+	cap int
+}
+
+func newCreateCounter(now func() time.Time) *createCounter {
+	return &createCounter{now: now}
+}
+
+// take charges one create to sub if fewer than limit happened in the last
+// hour; a *quotaError (wrapping errQuota) otherwise. entries bounds the LRU
+// (zero: defaultLimiterEntries); a change of it starts over.
+func (c *createCounter) take(sub string, limit, entries int) error {
+	if entries <= 0 {
+		entries = defaultLimiterEntries
+	}
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lru == nil || c.cap != entries {
+		c.lru, _ = simplelru.NewLRU[string, []time.Time](entries, nil)
+		c.cap = entries
+	}
+	times, _ := c.lru.Get(sub)
+	cut := 0
+	for cut < len(times) && !times[cut].After(now.Add(-time.Hour)) {
+		cut++
+	}
+	times = times[cut:]
+	if len(times) >= limit {
+		c.lru.Add(sub, times)
+		return &quotaError{limit: limit, retry: times[len(times)-limit].Add(time.Hour).Sub(now)}
+	}
+	c.lru.Add(sub, append(times, now))
+	return nil
 }

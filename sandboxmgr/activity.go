@@ -15,6 +15,7 @@ type sandbox struct {
 	ep           atomic.Pointer[Endpoint] // ready endpoint; nil: ask Docker
 	lastActivity atomic.Int64             // unix nanoseconds
 	holds        atomic.Int64             // open WebSockets / SSE streams
+	waking       atomic.Int32             // wakes in progress (0 or 1)
 
 	// guarded by Manager.mu:
 	state     string // last known Docker state; "" when unknown

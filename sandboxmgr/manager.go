@@ -31,6 +31,9 @@ var (
 	ErrNoContainer = errors.New("no such sandbox")              // 404 on admin calls
 	ErrNoImage     = errors.New("image not found locally")      // 500: a template names an image that is not there
 	ErrInvalidID   = errors.New("invalid sandbox id")           // 400
+	// ErrAsleep: the sandbox is stopped, paused or absent and the caller
+	// asked not to wake it (Options.NoWake). 503 with Retry-After.
+	ErrAsleep = errors.New("sandbox is asleep")
 )
 
 // Labels on every managed container.

@@ -24,6 +24,28 @@ import (
 // Errors wrap ErrInvalidID, ErrNoContainer, ErrUnavailable, ErrCapacity,
 // ErrNotReady, ErrNoImage, or ctx's error.
 func (m *Manager) Ensure(ctx context.Context, id string, tpl *config.Template) (Endpoint, error) {
+	return m.EnsureWith(ctx, id, tpl, Options{})
+}
+
+// Options adjust one EnsureWith call.
+type Options struct {
+	// NoWake: if the sandbox is stopped, paused or absent and no wake is in
+	// progress, fail with ErrAsleep instead of waking or creating it. A wake
+	// already in progress (started by another caller) is waited for as
+	// usual, and a running but not yet cached sandbox is probed. Browsers'
+	// background fetches and HMR reconnect loops use it, so a tab left open
+	// does not keep a sandbox awake all night (#7).
+	NoWake bool
+	// OnCreate, if set, is called right before a container is created for
+	// the sandbox (not for a start or unpause). Its error fails the wake
+	// (wrapped; errors.Is sees it); the gateway charges per-subject create
+	// quotas here. In a shared wake only the caller that started it counts.
+	OnCreate func() error
+}
+
+// EnsureWith is Ensure with options. Errors are Ensure's plus ErrAsleep and
+// whatever OnCreate returns.
+func (m *Manager) EnsureWith(ctx context.Context, id string, tpl *config.Template, opts Options) (Endpoint, error) {
 	if sb := m.lookup(id); sb != nil {
 		if ep := sb.ep.Load(); ep != nil {
 			return *ep, nil
@@ -32,8 +54,13 @@ func (m *Manager) Ensure(ctx context.Context, id string, tpl *config.Template) (
 	if !ValidID(id) {
 		return Endpoint{}, fmt.Errorf("%w: %q", ErrInvalidID, id)
 	}
+	if opts.NoWake {
+		if err := m.mayJoin(ctx, id); err != nil {
+			return Endpoint{}, err
+		}
+	}
 	ch := m.wakes.DoChan(id, func() (any, error) {
-		return m.wakeDetached(ctx, id, tpl)
+		return m.wakeDetached(ctx, id, tpl, opts.OnCreate)
 	})
 	select {
 	case r := <-ch:
@@ -46,24 +73,51 @@ func (m *Manager) Ensure(ctx context.Context, id string, tpl *config.Template) (
 	}
 }
 
+// mayJoin decides for a NoWake caller: nil if a wake of id is in progress
+// (join it) or its container is running (a probe, not a wake); ErrAsleep
+// otherwise. A wake that ends between this check and the caller joining
+// makes the caller start a new one; that one finds the container running
+// unless the first failed, a window too small to keep a sandbox awake.
+func (m *Manager) mayJoin(ctx context.Context, id string) error {
+	if sb := m.lookup(id); sb != nil && sb.waking.Load() > 0 {
+		return nil
+	}
+	c, err := m.eng.Inspect(ctx, ContainerName(id))
+	switch {
+	case errors.Is(err, ErrNoContainer):
+		return fmt.Errorf("sandbox %s: %w (no container)", id, ErrAsleep)
+	case err != nil:
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	case c.State == stateRunning:
+		return nil
+	}
+	if sb := m.lookup(id); sb != nil && sb.waking.Load() > 0 {
+		return nil // a wake started while we looked
+	}
+	return fmt.Errorf("sandbox %s: %w (%s)", id, ErrAsleep, c.State)
+}
+
 // wakeDetached runs one wake for id: detached from the first caller's
 // cancellation (it serves every caller), bounded by the ready timeout, and
 // canceled by Close, which waits for it.
-func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Template) (Endpoint, error) {
+func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Template, onCreate func() error) (Endpoint, error) {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
 		return Endpoint{}, fmt.Errorf("sandbox %s: manager closed: %w", id, ErrUnavailable)
 	}
 	m.wg.Add(1)
+	sb := m.sandboxLocked(id)
 	m.mu.Unlock()
 	defer m.wg.Done()
+	sb.waking.Add(1)
+	defer sb.waking.Add(-1)
 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readyTimeout(tpl))
 	defer cancel()
 	defer context.AfterFunc(m.ctx, cancel)()
 
-	ep, err := m.wake(ctx, id, tpl)
+	ep, err := m.wake(ctx, id, tpl, onCreate)
 	if err == nil {
 		return ep, nil
 	}
@@ -85,7 +139,7 @@ func readyTimeout(tpl *config.Template) time.Duration {
 }
 
 // wake drives id's container to running, then waits for its app.
-func (m *Manager) wake(ctx context.Context, id string, tpl *config.Template) (Endpoint, error) {
+func (m *Manager) wake(ctx context.Context, id string, tpl *config.Template, onCreate func() error) (Endpoint, error) {
 	name := ContainerName(id)
 	log := m.log.With("sandbox", id)
 	t0 := m.now()
@@ -101,6 +155,12 @@ func (m *Manager) wake(ctx context.Context, id string, tpl *config.Template) (En
 			}
 			if action != "adopted" {
 				action = "created"
+			}
+			if onCreate != nil {
+				if err := onCreate(); err != nil {
+					return Endpoint{}, err
+				}
+				onCreate = nil // a create that raced and is retried counts once
 			}
 			err = m.create(ctx, id, tpl)
 			if err == nil {

@@ -1,0 +1,196 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr"
+)
+
+func TestMayWake(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		hdr  []string
+		want bool
+	}{
+		{"curl", nil, true},
+		{"navigation", []string{"Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "document", "Sec-Fetch-Site", "none"}, true},
+		{"iframe navigation", []string{"Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "iframe", "Sec-Fetch-Site", "cross-site"}, true},
+		{"background fetch", []string{"Sec-Fetch-Mode", "cors", "Sec-Fetch-Dest", "empty", "Sec-Fetch-Site", "same-origin"}, false},
+		{"script", []string{"Sec-Fetch-Mode", "no-cors", "Sec-Fetch-Dest", "script"}, false},
+		{"browser websocket", []string{"Sec-Fetch-Mode", "websocket", "Upgrade", "websocket"}, false},
+		{"upgrade claiming navigate", []string{"Sec-Fetch-Mode", "navigate", "Upgrade", "websocket"}, false},
+		{"only Sec-Fetch-Site", []string{"Sec-Fetch-Site", "same-origin"}, false},
+		{"non-browser websocket", []string{"Upgrade", "websocket"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/", nil)
+			for i := 0; i+1 < len(tc.hdr); i += 2 {
+				r.Header.Set(tc.hdr[i], tc.hdr[i+1])
+			}
+			if got := mayWake(r); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCreateCounter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCreateCounter(time.Now)
+		for i := range 3 {
+			if err := c.take("alice", 3, 10); err != nil {
+				t.Fatalf("create %d: %v", i, err)
+			}
+			time.Sleep(10 * time.Minute)
+		}
+		err := c.take("alice", 3, 10)
+		var q *quotaError
+		if !errors.As(err, &q) || !errors.Is(err, errQuota) {
+			t.Fatalf("4th create: got %v, want a quota error", err)
+		}
+		// The first create was 30 minutes ago: it leaves the window in 30.
+		if q.retry != 30*time.Minute {
+			t.Errorf("got retry %v, want 30m", q.retry)
+		}
+		if err := c.take("bob", 3, 10); err != nil {
+			t.Errorf("another subject: got %v, want nil", err)
+		}
+		time.Sleep(30 * time.Minute)
+		if err := c.take("alice", 3, 10); err != nil {
+			t.Errorf("after the window slid: got %v, want nil", err)
+		}
+		if err := c.take("alice", 3, 10); err == nil {
+			t.Errorf("got nil, want a quota error (two of the last hour's creates remain)")
+		}
+		// Bounded: with 2 entries, a third subject evicts the oldest, which
+		// then starts over.
+		c2 := newCreateCounter(time.Now)
+		for _, s := range []string{"a", "b", "c"} {
+			c2.take(s, 1, 2)
+		}
+		if err := c2.take("a", 1, 2); err != nil {
+			t.Errorf("evicted subject: got %v, want a fresh window", err)
+		}
+		if err := c2.take("c", 1, 2); err == nil {
+			t.Errorf("recent subject: got nil, want a quota error")
+		}
+	})
+}
+
+// policySandboxes records the options of every EnsureWith and runs
+// OnCreate, as a create would.
+type policySandboxes struct {
+	*fakeSandboxes
+	mu     sync.Mutex
+	opts   []sandboxmgr.Options
+	asleep bool // refuse NoWake callers as asleep
+}
+
+func (p *policySandboxes) EnsureWith(ctx context.Context, id string, tpl *config.Template, o sandboxmgr.Options) (sandboxmgr.Endpoint, error) {
+	p.mu.Lock()
+	p.opts = append(p.opts, o)
+	p.mu.Unlock()
+	if o.NoWake && p.asleep {
+		return sandboxmgr.Endpoint{}, sandboxmgr.ErrAsleep
+	}
+	if o.OnCreate != nil {
+		if err := o.OnCreate(); err != nil {
+			return sandboxmgr.Endpoint{}, err
+		}
+	}
+	return p.fakeSandboxes.Ensure(ctx, id, tpl)
+}
+
+func (p *policySandboxes) last() sandboxmgr.Options {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.opts[len(p.opts)-1]
+}
+
+func TestEnsureWakePolicy(t *testing.T) {
+	t.Parallel()
+	app := echoApp(t)
+	cfg := testConfig()
+	sb := &policySandboxes{fakeSandboxes: &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}, asleep: true}
+	_, srv := startGateway(t, cfg, sb)
+	host := "sandbox-abc." + testDomain
+	tok := mintFor(t, cfg, "abc", time.Minute)
+	for _, tc := range []struct {
+		name       string
+		hdr        []string
+		wantNoWake bool
+		want       int
+	}{
+		{"api client wakes", nil, false, 200},
+		{"navigation wakes", []string{"Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "document"}, false, 200},
+		{"background fetch is refused while asleep", []string{"Sec-Fetch-Mode", "cors", "Sec-Fetch-Dest", "empty"}, true, 503},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := request(t, srv, "GET", host, "/", tok, tc.hdr...)
+			if resp.StatusCode != tc.want {
+				t.Fatalf("got %d, want %d", resp.StatusCode, tc.want)
+			}
+			if got := sb.last().NoWake; got != tc.wantNoWake {
+				t.Errorf("got NoWake %v, want %v", got, tc.wantNoWake)
+			}
+			if tc.want == 503 && resp.Header.Get("Retry-After") == "" {
+				t.Errorf("503 without Retry-After")
+			}
+		})
+	}
+}
+
+func TestEnsureCreateQuota(t *testing.T) {
+	t.Parallel()
+	app := echoApp(t)
+	cfg := testConfig()
+	cfg.Limits.CreatesPerSubjectPerHour = 2
+	sb := &policySandboxes{fakeSandboxes: &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}}
+	_, srv := startGateway(t, cfg, sb)
+	tok := mintFor(t, cfg, "*", time.Minute) // subject "tester"
+	for i, want := range []int{200, 200, 503} {
+		resp := request(t, srv, "GET", "sandbox-q"+string(rune('a'+i))+"."+testDomain, "/", tok)
+		if resp.StatusCode != want {
+			t.Fatalf("create %d: got %d, want %d", i, resp.StatusCode, want)
+		}
+		if want != 200 && resp.Header.Get("Retry-After") == "" {
+			t.Errorf("create %d: refused without Retry-After", i)
+		}
+	}
+}
+
+func TestLifecycleError(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		err   error
+		want  int
+		retry int
+	}{
+		{"asleep", sandboxmgr.ErrAsleep, 503, 5},
+		{"quota", &quotaError{limit: 3, retry: 90 * time.Second}, 429, 90},
+		{"quota wrapped in capacity", errors.Join(sandboxmgr.ErrCapacity, &quotaError{limit: 3, retry: time.Millisecond}), 429, 1},
+		{"other", sandboxmgr.ErrNotReady, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := lifecycleError(tc.err)
+			if tc.want == 0 {
+				if h != nil {
+					t.Fatalf("got %v, want nil", h)
+				}
+				return
+			}
+			if h == nil || h.Status != tc.want || h.RetryAfter != tc.retry {
+				t.Fatalf("got %+v, want status %d retry %d", h, tc.want, tc.retry)
+			}
+		})
+	}
+}
