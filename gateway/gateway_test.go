@@ -49,6 +49,9 @@ func (f *fakeSandboxes) Ensure(ctx context.Context, id string, tpl *config.Templ
 	}
 	return sandboxmgr.Endpoint{ID: id, Addr: addr, Template: tpl.Name}, nil
 }
+func (f *fakeSandboxes) EnsureWith(ctx context.Context, id string, tpl *config.Template, _ sandboxmgr.Options) (sandboxmgr.Endpoint, error) {
+	return f.Ensure(ctx, id, tpl)
+}
 func (f *fakeSandboxes) Forget(id, addr string) { f.forgets.Add(1) }
 func (f *fakeSandboxes) Touch(id string)        {}
 func (f *fakeSandboxes) Hold(id string) func() {
