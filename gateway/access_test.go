@@ -1,0 +1,135 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/previewgate/previewgate/auth"
+	"github.com/previewgate/previewgate/config"
+)
+
+// TestAccessCheckBeforeDocker: every rejected token gets its status and the
+// sandbox manager is never called.
+func TestAccessCheckBeforeDocker(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	good := mintFor(t, cfg, "abc", time.Minute)
+	otherKey := config.Key{KID: "k1", Alg: "HS256", Secret: "another-secret-another-secret-123"}
+	forged, err := auth.Mint(otherKey, auth.MintOptions{Subject: "x", Sandbox: "abc", Issuer: "test", Audience: "previewgate", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired, err := auth.Mint(cfg.Auth.Keys[0], auth.MintOptions{Subject: "x", Sandbox: "abc", Issuer: "test",
+		Audience: "previewgate", TTL: time.Minute, Now: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	none, _ := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"sbx": "abc", "aud": "previewgate",
+		"iss": "test", "exp": time.Now().Add(time.Minute).Unix()}).SignedString(jwt.UnsafeAllowNoneSignatureType)
+	tests := []struct {
+		name, token string
+		want        int
+	}{
+		{"missing", "", 401},
+		{"garbage", "not-a-jwt", 401},
+		{"alg none", none, 401},
+		{"wrong key", forged, 401},
+		{"expired", expired, 401},
+		{"tampered", good[:len(good)-2] + "xx", 401},
+		{"truncated", good[:len(good)/2], 401},
+		{"huge", strings.Repeat("a", 100<<10), 401},
+		{"other sandbox", mintFor(t, cfg, "other", time.Minute), 403},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sb := &fakeSandboxes{addrs: []string{deadAddr(t)}}
+			_, srv := startGateway(t, cfg, sb)
+			resp := request(t, srv, "GET", "sandbox-abc."+testDomain, "/", tc.token)
+			if resp.StatusCode != tc.want {
+				t.Fatalf("got %d, want %d", resp.StatusCode, tc.want)
+			}
+			if n := sb.ensures.Load(); n != 0 {
+				t.Fatalf("got %d Ensure calls for a rejected request, want 0", n)
+			}
+		})
+	}
+}
+
+// TestQueryTokenExchange: ?access_token= becomes a cookie and a 303 to the
+// same URL without it; the cookie then authenticates.
+func TestQueryTokenExchange(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	app := echoApp(t)
+	sb := &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}
+	_, srv := startGateway(t, cfg, sb)
+	tok := mintFor(t, cfg, "abc", time.Minute)
+	resp := request(t, srv, "GET", "sandbox-abc."+testDomain, "/p?a=1&access_token="+tok+"&b=2", "",
+		"Sec-Fetch-Dest", "iframe", "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "navigate")
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/p?a=1&b=2" {
+		t.Fatalf("got %d Location %q, want 303 to /p?a=1&b=2", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if sb.ensures.Load() != 0 {
+		t.Fatal("the exchange must not wake the sandbox")
+	}
+	setCookie := resp.Header.Get("Set-Cookie")
+	for _, attr := range []string{"HttpOnly", "Secure", "SameSite=None", "Partitioned", "Path=/"} {
+		if !strings.Contains(setCookie, attr) {
+			t.Errorf("Set-Cookie %q lacks %s", setCookie, attr)
+		}
+	}
+	c := resp.Cookies()[0]
+	resp = request(t, srv, "GET", "sandbox-abc."+testDomain, "/p?a=1&b=2", "", "Cookie", c.Name+"="+c.Value+"; app=1")
+	if resp.StatusCode != 200 {
+		t.Fatalf("with the cookie: got %d, want 200", resp.StatusCode)
+	}
+}
+
+// TestWebSocketForeignOriginRefused: a cookie-authenticated upgrade from
+// another site is refused (cross-site WebSocket hijacking of HMR sockets).
+func TestWebSocketForeignOriginRefused(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	app := echoApp(t)
+	sb := &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}
+	_, srv := startGateway(t, cfg, sb)
+	cookie := auth.DefaultCookieName + "=" + mintFor(t, cfg, "abc", time.Minute)
+	host := "sandbox-abc." + testDomain
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		origin string
+		ok     bool
+	}{
+		{"https://evil.example", false},
+		{"http://sandbox-other." + testDomain, false},
+		{"http://" + host, true},
+	} {
+		c, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/ws", &websocket.DialOptions{
+			Host: host, HTTPHeader: http.Header{"Cookie": {cookie}, "Origin": {tc.origin}}})
+		if tc.ok {
+			if err != nil {
+				t.Fatalf("origin %s: %v, want accepted", tc.origin, err)
+			}
+			c.CloseNow()
+			continue
+		}
+		if err == nil {
+			c.CloseNow()
+			t.Fatalf("origin %s: accepted, want 403", tc.origin)
+		}
+		if resp == nil || resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("origin %s: got %v, want 403", tc.origin, resp)
+		}
+	}
+	if n := sb.ensures.Load(); n != 1 {
+		t.Fatalf("got %d Ensure calls, want 1 (only the accepted socket)", n)
+	}
+}
