@@ -1,0 +1,226 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+)
+
+// Labels on everything the bench creates, so cleanup removes exactly this
+// run's objects (and `docker ps --filter label=previewgate.bench` finds
+// leftovers of a killed run).
+const (
+	labelBench = "previewgate.bench"
+	labelRun   = "previewgate.bench.run"
+)
+
+func benchLabels(run string) map[string]string {
+	return map[string]string{labelBench: "1", labelRun: run}
+}
+
+// buildTestApp builds testdata/testapp statically into a FROM scratch image,
+// like internal/dockertest does for the tests (that package needs *testing.T).
+func buildTestApp(ctx context.Context, c *client.Client, tag string, labels map[string]string) error {
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "pgbench-testapp")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "testapp")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./testdata/testapp")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./testdata/testapp: %v\n%s", err, out)
+	}
+	exe, err := os.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range []struct {
+		name string
+		mode int64
+		data []byte
+	}{
+		{"Dockerfile", 0o644, []byte("FROM scratch\nCOPY testapp /testapp\nEXPOSE 3000\nENTRYPOINT [\"/testapp\"]\n")},
+		{"testapp", 0o755, exe},
+	} {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data))}); err != nil {
+			return err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	resp, err := c.ImageBuild(ctx, &buf, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true, Labels: labels})
+	if err != nil {
+		return fmt.Errorf("image build: %w", err)
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var msg struct {
+			Error string `json:"error"`
+		}
+		if err := dec.Decode(&msg); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("image build: %w", err)
+		}
+		if msg.Error != "" {
+			return fmt.Errorf("image build: %s", msg.Error)
+		}
+	}
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("run the bench from inside the previewgate module (go run ./bench)")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// rawContainer is a container the bench drives itself, the way a minimal
+// orchestrator would: the baseline for the gateway's cold-start rows.
+type rawContainer struct {
+	c       *client.Client
+	name    string
+	network string
+}
+
+func (r *rawContainer) create(ctx context.Context, img string, labels map[string]string) error {
+	_, err := r.c.ContainerCreate(ctx, &container.Config{Image: img, Labels: labels, Env: []string{"WS_PUSH=1h"}},
+		&container.HostConfig{NetworkMode: container.NetworkMode(r.network)},
+		&network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{r.network: {}}}, nil, r.name)
+	return err
+}
+
+// startAndServe starts the container, finds its address and waits until
+// its app answers a GET: what any orchestrator must do at the least.
+func (r *rawContainer) startAndServe(ctx context.Context) error {
+	if err := r.c.ContainerStart(ctx, r.name, container.StartOptions{}); err != nil {
+		return err
+	}
+	ci, err := r.c.ContainerInspect(ctx, r.name)
+	if err != nil {
+		return err
+	}
+	ep := ci.NetworkSettings.Networks[r.network]
+	if ep == nil || ep.IPAddress == "" {
+		return fmt.Errorf("%s has no address on %s", r.name, r.network)
+	}
+	addr := net.JoinHostPort(ep.IPAddress, "3000")
+	for {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			conn.Close()
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return firstByte(addr, "raw", "/")
+}
+
+func (r *rawContainer) stop(ctx context.Context) error {
+	t := 10
+	return r.c.ContainerStop(ctx, r.name, container.StopOptions{Timeout: &t})
+}
+
+func (r *rawContainer) remove(ctx context.Context) error {
+	return r.c.ContainerRemove(ctx, r.name, container.RemoveOptions{Force: true})
+}
+
+// firstByte sends one GET on a new connection and reads the status line.
+func firstByte(addr, host, path string) error {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(90 * time.Second))
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: "+host+"\r\nConnection: close\r\n\r\n"); err != nil {
+		return err
+	}
+	buf := make([]byte, 12)
+	if _, err := io.ReadFull(c, buf); err != nil {
+		return err
+	}
+	if string(buf[9:12]) != "200" {
+		return fmt.Errorf("status %q", buf)
+	}
+	return nil
+}
+
+// containerPID is the host pid of a container's main process (0 if unknown),
+// for reading its CPU time from /proc.
+func containerPID(ctx context.Context, c *client.Client, name string) int {
+	ci, err := c.ContainerInspect(ctx, name)
+	if err != nil || ci.State == nil {
+		return 0
+	}
+	return ci.State.Pid
+}
+
+// countContainers counts this run's containers for a sandbox id.
+func countContainers(ctx context.Context, c *client.Client, run, sandbox string) (int, error) {
+	f := filters.NewArgs(filters.Arg("label", labelRun+"="+run), filters.Arg("label", "previewgate.sandbox="+sandbox))
+	list, err := c.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	return len(list), err
+}
+
+// cleanupDocker removes this run's containers, network and image.
+func cleanupDocker(c *client.Client, run, netName, tag string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := filters.NewArgs(filters.Arg("label", labelRun+"="+run))
+	list, err := c.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	errs := []error{err}
+	for _, ct := range list {
+		if err := c.ContainerRemove(ctx, ct.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	if err := c.NetworkRemove(ctx, netName); err != nil && !cerrdefs.IsNotFound(err) {
+		errs = append(errs, err)
+	}
+	if _, err := c.ImageRemove(ctx, tag, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
