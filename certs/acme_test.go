@@ -3,7 +3,6 @@ package certs
 import (
 	"bytes"
 	"crypto/tls"
-	"encoding/base64"
 	"errors"
 	"io"
 	"net"
@@ -13,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/acmetest"
 )
 
 const testDomain = "preview.test"
@@ -21,52 +21,38 @@ const testDomain = "preview.test"
 // listener with Manager.TLSConfig, the HTTP listener with HTTPHandler, and
 // the DNS server both pebble and the RFC 2136 provider talk to.
 type acmeSetup struct {
+	*acmetest.Env
 	m         *Manager
-	dns       *testDNS
-	pebble    *testPebble
 	httpAddr  string
 	httpsAddr string
 }
 
 func startACME(t *testing.T, strategy string) *acmeSetup {
 	t.Helper()
-	httpLn, httpsLn := listen(t), listen(t)
-	secret := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
-	d := startDNS(t, testDomain, "previewgate-key", secret)
-	p := startPebble(t, portOf(t, httpLn.Addr().String()), portOf(t, httpsLn.Addr().String()), d.Addr)
-
+	env := acmetest.NewEnv(t, testDomain)
+	s := &acmeSetup{Env: env, httpAddr: env.HTTP.Addr().String(), httpsAddr: env.HTTPS.Addr().String()}
 	m, err := New(Config{
-		TLS: config.TLS{Mode: config.TLSACME, ACME: config.ACME{
-			Email:    "ops@" + testDomain,
-			CA:       p.DirURL,
-			CARoot:   p.ServerRoot,
-			Strategy: strategy,
-			RFC2136: config.RFC2136{
-				Server:     d.Addr,
-				TSIGKey:    "previewgate-key",
-				TSIGSecret: config.Secret(secret),
-				TSIGAlg:    "hmac-sha256",
-			},
-		}},
+		TLS:       env.TLS(strategy),
 		Domains:   []string{testDomain},
 		DataDir:   t.TempDir(),
-		HTTPAddr:  httpLn.Addr().String(),
-		HTTPSAddr: httpsLn.Addr().String(),
+		HTTPAddr:  s.httpAddr,
+		HTTPSAddr: s.httpsAddr,
 	}, testLogger(t))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(m.Close)
-	serve(t, httpLn, m.HTTPHandler(nil), nil)
-	serve(t, httpsLn, appHandler, m.TLSConfig())
-	return &acmeSetup{m: m, dns: d, pebble: p, httpAddr: httpLn.Addr().String(), httpsAddr: httpsLn.Addr().String()}
+	s.m = m
+	acmetest.Serve(t, env.HTTP, m.HTTPHandler(nil), nil)
+	acmetest.Serve(t, env.HTTPS, appHandler, m.TLSConfig())
+	return s
 }
 
 // get fetches https://host/ through the HTTPS listener, verifying against
 // pebble's root, and returns the body and the served leaf.
 func (s *acmeSetup) get(t *testing.T, host string) (string, *tls.ConnectionState) {
 	t.Helper()
-	resp, err := clientFor(s.httpsAddr, s.pebble.IssuerPool).Get("https://" + host + "/")
+	resp, err := acmetest.Client(s.httpsAddr, s.Pebble.IssuerPool).Get("https://" + host + "/")
 	if err != nil {
 		t.Fatalf("GET https://%s/: %v", host, err)
 	}
@@ -102,7 +88,7 @@ func TestOnDemandPebble(t *testing.T) {
 	}
 	// A second connection reuses the certificate: still one order.
 	s.get(t, host)
-	if n := s.pebble.ordersFor(host); n != 1 {
+	if n := s.Pebble.OrdersFor(host); n != 1 {
 		t.Errorf("orders for %s: got %d, want 1", host, n)
 	}
 
@@ -115,33 +101,27 @@ func TestOnDemandPebble(t *testing.T) {
 		"sandbox-abc.evil.example",
 	} {
 		t.Run(bad, func(t *testing.T) {
-			conn, err := net.Dial("tcp", s.httpsAddr)
-			if err != nil {
-				t.Fatal(err)
+			if leaf, err := acmetest.Handshake(s.httpsAddr, bad); err == nil {
+				t.Errorf("handshake for %q: got a certificate %v, want none", bad, leaf.DNSNames)
 			}
-			defer conn.Close()
-			tc := tls.Client(conn, &tls.Config{ServerName: bad, InsecureSkipVerify: true})
-			if err := tc.Handshake(); err == nil {
-				t.Errorf("handshake for %q: got a certificate %v, want none", bad, tc.ConnectionState().PeerCertificates[0].DNSNames)
-			}
-			if n := s.pebble.ordersFor(bad); n != 0 {
+			if n := s.Pebble.OrdersFor(bad); n != 0 {
 				t.Errorf("orders for %q: got %d, want 0", bad, n)
 			}
 		})
 	}
-	if got := s.pebble.allOrders(); len(got) != 1 {
+	if got := s.Pebble.Orders(); len(got) != 1 {
 		t.Errorf("all orders: got %v, want only [[%s]]", got, host)
 	}
 
 	t.Run("http redirect", func(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+s.httpAddr+"/a/b?c=d", nil)
 		req.Host = host
-		resp, err := clientFor(s.httpAddr, nil).Do(req)
+		resp, err := acmetest.Client(s.httpAddr, nil).Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		want := "https://" + net.JoinHostPort(host, strconv.Itoa(portOf(t, s.httpsAddr))) + "/a/b?c=d"
+		want := "https://" + net.JoinHostPort(host, strconv.Itoa(acmetest.Port(t, s.httpsAddr))) + "/a/b?c=d"
 		if resp.StatusCode != http.StatusPermanentRedirect || resp.Header.Get("Location") != want {
 			t.Errorf("got %d %q, want 308 %q", resp.StatusCode, resp.Header.Get("Location"), want)
 		}
@@ -162,11 +142,11 @@ func TestOnDemandRateLimit(t *testing.T) {
 	s.get(t, first)
 
 	second := "sandbox-second." + testDomain
-	_, err := clientFor(s.httpsAddr, s.pebble.IssuerPool).Get("https://" + second + "/")
+	_, err := acmetest.Client(s.httpsAddr, s.Pebble.IssuerPool).Get("https://" + second + "/")
 	if err == nil {
 		t.Fatalf("GET %s: got success, want a failed handshake (rate limited)", second)
 	}
-	if n := s.pebble.ordersFor(second); n != 0 {
+	if n := s.Pebble.OrdersFor(second); n != 0 {
 		t.Errorf("orders for %s: got %d, want 0", second, n)
 	}
 	s.get(t, first) // cached certificate still served
@@ -178,7 +158,7 @@ func TestOnDemandRateLimit(t *testing.T) {
 func TestWildcardPebble(t *testing.T) {
 	t.Parallel()
 	s := startACME(t, config.StrategyWildcard)
-	waitFor(t, "the wildcard certificate", func() bool { return s.m.Ready() == nil })
+	acmetest.WaitFor(t, "the wildcard certificate", func() bool { return s.m.Ready() == nil })
 
 	_, a := s.get(t, "sandbox-one."+testDomain)
 	_, b := s.get(t, "sandbox-two."+testDomain)
@@ -188,25 +168,20 @@ func TestWildcardPebble(t *testing.T) {
 	if got := a.PeerCertificates[0].DNSNames; !slices.Equal(got, []string{"*." + testDomain}) {
 		t.Errorf("leaf names: got %v, want [*.%s]", got, testDomain)
 	}
-	if n := s.pebble.ordersFor("*." + testDomain); n != 1 {
+	if n := s.Pebble.OrdersFor("*." + testDomain); n != 1 {
 		t.Errorf("wildcard orders: got %d, want 1", n)
 	}
-	accepted, refused := s.dns.counts()
+	accepted, refused := s.DNS.Counts()
 	if accepted < 2 || refused != 0 {
 		t.Errorf("dns updates: got %d accepted %d refused, want ≥2 (add, delete) and 0", accepted, refused)
 	}
-	waitFor(t, "challenge record cleanup", func() bool {
-		return len(s.dns.txtValues("_acme-challenge."+testDomain)) == 0
+	acmetest.WaitFor(t, "challenge record cleanup", func() bool {
+		return len(s.DNS.TXT("_acme-challenge."+testDomain)) == 0
 	})
 
 	// A host outside the wildcard gets nothing: wildcard mode never
 	// issues on demand.
-	conn, err := net.Dial("tcp", s.httpsAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if err := tls.Client(conn, &tls.Config{ServerName: "evil.example", InsecureSkipVerify: true}).Handshake(); err == nil {
+	if _, err := acmetest.Handshake(s.httpsAddr, "evil.example"); err == nil {
 		t.Errorf("handshake for evil.example: got a certificate, want none")
 	}
 	if errors.Is(s.m.Ready(), ErrNotReady) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/acmetest"
 )
 
 // TestFilesReload is done-means 3: replacing the files switches the served
@@ -21,11 +22,11 @@ import (
 // a connection opened before the switch keeps working after it.
 func TestFilesReload(t *testing.T) {
 	t.Parallel()
-	ca := newTestCA(t)
+	ca := acmetest.NewCA(t)
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	c1, k1 := ca.leaf(t, 1, "*."+testDomain)
-	c2, k2 := ca.leaf(t, 2, "*."+testDomain)
+	c1, k1 := ca.Leaf(t, 1, "*."+testDomain)
+	c2, k2 := ca.Leaf(t, 2, "*."+testDomain)
 	writeFiles(t, certFile, c1, keyFile, k1)
 
 	m, err := New(Config{
@@ -37,13 +38,13 @@ func TestFilesReload(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(m.Close)
-	ln := listen(t)
-	serve(t, ln, appHandler, m.TLSConfig())
+	ln := acmetest.Listen(t)
+	acmetest.Serve(t, ln, appHandler, m.TLSConfig())
 	addr := ln.Addr().String()
 	host := "sandbox-x." + testDomain
 
 	// A connection made before the switch, used again after it.
-	early, err := tls.Dial("tcp", addr, &tls.Config{ServerName: host, RootCAs: ca.pool, NextProtos: []string{"http/1.1"}})
+	early, err := tls.Dial("tcp", addr, &tls.Config{ServerName: host, RootCAs: ca.Pool, NextProtos: []string{"http/1.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func TestFilesReload(t *testing.T) {
 
 	// Every request handshakes anew (no keep-alive), so each one sees the
 	// certificate current at that moment.
-	client := clientFor(addr, ca.pool)
+	client := acmetest.Client(addr, ca.Pool)
 	client.Transport.(*http.Transport).DisableKeepAlives = true
 	var (
 		stop     atomic.Bool
@@ -90,7 +91,7 @@ func TestFilesReload(t *testing.T) {
 			return serials[serial] > 0
 		}
 	}
-	waitFor(t, "requests with the first certificate", seen(1))
+	acmetest.WaitFor(t, "requests with the first certificate", seen(1))
 	// Not atomic on purpose: for a few reload intervals the new cert sits
 	// beside the old key, and the old pair must keep serving meanwhile.
 	if err := os.WriteFile(certFile, c2, 0o644); err != nil {
@@ -100,7 +101,7 @@ func TestFilesReload(t *testing.T) {
 	if err := os.WriteFile(keyFile, k2, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "requests with the replaced certificate", seen(2))
+	acmetest.WaitFor(t, "requests with the replaced certificate", seen(2))
 	stop.Store(true)
 	wg.Wait()
 

@@ -11,12 +11,13 @@ import (
 	"github.com/libdns/libdns"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/acmetest"
 )
 
 func TestRFC2136(t *testing.T) {
 	t.Parallel()
 	secret := base64.StdEncoding.EncodeToString([]byte("a shared secret of enough length"))
-	d := startDNS(t, "zone.test", "upd-key", secret)
+	d := acmetest.StartDNS(t, "zone.test", "upd-key", secret)
 	ctx := context.Background()
 	name := "_acme-challenge.sandbox-a.zone.test"
 
@@ -39,20 +40,20 @@ func TestRFC2136(t *testing.T) {
 	if _, ok := got[1].(libdns.TXT); !ok {
 		t.Errorf("AppendRecords: got %T, want libdns.TXT", got[1])
 	}
-	if v := d.txtValues(name); !slices.Equal(v, []string{"token-1", long}) {
+	if v := d.TXT(name); !slices.Equal(v, []string{"token-1", long}) {
 		t.Errorf("TXT after append: got %q, want both values", v)
 	}
 
 	if _, err := p.DeleteRecords(ctx, "zone.test.", recs[:1]); err != nil {
 		t.Fatalf("DeleteRecords: %v", err)
 	}
-	if v := d.txtValues(name); !slices.Equal(v, []string{long}) {
+	if v := d.TXT(name); !slices.Equal(v, []string{long}) {
 		t.Errorf("TXT after deleting one: got %q, want the other", v)
 	}
 	if _, err := p.DeleteRecords(ctx, "zone.test.", []libdns.Record{libdns.RR{Name: "_acme-challenge.sandbox-a", Type: "TXT"}}); err != nil {
 		t.Fatalf("DeleteRecords rrset: %v", err)
 	}
-	if v := d.txtValues(name); len(v) != 0 {
+	if v := d.TXT(name); len(v) != 0 {
 		t.Errorf("TXT after deleting the RRset: got %q, want none", v)
 	}
 
@@ -62,14 +63,14 @@ func TestRFC2136(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, refusedBefore := d.counts()
+		_, refusedBefore := d.Counts()
 		if _, err := bad.AppendRecords(ctx, "zone.test.", recs[:1]); err == nil {
 			t.Errorf("AppendRecords with a wrong secret: got nil error")
 		}
-		if _, refused := d.counts(); refused != refusedBefore+1 {
+		if _, refused := d.Counts(); refused != refusedBefore+1 {
 			t.Errorf("server refused %d updates, want %d", refused, refusedBefore+1)
 		}
-		if v := d.txtValues(name); len(v) != 0 {
+		if v := d.TXT(name); len(v) != 0 {
 			t.Errorf("TXT after refused update: got %q, want none", v)
 		}
 	})

@@ -15,11 +15,12 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/acmetest"
 )
 
 func startSelfSigned(t testing.TB, dataDir string, domains ...string) (m *Manager, httpsAddr, httpAddr string) {
 	t.Helper()
-	httpsLn, httpLn := listen(t), listen(t)
+	httpsLn, httpLn := acmetest.Listen(t), acmetest.Listen(t)
 	m, err := New(Config{
 		TLS:       config.TLS{Mode: config.TLSSelfSigned},
 		Domains:   domains,
@@ -31,8 +32,8 @@ func startSelfSigned(t testing.TB, dataDir string, domains ...string) (m *Manage
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(m.Close)
-	serve(t, httpsLn, appHandler, m.TLSConfig())
-	serve(t, httpLn, m.HTTPHandler(nil), nil)
+	acmetest.Serve(t, httpsLn, appHandler, m.TLSConfig())
+	acmetest.Serve(t, httpLn, m.HTTPHandler(nil), nil)
 	return m, httpsLn.Addr().String(), httpLn.Addr().String()
 }
 
@@ -59,7 +60,7 @@ func TestSelfSigned(t *testing.T) {
 		t.Fatalf("Ready: %v", err)
 	}
 	pool, caPEM := exportPool(t, dataDir)
-	client := clientFor(httpsAddr, pool)
+	client := acmetest.Client(httpsAddr, pool)
 
 	tests := []struct {
 		host      string
@@ -107,13 +108,13 @@ func TestSelfSigned(t *testing.T) {
 		tests := []struct {
 			target, host, want string
 		}{
-			{"/", "sandbox-x.localhost", "https://sandbox-x.localhost:" + strconv.Itoa(portOf(t, httpsAddr)) + "/"},
-			{"/a%20b/c?d=e&f", "sandbox-x.localhost:8080", "https://sandbox-x.localhost:" + strconv.Itoa(portOf(t, httpsAddr)) + "/a%20b/c?d=e&f"},
+			{"/", "sandbox-x.localhost", "https://sandbox-x.localhost:" + strconv.Itoa(acmetest.Port(t, httpsAddr)) + "/"},
+			{"/a%20b/c?d=e&f", "sandbox-x.localhost:8080", "https://sandbox-x.localhost:" + strconv.Itoa(acmetest.Port(t, httpsAddr)) + "/a%20b/c?d=e&f"},
 		}
 		for _, tt := range tests {
 			req, _ := http.NewRequest(http.MethodGet, "http://"+httpAddr+tt.target, nil)
 			req.Host = tt.host
-			resp, err := clientFor(httpAddr, nil).Do(req)
+			resp, err := acmetest.Client(httpAddr, nil).Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +125,7 @@ func TestSelfSigned(t *testing.T) {
 		}
 		req, _ := http.NewRequest(http.MethodGet, "http://"+httpAddr+"/", nil)
 		req.Host = "evil\"host"
-		resp, err := clientFor(httpAddr, nil).Do(req)
+		resp, err := acmetest.Client(httpAddr, nil).Do(req)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusBadRequest {
@@ -140,7 +141,7 @@ func TestSelfSigned(t *testing.T) {
 		}
 		caFile := filepath.Join(t.TempDir(), "ca.pem")
 		os.WriteFile(caFile, caPEM, 0o644)
-		port := strconv.Itoa(portOf(t, httpsAddr))
+		port := strconv.Itoa(acmetest.Port(t, httpsAddr))
 		out, err := exec.Command(curl, "-sS", "--fail", "--cacert", caFile,
 			"--resolve", "sandbox-x.localhost:"+port+":127.0.0.1",
 			"https://sandbox-x.localhost:"+port+"/").CombinedOutput()
@@ -214,8 +215,8 @@ func TestModeOff(t *testing.T) {
 		t.Errorf("TLSConfig: got non-nil, want nil with tls off")
 	}
 	fallback := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })
-	ln := listen(t)
-	serve(t, ln, m.HTTPHandler(fallback), nil)
+	ln := acmetest.Listen(t)
+	acmetest.Serve(t, ln, m.HTTPHandler(fallback), nil)
 	resp, err := http.Get("http://" + ln.Addr().String() + "/")
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package certs
+package acmetest
 
 import (
 	"crypto/ecdsa"
@@ -12,14 +12,16 @@ import (
 	"time"
 )
 
-// testCA issues leaves for tests that need certificates from "any tool".
-type testCA struct {
-	cert *x509.Certificate
+// CA issues leaves for tests that need certificates from "any tool" (tls
+// mode files).
+type CA struct {
+	Cert *x509.Certificate
+	Pool *x509.CertPool // holds Cert: verifies the leaves
 	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
 }
 
-func newTestCA(t testing.TB) *testCA {
+// NewCA returns a CA valid from an hour ago for a day.
+func NewCA(t testing.TB) *CA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -27,7 +29,7 @@ func newTestCA(t testing.TB) *testCA {
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "test CA"},
+		Subject:               pkix.Name{CommonName: "previewgate test CA"},
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(24 * time.Hour),
 		KeyUsage:              x509.KeyUsageCertSign,
@@ -38,14 +40,18 @@ func newTestCA(t testing.TB) *testCA {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, _ := x509.ParseCertificate(der)
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
+	return &CA{Cert: cert, Pool: pool, key: key}
 }
 
-// leaf returns PEM certificate and key for names with the given serial.
-func (ca *testCA) leaf(t testing.TB, serial int64, names ...string) (certPEM, keyPEM []byte) {
+// Leaf returns the PEM certificate and PKCS#8 key of a server leaf for names
+// with the given serial.
+func (ca *CA) Leaf(t testing.TB, serial int64, names ...string) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -59,7 +65,7 @@ func (ca *testCA) leaf(t testing.TB, serial int64, names ...string) (certPEM, ke
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.key)
 	if err != nil {
 		t.Fatal(err)
 	}
