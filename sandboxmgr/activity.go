@@ -16,12 +16,16 @@ type sandbox struct {
 	lastActivity atomic.Int64             // unix nanoseconds
 	holds        atomic.Int64             // open WebSockets / SSE streams
 	waking       atomic.Int32             // wakes in progress (0 or 1)
+	// op serializes a wake with the reaper's stop/pause/remove: a request
+	// arriving while the reaper stops the sandbox waits, then wakes it.
+	op sync.Mutex
 
 	// guarded by Manager.mu:
 	state     string // last known Docker state; "" when unknown
 	template  string
 	container string
 	startedAt time.Time
+	stoppedAt time.Time // when this manager saw it stop (reaper, events)
 }
 
 func (sb *sandbox) lastActive() time.Time {

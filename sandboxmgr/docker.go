@@ -187,6 +187,10 @@ func (e *dockerEngine) Unpause(ctx context.Context, name string) error {
 	return classify("unpause "+name, e.cli.ContainerUnpause(ctx, name), ErrNoContainer)
 }
 
+func (e *dockerEngine) Pause(ctx context.Context, name string) error {
+	return classify("pause "+name, e.cli.ContainerPause(ctx, name), ErrNoContainer)
+}
+
 func (e *dockerEngine) Stop(ctx context.Context, name string) error {
 	timeout := 10 // seconds before SIGKILL
 	return classify("stop "+name, e.cli.ContainerStop(ctx, name, container.StopOptions{Timeout: &timeout}), ErrNoContainer)

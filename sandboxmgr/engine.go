@@ -17,6 +17,7 @@ type engine interface {
 	Create(ctx context.Context, spec ctrSpec) error
 	Start(ctx context.Context, name string) error   // ErrNoContainer if missing
 	Unpause(ctx context.Context, name string) error // ErrNoContainer if missing
+	Pause(ctx context.Context, name string) error   // ErrNoContainer if missing
 	Stop(ctx context.Context, name string) error    // ErrNoContainer if missing
 	Remove(ctx context.Context, name string) error  // force; ErrNoContainer if missing
 	// List returns all containers (any state) carrying every label in labels.

@@ -132,6 +132,9 @@ func (m *Manager) applyEvent(ev ctrEvent) {
 		}
 	case evDie, evStop, evOOM:
 		if sb != nil {
+			if sb.state != stateExited {
+				sb.stoppedAt = m.now()
+			}
 			sb.state = stateExited
 			sb.ep.Store(nil)
 		}

@@ -102,6 +102,10 @@ func (f *fakeEngine) Unpause(_ context.Context, name string) error {
 	return f.setState(name, statePaused, stateRunning)
 }
 
+func (f *fakeEngine) Pause(_ context.Context, name string) error {
+	return f.setState(name, stateRunning, statePaused)
+}
+
 func (f *fakeEngine) Stop(_ context.Context, name string) error {
 	return f.setState(name, "", stateExited)
 }

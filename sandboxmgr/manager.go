@@ -76,6 +76,13 @@ type Config struct {
 	// Templates resolves a template by name for background work (reaper, pool).
 	// Nil means none.
 	Templates func(name string) *config.Template
+	// BeforeStop, if set, is called before the reaper stops a sandbox that
+	// still has open long-lived connections (max_socket_idle), so the
+	// gateway can close them with 1001 (going away). It must not block long.
+	BeforeStop func(id string)
+	// ReapEvery is how often the idle reaper looks at every sandbox. Zero
+	// means 1s; negative disables the reaper.
+	ReapEvery time.Duration
 }
 
 func (c *Config) applyDefaults() {
@@ -96,6 +103,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = time.Second
+	}
+	if c.ReapEvery == 0 {
+		c.ReapEvery = time.Second
 	}
 	if c.Templates == nil {
 		c.Templates = func(string) *config.Template { return nil }
@@ -125,6 +135,7 @@ type Manager struct {
 	log  *slog.Logger
 	eng  engine
 	now  func() time.Time
+	born time.Time    // when this manager was made: activity before it is unknown
 	stop func() error // closes the Docker client
 
 	wakes   singleflight.Group // keyed by sandbox id
@@ -174,6 +185,7 @@ func newManager(cfg Config, log *slog.Logger, eng engine) *Manager {
 		ctx:       ctx,
 		cancel:    cancel,
 		sandboxes: make(map[string]*sandbox),
+		born:      time.Now(),
 	}
 }
 
@@ -229,6 +241,9 @@ func (m *Manager) startBackground() {
 		return
 	}
 	m.bg.Go(func() { m.watchEvents(m.ctx) })
+	if m.cfg.ReapEvery > 0 {
+		m.bg.Go(func() { m.reapLoop(m.ctx) })
+	}
 }
 
 // scopeLabels selects the containers this manager owns.

@@ -112,6 +112,8 @@ func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Templ
 	defer m.wg.Done()
 	sb.waking.Add(1)
 	defer sb.waking.Add(-1)
+	sb.op.Lock() // a reaper stop in progress finishes first
+	defer sb.op.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readyTimeout(tpl))
 	defer cancel()
