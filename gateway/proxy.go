@@ -179,15 +179,23 @@ func retryable(r *http.Request) bool {
 	return false
 }
 
-// bufferPool recycles the 32 KiB copy buffers of the reverse proxy.
+// bufferPool recycles the reverse proxy's copy buffers. It pools array
+// pointers, so Put converts the slice back without allocating.
 type bufferPool struct{ p sync.Pool }
 
+const copyBufferSize = 32 << 10
+
 func newBufferPool() *bufferPool {
-	return &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
+	return &bufferPool{p: sync.Pool{New: func() any { return new([copyBufferSize]byte) }}}
 }
 
-func (b *bufferPool) Get() []byte  { return *(b.p.Get().(*[]byte)) }
-func (b *bufferPool) Put(x []byte) { b.p.Put(&x) }
+func (b *bufferPool) Get() []byte { return b.p.Get().(*[copyBufferSize]byte)[:] }
+
+func (b *bufferPool) Put(x []byte) {
+	if cap(x) == copyBufferSize {
+		b.p.Put((*[copyBufferSize]byte)(x[:copyBufferSize]))
+	}
+}
 
 // slogWriter adapts the reverse proxy's log.Logger to slog.
 type slogWriter struct{ l *slog.Logger }
