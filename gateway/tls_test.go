@@ -1,0 +1,185 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/previewgate/previewgate/certs"
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/acmetest"
+)
+
+// tlsGateway is the real gateway (Options{TLS: true}) with a real sandbox
+// manager, served the way main serves it: on an HTTPS listener with the certs
+// manager's TLS config and on an HTTP listener with its HTTP handler (ACME
+// HTTP-01, else a redirect), in front of in-process Pebble and DNS (issue 4,
+// done-means 1 and 2 through the gateway rather than a stub handler).
+type tlsGateway struct {
+	*acmetest.Env
+	docker    *dockerEnv
+	certs     *certs.Manager
+	httpsAddr string
+}
+
+func startTLSGateway(t *testing.T, strategy string) *tlsGateway {
+	t.Helper()
+	e := newDockerEnv(t, nil)
+	env := acmetest.NewEnv(t, testDomain)
+	g := &tlsGateway{Env: env, docker: e, httpsAddr: env.HTTPS.Addr().String()}
+	cm, err := certs.New(certs.Config{
+		TLS:       env.TLS(strategy),
+		Domains:   e.cfg.Domains,
+		DataDir:   t.TempDir(),
+		HTTPAddr:  env.HTTP.Addr().String(),
+		HTTPSAddr: g.httpsAddr,
+		Decide:    certs.SandboxHostDecider(e.cfg.Domains, nil),
+	}, testLogger(t))
+	if err != nil {
+		t.Fatalf("certs.New: %v", err)
+	}
+	t.Cleanup(cm.Close)
+	g.certs = cm
+	// A second gateway on the env's manager: the env's own one serves plain
+	// HTTP with Options{}.
+	gw, err := New(e.cfg, e.mgr, Options{TLS: true}, testLogger(t))
+	if err != nil {
+		t.Fatalf("gateway.New: %v", err)
+	}
+	t.Cleanup(gw.Close)
+	acmetest.Serve(t, env.HTTP, cm.HTTPHandler(gw), nil)
+	acmetest.Serve(t, env.HTTPS, gw, cm.TLSConfig())
+	return g
+}
+
+// get fetches https://host/path through the gateway with a token for id,
+// verifying the chain against Pebble's root, and wants the test app's 200
+// echo of that path and host.
+func (g *tlsGateway) get(t *testing.T, id, path string) *http.Response {
+	t.Helper()
+	host := "sandbox-" + id + "." + testDomain
+	req, err := http.NewRequest(http.MethodGet, "https://"+host+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+mintFor(t, g.docker.cfg, id, time.Minute))
+	resp, err := acmetest.Client(g.httpsAddr, g.Pebble.IssuerPool).Do(req)
+	if err != nil {
+		t.Fatalf("GET https://%s%s: %v", host, path, err)
+	}
+	defer resp.Body.Close()
+	body := wantStatus(t, resp, http.StatusOK)
+	var echo struct {
+		Path, Host string
+		Headers    http.Header
+	}
+	if err := json.Unmarshal(body, &echo); err != nil {
+		t.Fatalf("got body %s (%v), want the test app's JSON echo", body, err)
+	}
+	if echo.Path != path || echo.Host != host {
+		t.Errorf("app saw path %q host %q, want %q %q", echo.Path, echo.Host, path, host)
+	}
+	if got := echo.Headers.Get("X-Forwarded-Proto"); got != "https" {
+		t.Errorf("app saw X-Forwarded-Proto %q, want https", got)
+	}
+	if got := echo.Headers.Get("Authorization"); got != "" {
+		t.Errorf("token reached the sandbox: Authorization %q", got)
+	}
+	return resp
+}
+
+// TestTLSOnDemandThroughGateway: the first handshake for a sandbox host gets
+// a certificate from Pebble, the chain verifies against Pebble's root and the
+// app answers 200 through the gateway; hosts the decision rejects get no
+// certificate, no order at Pebble, and never reach Docker.
+func TestTLSOnDemandThroughGateway(t *testing.T) {
+	g := startTLSGateway(t, config.StrategyOnDemand)
+	id := uniqueID(t, "abc")
+	host := "sandbox-" + id + "." + testDomain
+
+	resp := g.get(t, id, "/hello")
+	if got := resp.TLS.PeerCertificates[0].DNSNames; !slices.Equal(got, []string{host}) {
+		t.Errorf("leaf names: got %v, want [%s]", got, host)
+	}
+	if resp.TLS.NegotiatedProtocol != "h2" {
+		t.Errorf("ALPN: got %q, want h2", resp.TLS.NegotiatedProtocol)
+	}
+	g.get(t, id, "/again") // a new connection reuses the certificate
+	if n := g.Pebble.OrdersFor(host); n != 1 {
+		t.Errorf("orders for %s: got %d, want 1", host, n)
+	}
+	g.docker.onlyContainer(id)
+
+	ensures := g.docker.mgr.ensures.Load()
+	for _, bad := range []string{
+		"evil.example",
+		"sandbox-Bad_." + testDomain,
+		"sandbox-." + testDomain,
+		"sandbox-abc-." + testDomain,
+		"sandbox-" + strings.Repeat("a", 56) + "." + testDomain,
+		"x.sandbox-abc." + testDomain,
+		"sandbox-abc.evil.example",
+	} {
+		t.Run(bad, func(t *testing.T) {
+			if leaf, err := acmetest.Handshake(g.httpsAddr, bad); err == nil {
+				t.Errorf("handshake for %q: got a certificate for %v, want none", bad, leaf.DNSNames)
+			}
+			if n := g.Pebble.OrdersFor(bad); n != 0 {
+				t.Errorf("orders for %q: got %d, want 0", bad, n)
+			}
+		})
+	}
+	if got := g.Pebble.Orders(); len(got) != 1 {
+		t.Errorf("all orders: got %v, want only [[%s]]", got, host)
+	}
+	if n := g.docker.mgr.ensures.Load(); n != ensures {
+		t.Errorf("Ensure calls after rejected handshakes: got %d, want %d", n, ensures)
+	}
+
+	t.Run("http redirects", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+host+"/a/b?c=d", nil)
+		resp, err := acmetest.Client(g.HTTP.Addr().String(), nil).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		want := "https://" + net.JoinHostPort(host, strconv.Itoa(acmetest.Port(t, g.httpsAddr))) + "/a/b?c=d"
+		if resp.StatusCode != http.StatusPermanentRedirect || resp.Header.Get("Location") != want {
+			t.Errorf("got %d %q, want 308 %q", resp.StatusCode, resp.Header.Get("Location"), want)
+		}
+	})
+}
+
+// TestTLSWildcardThroughGateway: *.<domain> obtained via DNS-01 (TXT placed
+// with TSIG-signed RFC 2136 updates) serves two sandboxes through the
+// gateway with one and the same certificate.
+func TestTLSWildcardThroughGateway(t *testing.T) {
+	g := startTLSGateway(t, config.StrategyWildcard)
+	acmetest.WaitFor(t, "the wildcard certificate", func() bool { return g.certs.Ready() == nil })
+
+	one, two := uniqueID(t, "one"), uniqueID(t, "two")
+	a := g.get(t, one, "/").TLS.PeerCertificates[0]
+	b := g.get(t, two, "/").TLS.PeerCertificates[0]
+	if !bytes.Equal(a.Raw, b.Raw) {
+		t.Errorf("the two sandboxes got different certificates (serials %v, %v), want the one wildcard", a.SerialNumber, b.SerialNumber)
+	}
+	if got := a.DNSNames; !slices.Equal(got, []string{"*." + testDomain}) {
+		t.Errorf("leaf names: got %v, want [*.%s]", got, testDomain)
+	}
+	if got := g.Pebble.Orders(); len(got) != 1 || g.Pebble.OrdersFor("*."+testDomain) != 1 {
+		t.Errorf("orders: got %v, want only [[*.%s]]", got, testDomain)
+	}
+	if accepted, refused := g.DNS.Counts(); accepted < 1 || refused != 0 {
+		t.Errorf("dns updates: got %d accepted, %d refused; want ≥1 and 0", accepted, refused)
+	}
+	g.docker.onlyContainer(one)
+	g.docker.onlyContainer(two)
+}
