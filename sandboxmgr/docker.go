@@ -91,6 +91,9 @@ func (e *dockerEngine) Inspect(ctx context.Context, name string) (ctrInfo, error
 	if r.Config != nil {
 		info.Labels = r.Config.Labels
 	}
+	if t, err := time.Parse(time.RFC3339Nano, r.Created); err == nil {
+		info.Created = t
+	}
 	if r.State != nil {
 		info.State = r.State.Status
 		info.ExitCode = r.State.ExitCode
@@ -212,7 +215,7 @@ func (e *dockerEngine) List(ctx context.Context, labels map[string]string) ([]ct
 	}
 	out := make([]ctrInfo, 0, len(list))
 	for _, c := range list {
-		info := ctrInfo{ID: c.ID, Labels: c.Labels, State: string(c.State)}
+		info := ctrInfo{ID: c.ID, Labels: c.Labels, State: string(c.State), Created: time.Unix(c.Created, 0)}
 		if len(c.Names) > 0 {
 			info.Name = trimSlash(c.Names[0])
 		}

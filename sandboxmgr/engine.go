@@ -58,6 +58,7 @@ type ctrInfo struct {
 	ExitCode  int
 	IP        string // on the managed network if attached, else any
 	StartedAt time.Time
+	Created   time.Time
 }
 
 // ctrSpec is a container to create, already resolved from a template.

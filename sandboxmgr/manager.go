@@ -80,6 +80,11 @@ type Config struct {
 	// still has open long-lived connections (max_socket_idle), so the
 	// gateway can close them with 1001 (going away). It must not block long.
 	BeforeStop func(id string)
+	// StaleCreate is how old a container still in state "created" (never
+	// started) must be for Start to remove it as left half-made by a crash
+	// mid-create. Younger ones may be a racing replica's create in flight.
+	// Zero means 2m; negative means any age.
+	StaleCreate time.Duration
 	// ReapEvery is how often the idle reaper looks at every sandbox. Zero
 	// means 1s; negative disables the reaper.
 	ReapEvery time.Duration
@@ -103,6 +108,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = time.Second
+	}
+	if c.StaleCreate == 0 {
+		c.StaleCreate = 2 * time.Minute
 	}
 	if c.ReapEvery == 0 {
 		c.ReapEvery = time.Second
@@ -205,10 +213,21 @@ func (m *Manager) Start(ctx context.Context) error {
 		return err
 	}
 	seen := make(map[string]bool, len(list))
+	removed := 0
 	for _, c := range list {
-		id := c.Labels[LabelSandbox]
-		if id == "" || c.Name != ContainerName(id) {
-			continue // not ours to route to (e.g. a half-made pool container)
+		if m.halfMade(c) {
+			// A gateway killed between create and start left it; the next
+			// request makes a whole one.
+			if err := m.eng.Remove(ctx, c.Name); err != nil && !errors.Is(err, ErrNoContainer) {
+				m.log.WarnContext(ctx, "remove half-made container", "container", c.Name, "err", err)
+			} else {
+				removed++
+			}
+			continue
+		}
+		id, ok := idFromName(c.Name)
+		if !ok {
+			continue // not bound to a sandbox id (e.g. a pool container)
 		}
 		seen[id] = true
 		if c.State == stateRunning {
@@ -228,8 +247,17 @@ func (m *Manager) Start(ctx context.Context) error {
 		}
 	}
 	m.mu.Unlock()
-	m.log.InfoContext(ctx, "sandboxes adopted", "count", len(seen))
+	m.log.InfoContext(ctx, "sandboxes adopted", "count", len(seen), "half_made_removed", removed)
 	return nil
+}
+
+// halfMade reports a container created but never started, older than
+// Config.StaleCreate.
+func (m *Manager) halfMade(c ctrInfo) bool {
+	if c.State != stateCreated {
+		return false
+	}
+	return m.cfg.StaleCreate < 0 || (!c.Created.IsZero() && m.now().Sub(c.Created) >= m.cfg.StaleCreate)
 }
 
 // startBackground starts the loops Close waits for.
@@ -297,7 +325,8 @@ func (m *Manager) Cached(id string) (Endpoint, bool) {
 	return Endpoint{}, false
 }
 
-// List returns all managed sandboxes as Docker reports them.
+// List returns all managed sandboxes as Docker reports them (not the
+// unclaimed warm pool).
 func (m *Manager) List(ctx context.Context) ([]Info, error) {
 	list, err := m.eng.List(ctx, m.scopeLabels())
 	if err != nil {
@@ -305,7 +334,10 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 	}
 	out := make([]Info, 0, len(list))
 	for _, c := range list {
-		id := c.Labels[LabelSandbox]
+		id, ok := idFromName(c.Name)
+		if !ok {
+			continue // an unclaimed pool container is no sandbox yet
+		}
 		info := Info{ID: id, Template: c.Labels[LabelTemplate], State: c.State, Container: c.ID}
 		if sb := m.lookup(id); sb != nil {
 			info.LastActivity = sb.lastActive()

@@ -400,7 +400,7 @@ func (m *Manager) refreshStates(ctx context.Context) error {
 	}
 	states := make(map[string]string, len(list))
 	for _, c := range list {
-		if id := c.Labels[LabelSandbox]; id != "" && c.Name == ContainerName(id) {
+		if id, ok := idFromName(c.Name); ok {
 			states[id] = c.State
 		}
 	}
