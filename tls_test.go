@@ -131,23 +131,18 @@ func TestTLSSelfSignedCurl(t *testing.T) {
 	})
 
 	t.Run("http redirects to https", func(t *testing.T) {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+s.host+":"+httpPort+"/p/q?x=1&y=2", nil)
-		resp, err := acmetest.Client(s.httpAddr, nil).Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		url := "http://" + s.host + ":" + httpPort + "/p/q?x=1&y=2"
+		status, loc := acmetest.Redirect(t, s.httpAddr, http.MethodGet, url)
 		want := "https://" + s.host + ":" + httpsPort + "/p/q?x=1&y=2"
-		if resp.StatusCode != http.StatusPermanentRedirect || resp.Header.Get("Location") != want {
-			t.Fatalf("got %d Location %q, want 308 %q", resp.StatusCode, resp.Header.Get("Location"), want)
+		if status != http.StatusPermanentRedirect || loc != want {
+			t.Fatalf("got %d Location %q, want 308 %q", status, loc, want)
 		}
 		// And curl following it (keeping the token across the port change)
 		// ends at the app.
 		args := append(resolve(httpPort), resolve(httpsPort)...)
-		body, status := runCurl(t, append(args, "-L", "--location-trusted", req.URL.String())...)
-		if status != "200" {
-			t.Fatalf("curl -L %s: got status %s (%s), want 200", req.URL, status, body)
+		body, code := runCurl(t, append(args, "-L", "--location-trusted", url)...)
+		if code != "200" {
+			t.Fatalf("curl -L %s: got status %s (%s), want 200", url, code, body)
 		}
 		s.wantEcho(t, body, "/p/q")
 	})

@@ -114,16 +114,10 @@ func TestOnDemandPebble(t *testing.T) {
 	}
 
 	t.Run("http redirect", func(t *testing.T) {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+s.httpAddr+"/a/b?c=d", nil)
-		req.Host = host
-		resp, err := acmetest.Client(s.httpAddr, nil).Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		status, loc := acmetest.Redirect(t, s.httpAddr, http.MethodPost, "http://"+host+"/a/b?c=d")
 		want := "https://" + net.JoinHostPort(host, strconv.Itoa(acmetest.Port(t, s.httpsAddr))) + "/a/b?c=d"
-		if resp.StatusCode != http.StatusPermanentRedirect || resp.Header.Get("Location") != want {
-			t.Errorf("got %d %q, want 308 %q", resp.StatusCode, resp.Header.Get("Location"), want)
+		if status != http.StatusPermanentRedirect || loc != want {
+			t.Errorf("got %d %q, want 308 %q", status, loc, want)
 		}
 	})
 }

@@ -112,15 +112,9 @@ func TestSelfSigned(t *testing.T) {
 			{"/a%20b/c?d=e&f", "sandbox-x.localhost:8080", "https://sandbox-x.localhost:" + strconv.Itoa(acmetest.Port(t, httpsAddr)) + "/a%20b/c?d=e&f"},
 		}
 		for _, tt := range tests {
-			req, _ := http.NewRequest(http.MethodGet, "http://"+httpAddr+tt.target, nil)
-			req.Host = tt.host
-			resp, err := acmetest.Client(httpAddr, nil).Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusPermanentRedirect || resp.Header.Get("Location") != tt.want {
-				t.Errorf("%s %s: got %d %q, want 308 %q", tt.host, tt.target, resp.StatusCode, resp.Header.Get("Location"), tt.want)
+			status, loc := acmetest.Redirect(t, httpAddr, http.MethodGet, "http://"+tt.host+tt.target)
+			if status != http.StatusPermanentRedirect || loc != tt.want {
+				t.Errorf("%s %s: got %d %q, want 308 %q", tt.host, tt.target, status, loc, tt.want)
 			}
 		}
 		req, _ := http.NewRequest(http.MethodGet, "http://"+httpAddr+"/", nil)

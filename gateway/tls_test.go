@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -144,16 +143,10 @@ func TestTLSOnDemandThroughGateway(t *testing.T) {
 	}
 
 	t.Run("http redirects", func(t *testing.T) {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+host+"/a/b?c=d", nil)
-		resp, err := acmetest.Client(g.HTTP.Addr().String(), nil).Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		status, loc := acmetest.Redirect(t, g.HTTP.Addr().String(), http.MethodGet, "http://"+host+"/a/b?c=d")
 		want := "https://" + net.JoinHostPort(host, strconv.Itoa(acmetest.Port(t, g.httpsAddr))) + "/a/b?c=d"
-		if resp.StatusCode != http.StatusPermanentRedirect || resp.Header.Get("Location") != want {
-			t.Errorf("got %d %q, want 308 %q", resp.StatusCode, resp.Header.Get("Location"), want)
+		if status != http.StatusPermanentRedirect || loc != want {
+			t.Errorf("got %d %q, want 308 %q", status, loc, want)
 		}
 	})
 }

@@ -142,3 +142,21 @@ func Handshake(addr, serverName string) (*x509.Certificate, error) {
 	defer conn.Close()
 	return conn.ConnectionState().PeerCertificates[0], nil
 }
+
+// Redirect sends method url (its host is the Host header) to the plain HTTP
+// listener at addr and returns the status and Location of the answer, which
+// is not followed.
+func Redirect(t testing.TB, addr, method, url string) (status int, location string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := Client(addr, nil).Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Location")
+}
