@@ -90,6 +90,7 @@ func (e *dockerEngine) Inspect(ctx context.Context, name string) (ctrInfo, error
 	info := ctrInfo{ID: r.ID, Name: trimSlash(r.Name)}
 	if r.Config != nil {
 		info.Labels = r.Config.Labels
+		info.Image = r.Config.Image
 	}
 	if t, err := time.Parse(time.RFC3339Nano, r.Created); err == nil {
 		info.Created = t
@@ -190,6 +191,14 @@ func (e *dockerEngine) Unpause(ctx context.Context, name string) error {
 	return classify("unpause "+name, e.cli.ContainerUnpause(ctx, name), ErrNoContainer)
 }
 
+func (e *dockerEngine) Rename(ctx context.Context, container, name string) error {
+	err := e.cli.ContainerRename(ctx, container, name)
+	if cerrdefs.IsConflict(err) {
+		return fmt.Errorf("rename to %s: %w", name, errNameTaken)
+	}
+	return classify("rename to "+name, err, ErrNoContainer)
+}
+
 func (e *dockerEngine) Pause(ctx context.Context, name string) error {
 	return classify("pause "+name, e.cli.ContainerPause(ctx, name), ErrNoContainer)
 }
@@ -215,7 +224,7 @@ func (e *dockerEngine) List(ctx context.Context, labels map[string]string) ([]ct
 	}
 	out := make([]ctrInfo, 0, len(list))
 	for _, c := range list {
-		info := ctrInfo{ID: c.ID, Labels: c.Labels, State: string(c.State), Created: time.Unix(c.Created, 0)}
+		info := ctrInfo{ID: c.ID, Labels: c.Labels, State: string(c.State), Created: time.Unix(c.Created, 0), Image: c.Image}
 		if len(c.Names) > 0 {
 			info.Name = trimSlash(c.Names[0])
 		}
@@ -332,6 +341,7 @@ func (e *dockerEngine) Events(ctx context.Context, since time.Time, labels map[s
 				ID:      msg.Actor.ID,
 				Name:    msg.Actor.Attributes["name"],
 				OldName: trimSlash(msg.Actor.Attributes["oldName"]),
+				Pool:    msg.Actor.Attributes[LabelPool], // labels ride in the attributes
 			}
 			if msg.TimeNano != 0 {
 				ev.Time = time.Unix(0, msg.TimeNano)

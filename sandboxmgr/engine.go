@@ -18,8 +18,11 @@ type engine interface {
 	Start(ctx context.Context, name string) error   // ErrNoContainer if missing
 	Unpause(ctx context.Context, name string) error // ErrNoContainer if missing
 	Pause(ctx context.Context, name string) error   // ErrNoContainer if missing
-	Stop(ctx context.Context, name string) error    // ErrNoContainer if missing
-	Remove(ctx context.Context, name string) error  // force; ErrNoContainer if missing
+	// Rename renames container (name or id) to name; errNameTaken if name
+	// is in use, ErrNoContainer if container is missing.
+	Rename(ctx context.Context, container, name string) error
+	Stop(ctx context.Context, name string) error   // ErrNoContainer if missing
+	Remove(ctx context.Context, name string) error // force; ErrNoContainer if missing
 	// List returns all containers (any state) carrying every label in labels.
 	List(ctx context.Context, labels map[string]string) ([]ctrInfo, error)
 	// EnsureNetwork creates the bridge network name (no inter-container
@@ -54,6 +57,7 @@ type ctrInfo struct {
 	ID        string
 	Name      string // without the leading slash
 	Labels    map[string]string
+	Image     string // as the container was created from (tag or id)
 	State     string
 	ExitCode  int
 	IP        string // on the managed network if attached, else any

@@ -34,6 +34,7 @@ type ctrEvent struct {
 	ID      string // container id
 	Name    string // container name now, without the slash (after a rename: the new name)
 	OldName string // rename only: the previous name, without the slash
+	Pool    string // the container's LabelPool
 	Time    time.Time
 }
 
@@ -92,12 +93,18 @@ func (m *Manager) watchEvents(ctx context.Context) {
 }
 
 // idFromName returns the sandbox id a container name previewgate-<id>
-// stands for. The name, not the sandbox label, is what binds a container to
-// an id: a claimed pool container keeps its pool labels (labels cannot change
-// after create) but is renamed to previewgate-<id>.
-func idFromName(name string) (string, bool) {
-	id, ok := strings.CutPrefix(strings.TrimPrefix(name, "/"), "previewgate-")
-	if !ok || strings.HasPrefix(id, "pool-") || !ValidID(id) {
+// stands for; pool is the container's LabelPool value. The name, not the
+// sandbox label, binds a container to an id: a claimed pool container keeps
+// its pool labels (labels cannot change after create) but is renamed to
+// previewgate-<id>. An unclaimed pool container is named
+// previewgate-pool-<template>-<random> and bound to nothing.
+func idFromName(name, pool string) (string, bool) {
+	name = strings.TrimPrefix(name, "/")
+	if pool != "" && strings.HasPrefix(name, poolPrefix(pool)) {
+		return "", false
+	}
+	id, ok := strings.CutPrefix(name, "previewgate-")
+	if !ok || !ValidID(id) {
 		return "", false
 	}
 	return id, true
@@ -109,11 +116,11 @@ func idFromName(name string) (string, bool) {
 // the wake's to establish.
 func (m *Manager) applyEvent(ev ctrEvent) {
 	if ev.Action == evRename {
-		if id, ok := idFromName(ev.OldName); ok {
+		if id, ok := idFromName(ev.OldName, ev.Pool); ok {
 			m.setState(id, "")
 		}
 	}
-	id, ok := idFromName(ev.Name)
+	id, ok := idFromName(ev.Name, ev.Pool)
 	if !ok {
 		return
 	}
@@ -148,9 +155,8 @@ func (m *Manager) applyEvent(ev ctrEvent) {
 			sb.container = ""
 			sb.ep.Store(nil)
 		}
-	case evRename: // renamed to previewgate-<id>: a pool claim, seen by the claimer
-		if sb != nil {
-			sb.ep.Store(nil)
-		}
+	case evRename:
+		// Renamed to previewgate-<id>: a pool claim. Only the claimer can
+		// take that name, and it records the sandbox itself.
 	}
 }

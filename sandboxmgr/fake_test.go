@@ -76,7 +76,7 @@ func (f *fakeEngine) Create(ctx context.Context, s ctrSpec) error {
 		return errNameTaken
 	}
 	f.creates.Add(1)
-	f.ctrs[s.Name] = &ctrInfo{ID: "id-" + s.Name, Name: s.Name, State: stateCreated, Labels: s.Labels, IP: "127.0.0.1"}
+	f.ctrs[s.Name] = &ctrInfo{ID: "id-" + s.Name, Name: s.Name, State: stateCreated, Labels: s.Labels, IP: "127.0.0.1", Image: s.Image}
 	return nil
 }
 
@@ -100,6 +100,22 @@ func (f *fakeEngine) Start(_ context.Context, name string) error {
 
 func (f *fakeEngine) Unpause(_ context.Context, name string) error {
 	return f.setState(name, statePaused, stateRunning)
+}
+
+func (f *fakeEngine) Rename(_ context.Context, container, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.ctrs[container]
+	if c == nil {
+		return ErrNoContainer
+	}
+	if f.ctrs[name] != nil {
+		return errNameTaken
+	}
+	delete(f.ctrs, container)
+	c.Name = name
+	f.ctrs[name] = c
+	return nil
 }
 
 func (f *fakeEngine) Pause(_ context.Context, name string) error {

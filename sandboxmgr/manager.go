@@ -44,6 +44,10 @@ const (
 	// LabelPort records the app port at creation, so a container keeps
 	// being reached on its own port when its template changes later.
 	LabelPort = "previewgate.port"
+	// LabelPool marks a warm pool container with its template's name. It
+	// stays after the container is claimed (labels cannot change); the
+	// claim is recorded by renaming the container to previewgate-<id>.
+	LabelPool = "previewgate.pool"
 )
 
 // ContainerName is the Docker name of sandbox id's container. The name is
@@ -80,6 +84,12 @@ type Config struct {
 	// still has open long-lived connections (max_socket_idle), so the
 	// gateway can close them with 1001 (going away). It must not block long.
 	BeforeStop func(id string)
+	// ListTemplates returns every configured template, for the warm pool
+	// (templates with Pool > 0). Nil means no pool.
+	ListTemplates func() []*config.Template
+	// PoolEvery is how often the pool is topped up (claims also trigger a
+	// refill at once). Zero means 1s.
+	PoolEvery time.Duration
 	// StaleCreate is how old a container still in state "created" (never
 	// started) must be for Start to remove it as left half-made by a crash
 	// mid-create. Younger ones may be a racing replica's create in flight.
@@ -108,6 +118,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = time.Second
+	}
+	if c.PoolEvery <= 0 {
+		c.PoolEvery = time.Second
 	}
 	if c.StaleCreate == 0 {
 		c.StaleCreate = 2 * time.Minute
@@ -157,9 +170,10 @@ type Manager struct {
 	bg     sync.WaitGroup // background loops (events, reaper, pool)
 	bgOnce sync.Once      // starts the background loops
 
-	mu        sync.RWMutex        // guards sandboxes, reserved, closed, netReady
+	mu        sync.RWMutex        // guards sandboxes, reserved, closed, netReady, pool
 	sandboxes map[string]*sandbox // by id; entries live until Remove
-	reserved  int                 // starts in flight, counted against MaxRunning
+	pool      poolState
+	reserved  int // starts in flight, counted against MaxRunning
 	closed    bool
 	netReady  bool // the managed network is known to exist
 }
@@ -193,6 +207,7 @@ func newManager(cfg Config, log *slog.Logger, eng engine) *Manager {
 		ctx:       ctx,
 		cancel:    cancel,
 		sandboxes: make(map[string]*sandbox),
+		pool:      newPoolState(),
 		born:      time.Now(),
 	}
 }
@@ -225,9 +240,12 @@ func (m *Manager) Start(ctx context.Context) error {
 			}
 			continue
 		}
-		id, ok := idFromName(c.Name)
+		id, ok := idFromName(c.Name, c.Labels[LabelPool])
 		if !ok {
-			continue // not bound to a sandbox id (e.g. a pool container)
+			if c.Labels[LabelPool] != "" {
+				m.adoptPool(ctx, c)
+			}
+			continue
 		}
 		seen[id] = true
 		if c.State == stateRunning {
@@ -271,6 +289,9 @@ func (m *Manager) startBackground() {
 	m.bg.Go(func() { m.watchEvents(m.ctx) })
 	if m.cfg.ReapEvery > 0 {
 		m.bg.Go(func() { m.reapLoop(m.ctx) })
+	}
+	if m.cfg.ListTemplates != nil {
+		m.bg.Go(func() { m.poolLoop(m.ctx) })
 	}
 }
 
@@ -334,7 +355,7 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 	}
 	out := make([]Info, 0, len(list))
 	for _, c := range list {
-		id, ok := idFromName(c.Name)
+		id, ok := idFromName(c.Name, c.Labels[LabelPool])
 		if !ok {
 			continue // an unclaimed pool container is no sandbox yet
 		}

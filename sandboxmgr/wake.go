@@ -164,9 +164,20 @@ func (m *Manager) wake(ctx context.Context, id string, tpl *config.Template, onC
 				}
 				onCreate = nil // a create that raced and is retried counts once
 			}
-			err = m.create(ctx, id, tpl)
-			if err == nil {
-				starts++
+			err = errNoPool
+			if tpl.Pool > 0 && action == "created" {
+				if err = m.claim(ctx, id, tpl); err == nil {
+					action = "claimed from pool"
+				} else if !errors.Is(err, errNameTaken) && !errors.Is(err, errNoPool) {
+					log.WarnContext(ctx, "pool claim failed, creating", "err", err)
+					err = errNoPool
+				}
+			}
+			if errors.Is(err, errNoPool) {
+				err = m.create(ctx, id, tpl)
+				if err == nil {
+					starts++
+				}
 			}
 			if errors.Is(err, errNameTaken) {
 				// Another caller, maybe another replica, owns the name and
@@ -400,7 +411,7 @@ func (m *Manager) refreshStates(ctx context.Context) error {
 	}
 	states := make(map[string]string, len(list))
 	for _, c := range list {
-		if id, ok := idFromName(c.Name); ok {
+		if id, ok := idFromName(c.Name, c.Labels[LabelPool]); ok {
 			states[id] = c.State
 		}
 	}

@@ -1,0 +1,264 @@
+package sandboxmgr
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/previewgate/previewgate/config"
+)
+
+// The warm pool (#7): per template with pool > 0, that many containers
+// created, started and ready but bound to no id, named
+// previewgate-pool-<template>-<random> and labelled previewgate.pool=<template>.
+// A wake that would create a sandbox claims one instead by renaming it to
+// previewgate-<id>: a new sandbox then costs a rename and a probe instead of
+// a container start. The name is the binding (labels cannot change after
+// create), so a claim survives a gateway restart: Start adopts
+// previewgate-<id> as sandbox <id> whatever its labels say, and unclaimed
+// running pool containers back into the pool. Refills run in the background,
+// each within the start cap (MaxConcurrentStarts, MaxRunning while
+// starting). A ready pool container is not counted against MaxRunning.
+//
+// A claim charges Options.OnCreate like a create. Pool containers of a
+// template whose image changed are removed when met instead of claimed; a
+// pool size lowered by a reload leaves the extra containers until claimed
+// or the next restart.
+
+// poolPrefix is the name prefix of template's unclaimed pool containers.
+func poolPrefix(template string) string { return "previewgate-pool-" + template + "-" }
+
+// poolCtr is one ready, unclaimed pool container.
+type poolCtr struct {
+	name  string
+	image string // "" when unknown (adopted): taken as matching
+}
+
+// poolState is guarded by Manager.mu.
+type poolState struct {
+	ready    map[string][]poolCtr // by template name
+	filling  map[string]int       // refills in flight, by template
+	failedAt map[string]time.Time // last failed refill, by template
+	kick     chan struct{}        // wakes the pool loop (cap 1)
+}
+
+func newPoolState() poolState {
+	return poolState{
+		ready:    make(map[string][]poolCtr),
+		filling:  make(map[string]int),
+		failedAt: make(map[string]time.Time),
+		kick:     make(chan struct{}, 1),
+	}
+}
+
+// poolRetry spaces refills of a template whose last refill failed (a
+// missing image must not make a create/remove loop).
+const poolRetry = 10 * time.Second
+
+// errNoPool: no ready pool container for the template.
+var errNoPool = errors.New("no pool container")
+
+// PoolSize reports how many ready, unclaimed containers template has.
+func (m *Manager) PoolSize(template string) int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return len(m.pool.ready[template])
+}
+
+func (m *Manager) kickPool() {
+	select {
+	case m.pool.kick <- struct{}{}:
+	default:
+	}
+}
+
+// poolLoop tops up the pools every PoolEvery and after each claim.
+func (m *Manager) poolLoop(ctx context.Context) {
+	t := time.NewTicker(m.cfg.PoolEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-m.pool.kick:
+		}
+		m.fillPools(ctx)
+	}
+}
+
+// fillPools starts the refills each template needs.
+func (m *Manager) fillPools(ctx context.Context) {
+	now := m.now()
+	for _, tpl := range m.cfg.ListTemplates() {
+		if tpl == nil || tpl.Pool <= 0 || tpl.Image == "" {
+			continue
+		}
+		m.mu.Lock()
+		need := tpl.Pool - len(m.pool.ready[tpl.Name]) - m.pool.filling[tpl.Name]
+		if t := m.pool.failedAt[tpl.Name]; !t.IsZero() && now.Sub(t) < poolRetry {
+			need = 0
+		}
+		if need > 0 {
+			m.pool.filling[tpl.Name] += need
+		}
+		m.mu.Unlock()
+		for range need {
+			m.bg.Go(func() { m.fillOne(ctx, tpl) })
+		}
+	}
+}
+
+// fillOne creates, starts and probes one pool container for tpl.
+func (m *Manager) fillOne(ctx context.Context, tpl *config.Template) {
+	ok := false
+	defer func() {
+		m.mu.Lock()
+		m.pool.filling[tpl.Name]--
+		if !ok && ctx.Err() == nil {
+			m.pool.failedAt[tpl.Name] = m.now()
+		}
+		m.mu.Unlock()
+	}()
+	spec, err := m.spec("pool", tpl)
+	if err != nil {
+		return
+	}
+	spec.Name = poolPrefix(tpl.Name) + randomHex()
+	delete(spec.Labels, LabelSandbox)
+	spec.Labels[LabelPool] = tpl.Name
+	log := m.log.With("pool", tpl.Name, "container", spec.Name)
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout(tpl))
+	defer cancel()
+	c, err := m.createPool(ctx, spec)
+	if err == nil {
+		err = waitReady(ctx, endpointAddr(c, tpl.Port), tpl.Ready.Path, nil)
+	}
+	if err != nil {
+		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			log.WarnContext(ctx, "pool refill failed", "err", err)
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			_ = m.eng.Remove(rctx, spec.Name)
+			rcancel()
+		}
+		return // on Close the half-made one is left to the next Start
+	}
+	m.mu.Lock()
+	m.pool.ready[tpl.Name] = append(m.pool.ready[tpl.Name], poolCtr{name: spec.Name, image: tpl.Image})
+	m.mu.Unlock()
+	ok = true
+	log.DebugContext(ctx, "pool container ready")
+}
+
+// createPool creates and starts spec within the start cap and returns it
+// inspected.
+func (m *Manager) createPool(ctx context.Context, spec ctrSpec) (ctrInfo, error) {
+	release, err := m.acquireStart(ctx)
+	if err != nil {
+		return ctrInfo{}, err
+	}
+	defer release()
+	if err := m.ensureNetwork(ctx); err != nil {
+		return ctrInfo{}, err
+	}
+	if err := m.eng.Create(ctx, spec); err != nil {
+		return ctrInfo{}, err
+	}
+	if err := m.eng.Start(ctx, spec.Name); err != nil {
+		return ctrInfo{}, err
+	}
+	c, err := m.eng.Inspect(ctx, spec.Name)
+	if err == nil && c.IP == "" {
+		err = fmt.Errorf("pool container %s has no address on network %s", spec.Name, m.cfg.Network)
+	}
+	return c, err
+}
+
+// claim binds a ready pool container of tpl to id by renaming it to
+// previewgate-<id>. errNoPool if there is none; errNameTaken if the name
+// was taken meanwhile (the pool container goes back).
+func (m *Manager) claim(ctx context.Context, id string, tpl *config.Template) error {
+	for {
+		pc, ok := m.takePool(tpl.Name)
+		if !ok {
+			return errNoPool
+		}
+		if pc.image != "" && pc.image != tpl.Image {
+			m.discardPool(pc.name) // made from an older template
+			continue
+		}
+		err := m.eng.Rename(ctx, pc.name, ContainerName(id))
+		switch {
+		case err == nil:
+			m.kickPool()
+			return nil
+		case errors.Is(err, errNameTaken):
+			m.mu.Lock()
+			m.pool.ready[tpl.Name] = append(m.pool.ready[tpl.Name], pc)
+			m.mu.Unlock()
+			return err
+		case errors.Is(err, ErrNoContainer):
+			continue // removed behind our back
+		default:
+			return err
+		}
+	}
+}
+
+func (m *Manager) takePool(template string) (poolCtr, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	list := m.pool.ready[template]
+	if len(list) == 0 {
+		return poolCtr{}, false
+	}
+	pc := list[0]
+	m.pool.ready[template] = list[1:]
+	return pc, true
+}
+
+// discardPool removes a pool container in the background.
+func (m *Manager) discardPool(name string) {
+	m.mu.RLock()
+	closed := m.closed
+	m.mu.RUnlock()
+	if closed {
+		return
+	}
+	m.bg.Go(func() {
+		ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
+		defer cancel()
+		if err := m.eng.Remove(ctx, name); err != nil && !errors.Is(err, ErrNoContainer) {
+			m.log.WarnContext(ctx, "remove stale pool container", "container", name, "err", err)
+		}
+	})
+}
+
+// adoptPool takes an unclaimed pool container found at Start back into the
+// pool if it runs; one that does not is removed.
+func (m *Manager) adoptPool(ctx context.Context, c ctrInfo) {
+	tpl := c.Labels[LabelPool]
+	if c.State != stateRunning {
+		if err := m.eng.Remove(ctx, c.Name); err != nil && !errors.Is(err, ErrNoContainer) {
+			m.log.WarnContext(ctx, "remove stopped pool container", "container", c.Name, "err", err)
+		}
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, pc := range m.pool.ready[tpl] {
+		if pc.name == c.Name {
+			return
+		}
+	}
+	m.pool.ready[tpl] = append(m.pool.ready[tpl], poolCtr{name: c.Name, image: c.Image})
+}
+
+func randomHex() string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
