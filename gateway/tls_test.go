@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -117,24 +116,7 @@ func TestTLSOnDemandThroughGateway(t *testing.T) {
 	g.docker.onlyContainer(id)
 
 	ensures := g.docker.mgr.ensures.Load()
-	for _, bad := range []string{
-		"evil.example",
-		"sandbox-Bad_." + testDomain,
-		"sandbox-." + testDomain,
-		"sandbox-abc-." + testDomain,
-		"sandbox-" + strings.Repeat("a", 56) + "." + testDomain,
-		"x.sandbox-abc." + testDomain,
-		"sandbox-abc.evil.example",
-	} {
-		t.Run(bad, func(t *testing.T) {
-			if leaf, err := acmetest.Handshake(g.httpsAddr, bad); err == nil {
-				t.Errorf("handshake for %q: got a certificate for %v, want none", bad, leaf.DNSNames)
-			}
-			if n := g.Pebble.OrdersFor(bad); n != 0 {
-				t.Errorf("orders for %q: got %d, want 0", bad, n)
-			}
-		})
-	}
+	g.WantNoCertificates(t, g.RefusedHosts())
 	if got := g.Pebble.Orders(); len(got) != 1 {
 		t.Errorf("all orders: got %v, want only [[%s]]", got, host)
 	}

@@ -3,6 +3,7 @@ package acmetest
 import (
 	"encoding/base64"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/previewgate/previewgate/config"
@@ -54,4 +55,36 @@ func (e *Env) TLS(strategy string) config.TLS {
 			TSIGAlg:    TSIGAlg,
 		},
 	}}
+}
+
+// RefusedHosts are names an on-demand host decision for e.Zone must refuse:
+// a foreign name, malformed sandbox ids, a host that is no sandbox, a nested
+// label, and a sandbox label under a foreign domain.
+func (e *Env) RefusedHosts() []string {
+	return []string{
+		"evil.example",
+		"sandbox-Bad_." + e.Zone,
+		"sandbox-." + e.Zone,
+		"sandbox-abc-." + e.Zone,
+		"sandbox-" + strings.Repeat("a", 56) + "." + e.Zone,
+		"other." + e.Zone,
+		"x.sandbox-abc." + e.Zone,
+		"sandbox-abc.evil.example",
+	}
+}
+
+// WantNoCertificates checks, host by host, that a handshake with the HTTPS
+// listener fails and that Pebble saw no order naming the host.
+func (e *Env) WantNoCertificates(t *testing.T, hosts []string) {
+	t.Helper()
+	for _, host := range hosts {
+		t.Run(host, func(t *testing.T) {
+			if leaf, err := Handshake(e.HTTPS.Addr().String(), host); err == nil {
+				t.Errorf("handshake for %q: got a certificate for %v, want none", host, leaf.DNSNames)
+			}
+			if n := e.Pebble.OrdersFor(host); n != 0 {
+				t.Errorf("orders for %q: got %d, want 0", host, n)
+			}
+		})
+	}
 }
