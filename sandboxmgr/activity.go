@@ -16,6 +16,7 @@ type sandbox struct {
 	lastActivity atomic.Int64             // unix nanoseconds
 	holds        atomic.Int64             // open WebSockets / SSE streams
 	waking       atomic.Int32             // wakes in progress (0 or 1)
+	progress     atomic.Pointer[Progress] // of the last or current wake
 	// op serializes a wake with the reaper's stop/pause/remove: a request
 	// arriving while the reaper stops the sandbox waits, then wakes it.
 	op sync.Mutex

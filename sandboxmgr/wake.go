@@ -119,10 +119,13 @@ func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Templ
 	defer cancel()
 	defer context.AfterFunc(m.ctx, cancel)()
 
+	m.setPhase(id, PhaseQueued, "")
 	ep, err := m.wake(ctx, id, tpl, onCreate)
 	if err == nil {
+		m.setPhase(id, PhaseReady, "")
 		return ep, nil
 	}
+	defer func() { m.setFailed(id, err) }()
 	switch {
 	case m.ctx.Err() != nil:
 		err = fmt.Errorf("manager closed: %w: %w", ErrUnavailable, err)
@@ -194,6 +197,7 @@ func (m *Manager) wake(ctx context.Context, id string, tpl *config.Template, onC
 			return Endpoint{}, err
 		case c.State == statePaused:
 			action = "unpaused"
+			m.setPhase(id, PhaseStarting, "")
 			err = m.eng.Unpause(ctx, name)
 		case c.State == stateExited && starts >= 2:
 			return Endpoint{}, fmt.Errorf("%w: container %s exited with code %d right after start", ErrNotReady, name, c.ExitCode)
@@ -230,6 +234,7 @@ func (m *Manager) wake(ctx context.Context, id string, tpl *config.Template, onC
 		return Endpoint{}, fmt.Errorf("container %s has no address on network %s", name, m.cfg.Network)
 	}
 	ep := Endpoint{ID: id, Addr: endpointAddr(c, eff.Port), Template: c.Labels[LabelTemplate]}
+	m.setPhase(id, PhaseWaitingPort, fmt.Sprintf("waiting for port %d", eff.Port))
 	err = waitReady(ctx, ep.Addr, eff.Ready.Path, func(ctx context.Context) error {
 		c, err := m.eng.Inspect(ctx, name)
 		switch {
@@ -268,6 +273,7 @@ func (m *Manager) start(ctx context.Context, id, name string) error {
 		return err
 	}
 	defer release()
+	m.setPhase(id, PhaseStarting, "")
 	if err := m.eng.Start(ctx, name); err != nil {
 		return err
 	}
@@ -290,6 +296,7 @@ func (m *Manager) create(ctx context.Context, id string, tpl *config.Template) e
 	if err := m.ensureNetwork(ctx); err != nil {
 		return err
 	}
+	m.setPhase(id, PhaseCreating, "")
 	err = m.eng.Create(ctx, spec)
 	if errors.Is(err, errNoNetwork) { // removed behind our back: make it again
 		m.mu.Lock()
@@ -303,6 +310,7 @@ func (m *Manager) create(ctx context.Context, id string, tpl *config.Template) e
 	if err != nil {
 		return err
 	}
+	m.setPhase(id, PhaseStarting, "")
 	if err := m.eng.Start(ctx, spec.Name); err != nil {
 		return err
 	}
