@@ -132,11 +132,7 @@ func TestTLSSelfSignedCurl(t *testing.T) {
 
 	t.Run("http redirects to https", func(t *testing.T) {
 		url := "http://" + s.host + ":" + httpPort + "/p/q?x=1&y=2"
-		status, loc := acmetest.Redirect(t, s.httpAddr, http.MethodGet, url)
-		want := "https://" + s.host + ":" + httpsPort + "/p/q?x=1&y=2"
-		if status != http.StatusPermanentRedirect || loc != want {
-			t.Fatalf("got %d Location %q, want 308 %q", status, loc, want)
-		}
+		acmetest.WantRedirect(t, s.httpAddr, s.httpsAddr, http.MethodGet, url)
 		// And curl following it (keeping the token across the port change)
 		// ends at the app.
 		args := append(resolve(httpPort), resolve(httpsPort)...)

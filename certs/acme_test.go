@@ -5,10 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"testing"
 
 	"github.com/previewgate/previewgate/config"
@@ -98,11 +96,7 @@ func TestOnDemandPebble(t *testing.T) {
 	}
 
 	t.Run("http redirect", func(t *testing.T) {
-		status, loc := acmetest.Redirect(t, s.httpAddr, http.MethodPost, "http://"+host+"/a/b?c=d")
-		want := "https://" + net.JoinHostPort(host, strconv.Itoa(acmetest.Port(t, s.httpsAddr))) + "/a/b?c=d"
-		if status != http.StatusPermanentRedirect || loc != want {
-			t.Errorf("got %d %q, want 308 %q", status, loc, want)
-		}
+		acmetest.WantRedirect(t, s.httpAddr, s.httpsAddr, http.MethodPost, "http://"+host+"/a/b?c=d")
 	})
 }
 

@@ -3,10 +3,8 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
-	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -125,11 +123,7 @@ func TestTLSOnDemandThroughGateway(t *testing.T) {
 	}
 
 	t.Run("http redirects", func(t *testing.T) {
-		status, loc := acmetest.Redirect(t, g.HTTP.Addr().String(), http.MethodGet, "http://"+host+"/a/b?c=d")
-		want := "https://" + net.JoinHostPort(host, strconv.Itoa(acmetest.Port(t, g.httpsAddr))) + "/a/b?c=d"
-		if status != http.StatusPermanentRedirect || loc != want {
-			t.Errorf("got %d %q, want 308 %q", status, loc, want)
-		}
+		acmetest.WantRedirect(t, g.HTTP.Addr().String(), g.httpsAddr, http.MethodGet, "http://"+host+"/a/b?c=d")
 	})
 }
 

@@ -16,6 +16,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -143,20 +144,39 @@ func Handshake(addr, serverName string) (*x509.Certificate, error) {
 	return conn.ConnectionState().PeerCertificates[0], nil
 }
 
-// Redirect sends method url (its host is the Host header) to the plain HTTP
-// listener at addr and returns the status and Location of the answer, which
-// is not followed.
-func Redirect(t testing.TB, addr, method, url string) (status int, location string) {
+// Redirect sends method rawURL (its host is the Host header) to the plain
+// HTTP listener at addr and returns the status and Location of the answer,
+// which is not followed.
+func Redirect(t testing.TB, addr, method, rawURL string) (status int, location string) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
+	req, err := http.NewRequest(method, rawURL, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp, err := Client(addr, nil).Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
+		t.Fatalf("%s %s: %v", method, rawURL, err)
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode, resp.Header.Get("Location")
+}
+
+// WantRedirect checks with Redirect that the plain HTTP listener at httpAddr
+// answers method rawURL with a 308 to https on the same host, path and
+// query, with the port of httpsAddr (none for 443).
+func WantRedirect(t testing.TB, httpAddr, httpsAddr, method, rawURL string) {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := u.Hostname()
+	if port := strconv.Itoa(Port(t, httpsAddr)); port != "443" {
+		host = net.JoinHostPort(host, port)
+	}
+	want := "https://" + host + u.RequestURI()
+	if status, got := Redirect(t, httpAddr, method, rawURL); status != http.StatusPermanentRedirect || got != want {
+		t.Errorf("%s %s: got %d Location %q, want 308 %q", method, rawURL, status, got, want)
+	}
 }
