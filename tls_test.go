@@ -92,6 +92,7 @@ func hostOnly(hostport string) string {
 // gets the app's 200 from https://sandbox-<id>.localhost:<port>/; plain HTTP
 // redirects to HTTPS.
 func TestTLSSelfSignedCurl(t *testing.T) {
+	dockertest.Client(t) // skipped under -short before asking for curl
 	curl, err := exec.LookPath("curl")
 	if err != nil {
 		t.Fatalf("curl is needed for this test (apt-get install curl): %v", err)
