@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -295,7 +296,12 @@ func wsDial(ctx context.Context, j job, hc *http.Client) (*websocket.Conn, error
 	if j.Cookie != "" {
 		h.Set("Cookie", j.Cookie)
 	}
-	c, _, err := websocket.Dial(ctx, scheme+"://"+j.Host+j.Path, &websocket.DialOptions{HTTPClient: hc, HTTPHeader: h})
+	c, resp, err := websocket.Dial(ctx, scheme+"://"+j.Host+j.Path, &websocket.DialOptions{HTTPClient: hc, HTTPHeader: h})
+	if err != nil && resp != nil && resp.Body != nil {
+		// The gateway says why in a JSON body ({"error", "code"}).
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(b))
+	}
 	return c, err
 }
 
