@@ -1,6 +1,7 @@
 package certs
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -44,9 +45,21 @@ const (
 // `previewgate ca export`. It creates the CA if dataDir has none yet, so the
 // CA can be trusted before the gateway first starts.
 func ExportCA(dataDir string) ([]byte, error) {
+	// Load only: creating a CA here would hide a mistyped data_dir behind a
+	// fresh CA that no server uses.
+	certPEM, err := os.ReadFile(filepath.Join(dataDir, "ca", caCertName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("certs: no local CA in %s (run serve with tls.mode self-signed and this data_dir first)", filepath.Join(dataDir, "ca"))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("certs: %w", err)
+	}
 	ca, err := loadOrCreateCA(dataDir)
 	if err != nil {
 		return nil, fmt.Errorf("certs: %w", err)
+	}
+	if !bytes.Equal(bytes.TrimSpace(certPEM), bytes.TrimSpace(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw}))) {
+		return nil, fmt.Errorf("certs: local CA in %s changed while reading it", dataDir)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw}), nil
 }

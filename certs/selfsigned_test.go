@@ -150,8 +150,11 @@ func TestSelfSigned(t *testing.T) {
 func TestSelfSignedCAKept(t *testing.T) {
 	t.Parallel()
 	dataDir := t.TempDir()
-	_, before := exportPool(t, dataDir) // creates it
-	m, _, _ := startSelfSigned(t, dataDir, "localhost")
+	if _, err := ExportCA(dataDir); err == nil {
+		t.Fatal("ExportCA of an empty data dir: got a CA, want an error")
+	}
+	m, _, _ := startSelfSigned(t, dataDir, "localhost") // creates it
+	_, before := exportPool(t, dataDir)
 	_, after := exportPool(t, dataDir)
 	if !bytes.Equal(before, after) {
 		t.Errorf("CA changed between ExportCA and New")
