@@ -14,9 +14,27 @@ import (
 )
 
 // coldStart answers a browser navigation to a cold sandbox with the waiting
-// page (template cold_start: waiting-page) and reports true when it did.
+// page (template cold_start: waiting-page), and the page's status stream,
+// and reports true when it did.
 func (g *Gateway) coldStart(w http.ResponseWriter, r *http.Request, t *table, rt route, tpl *config.Template) bool {
-	return false
+	if rt.sandbox == "" {
+		return false
+	}
+	return g.waitingPage(w, r, t, rt.sandbox, tpl, func() string { return subject(r, t, rt) })
+}
+
+// subject is the token subject of r, checked again: ServeHTTP does not pass
+// it to coldStart. Only needed for the create quota, on the cold path.
+// TODO(lead): pass sub to coldStart and drop this.
+func subject(r *http.Request, t *table, rt route) string {
+	if rt.public || t.cfg.Limits.CreatesPerSubjectPerHour <= 0 {
+		return ""
+	}
+	res, err := t.verifier.Check(r, rt.sandbox)
+	if err != nil || res.Claims == nil {
+		return ""
+	}
+	return res.Claims.Subject
 }
 
 // ensure wakes or creates the sandbox for r, applying the wake policy and
@@ -27,18 +45,23 @@ func (g *Gateway) coldStart(w http.ResponseWriter, r *http.Request, t *table, rt
 // retrying all night) may not, and gets ErrAsleep (503, Retry-After) unless
 // a wake is already in progress.
 func (g *Gateway) ensure(r *http.Request, t *table, id string, tpl *config.Template, sub string) (sandboxmgr.Endpoint, error) {
-	opts := sandboxmgr.Options{NoWake: !mayWake(r)}
-	if n := t.cfg.Limits.CreatesPerSubjectPerHour; n > 0 && sub != "" {
-		lc := g.lifecycle()
-		opts.OnCreate = func() error { return lc.creates.take(sub, n, t.cfg.Limits.LimiterEntries) }
-	}
-	ep, err := g.sb.EnsureWith(r.Context(), id, tpl, opts)
+	ep, err := g.sb.EnsureWith(r.Context(), id, tpl, g.ensureOptions(r, t, sub))
 	if err != nil && (errors.Is(err, sandboxmgr.ErrAsleep) || errors.Is(err, errQuota)) && !errors.Is(err, sandboxmgr.ErrCapacity) {
 		// Until ensureError maps these itself (lifecycleError), they must
 		// not fall through to 502: both are "busy, try again later".
 		err = fmt.Errorf("%w: %w", sandboxmgr.ErrCapacity, err)
 	}
 	return ep, err
+}
+
+// ensureOptions is the wake policy and create quota for r.
+func (g *Gateway) ensureOptions(r *http.Request, t *table, sub string) sandboxmgr.Options {
+	opts := sandboxmgr.Options{NoWake: !mayWake(r)}
+	if n := t.cfg.Limits.CreatesPerSubjectPerHour; n > 0 && sub != "" {
+		lc := g.lifecycle()
+		opts.OnCreate = func() error { return lc.creates.take(sub, n, t.cfg.Limits.LimiterEntries) }
+	}
+	return opts
 }
 
 // mayWake reports whether r may wake a sleeping sandbox: a top-level or

@@ -1,0 +1,124 @@
+package gateway
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr"
+)
+
+func TestIsNavigation(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		method string
+		hdr    []string
+		want   bool
+	}{
+		{"fetch metadata navigate", "GET", []string{"Sec-Fetch-Mode", "navigate", "Accept", "text/html"}, true},
+		{"fetch metadata cors", "GET", []string{"Sec-Fetch-Mode", "cors", "Accept", "text/html"}, false},
+		{"old browser html", "GET", []string{"Accept", "text/html,application/xhtml+xml"}, true},
+		{"api client", "GET", []string{"Accept", "application/json"}, false},
+		{"post form", "POST", []string{"Sec-Fetch-Mode", "navigate"}, false},
+		{"websocket", "GET", []string{"Sec-Fetch-Mode", "websocket", "Upgrade", "websocket"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(tc.method, "/", nil)
+			for i := 0; i+1 < len(tc.hdr); i += 2 {
+				r.Header.Set(tc.hdr[i], tc.hdr[i+1])
+			}
+			if got := isNavigation(r); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A navigation to a cold sandbox gets the waiting page at once; its status
+// stream reports phases up to ready; API clients keep blocking.
+func TestDockerWaitingPageAndStatus(t *testing.T) {
+	e := newDockerEnv(t, func(c *config.Config) {
+		c.Templates["app"].Env = map[string]string{"LISTEN_DELAY": "1s"}
+	})
+	id := uniqueID(t, "wait")
+	host := "sandbox-" + id + "." + testDomain
+	tok := mintFor(t, e.cfg, id, time.Minute)
+
+	resp := request(t, e.srv, "GET", host, "/", tok, "Sec-Fetch-Mode", "navigate", "Accept", "text/html")
+	body := wantStatus(t, resp, 200)
+	if !strings.Contains(string(body), statusPath) || !strings.Contains(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("got %q, want the waiting page", body)
+	}
+
+	resp = request(t, e.srv, "GET", host, statusPath, tok, "Accept", "text/event-stream")
+	sc := bufio.NewScanner(resp.Body)
+	var phases []string
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var ev statusEvent
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("status event %q: %v", line, err)
+		}
+		phases = append(phases, ev.Phase)
+	}
+	if len(phases) == 0 || phases[len(phases)-1] != sandboxmgr.PhaseReady {
+		t.Fatalf("got phases %v, want them to end with ready", phases)
+	}
+	// Now ready: the navigation is proxied to the app.
+	resp = request(t, e.srv, "GET", host, "/hello", tok, "Sec-Fetch-Mode", "navigate", "Accept", "text/html")
+	if body := wantStatus(t, resp, 200); !strings.Contains(string(body), `"path":"/hello"`) {
+		t.Fatalf("got %s, want the app's echo", body)
+	}
+}
+
+// TestBrowserWaitingPage: chromium navigates to a cold sandbox whose app
+// listens only after 2s; it sees the waiting page, then the app's page
+// without a manual reload.
+func TestBrowserWaitingPage(t *testing.T) {
+	ctx := newBrowser(t)
+	e := newDockerEnv(t, func(c *config.Config) {
+		c.Domains = config.StringList{"localhost"}
+		c.Templates["app"].Env = map[string]string{"LISTEN_DELAY": "2s"}
+	})
+	_, port, _ := net.SplitHostPort(e.srv.Listener.Addr().String())
+	id := uniqueID(t, "waitpage")
+	tok := mintFor(t, e.cfg, id, 10*time.Minute)
+	preview := fmt.Sprintf("http://sandbox-%s.localhost:%s", id, port)
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(preview+"/page?access_token="+tok)); err != nil {
+		t.Fatalf("navigate: %v", err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("phases") !== null`,
+		chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("waiting page not shown: %v", err)
+	}
+	// The reload interrupts a poll in flight ("target navigated"): poll again.
+	var got string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var err error
+		got, err = chromedp.Run(ctx, chromedp.Poll[string](`(document.getElementById("app") || {}).textContent || null`,
+			chromedp.WithPollingTimeout(10*time.Second)))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Fatalf("the app's page did not replace the waiting page: %v", err)
+		}
+	}
+	if got != "testapp page" {
+		t.Errorf("got %q, want the testapp page", got)
+	}
+}
