@@ -34,6 +34,12 @@ type Sandboxes interface {
 	// EnsureWith is Ensure with a wake policy and a create hook; errors
 	// also wrap sandboxmgr.ErrAsleep and whatever opts.OnCreate returned.
 	EnsureWith(ctx context.Context, id string, tpl *config.Template, opts sandboxmgr.Options) (sandboxmgr.Endpoint, error)
+	// Cached returns id's endpoint if known ready, without waiting.
+	Cached(id string) (sandboxmgr.Endpoint, bool)
+	// Wake starts EnsureWith in the background; Progress follows it.
+	Wake(id string, tpl *config.Template, opts sandboxmgr.Options)
+	// Progress reports where id's wake stands (the waiting page).
+	Progress(id string) sandboxmgr.Progress
 	// Forget drops a cached endpoint after a failed dial to addr.
 	Forget(id, addr string)
 	// Touch records activity on id.

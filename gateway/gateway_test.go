@@ -53,7 +53,17 @@ func (f *fakeSandboxes) EnsureWith(ctx context.Context, id string, tpl *config.T
 	return f.Ensure(ctx, id, tpl)
 }
 func (f *fakeSandboxes) Forget(id, addr string) { f.forgets.Add(1) }
-func (f *fakeSandboxes) Touch(id string)        {}
+
+// Cached reports every sandbox ready, so navigations are proxied (no
+// waiting page) in handler-chain tests.
+func (f *fakeSandboxes) Cached(id string) (sandboxmgr.Endpoint, bool) {
+	return sandboxmgr.Endpoint{ID: id}, true
+}
+func (f *fakeSandboxes) Wake(string, *config.Template, sandboxmgr.Options) {}
+func (f *fakeSandboxes) Progress(string) sandboxmgr.Progress {
+	return sandboxmgr.Progress{Phase: sandboxmgr.PhaseReady}
+}
+func (f *fakeSandboxes) Touch(id string) {}
 func (f *fakeSandboxes) Hold(id string) func() {
 	f.held.Add(1)
 	return func() { f.held.Add(-1) }
