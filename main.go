@@ -179,6 +179,10 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 
 	store := config.NewStore(cfg)
+	// The manager reports to the gateway (1001 closes, metrics), the gateway
+	// proxies through the manager: build both, then start the manager.
+	var gw *gateway.Gateway
+	tlsOn := cfg.TLS.Mode != config.TLSOff
 	mgr, err := sandboxmgr.New(sandboxmgr.Config{
 		Host:                cfg.Docker.Host,
 		Network:             cfg.Docker.Network,
@@ -188,11 +192,25 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		StartQueueTimeout:   cfg.Limits.StartQueueTimeout.D(),
 		MaxRunning:          cfg.Limits.MaxRunning,
 		Templates:           func(name string) *config.Template { return store.Load().Templates[name] },
+		ListTemplates: func() []*config.Template {
+			var out []*config.Template
+			for _, t := range store.Load().Templates {
+				out = append(out, t)
+			}
+			return out
+		},
+		BeforeStop:  func(id string) { gw.CloseSockets(id) },
+		OnColdStart: func(kind string, took time.Duration) { gw.ColdStart(kind, took) },
 	}, log.With("component", "sandboxmgr"))
 	if err != nil {
 		return err
 	}
 	defer mgr.Close()
+	gw, err = gateway.New(cfg, mgr, gateway.Options{TLS: tlsOn}, log.With("component", "gateway"))
+	if err != nil {
+		return err
+	}
+	gw.SandboxStates(mgr.States)
 	if err := mgr.Start(ctx); err != nil {
 		// Keep serving: requests answer 503 until the engine is back.
 		log.Warn("docker engine not reachable at start", "err", err)
@@ -203,11 +221,6 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	tlsOn := cfg.TLS.Mode != config.TLSOff
-	gw, err := gateway.New(cfg, mgr, gateway.Options{TLS: tlsOn}, log.With("component", "gateway"))
-	if err != nil {
-		return err
-	}
 	cm, err := certs.New(certs.Config{
 		TLS: cfg.TLS, Domains: cfg.Domains, DataDir: cfg.DataDir,
 		HTTPAddr: cfg.Listen.HTTP, HTTPSAddr: cfg.Listen.HTTPS,

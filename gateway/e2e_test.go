@@ -26,8 +26,9 @@ import (
 
 func TestMain(m *testing.M) { dockertest.Main(m) }
 
-// countingSandboxes wraps the real manager and counts Ensure calls: the seam
-// that proves rejected requests never reach Docker.
+// countingSandboxes wraps the real manager and counts every call that can
+// look up or touch a sandbox: the seam that proves rejected requests never
+// reach Docker.
 type countingSandboxes struct {
 	*sandboxmgr.Manager
 	ensures atomic.Int32
@@ -36,6 +37,21 @@ type countingSandboxes struct {
 func (c *countingSandboxes) Ensure(ctx context.Context, id string, tpl *config.Template) (sandboxmgr.Endpoint, error) {
 	c.ensures.Add(1)
 	return c.Manager.Ensure(ctx, id, tpl)
+}
+
+func (c *countingSandboxes) EnsureWith(ctx context.Context, id string, tpl *config.Template, o sandboxmgr.Options) (sandboxmgr.Endpoint, error) {
+	c.ensures.Add(1)
+	return c.Manager.EnsureWith(ctx, id, tpl, o)
+}
+
+func (c *countingSandboxes) Cached(id string) (sandboxmgr.Endpoint, bool) {
+	c.ensures.Add(1)
+	return c.Manager.Cached(id)
+}
+
+func (c *countingSandboxes) Wake(id string, tpl *config.Template, o sandboxmgr.Options) {
+	c.ensures.Add(1)
+	c.Manager.Wake(id, tpl, o)
 }
 
 // dockerEnv is one integration test's world: a real manager on its own
@@ -70,18 +86,22 @@ func newDockerEnv(t *testing.T, edit func(*config.Config)) *dockerEnv {
 // gateway restart would.
 func (e *dockerEnv) start() {
 	e.t.Helper()
+	var gw *Gateway // set below, before the manager starts reporting
 	mgr, err := sandboxmgr.New(sandboxmgr.Config{Host: e.cfg.Docker.Host, Network: e.network, Labels: dockertest.Labels(),
-		MaxConcurrentStarts: e.cfg.Limits.MaxConcurrentStarts, MaxRunning: e.cfg.Limits.MaxRunning}, testLogger(e.t))
+		MaxConcurrentStarts: e.cfg.Limits.MaxConcurrentStarts, MaxRunning: e.cfg.Limits.MaxRunning,
+		OnColdStart: func(kind string, took time.Duration) { gw.ColdStart(kind, took) },
+		BeforeStop:  func(id string) { gw.CloseSockets(id) }}, testLogger(e.t))
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	e.mgr = &countingSandboxes{Manager: mgr}
+	e.gw, e.srv = startGateway(e.t, e.cfg, e.mgr)
+	gw = e.gw
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := mgr.Start(ctx); err != nil && e.cfg.Docker.Host == "" {
 		e.t.Fatalf("manager start: %v", err)
 	}
-	e.mgr = &countingSandboxes{Manager: mgr}
-	e.gw, e.srv = startGateway(e.t, e.cfg, e.mgr)
 	e.t.Cleanup(func() { mgr.Close() })
 }
 

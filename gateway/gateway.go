@@ -61,7 +61,8 @@ type Gateway struct {
 	limit   *limiter
 	metrics *metrics
 	sockets *sockets
-	reqSeq  atomic.Uint64 // request ids
+	creates *createCounter // creates_per_subject_per_hour; outlives reloads
+	reqSeq  atomic.Uint64  // request ids
 	reqPfx  string
 
 	upgrades sync.WaitGroup // upgraded (WebSocket) requests in flight
@@ -87,6 +88,7 @@ func New(cfg *config.Config, sb Sandboxes, opts Options, log *slog.Logger) (*Gat
 	g.limit = newLimiter()
 	g.metrics = newMetrics()
 	g.sockets = newSockets()
+	g.creates = newCreateCounter(time.Now)
 	g.limit.onReject = func(reason string) { g.metrics.rejections.WithLabelValues(reason).Inc() }
 	g.reqPfx = newRequestIDPrefix()
 	if err := g.Apply(cfg); err != nil {
@@ -233,6 +235,11 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table) (label
 			}
 		}
 	}
+	if rt.upstream != nil {
+		label = "upstream"
+	} else if tpl != nil {
+		label = tpl.Name
+	}
 	if herr := g.limit.allow(w, r, t, rt, tpl, sub); herr != nil {
 		g.fail(w, r, herr)
 		return
@@ -247,15 +254,14 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table) (label
 	}
 	if rt.upstream != nil {
 		g.proxy.serve(w, r, &target{url: rt.upstream, verifier: t.verifier, rewriteHost: true})
-		return "upstream", true
+		return label, true
 	}
 	if tpl == nil {
 		g.fail(w, r, &httpError{Status: http.StatusServiceUnavailable, Code: "no_template",
 			Msg: "No template is configured to create this sandbox."})
 		return
 	}
-	label = tpl.Name
-	if g.coldStart(w, r, t, rt, tpl) {
+	if g.coldStart(w, r, t, rt, tpl, sub) {
 		return
 	}
 	ep, err := g.ensure(r, t, rt.sandbox, tpl, sub)
@@ -310,6 +316,9 @@ func authError(err error) *httpError {
 
 // ensureError maps sandbox manager failures to honest statuses.
 func ensureError(ctx context.Context, err error) *httpError {
+	if he := lifecycleError(err); he != nil {
+		return he
+	}
 	switch {
 	case ctx.Err() != nil:
 		return &httpError{Status: statusClientClosed, Code: "client_closed", Err: err}

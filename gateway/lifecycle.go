@@ -15,26 +15,12 @@ import (
 
 // coldStart answers a browser navigation to a cold sandbox with the waiting
 // page (template cold_start: waiting-page), and the page's status stream,
-// and reports true when it did.
-func (g *Gateway) coldStart(w http.ResponseWriter, r *http.Request, t *table, rt route, tpl *config.Template) bool {
+// and reports true when it did. sub is the token subject ("" when public).
+func (g *Gateway) coldStart(w http.ResponseWriter, r *http.Request, t *table, rt route, tpl *config.Template, sub string) bool {
 	if rt.sandbox == "" {
 		return false
 	}
-	return g.waitingPage(w, r, t, rt.sandbox, tpl, func() string { return subject(r, t, rt) })
-}
-
-// subject is the token subject of r, checked again: ServeHTTP does not pass
-// it to coldStart. Only needed for the create quota, on the cold path.
-// TODO(lead): pass sub to coldStart and drop this.
-func subject(r *http.Request, t *table, rt route) string {
-	if rt.public || t.cfg.Limits.CreatesPerSubjectPerHour <= 0 {
-		return ""
-	}
-	res, err := t.verifier.Check(r, rt.sandbox)
-	if err != nil || res.Claims == nil {
-		return ""
-	}
-	return res.Claims.Subject
+	return g.waitingPage(w, r, t, rt.sandbox, tpl, func() string { return sub })
 }
 
 // ensure wakes or creates the sandbox for r, applying the wake policy and
@@ -45,21 +31,14 @@ func subject(r *http.Request, t *table, rt route) string {
 // retrying all night) may not, and gets ErrAsleep (503, Retry-After) unless
 // a wake is already in progress.
 func (g *Gateway) ensure(r *http.Request, t *table, id string, tpl *config.Template, sub string) (sandboxmgr.Endpoint, error) {
-	ep, err := g.sb.EnsureWith(r.Context(), id, tpl, g.ensureOptions(r, t, sub))
-	if err != nil && (errors.Is(err, sandboxmgr.ErrAsleep) || errors.Is(err, errQuota)) && !errors.Is(err, sandboxmgr.ErrCapacity) {
-		// Until ensureError maps these itself (lifecycleError), they must
-		// not fall through to 502: both are "busy, try again later".
-		err = fmt.Errorf("%w: %w", sandboxmgr.ErrCapacity, err)
-	}
-	return ep, err
+	return g.sb.EnsureWith(r.Context(), id, tpl, g.ensureOptions(r, t, sub))
 }
 
 // ensureOptions is the wake policy and create quota for r.
 func (g *Gateway) ensureOptions(r *http.Request, t *table, sub string) sandboxmgr.Options {
 	opts := sandboxmgr.Options{NoWake: !mayWake(r)}
 	if n := t.cfg.Limits.CreatesPerSubjectPerHour; n > 0 && sub != "" {
-		lc := g.lifecycle()
-		opts.OnCreate = func() error { return lc.creates.take(sub, n, t.cfg.Limits.LimiterEntries) }
+		opts.OnCreate = func() error { return g.creates.take(sub, n, t.cfg.Limits.LimiterEntries) }
 	}
 	return opts
 }
@@ -92,7 +71,7 @@ func (e *quotaError) Error() string {
 func (e *quotaError) Unwrap() error { return errQuota }
 
 // lifecycleError maps the lifecycle's own failures (ErrAsleep, the create
-// quota) to statuses; nil for anything else. ensureError should try it first.
+// quota) to statuses; nil for anything else. ensureError tries it first.
 func lifecycleError(err error) *httpError {
 	var q *quotaError
 	switch {
@@ -105,23 +84,6 @@ func lifecycleError(err error) *httpError {
 			Msg: "The preview is asleep. Reload the page to wake it.", Err: err}
 	}
 	return nil
-}
-
-// lifecycleState is the gateway's lifecycle state that outlives config
-// reloads. TODO(lead): make it a field of Gateway set in New; it hangs off
-// a package map only because gateway.go is edited elsewhere.
-type lifecycleState struct {
-	creates *createCounter
-}
-
-var lifecycles sync.Map // *Gateway → *lifecycleState
-
-func (g *Gateway) lifecycle() *lifecycleState {
-	if v, ok := lifecycles.Load(g); ok {
-		return v.(*lifecycleState)
-	}
-	v, _ := lifecycles.LoadOrStore(g, &lifecycleState{creates: newCreateCounter(time.Now)})
-	return v.(*lifecycleState)
 }
 
 // createCounter enforces creates_per_subject_per_hour: per subject, the

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -84,6 +85,10 @@ type Config struct {
 	// still has open long-lived connections (max_socket_idle), so the
 	// gateway can close them with 1001 (going away). It must not block long.
 	BeforeStop func(id string)
+	// OnColdStart, if set, is told about every wake that made a sandbox
+	// ready that was not running: kind is "wake" (start or unpause),
+	// "create" or "pool" (claimed from the warm pool). For metrics.
+	OnColdStart func(kind string, took time.Duration)
 	// ListTemplates returns every configured template, for the warm pool
 	// (templates with Pool > 0). Nil means no pool.
 	ListTemplates func() []*config.Template
@@ -162,7 +167,9 @@ type Manager struct {
 	wakes   singleflight.Group // keyed by sandbox id
 	netWake singleflight.Group // one network create at a time
 	slots   chan struct{}      // start/create slots (MaxConcurrentStarts)
-	queued  chan struct{}      // waiting for a slot (StartQueue)
+	// startsInFlight counts held start slots; peakStarts is its maximum.
+	startsInFlight, peakStarts atomic.Int64
+	queued                     chan struct{} // waiting for a slot (StartQueue)
 
 	ctx    context.Context // canceled by Close; wakes derive from it
 	cancel context.CancelFunc
@@ -450,4 +457,26 @@ func ValidID(id string) bool {
 		}
 	}
 	return true
+}
+
+// StartStats reports start slots held now and the most ever held at once
+// (never more than MaxConcurrentStarts).
+func (m *Manager) StartStats() (inFlight, peak int) {
+	return int(m.startsInFlight.Load()), int(m.peakStarts.Load())
+}
+
+// States counts the sandboxes this manager knows by their last known Docker
+// state ("unknown" when not yet seen). For metrics; no Docker call.
+func (m *Manager) States() map[string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]int)
+	for _, sb := range m.sandboxes {
+		st := sb.state
+		if st == "" {
+			st = "unknown"
+		}
+		out[st]++
+	}
+	return out
 }

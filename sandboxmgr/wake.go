@@ -250,8 +250,25 @@ func (m *Manager) wake(ctx context.Context, id string, tpl *config.Template, onC
 	}
 	sb := m.sandboxFor(id)
 	sb.ep.Store(&ep)
-	log.InfoContext(ctx, "sandbox ready", "action", action, "took", m.now().Sub(t0), "addr", ep.Addr)
+	took := m.now().Sub(t0)
+	log.InfoContext(ctx, "sandbox ready", "action", action, "took", took, "addr", ep.Addr)
+	if kind := coldStartKind(action); kind != "" && m.cfg.OnColdStart != nil {
+		m.cfg.OnColdStart(kind, took)
+	}
 	return ep, nil
+}
+
+// coldStartKind maps a wake's action to the cold start it was ("" for none).
+func coldStartKind(action string) string {
+	switch action {
+	case "created", "adopted":
+		return "create"
+	case "claimed from pool":
+		return "pool"
+	case "started", "unpaused":
+		return "wake"
+	}
+	return ""
 }
 
 // effectiveTemplate is the template to probe c with: tpl, else the one c was
@@ -394,7 +411,15 @@ func (m *Manager) acquireStart(ctx context.Context) (release func(), err error) 
 		unreserve()
 		return nil, fmt.Errorf("wait for a start slot: %w", ctx.Err())
 	}
+	n := m.startsInFlight.Add(1)
+	for {
+		peak := m.peakStarts.Load()
+		if n <= peak || m.peakStarts.CompareAndSwap(peak, n) {
+			break
+		}
+	}
 	return func() {
+		m.startsInFlight.Add(-1)
 		<-m.slots
 		unreserve()
 	}, nil
