@@ -156,7 +156,7 @@ func TestEnsureCreateQuota(t *testing.T) {
 	sb := &policySandboxes{fakeSandboxes: &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}}
 	_, srv := startGateway(t, cfg, sb)
 	tok := mintFor(t, cfg, "*", time.Minute) // subject "tester"
-	for i, want := range []int{200, 200, 503} {
+	for i, want := range []int{200, 200, 429} {
 		resp := request(t, srv, "GET", "sandbox-q"+string(rune('a'+i))+"."+testDomain, "/", tok)
 		if resp.StatusCode != want {
 			t.Fatalf("create %d: got %d, want %d", i, resp.StatusCode, want)
