@@ -244,16 +244,19 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table) (label
 		g.fail(w, r, herr)
 		return
 	}
+	// Releases owed when the connection ends: for an upgrade, when its
+	// socket closes, after ServeHTTP returned.
+	var cl closers
 	if isUpgrade(r) {
 		release, herr := g.limit.openSocket(r, t, rt.sandbox)
 		if herr != nil {
 			g.fail(w, r, herr)
 			return
 		}
-		defer release()
+		cl = append(cl, release)
 	}
 	if rt.upstream != nil {
-		g.proxy.serve(w, r, &target{url: rt.upstream, verifier: t.verifier, rewriteHost: true})
+		g.proxy.serve(w, r, &target{url: rt.upstream, verifier: t.verifier, rewriteHost: true}, cl)
 		return label, true
 	}
 	if tpl == nil {
@@ -266,17 +269,18 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table) (label
 	}
 	ep, err := g.ensure(r, t, rt.sandbox, tpl, sub)
 	if err != nil {
+		cl.run()
 		g.fail(w, r, ensureError(r.Context(), err))
 		return
 	}
-	g.sb.Touch(rt.sandbox)
+	id := rt.sandbox
+	g.sb.Touch(id)
 	if isLongLived(r) {
-		release := g.sb.Hold(rt.sandbox)
-		defer release()
+		cl = append(cl, g.sb.Hold(id))
 	}
-	g.proxy.serve(w, r, &target{sandbox: rt.sandbox, addr: ep.Addr, tpl: tpl,
-		verifier: t.verifier, rewriteHost: tpl.HostHeader == config.HostRewrite})
-	g.sb.Touch(rt.sandbox)
+	cl = append(cl, func() { g.sb.Touch(id) })
+	g.proxy.serve(w, r, &target{sandbox: id, addr: ep.Addr, tpl: tpl,
+		verifier: t.verifier, rewriteHost: tpl.HostHeader == config.HostRewrite}, cl)
 	return label, true
 }
 

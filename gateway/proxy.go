@@ -65,25 +65,15 @@ func newProxy(g *Gateway) *proxy {
 	return p
 }
 
-func (p *proxy) serve(w http.ResponseWriter, r *http.Request, t *target) {
-	ctx := context.WithValue(r.Context(), targetKey{}, t)
+// serve proxies r to t; cl runs when the exchange (or, for an upgrade,
+// the socket) ends.
+func (p *proxy) serve(w http.ResponseWriter, r *http.Request, t *target, cl closers) {
 	if isUpgrade(r) {
-		// http.Server.Shutdown does not wait for hijacked connections: count
-		// them, and close them with 1001 when the gateway drains or the
-		// sandbox is stopped.
-		p.g.upgrades.Add(1)
-		defer p.g.upgrades.Done()
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		defer context.AfterFunc(p.g.draining, cancel)()
-		uw := &upgradeWriter{ResponseWriter: w, s: p.g.sockets, sandbox: t.sandbox, cancel: cancel}
-		defer uw.done()
-		p.g.metrics.websockets.Inc()
-		defer p.g.metrics.websockets.Dec()
-		w = uw
+		p.serveUpgrade(w, r, t, cl)
+		return
 	}
-	p.rp.ServeHTTP(w, r.WithContext(ctx))
+	defer cl.run()
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
 }
 
 func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
