@@ -77,7 +77,7 @@ func main() {
 	flag.StringVar(&f.only, "only", "", "comma-separated row groups to run: http,ws,firstbyte,idle,cold (default all)")
 	flag.StringVar(&f.nginx, "nginx", "nginx", "nginx binary (looked up on PATH); empty skips the nginx columns")
 	flag.Parse()
-	raiseNoFile(200_000)
+	limit := raiseNoFile(200_000)
 	if *child != "" {
 		var j job
 		if err := json.Unmarshal([]byte(*child), &j); err != nil {
@@ -86,6 +86,11 @@ func main() {
 		}
 		runChild(j)
 		return
+	}
+	// Each proxied socket is two descriptors in the gateway (this process).
+	if fit := int(limit/2) - 1000; limit > 0 && f.sockets > fit {
+		fmt.Fprintf(os.Stderr, "bench: RLIMIT_NOFILE is %d here: holding %d idle sockets instead of %d\n", limit, fit, f.sockets)
+		f.sockets = fit
 	}
 	if err := run(f); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

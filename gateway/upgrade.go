@@ -127,6 +127,10 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 	}
 	detached = true
 	stopClient()
+	// Let the server's per-connection state (buffered reader and writer,
+	// the request) go: cl keeps uw alive until the socket closes.
+	uw.ResponseWriter = nil
+	brw, br = nil, nil
 	go func() {
 		defer cl.run()
 		defer stopBack()
