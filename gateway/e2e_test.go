@@ -329,3 +329,51 @@ func TestDockerRejectedHostsNeverReachDocker(t *testing.T) {
 		t.Fatalf("got %d Ensure calls, want 0", n)
 	}
 }
+
+// TestDockerStartCap: 50 distinct cold sandboxes at once with a start cap
+// of 4: never more than 4 starts in flight, and every request completes or
+// gets 503 within its bound.
+func TestDockerStartCap(t *testing.T) {
+	e := newDockerEnv(t, func(c *config.Config) {
+		c.Limits.MaxConcurrentStarts = 4
+		c.Limits.MaxRunning = 100
+	})
+	const n = 50
+	var wg sync.WaitGroup
+	statuses := make(chan int, n)
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = fmt.Sprintf("cap%d-%s", i, dockertest.RunID())
+	}
+	client := &http.Client{Timeout: 90 * time.Second} // the bound: a hang fails here
+	for _, id := range ids {
+		wg.Go(func() {
+			req, _ := http.NewRequest("GET", e.srv.URL+"/", nil)
+			req.Host = "sandbox-" + id + "." + testDomain
+			req.Header.Set("Authorization", "Bearer "+mintFor(t, e.cfg, id, time.Minute))
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Errorf("%s: %v", id, err)
+				statuses <- -1
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			statuses <- resp.StatusCode
+		})
+	}
+	wg.Wait()
+	close(statuses)
+	count := map[int]int{}
+	for s := range statuses {
+		count[s]++
+	}
+	if count[200]+count[503] != n {
+		t.Fatalf("got statuses %v, want every request 200 or 503", count)
+	}
+	inFlight, peak := e.mgr.Manager.StartStats()
+	if peak > 4 || peak < 1 || inFlight != 0 {
+		t.Fatalf("got peak %d starts in flight (%d now), want at most 4 (0 now)", peak, inFlight)
+	}
+	t.Logf("statuses %v, peak starts in flight %d", count, peak)
+}
