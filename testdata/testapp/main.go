@@ -14,6 +14,8 @@
 //	         "from-page" and, once echoed, posts to its parent
 //	         {location, ws: "echoed"|"error", echo: <the echo JSON>}
 //	/echo    same as /
+//	/dial    ?addr=host:port: tries a TCP connect (2s timeout), answers
+//	         {"ok": bool, "err": string}
 package main
 
 import (
@@ -24,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -59,6 +62,7 @@ func handler() http.Handler {
 	mux.HandleFunc("/upload", upload)
 	mux.HandleFunc("/echo", echo)
 	mux.HandleFunc("/page", page)
+	mux.HandleFunc("/dial", dial)
 	return mux
 }
 
@@ -211,4 +215,22 @@ func page(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = io.WriteString(w, pageHTML)
+}
+
+// dial reports whether this container can open a TCP connection to ?addr=,
+// so tests can check network isolation from inside a sandbox.
+func dial(w http.ResponseWriter, r *http.Request) {
+	addr := r.URL.Query().Get("addr")
+	if addr == "" {
+		http.Error(w, "missing ?addr=host:port", http.StatusBadRequest)
+		return
+	}
+	d := net.Dialer{Timeout: 2 * time.Second}
+	c, err := d.DialContext(r.Context(), "tcp", addr)
+	if err != nil {
+		writeJSON(w, map[string]any{"ok": false, "err": err.Error()})
+		return
+	}
+	_ = c.Close()
+	writeJSON(w, map[string]any{"ok": true, "err": ""})
 }
