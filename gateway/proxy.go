@@ -57,7 +57,7 @@ func newProxy(g *Gateway) *proxy {
 	p := &proxy{g: g, tr: tr}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:      p.rewrite,
-		Transport:    &retryTransport{base: tr, g: g},
+		Transport:    &retryTransport{base: newLeanTransport(tr, dialer), g: g},
 		BufferPool:   newBufferPool(),
 		ErrorHandler: p.errorHandler,
 		ErrorLog:     log.New(slogWriter{g.log}, "", 0),
@@ -126,7 +126,7 @@ func isTimeout(err error) bool {
 // retryTransport re-runs Ensure once when dialing a sandbox fails (its
 // container died or was replaced) and retries idempotent, bodiless requests.
 type retryTransport struct {
-	base *http.Transport
+	base http.RoundTripper
 	g    *Gateway
 }
 
