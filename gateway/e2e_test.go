@@ -377,3 +377,35 @@ func TestDockerStartCap(t *testing.T) {
 	}
 	t.Logf("statuses %v, peak starts in flight %d", count, peak)
 }
+
+// TestDockerSandboxIsolation: from inside sandbox A, sandbox B's app port
+// is unreachable (inter-container traffic is off on the managed bridge),
+// while the gateway reaches both.
+func TestDockerSandboxIsolation(t *testing.T) {
+	e := newDockerEnv(t, nil)
+	a, b := uniqueID(t, "iso-a"), uniqueID(t, "iso-b")
+	wantStatus(t, e.get(a, "/"), 200)
+	wantStatus(t, e.get(b, "/"), 200)
+	ctr, err := e.cli.ContainerInspect(context.Background(), e.onlyContainer(b).ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := ctr.NetworkSettings.Networks[e.network]
+	if ep == nil || ep.IPAddress == "" {
+		t.Fatalf("sandbox %s has no address on %s", b, e.network)
+	}
+	body := wantStatus(t, e.get(a, "/dial?addr="+ep.IPAddress+":3000"), 200)
+	var res struct {
+		OK  bool   `json:"ok"`
+		Err string `json:"err"`
+	}
+	if err := json.Unmarshal(body, &res); err != nil {
+		t.Fatalf("dial report %s: %v", body, err)
+	}
+	if res.OK {
+		t.Fatalf("sandbox %s reached sandbox %s at %s:3000, want it refused", a, b, ep.IPAddress)
+	}
+	// The gateway itself can: the same address answers through it.
+	wantStatus(t, e.get(b, "/"), 200)
+	t.Logf("dial from %s to %s:3000: %s", a, ep.IPAddress, res.Err)
+}
