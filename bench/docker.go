@@ -133,15 +133,10 @@ func (r *rawContainer) startAndServe(ctx context.Context) error {
 	if err := r.c.ContainerStart(ctx, r.name, container.StartOptions{}); err != nil {
 		return err
 	}
-	ci, err := r.c.ContainerInspect(ctx, r.name)
+	addr, err := r.address(ctx)
 	if err != nil {
 		return err
 	}
-	ep := ci.NetworkSettings.Networks[r.network]
-	if ep == nil || ep.IPAddress == "" {
-		return fmt.Errorf("%s has no address on %s", r.name, r.network)
-	}
-	addr := net.JoinHostPort(ep.IPAddress, "3000")
 	for {
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
@@ -157,6 +152,28 @@ func (r *rawContainer) startAndServe(ctx context.Context) error {
 	return firstByte(addr, "raw", "/")
 }
 
+// address is the container's app address on the bench network.
+func (r *rawContainer) address(ctx context.Context) (string, error) {
+	ci, err := r.c.ContainerInspect(ctx, r.name)
+	if err != nil {
+		return "", err
+	}
+	ep := ci.NetworkSettings.Networks[r.network]
+	if ep == nil || ep.IPAddress == "" {
+		return "", fmt.Errorf("%s has no address on %s", r.name, r.network)
+	}
+	return net.JoinHostPort(ep.IPAddress, "3000"), nil
+}
+
+// rename renames the container, as a pool claim does.
+func (r *rawContainer) rename(ctx context.Context, name string) error {
+	if err := r.c.ContainerRename(ctx, r.name, name); err != nil {
+		return err
+	}
+	r.name = name
+	return nil
+}
+
 func (r *rawContainer) stop(ctx context.Context) error {
 	t := 10
 	return r.c.ContainerStop(ctx, r.name, container.StopOptions{Timeout: &t})
@@ -167,14 +184,19 @@ func (r *rawContainer) remove(ctx context.Context) error {
 }
 
 // firstByte sends one GET on a new connection and reads the status line.
-func firstByte(addr, host, path string) error {
+// header holds extra header lines ("Cookie: ...").
+func firstByte(addr, host, path string, header ...string) error {
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(90 * time.Second))
-	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: "+host+"\r\nConnection: close\r\n\r\n"); err != nil {
+	extra := ""
+	for _, h := range header {
+		extra += h + "\r\n"
+	}
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: "+host+"\r\n"+extra+"Connection: close\r\n\r\n"); err != nil {
 		return err
 	}
 	buf := make([]byte, 12)

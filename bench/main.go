@@ -42,6 +42,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -71,7 +72,7 @@ func main() {
 	flag.DurationVar(&f.wsDur, "wsdur", 3*time.Second, "measured time per WebSocket round-trip row")
 	flag.IntVar(&f.conns, "conns", 64, "keep-alive connections for HTTP rows")
 	flag.IntVar(&f.sockets, "sockets", 10000, "idle WebSockets held open for the memory rows (0 skips)")
-	flag.IntVar(&f.cold, "cold", 5, "samples per cold-start row (0 skips the cold-start rows)")
+	flag.IntVar(&f.cold, "cold", 5, "samples per cold-start row: wake, create; 2× for the pool claim, 4× for the running sandbox (0 skips them)")
 	flag.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the gateway during the 1 KiB plain row")
 	flag.StringVar(&f.memprofile, "memprofile", "", "write a heap profile of the gateway while the idle WebSockets are open")
 	flag.StringVar(&f.only, "only", "", "comma-separated row groups to run: http,ws,firstbyte,idle,cold (default all)")
@@ -117,10 +118,16 @@ type bench struct {
 	dc      *client.Client
 	mgr     *sandboxmgr.Manager
 	tpl     *config.Template
-	run     string
-	netName string
-	image   string
-	rows    []row
+	// The warm-pool template ("pooled", pool: 2, same image) is filled only
+	// while poolOn, so its containers do not run during the other rows.
+	poolTpl   *config.Template
+	poolOn    atomic.Bool
+	tokenPool string // names the pooled template
+	kinds     coldKinds
+	run       string
+	netName   string
+	image     string
+	rows      []row
 }
 
 func run(f flags) (err error) {
@@ -242,7 +249,11 @@ func (b *bench) startGateway(labels map[string]string) error {
 		Templates: map[string]*config.Template{"testapp": {
 			Image: b.image, Env: map[string]string{"WS_PUSH": "1h"}, Memory: 4 << 30, CPUs: float64(runtime.NumCPU()),
 			Pids: 4096, ColdStart: config.ColdStartBlock,
+		}, "pooled": {
+			Image: b.image, Env: map[string]string{"WS_PUSH": "1h"}, Memory: 4 << 30, CPUs: float64(runtime.NumCPU()),
+			Pids: 4096, ColdStart: config.ColdStartBlock, Pool: poolSize,
 		}},
+		DefaultTemplate: "testapp",
 		Limits: config.Limits{
 			RateLimits: config.RateLimits{PerIP: huge, PerSandbox: huge, PerSubject: huge},
 			MaxRunning: 1000, WebSocketsPerSandbox: 1 << 20, WebSocketsPerIP: 1 << 20,
@@ -251,12 +262,20 @@ func (b *bench) startGateway(labels map[string]string) error {
 	}
 	cfg.ApplyDefaults()
 	b.tpl = cfg.Templates["testapp"]
+	b.poolTpl = cfg.Templates["pooled"]
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	var err error
 	b.mgr, err = sandboxmgr.New(sandboxmgr.Config{
 		Network: b.netName, Labels: labels, MaxRunning: 1000,
 		MaxConcurrentStarts: cfg.Limits.MaxConcurrentStarts,
 		Templates:           func(name string) *config.Template { return cfg.Templates[name] },
+		ListTemplates: func() []*config.Template {
+			if b.poolOn.Load() {
+				return []*config.Template{b.poolTpl}
+			}
+			return nil
+		},
+		OnColdStart: b.kinds.add,
 	}, log)
 	if err != nil {
 		return err
@@ -265,6 +284,9 @@ func (b *bench) startGateway(labels map[string]string) error {
 		return fmt.Errorf("sandbox manager: %w", err)
 	}
 	if b.token, err = auth.Mint(key, auth.MintOptions{Subject: "bench", Sandbox: "*", Issuer: "bench", TTL: time.Hour}); err != nil {
+		return err
+	}
+	if b.tokenPool, err = auth.Mint(key, auth.MintOptions{Subject: "bench", Sandbox: "*", Template: "pooled", Issuer: "bench", TTL: time.Hour}); err != nil {
 		return err
 	}
 	b.cookie = "previewgate_token=" + b.token
@@ -686,14 +708,11 @@ func (b *bench) coldRows() error {
 		return nil
 	}
 	nan := [3]float64{math.NaN(), math.NaN(), math.NaN()}
-	median := func(d []time.Duration) float64 {
-		if len(d) == 0 {
-			return math.NaN()
-		}
-		slices.Sort(d)
-		return float64(d[len(d)/2]) / 1e6
-	}
 	labels := benchLabels(b.run)
+
+	if err := b.runningRows(4 * k); err != nil {
+		return err
+	}
 
 	// Wake: a stopped sandbox, first request through the gateway, vs the
 	// same done by hand (docker start, inspect, wait for listen, GET).
@@ -711,7 +730,7 @@ func (b *bench) coldRows() error {
 			return err
 		}
 		t0 := time.Now()
-		if err := b.get(b.gwPlain, "sandbox-wake."+b.domain, "/"); err != nil {
+		if err := firstByte(b.gwPlain, "sandbox-wake."+b.domain, "/", "Cookie: "+b.cookie); err != nil {
 			return fmt.Errorf("wake through the gateway: %w", err)
 		}
 		gwWake = append(gwWake, time.Since(t0))
@@ -723,10 +742,8 @@ func (b *bench) coldRows() error {
 		}
 		rawWake = append(rawWake, time.Since(t0))
 	}
-	v := nan
-	v[0], v[1] = median(rawWake), median(gwWake)
-	b.rows = append(b.rows, row{name: "wake stopped sandbox, first byte, median ms", v: v,
-		note: fmt.Sprintf("direct = docker start + inspect + app listen + GET; gateway adds %.1f ms", v[1]-v[0])})
+	b.rows = append(b.rows, pair("wake stopped sandbox, first byte", rawWake, gwWake,
+		fmt.Sprintf("direct = docker start + inspect + app listen + GET; gateway adds %.1f ms at p50", pct(gwWake, 50)-pct(rawWake, 50)))...)
 
 	// Create: a brand-new id through the gateway vs create+start by hand.
 	logf("cold start: create new sandboxes (%d samples)", k)
@@ -734,7 +751,7 @@ func (b *bench) coldRows() error {
 	for i := range k {
 		id := fmt.Sprintf("new-%d", i)
 		t0 := time.Now()
-		if err := b.get(b.gwPlain, "sandbox-"+id+"."+b.domain, "/"); err != nil {
+		if err := firstByte(b.gwPlain, "sandbox-"+id+"."+b.domain, "/", "Cookie: "+b.cookie); err != nil {
 			return fmt.Errorf("create through the gateway: %w", err)
 		}
 		gwNew = append(gwNew, time.Since(t0))
@@ -751,10 +768,12 @@ func (b *bench) coldRows() error {
 		rawNew = append(rawNew, time.Since(t0))
 		_ = r.remove(b.ctx)
 	}
-	v = nan
-	v[0], v[1] = median(rawNew), median(gwNew)
-	b.rows = append(b.rows, row{name: "create new sandbox, first byte, median ms", v: v,
-		note: fmt.Sprintf("direct = docker create + start + inspect + listen + GET; gateway adds %.1f ms", v[1]-v[0])})
+	b.rows = append(b.rows, pair("create new sandbox, first byte", rawNew, gwNew,
+		fmt.Sprintf("direct = docker create + start + inspect + listen + GET; gateway adds %.1f ms at p50", pct(gwNew, 50)-pct(rawNew, 50)))...)
+
+	if err := b.poolRows(2 * k); err != nil {
+		return err
+	}
 
 	// Stampede: 1,000 concurrent first requests for one cold id.
 	const burst = 1000
@@ -769,11 +788,10 @@ func (b *bench) coldRows() error {
 	if err != nil {
 		return err
 	}
-	v = nan
+	v := nan
 	v[1] = r.P99
 	b.rows = append(b.rows, row{name: fmt.Sprintf("%d concurrent first requests, one cold id: p99 ms", burst), v: v,
 		note: fmt.Sprintf("%d ok, %d errors, %d container(s) created (want 1, 0 errors)", r.Requests, r.Errors, n)})
-	b.rows = append(b.rows, row{name: "warm-pool claim, new id, first byte p99 ms", v: nan, note: "pool not implemented in sandboxmgr yet"})
 	return nil
 }
 
