@@ -194,35 +194,12 @@ func TestDockerWakeStoppedAndPaused(t *testing.T) {
 func TestDockerConcurrentColdRequests(t *testing.T) {
 	e := newDockerEnv(t, nil)
 	id := uniqueID(t, "herd")
-	tok := mintFor(t, e.cfg, id, time.Minute)
 	const n = 200
-	var wg sync.WaitGroup
-	statuses := make(chan int, n)
-	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: n}}
-	defer client.CloseIdleConnections()
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req, _ := http.NewRequest("GET", e.srv.URL+"/", nil)
-			req.Host = "sandbox-" + id + "." + testDomain
-			req.Header.Set("Authorization", "Bearer "+tok)
-			resp, err := client.Do(req)
-			if err != nil {
-				statuses <- -1
-				return
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			statuses <- resp.StatusCode
-		}()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = id
 	}
-	wg.Wait()
-	close(statuses)
-	count := map[int]int{}
-	for s := range statuses {
-		count[s]++
-	}
+	count := e.fanOut(ids, 0)
 	if count[200] != n {
 		t.Fatalf("got statuses %v, want all %d = 200", count, n)
 	}
@@ -339,35 +316,12 @@ func TestDockerStartCap(t *testing.T) {
 		c.Limits.MaxRunning = 100
 	})
 	const n = 50
-	var wg sync.WaitGroup
-	statuses := make(chan int, n)
 	ids := make([]string, n)
 	for i := range n {
 		ids[i] = fmt.Sprintf("cap%d-%s", i, dockertest.RunID())
 	}
-	client := &http.Client{Timeout: 90 * time.Second} // the bound: a hang fails here
-	for _, id := range ids {
-		wg.Go(func() {
-			req, _ := http.NewRequest("GET", e.srv.URL+"/", nil)
-			req.Host = "sandbox-" + id + "." + testDomain
-			req.Header.Set("Authorization", "Bearer "+mintFor(t, e.cfg, id, time.Minute))
-			resp, err := client.Do(req)
-			if err != nil {
-				t.Errorf("%s: %v", id, err)
-				statuses <- -1
-				return
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			statuses <- resp.StatusCode
-		})
-	}
-	wg.Wait()
-	close(statuses)
-	count := map[int]int{}
-	for s := range statuses {
-		count[s]++
-	}
+	// The client timeout is the bound: a hang fails the request.
+	count := e.fanOut(ids, 90*time.Second)
 	if count[200]+count[503] != n {
 		t.Fatalf("got statuses %v, want every request 200 or 503", count)
 	}
@@ -408,4 +362,37 @@ func TestDockerSandboxIsolation(t *testing.T) {
 	// The gateway itself can: the same address answers through it.
 	wantStatus(t, e.get(b, "/"), 200)
 	t.Logf("dial from %s to %s:3000: %s", a, ep.IPAddress, res.Err)
+}
+
+// fanOut sends one GET per entry of ids at once (an id may repeat) and
+// counts the statuses; -1 counts transport errors. timeout 0 means none.
+func (e *dockerEnv) fanOut(ids []string, timeout time.Duration) map[int]int {
+	client := &http.Client{Timeout: timeout, Transport: &http.Transport{MaxIdleConnsPerHost: len(ids)}}
+	defer client.CloseIdleConnections()
+	statuses := make(chan int, len(ids))
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		tok := mintFor(e.t, e.cfg, id, time.Minute)
+		wg.Go(func() {
+			req, _ := http.NewRequest("GET", e.srv.URL+"/", nil)
+			req.Host = "sandbox-" + id + "." + testDomain
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := client.Do(req)
+			if err != nil {
+				e.t.Errorf("%s: %v", id, err)
+				statuses <- -1
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			statuses <- resp.StatusCode
+		})
+	}
+	wg.Wait()
+	close(statuses)
+	count := map[int]int{}
+	for s := range statuses {
+		count[s]++
+	}
+	return count
 }
