@@ -322,7 +322,8 @@ func TestAdminSandboxesMatchDocker(t *testing.T) {
 	}
 	dockerList, err := e.cli.ContainerList(context.Background(), container.ListOptions{All: true,
 		Filters: filters.NewArgs(filters.Arg("label", sandboxmgr.LabelManaged+"=true"),
-			filters.Arg("label", dockertest.LabelRun+"="+dockertest.RunID()))})
+			filters.Arg("label", dockertest.LabelRun+"="+dockertest.RunID()),
+			filters.Arg("label", "previewgate.test.env="+t.Name()))})
 	if err != nil {
 		t.Fatal(err)
 	}

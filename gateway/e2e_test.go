@@ -86,9 +86,21 @@ func newDockerEnv(t *testing.T, edit func(*config.Config)) *dockerEnv {
 // gateway restart would.
 func (e *dockerEnv) start() {
 	e.t.Helper()
+	// Each env's manager sees only its own test's containers: parallel
+	// tests' reapers and pools must not touch each other's sandboxes.
+	labels := dockertest.Labels()
+	labels["previewgate.test.env"] = e.t.Name()
 	var gw *Gateway // set below, before the manager starts reporting
-	mgr, err := sandboxmgr.New(sandboxmgr.Config{Host: e.cfg.Docker.Host, Network: e.network, Labels: dockertest.Labels(),
+	mgr, err := sandboxmgr.New(sandboxmgr.Config{Host: e.cfg.Docker.Host, Network: e.network, Labels: labels,
 		MaxConcurrentStarts: e.cfg.Limits.MaxConcurrentStarts, MaxRunning: e.cfg.Limits.MaxRunning,
+		Templates: func(name string) *config.Template { return e.cfg.Templates[name] },
+		ListTemplates: func() []*config.Template {
+			l := make([]*config.Template, 0, len(e.cfg.Templates))
+			for _, t := range e.cfg.Templates {
+				l = append(l, t)
+			}
+			return l
+		},
 		OnColdStart: func(kind string, took time.Duration) { gw.ColdStart(kind, took) },
 		BeforeStop:  func(id string) { gw.CloseSockets(id) }}, testLogger(e.t))
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/dockertest"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
@@ -32,36 +31,13 @@ const (
 // never adopts and stops them.
 func newIdleEnv(t *testing.T, edit func(*config.Config)) *dockerEnv {
 	t.Helper()
-	cfg := testConfig()
-	cfg.Templates["app"].Image = dockertest.TestAppImage(t)
-	cfg.Templates["app"].Ready = config.Ready{Path: "/", Timeout: config.Duration(20 * time.Second)}
-	cfg.Templates["app"].IdleTimeout = config.Duration(idleTimeout)
-	cfg.Templates["app"].MaxSocketIdle = config.Duration(maxSocketIdle)
-	if edit != nil {
-		edit(cfg)
-	}
-	cfg.ApplyDefaults()
-	e := &dockerEnv{t: t, cli: dockertest.Client(t), cfg: cfg, network: dockertest.Network(t)}
-	labels := dockertest.Labels()
-	labels["previewgate.test.env"] = t.Name()
-	var gw *Gateway // set below, before the reaper can call BeforeStop
-	mgr, err := sandboxmgr.New(sandboxmgr.Config{Network: e.network, Labels: labels,
-		Templates:   func(name string) *config.Template { return cfg.Templates[name] },
-		OnColdStart: func(kind string, took time.Duration) { gw.ColdStart(kind, took) },
-		BeforeStop:  func(id string) { gw.CloseSockets(id) }}, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.mgr = &countingSandboxes{Manager: mgr}
-	e.gw, e.srv = startGateway(t, cfg, e.mgr)
-	gw = e.gw
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	if err := mgr.Start(ctx); err != nil {
-		t.Fatalf("manager start: %v", err)
-	}
-	t.Cleanup(func() { mgr.Close() })
-	return e
+	return newDockerEnv(t, func(cfg *config.Config) {
+		cfg.Templates["app"].IdleTimeout = config.Duration(idleTimeout)
+		cfg.Templates["app"].MaxSocketIdle = config.Duration(maxSocketIdle)
+		if edit != nil {
+			edit(cfg)
+		}
+	})
 }
 
 // state is the Docker state of sandbox id's container ("running", "exited"...).
