@@ -224,6 +224,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	cm, err := certs.New(certs.Config{
 		TLS: cfg.TLS, Domains: cfg.Domains, DataDir: cfg.DataDir,
 		HTTPAddr: cfg.Listen.HTTP, HTTPSAddr: cfg.Listen.HTTPS,
+		OnEvent: gw.CertEvent,
 		Decide: certs.SandboxHostDecider(cfg.Domains, func() []string {
 			var hosts []string
 			for _, r := range store.Load().Routes {

@@ -83,6 +83,12 @@ func newACME(cfg Config, log *slog.Logger) (*acmeSource, error) {
 	s.magic = certmagic.New(s.cache, certmagic.Config{
 		Storage: &certmagic.FileStorage{Path: filepath.Join(cfg.DataDir, "certmagic")},
 		Logger:  zl,
+		OnEvent: func(_ context.Context, event string, _ map[string]any) error {
+			if cfg.OnEvent != nil {
+				cfg.OnEvent(event)
+			}
+			return nil
+		},
 		// OCSP stapling stays on (certmagic's default). A certificate
 		// without an OCSP responder (Pebble, Let's Encrypt since 2025) is
 		// served unstapled; that is logged, never fatal.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/previewgate/previewgate/config"
@@ -23,6 +24,15 @@ type acmeSetup struct {
 	m         *Manager
 	httpAddr  string
 	httpsAddr string
+
+	mu     sync.Mutex // guards events
+	events []string   // reported through Config.OnEvent
+}
+
+func (s *acmeSetup) sawEvent(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Contains(s.events, name)
 }
 
 func startACME(t *testing.T, strategy string) *acmeSetup {
@@ -35,6 +45,11 @@ func startACME(t *testing.T, strategy string) *acmeSetup {
 		DataDir:   t.TempDir(),
 		HTTPAddr:  s.httpAddr,
 		HTTPSAddr: s.httpsAddr,
+		OnEvent: func(event string) {
+			s.mu.Lock()
+			s.events = append(s.events, event)
+			s.mu.Unlock()
+		},
 	}, testLogger(t))
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -83,6 +98,9 @@ func TestOnDemandPebble(t *testing.T) {
 	}
 	if got := cs.PeerCertificates[0].DNSNames; !slices.Equal(got, []string{host}) {
 		t.Errorf("leaf names: got %v, want [%s]", got, host)
+	}
+	if !s.sawEvent("cert_obtained") {
+		t.Errorf("OnEvent: no cert_obtained among %v", s.events)
 	}
 	// A second connection reuses the certificate: still one order.
 	s.get(t, host)

@@ -61,6 +61,11 @@ type Config struct {
 	// ReloadInterval is how often files mode checks the certificate files.
 	// Zero means 1s.
 	ReloadInterval time.Duration
+
+	// OnEvent, if set, is told about certificate events in acme mode
+	// (certmagic's names: cert_obtaining, cert_obtained, cert_failed,
+	// cached_managed_cert, ...). It must return quickly. For metrics.
+	OnEvent func(event string)
 }
 
 // Manager serves certificates for one Config. Close releases it.
