@@ -1,27 +1,21 @@
 package main
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
+
+	"github.com/previewgate/previewgate/internal/dockerbuild"
 )
 
 // Labels on everything the bench creates, so cleanup removes exactly this
@@ -39,77 +33,7 @@ func benchLabels(run string) map[string]string {
 // buildTestApp builds testdata/testapp statically into a FROM scratch image,
 // like internal/dockertest does for the tests (that package needs *testing.T).
 func buildTestApp(ctx context.Context, c *client.Client, tag string, labels map[string]string) error {
-	root, err := moduleRoot()
-	if err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp("", "pgbench-testapp")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "testapp")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./testdata/testapp")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./testdata/testapp: %v\n%s", err, out)
-	}
-	exe, err := os.ReadFile(bin)
-	if err != nil {
-		return err
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, f := range []struct {
-		name string
-		mode int64
-		data []byte
-	}{
-		{"Dockerfile", 0o644, []byte("FROM scratch\nCOPY testapp /testapp\nEXPOSE 3000\nENTRYPOINT [\"/testapp\"]\n")},
-		{"testapp", 0o755, exe},
-	} {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data))}); err != nil {
-			return err
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			return err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	resp, err := c.ImageBuild(ctx, &buf, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true, Labels: labels})
-	if err != nil {
-		return fmt.Errorf("image build: %w", err)
-	}
-	defer resp.Body.Close()
-	dec := json.NewDecoder(resp.Body)
-	for {
-		var msg struct {
-			Error string `json:"error"`
-		}
-		if err := dec.Decode(&msg); err == io.EOF {
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("image build: %w", err)
-		}
-		if msg.Error != "" {
-			return fmt.Errorf("image build: %s", msg.Error)
-		}
-	}
-}
-
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", errors.New("run the bench from inside the previewgate module (go run ./bench)")
-	}
-	return filepath.Dir(mod), nil
+	return dockerbuild.GoProgram(ctx, c, "./testdata/testapp", tag, 3000, labels)
 }
 
 // rawContainer is a container the bench drives itself, the way a minimal

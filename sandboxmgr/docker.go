@@ -1,9 +1,7 @@
 package sandboxmgr
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,12 +10,13 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
+
+	"github.com/previewgate/previewgate/internal/dockerbuild"
 )
 
 // dockerEngine implements engine with the Docker Engine SDK.
@@ -258,47 +257,10 @@ func (e *dockerEngine) EnsureNetwork(ctx context.Context, name string, labels ma
 }
 
 func (e *dockerEngine) BuildImage(ctx context.Context, tag string, buildContext []byte, labels map[string]string) error {
-	resp, err := e.cli.ImageBuild(ctx, bytes.NewReader(buildContext), build.ImageBuildOptions{
-		Tags:        []string{tag},
-		Remove:      true,
-		ForceRemove: true,
-		Labels:      labels,
-	})
-	if err != nil {
+	if err := dockerbuild.Build(ctx, e.cli, tag, buildContext, labels); err != nil {
 		return classify("build "+tag, err, nil)
 	}
-	defer resp.Body.Close()
-	if err := readBuildStream(resp.Body); err != nil {
-		return fmt.Errorf("build %s: %w", tag, err)
-	}
 	return nil
-}
-
-// readBuildStream reads the build's JSON message stream to its end and
-// returns the first error message in it: a failed build still answers 200.
-func readBuildStream(r io.Reader) error {
-	dec := json.NewDecoder(r)
-	for {
-		var msg struct {
-			Error       string `json:"error"`
-			ErrorDetail *struct {
-				Message string `json:"message"`
-			} `json:"errorDetail"`
-		}
-		err := dec.Decode(&msg)
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read build output: %w", err)
-		}
-		if msg.ErrorDetail != nil && msg.ErrorDetail.Message != "" {
-			return errors.New(msg.ErrorDetail.Message)
-		}
-		if msg.Error != "" {
-			return errors.New(msg.Error)
-		}
-	}
 }
 
 func (e *dockerEngine) HasImage(ctx context.Context, tag string) (bool, error) {

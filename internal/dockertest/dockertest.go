@@ -14,21 +14,13 @@
 package dockertest
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
-	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -36,12 +28,13 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
+
+	"github.com/previewgate/previewgate/internal/dockerbuild"
 )
 
 // Label keys set on everything tests create.
@@ -134,99 +127,13 @@ func TestAppImage(t testing.TB) string {
 }
 
 func buildTestApp(c *client.Client) (string, error) {
-	root, err := moduleRoot()
-	if err != nil {
-		return "", err
-	}
-	dir, err := os.MkdirTemp("", "pgtestapp")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "testapp")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./testdata/testapp")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./testdata/testapp: %v\n%s", err, out)
-	}
-	exe, err := os.ReadFile(bin)
-	if err != nil {
-		return "", err
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	files := []struct {
-		name string
-		mode int64
-		data []byte
-	}{
-		{"Dockerfile", 0o644, []byte("FROM scratch\nCOPY testapp /testapp\nEXPOSE 3000\nENTRYPOINT [\"/testapp\"]\n")},
-		{"testapp", 0o755, exe},
-	}
-	for _, f := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data))}); err != nil {
-			return "", err
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			return "", err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return "", err
-	}
 	tag := "previewgate-testapp:" + runID
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	resp, err := c.ImageBuild(ctx, &buf, build.ImageBuildOptions{
-		Tags: []string{tag}, Remove: true, ForceRemove: true, Labels: Labels(),
-	})
-	if err != nil {
-		return "", fmt.Errorf("image build: %w", err)
-	}
-	defer resp.Body.Close()
-	if err := readBuildStream(resp.Body); err != nil {
-		return "", fmt.Errorf("image build: %w", err)
+	if err := dockerbuild.GoProgram(ctx, c, "./testdata/testapp", tag, 3000, Labels()); err != nil {
+		return "", err
 	}
 	return tag, nil
-}
-
-func readBuildStream(r io.Reader) error {
-	dec := json.NewDecoder(r)
-	for {
-		var msg struct {
-			Error       string `json:"error"`
-			ErrorDetail *struct {
-				Message string `json:"message"`
-			} `json:"errorDetail"`
-		}
-		if err := dec.Decode(&msg); err == io.EOF {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		if msg.ErrorDetail != nil && msg.ErrorDetail.Message != "" {
-			return errors.New(msg.ErrorDetail.Message)
-		}
-		if msg.Error != "" {
-			return errors.New(msg.Error)
-		}
-	}
-}
-
-// moduleRoot finds the directory of go.mod: from `go env GOMOD`, falling back
-// to this source file's location.
-func moduleRoot() (string, error) {
-	if out, err := exec.Command("go", "env", "GOMOD").Output(); err == nil {
-		if mod := strings.TrimSpace(string(out)); mod != "" && mod != os.DevNull {
-			return filepath.Dir(mod), nil
-		}
-	}
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return "", errors.New("cannot locate module root")
-	}
-	return filepath.Join(filepath.Dir(file), "..", ".."), nil
 }
 
 // Main runs the tests, removes what this process created in Docker and exits.

@@ -1,0 +1,133 @@
+// Package dockerbuild builds images through the Docker Engine API without a
+// registry: a tar build context sent to the engine's image build, and a
+// static Go program of this module packed into a FROM scratch image (the
+// test app that integration tests and the bench run in containers).
+package dockerbuild
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/client"
+)
+
+// Build builds tag from a tar build context with a Dockerfile at its root,
+// labelled with labels, and waits for the build to finish. A failed build
+// answers 200 with the error in its message stream; Build returns it.
+func Build(ctx context.Context, cli *client.Client, tag string, buildContext []byte, labels map[string]string) error {
+	resp, err := cli.ImageBuild(ctx, bytes.NewReader(buildContext), build.ImageBuildOptions{
+		Tags:        []string{tag},
+		Remove:      true,
+		ForceRemove: true,
+		Labels:      labels,
+	})
+	if err != nil {
+		return fmt.Errorf("build %s: %w", tag, err)
+	}
+	defer resp.Body.Close()
+	if err := ReadStream(resp.Body); err != nil {
+		return fmt.Errorf("build %s: %w", tag, err)
+	}
+	return nil
+}
+
+// ReadStream reads a build's JSON message stream to its end and returns the
+// first error message in it.
+func ReadStream(r io.Reader) error {
+	dec := json.NewDecoder(r)
+	for {
+		var msg struct {
+			Error       string `json:"error"`
+			ErrorDetail *struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+		}
+		err := dec.Decode(&msg)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read build output: %w", err)
+		}
+		if msg.ErrorDetail != nil && msg.ErrorDetail.Message != "" {
+			return errors.New(msg.ErrorDetail.Message)
+		}
+		if msg.Error != "" {
+			return errors.New(msg.Error)
+		}
+	}
+}
+
+// GoProgram builds the module's package pkg (e.g. "./testdata/testapp")
+// statically and packs it into a FROM scratch image tag that runs it and
+// exposes port.
+func GoProgram(ctx context.Context, cli *client.Client, pkg, tag string, port int, labels map[string]string) error {
+	root, err := ModuleRoot()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "previewgate-build")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	name := filepath.Base(pkg)
+	bin := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+	}
+	exe, err := os.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	dockerfile := fmt.Sprintf("FROM scratch\nCOPY %s /%s\nEXPOSE %d\nENTRYPOINT [\"/%s\"]\n", name, name, port, name)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range []struct {
+		name string
+		mode int64
+		data []byte
+	}{
+		{"Dockerfile", 0o644, []byte(dockerfile)},
+		{name, 0o755, exe},
+	} {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data))}); err != nil {
+			return err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return Build(ctx, cli, tag, buf.Bytes(), labels)
+}
+
+// ModuleRoot is the directory of this module's go.mod.
+func ModuleRoot() (string, error) {
+	if out, err := exec.Command("go", "env", "GOMOD").Output(); err == nil {
+		if mod := strings.TrimSpace(string(out)); mod != "" && mod != os.DevNull {
+			return filepath.Dir(mod), nil
+		}
+	}
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("cannot locate the previewgate module root (run from inside it)")
+	}
+	return filepath.Join(filepath.Dir(file), "..", ".."), nil
+}
