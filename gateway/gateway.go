@@ -247,6 +247,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table) (label
 	// Releases owed when the connection ends: for an upgrade, when its
 	// socket closes, after ServeHTTP returned.
 	var cl closers
+	handedOff := false // the proxy owns cl from then on
+	defer func() {
+		if !handedOff {
+			cl.run()
+		}
+	}()
 	if isUpgrade(r) {
 		release, herr := g.limit.openSocket(r, t, rt.sandbox)
 		if herr != nil {
@@ -256,6 +262,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table) (label
 		cl = append(cl, release)
 	}
 	if rt.upstream != nil {
+		handedOff = true
 		g.proxy.serve(w, r, &target{url: rt.upstream, verifier: t.verifier, rewriteHost: true}, cl)
 		return label, true
 	}
@@ -269,7 +276,6 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table) (label
 	}
 	ep, err := g.ensure(r, t, rt.sandbox, tpl, sub)
 	if err != nil {
-		cl.run()
 		g.fail(w, r, ensureError(r.Context(), err))
 		return
 	}
@@ -279,6 +285,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table) (label
 		cl = append(cl, g.sb.Hold(id))
 	}
 	cl = append(cl, func() { g.sb.Touch(id) })
+	handedOff = true
 	g.proxy.serve(w, r, &target{sandbox: id, addr: ep.Addr, tpl: tpl,
 		verifier: t.verifier, rewriteHost: tpl.HostHeader == config.HostRewrite}, cl)
 	return label, true

@@ -402,3 +402,38 @@ func TestSSEStreamsBeforeEnd(t *testing.T) {
 		t.Fatal("first SSE event not delivered before the stream ended")
 	}
 }
+
+// TestFailedUpgradeReleasesSocketSlot: an upgrade that never reaches the
+// app (here: the sandbox does not become ready) gives its WebSocket slot
+// back, so the next attempt is not refused as over the cap.
+func TestFailedUpgradeReleasesSocketSlot(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		edit func(*config.Config)
+		err  error
+		want int
+	}{
+		{"not ready", nil, sandboxmgr.ErrNotReady, http.StatusGatewayTimeout},
+		{"no template", func(c *config.Config) { c.DefaultTemplate = "" }, nil, http.StatusServiceUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := testConfig()
+			cfg.Limits.WebSocketsPerSandbox = 1
+			if tc.edit != nil {
+				tc.edit(cfg)
+			}
+			_, srv := startGateway(t, cfg, &fakeSandboxes{err: tc.err, addrs: []string{deadAddr(t)}})
+			tok := mintFor(t, cfg, "abc", time.Minute)
+			for i := range 3 {
+				resp := request(t, srv, "GET", "sandbox-abc."+testDomain, "/ws", tok,
+					"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13",
+					"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+				if resp.StatusCode != tc.want {
+					t.Fatalf("attempt %d: got %d, want %d (a 429 means an earlier attempt kept its slot)", i, resp.StatusCode, tc.want)
+				}
+			}
+		})
+	}
+}
