@@ -225,13 +225,18 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		TLS: cfg.TLS, Domains: cfg.Domains, DataDir: cfg.DataDir,
 		HTTPAddr: cfg.Listen.HTTP, HTTPSAddr: cfg.Listen.HTTPS,
 		OnEvent: gw.CertEvent,
-		Decide: certs.SandboxHostDecider(cfg.Domains, func() []string {
-			var hosts []string
-			for _, r := range store.Load().Routes {
-				hosts = append(hosts, r.Host)
-			}
-			return hosts
-		}),
+		// The live config decides, so domains and routes added by a reload
+		// get certificates too.
+		Decide: func(host string) bool {
+			c := store.Load()
+			return certs.SandboxHostDecider(c.Domains, func() []string {
+				hosts := make([]string, 0, len(c.Routes))
+				for _, r := range c.Routes {
+					hosts = append(hosts, r.Host)
+				}
+				return hosts
+			})(host)
+		},
 	}, log.With("component", "certs"))
 	if err != nil {
 		return err
@@ -240,7 +245,13 @@ func serve(args []string, stdout, stderr io.Writer) error {
 
 	var replace func([]byte) ([]string, error)
 	if !dev {
-		w, err := config.NewWatcher(config.WatcherConfig{Path: cfg.Path, Store: store, Apply: gw.Apply,
+		w, err := config.NewWatcher(config.WatcherConfig{Path: cfg.Path, Store: store, Apply: func(c *config.Config) error {
+			if err := gw.Apply(c); err != nil {
+				return err
+			}
+			mgr.SetMaxRunning(c.Limits.MaxRunning)
+			return nil
+		},
 			OnResult: gw.ReloadResult}, log.With("component", "config"))
 		if err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -325,5 +326,20 @@ func TestWriteFile(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 2 {
 		t.Errorf("got %d files, want 2 (no temp files left)", len(entries))
+	}
+}
+
+// TestRestartNeededLimits: the limits the sandbox manager and the listeners
+// take at start are reported, not silently ignored; max_running is live.
+func TestRestartNeededLimits(t *testing.T) {
+	old := Default()
+	next := Default()
+	next.Limits.MaxConcurrentStarts = 9
+	next.Limits.ReadHeaderTimeout = Duration(time.Second)
+	next.Limits.MaxRunning = 7
+	got := RestartNeeded(old, next)
+	want := []string{"limits.max_concurrent_starts", "limits.read_header_timeout"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
 	}
 }

@@ -60,6 +60,13 @@ var restartOnly = []struct {
 	{"tls.key_file", func(c *Config) any { return &c.TLS.KeyFile }},
 	{"log.level", func(c *Config) any { return &c.Log.Level }},
 	{"log.format", func(c *Config) any { return &c.Log.Format }},
+	// The sandbox manager and the listeners take these when they start.
+	{"limits.max_concurrent_starts", func(c *Config) any { return &c.Limits.MaxConcurrentStarts }},
+	{"limits.start_queue", func(c *Config) any { return &c.Limits.StartQueue }},
+	{"limits.start_queue_timeout", func(c *Config) any { return &c.Limits.StartQueueTimeout }},
+	{"limits.max_header_bytes", func(c *Config) any { return &c.Limits.MaxHeaderBytes }},
+	{"limits.read_header_timeout", func(c *Config) any { return &c.Limits.ReadHeaderTimeout }},
+	{"limits.idle_timeout", func(c *Config) any { return &c.Limits.IdleConnTimeout }},
 }
 
 // RestartNeeded lists the settings that differ between old and new but only

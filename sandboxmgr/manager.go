@@ -169,6 +169,7 @@ type Manager struct {
 	slots   chan struct{}      // start/create slots (MaxConcurrentStarts)
 	// startsInFlight counts held start slots; peakStarts is its maximum.
 	startsInFlight, peakStarts atomic.Int64
+	maxRunning                 atomic.Int64  // Config.MaxRunning, changeable live
 	queued                     chan struct{} // waiting for a slot (StartQueue)
 
 	ctx    context.Context // canceled by Close; wakes derive from it
@@ -203,7 +204,7 @@ func newManager(cfg Config, log *slog.Logger, eng engine) *Manager {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Manager{
+	m := &Manager{
 		cfg:       cfg,
 		log:       log,
 		eng:       eng,
@@ -217,6 +218,8 @@ func newManager(cfg Config, log *slog.Logger, eng engine) *Manager {
 		pool:      newPoolState(),
 		born:      time.Now(),
 	}
+	m.maxRunning.Store(int64(cfg.MaxRunning))
+	return m
 }
 
 // Start reconciles with Docker (adopts managed containers, ensures the
@@ -479,4 +482,13 @@ func (m *Manager) States() map[string]int {
 		out[st]++
 	}
 	return out
+}
+
+// SetMaxRunning changes the cap on running sandboxes (a config reload).
+// Running sandboxes above a lowered cap keep running; new starts wait
+// until there is room.
+func (m *Manager) SetMaxRunning(n int) {
+	if n > 0 {
+		m.maxRunning.Store(int64(n))
+	}
 }

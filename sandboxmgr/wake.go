@@ -383,7 +383,7 @@ func (m *Manager) acquireStart(ctx context.Context) (release func(), err error) 
 			return nil, err
 		}
 		if !m.reserve() {
-			return nil, fmt.Errorf("%w: %d sandboxes running or starting", ErrCapacity, m.cfg.MaxRunning)
+			return nil, fmt.Errorf("%w: %d sandboxes running or starting", ErrCapacity, m.maxRunning.Load())
 		}
 	}
 	unreserve := func() {
@@ -429,7 +429,7 @@ func (m *Manager) acquireStart(ctx context.Context) (release func(), err error) 
 func (m *Manager) reserve() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.runningLocked()+m.reserved >= m.cfg.MaxRunning {
+	if int64(m.runningLocked()+m.reserved) >= m.maxRunning.Load() {
 		return false
 	}
 	m.reserved++
