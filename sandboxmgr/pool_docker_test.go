@@ -31,7 +31,7 @@ func (e *env) poolContainers(t *testing.T, scope, template string) []container.S
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -50,6 +50,10 @@ func TestDockerWarmPool(t *testing.T) {
 	e.cfg.Labels["previewgate.test.case"] = scope // pool containers of this test only
 	tpl := testTemplate(t, nil)
 	tpl.Pool = 2
+	// The test app listens within milliseconds. A pool container that is
+	// not reachable by then is replaced by the next fill: seen rarely here,
+	// a fresh container whose address times out (Docker, not the app).
+	tpl.Ready.Timeout = config.Duration(5 * time.Second)
 	e.cfg.ListTemplates = func() []*config.Template { return []*config.Template{tpl} }
 	e.cfg.Templates = func(string) *config.Template { return tpl }
 	e.cfg.PoolEvery = 100 * time.Millisecond
