@@ -37,9 +37,13 @@ func targetFrom(ctx context.Context) *target {
 
 // proxy is the one reverse proxy with its one shared transport.
 type proxy struct {
-	g  *Gateway
-	rp *httputil.ReverseProxy
-	tr *http.Transport
+	g    *Gateway
+	rp   *httputil.ReverseProxy
+	tr   *http.Transport
+	lean *leanTransport
+	// noDirect sends everything through ReverseProxy (tests compare the
+	// two paths).
+	noDirect bool
 }
 
 func newProxy(g *Gateway) *proxy {
@@ -54,10 +58,10 @@ func newProxy(g *Gateway) *proxy {
 		WriteBufferSize:       32 << 10,
 		ReadBufferSize:        32 << 10,
 	}
-	p := &proxy{g: g, tr: tr}
+	p := &proxy{g: g, tr: tr, lean: newLeanTransport(tr, dialer)}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:      p.rewrite,
-		Transport:    &retryTransport{base: newLeanTransport(tr, dialer), g: g},
+		Transport:    &retryTransport{base: p.lean, g: g},
 		BufferPool:   newBufferPool(),
 		ErrorHandler: p.errorHandler,
 		ErrorLog:     log.New(slogWriter{g.log}, "", 0),
@@ -73,6 +77,9 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, t *target, cl clos
 		return
 	}
 	defer cl.run()
+	if !p.noDirect && p.serveDirect(w, r, t) {
+		return
+	}
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
 }
 

@@ -1,0 +1,82 @@
+package gateway
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/previewgate/previewgate/auth"
+)
+
+// TestDirectMatchesReverseProxy sends the same requests through the direct
+// path and through httputil.ReverseProxy and compares what the app sees
+// and what the client gets back: the shortcut must keep ReverseProxy's
+// semantics (hop-by-hop headers, X-Forwarded-*, token stripping, Host).
+func TestDirectMatchesReverseProxy(t *testing.T) {
+	t.Parallel()
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header.Clone()
+		w.Header().Set("Connection", "X-Drop-Me")
+		w.Header().Set("X-Drop-Me", "1")
+		w.Header().Set("Keep-Alive", "timeout=5")
+		w.Header().Set("X-App", "yes")
+		w.Header().Add("Set-Cookie", "a=1")
+		w.Header().Add("Set-Cookie", "b=2")
+		if r.URL.Path == "/trailer" {
+			w.Header().Set("Trailer", "X-Sum")
+		}
+		json.NewEncoder(w).Encode(map[string]any{"host": r.Host, "uri": r.RequestURI, "headers": h, "method": r.Method})
+		if r.URL.Path == "/trailer" {
+			w.Header().Set("X-Sum", "42")
+		}
+	}))
+	defer app.Close()
+	cfg := testConfig()
+	tok := mintFor(t, cfg, "abc", time.Minute)
+	run := func(noDirect bool, method, path string, hdr ...string) (int, http.Header, string) {
+		g, srv := startGateway(t, cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}})
+		g.proxy.noDirect = noDirect
+		hdr = append(hdr, "X-Request-Id", "same-in-both") // else ids differ per gateway
+		resp := request(t, srv, method, "sandbox-abc."+testDomain, path, "", hdr...)
+		body, _ := io.ReadAll(resp.Body)
+		h := resp.Header.Clone()
+		for _, k := range []string{"Date"} {
+			h.Del(k)
+		}
+		for k, v := range resp.Trailer {
+			h["Trailer-"+k] = v
+		}
+		return resp.StatusCode, h, string(body)
+	}
+	cases := []struct {
+		name, method, path string
+		hdr                []string
+	}{
+		{"bearer and hop-by-hop", "GET", "/a/b%20c?x=1&access_token=" + tok + "&y=2", []string{
+			"Authorization", "Bearer " + tok, "Connection", "X-Hop", "X-Hop", "1", "Te", "trailers",
+			"X-Forwarded-For", "6.6.6.6", "Forwarded", "for=6.6.6.6", "X-Custom", "kept",
+			"Referer", "https://app.example/p?access_token=" + tok + "&q=1"}},
+		{"cookie among others", "GET", "/", []string{
+			"Cookie", "theme=dark; " + auth.DefaultCookieName + "=" + tok + "; lang=en", "Accept", "text/css"}},
+		{"app bearer kept", "GET", "/", []string{
+			"Cookie", auth.DefaultCookieName + "=" + tok, "Authorization", "Bearer app-own-token"}},
+		{"head", "HEAD", "/", []string{"Authorization", "Bearer " + tok}},
+		{"trailer", "GET", "/trailer", []string{"Authorization", "Bearer " + tok}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ds, dh, db := run(false, tc.method, tc.path, tc.hdr...)
+			rs, rh, rb := run(true, tc.method, tc.path, tc.hdr...)
+			if ds != rs || db != rb {
+				t.Errorf("direct %d %s\nreverse proxy %d %s", ds, db, rs, rb)
+			}
+			if !reflect.DeepEqual(dh, rh) {
+				t.Errorf("response headers differ:\ndirect        %v\nreverse proxy %v", dh, rh)
+			}
+		})
+	}
+}
