@@ -225,18 +225,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		TLS: cfg.TLS, Domains: cfg.Domains, DataDir: cfg.DataDir,
 		HTTPAddr: cfg.Listen.HTTP, HTTPSAddr: cfg.Listen.HTTPS,
 		OnEvent: gw.CertEvent,
-		// The live config decides, so domains and routes added by a reload
-		// get certificates too.
-		Decide: func(host string) bool {
-			c := store.Load()
-			return certs.SandboxHostDecider(c.Domains, func() []string {
-				hosts := make([]string, 0, len(c.Routes))
-				for _, r := range c.Routes {
-					hosts = append(hosts, r.Host)
-				}
-				return hosts
-			})(host)
-		},
+		// The gateway's live route table decides, so domains and routes
+		// added by a reload get certificates too.
+		Decide: gw.Serves,
 	}, log.With("component", "certs"))
 	if err != nil {
 		return err

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -25,21 +24,14 @@ func (p *proxy) serveDirect(w http.ResponseWriter, r *http.Request, t *target) b
 		len(r.TransferEncoding) > 0 || r.Header.Get("Expect") != "" || r.Header.Get("Upgrade") != "" {
 		return false
 	}
-	lt := p.lean
 	ctx := r.Context()
 	for attempt := 0; ; attempt++ {
-		c, reused, err := lt.get(ctx, t.addr)
+		c, reused, err := p.pool.get(ctx, t.addr)
 		if err != nil {
 			if attempt == 0 && isDialError(err) {
-				// The container died or moved: ask again once.
-				p.g.sb.Forget(t.sandbox, t.addr)
-				ep, eerr := p.g.sb.Ensure(ctx, t.sandbox, t.tpl)
-				if eerr != nil {
-					p.errorHandler(w, r, ensureError(ctx, fmt.Errorf("re-ensure after dial failure: %w", eerr)))
-					return true
+				if err = p.reensure(ctx, t); err == nil {
+					continue
 				}
-				t.addr = ep.Addr
-				continue
 			}
 			p.errorHandler(w, r, err)
 			return true
@@ -86,9 +78,9 @@ func (p *proxy) directExchange(c *leanConn, r *http.Request, t *target) (*http.R
 		bw.WriteString(r.Host)
 	}
 	bw.WriteString("\r\n")
-	connTokens := r.Header["Connection"]
+	conn := connectionTokens(r.Header)
 	for k, vv := range r.Header {
-		if hopByHop(k, connTokens) || k == "Forwarded" || strings.HasPrefix(k, "X-Forwarded-") {
+		if hopByHop(k, conn) || forwardedHeader(k) {
 			continue
 		}
 		if sv, ok := stripped[k]; ok {
@@ -163,34 +155,12 @@ func idempotent(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
 }
 
-// hopByHop reports headers that belong to one connection, not the message.
-func hopByHop(k string, connTokens []string) bool {
-	switch k {
-	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
-		"Te", "Trailer", "Transfer-Encoding", "Upgrade":
-		return true
-	}
-	for _, line := range connTokens {
-		for _, tok := range strings.Split(line, ",") {
-			if http.CanonicalHeaderKey(strings.TrimSpace(tok)) == k {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // copyDirectResponse sends resp to the client and returns the connection
 // to the pool when the body was read to its end.
 func (p *proxy) copyDirectResponse(w http.ResponseWriter, resp *http.Response, c *leanConn, stop func() bool) {
 	reuse := !resp.Close
 	h := w.Header()
-	connTokens := resp.Header["Connection"]
-	for k, vv := range resp.Header {
-		if !hopByHop(k, connTokens) {
-			h[k] = vv
-		}
-	}
+	copyEndToEnd(h, resp.Header)
 	if len(resp.Trailer) > 0 {
 		names := make([]string, 0, len(resp.Trailer))
 		for k := range resp.Trailer {
@@ -221,7 +191,7 @@ func (p *proxy) copyDirectResponse(w http.ResponseWriter, resp *http.Response, c
 		}
 		return
 	}
-	p.lean.put(c)
+	p.pool.put(c)
 }
 
 func copyBody(dst io.Writer, src io.Reader, buf []byte, flush func() error) error {

@@ -171,6 +171,8 @@ func (g *Gateway) Close() {
 		g.log.Info("closed websockets with 1001 (going away)", "count", n)
 	}
 	g.upgrades.Wait()
+	g.proxy.pool.closeIdle()
+	g.proxy.tr.CloseIdleConnections()
 	if t := g.table.Load(); t != nil && t.verifier != nil {
 		t.verifier.Close()
 	}

@@ -437,3 +437,52 @@ func TestFailedUpgradeReleasesSocketSlot(t *testing.T) {
 		})
 	}
 }
+
+func TestServes(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.Routes = []config.Route{{Host: "docs.example.test", Upstream: "http://127.0.0.1:1"}}
+	g, err := New(cfg, &fakeSandboxes{}, Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for host, want := range map[string]bool{
+		"sandbox-abc." + testDomain: true, "docs.example.test": true, "DOCS.example.test": true,
+		"evil.example": false, "sandbox-Bad_." + testDomain: false, testDomain: false,
+		"x.sandbox-abc." + testDomain: false, "sandbox-\u212abc." + testDomain: false,
+	} {
+		if got := g.Serves(host); got != want {
+			t.Errorf("Serves(%q): got %v, want %v", host, got, want)
+		}
+	}
+}
+
+// FuzzServes: host parsing never panics, and whatever it accepts is a route
+// host or sandbox-<valid id>.<domain>.
+func FuzzServes(f *testing.F) {
+	for _, s := range []string{"sandbox-abc." + testDomain, "docs.example.test:443", "[::1]:80", "sandbox-." + testDomain,
+		"SANDBOX-A." + testDomain + ".", "sandbox-a.b." + testDomain, ":", "", "\u212a"} {
+		f.Add(s)
+	}
+	cfg := testConfig()
+	cfg.Routes = []config.Route{{Host: "docs.example.test", Upstream: "http://127.0.0.1:1"}}
+	g, err := New(cfg, &fakeSandboxes{}, Options{}, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, host string) {
+		if !g.Serves(host) {
+			return
+		}
+		h := hostname(host)
+		if h == "docs.example.test" {
+			return
+		}
+		id, ok := strings.CutSuffix(h, "."+testDomain)
+		id, ok2 := strings.CutPrefix(id, sandboxPrefix)
+		if !ok || !ok2 || !config.ValidID(id) {
+			t.Fatalf("Serves(%q) accepted %q", host, h)
+		}
+	})
+}

@@ -45,3 +45,18 @@ func (t *table) resolve(host string) (route, *httpError) {
 	return route{}, &httpError{Status: http.StatusNotFound, Code: "unknown_host",
 		Msg: "This host is not a preview served here."}
 }
+
+// Serves reports whether host is one the gateway answers for: a configured
+// route or sandbox-<valid id>.<domain> of the live config. It is the
+// on-demand TLS decision: no certificate is requested for anything else.
+// Non-ASCII names are refused before any case folding (the Kelvin sign
+// lower-cases to "k").
+func (g *Gateway) Serves(host string) bool {
+	for i := 0; i < len(host); i++ {
+		if host[i] >= 0x80 {
+			return false
+		}
+	}
+	_, herr := g.table.Load().resolve(host)
+	return herr == nil
+}

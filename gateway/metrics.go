@@ -56,19 +56,8 @@ func newMetrics() *metrics {
 		Help: "Open proxied WebSocket connections."})
 	m.certEvents = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "previewgate_certificate_events_total",
 		Help: "Certificate events (obtained, renewed, failed)."}, []string{"event"})
-	sandboxes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "previewgate_sandboxes_known",
-		Help: "Sandboxes known to the gateway's cache."}, func() float64 {
-		if m.sandboxesFn == nil {
-			return 0
-		}
-		n := 0
-		for _, c := range m.sandboxesFn() {
-			n += c
-		}
-		return float64(n)
-	})
 	m.reg.MustRegister(m.requests, m.proxyTime, m.rejections, m.reloads, m.authFails, m.coldStarts, m.coldTime,
-		m.websockets, m.certEvents, sandboxes, &stateCollector{m: m},
+		m.websockets, m.certEvents, &stateCollector{m: m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{"success", "failure"} {
 		m.reloads.WithLabelValues(r)

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,7 +27,6 @@ type target struct {
 	tpl         *config.Template
 	verifier    *auth.Verifier
 	rewriteHost bool
-	retried     bool
 }
 
 type targetKey struct{}
@@ -40,7 +41,7 @@ type proxy struct {
 	g    *Gateway
 	rp   *httputil.ReverseProxy
 	tr   *http.Transport
-	lean *leanTransport
+	pool *connPool
 	// noDirect sends everything through ReverseProxy (tests compare the
 	// two paths).
 	noDirect bool
@@ -58,10 +59,10 @@ func newProxy(g *Gateway) *proxy {
 		WriteBufferSize:       32 << 10,
 		ReadBufferSize:        32 << 10,
 	}
-	p := &proxy{g: g, tr: tr, lean: newLeanTransport(tr, dialer)}
+	p := &proxy{g: g, tr: tr, pool: newConnPool(dialer, tr.MaxIdleConnsPerHost, tr.IdleConnTimeout)}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:      p.rewrite,
-		Transport:    &retryTransport{base: p.lean, g: g},
+		Transport:    tr,
 		BufferPool:   newBufferPool(),
 		ErrorHandler: p.errorHandler,
 		ErrorLog:     log.New(slogWriter{g.log}, "", 0),
@@ -130,50 +131,23 @@ func isTimeout(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
-// retryTransport re-runs Ensure once when dialing a sandbox fails (its
-// container died or was replaced) and retries idempotent, bodiless requests.
-type retryTransport struct {
-	base http.RoundTripper
-	g    *Gateway
-}
-
-func (rt *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := rt.base.RoundTrip(req)
-	if err == nil {
-		return resp, nil
+// reensure is the answer to a failed dial to a sandbox: its container
+// died or moved. It drops the cached endpoint, runs Ensure again and points
+// t at the new address; the error is ready for errorHandler.
+func (p *proxy) reensure(ctx context.Context, t *target) error {
+	p.g.sb.Forget(t.sandbox, t.addr)
+	ep, err := p.g.sb.Ensure(ctx, t.sandbox, t.tpl)
+	if err != nil {
+		return ensureError(ctx, fmt.Errorf("re-ensure after dial failure: %w", err))
 	}
-	t := targetFrom(req.Context())
-	if t == nil || t.sandbox == "" || t.retried || !isDialError(err) || !retryable(req) {
-		return nil, err
-	}
-	t.retried = true
-	rt.g.sb.Forget(t.sandbox, t.addr)
-	ep, eerr := rt.g.sb.Ensure(req.Context(), t.sandbox, t.tpl)
-	if eerr != nil {
-		return nil, ensureError(req.Context(), fmt.Errorf("re-ensure after dial failure: %w", eerr))
-	}
-	rt.g.log.InfoContext(req.Context(), "sandbox endpoint changed, retrying", "sandbox", t.sandbox,
-		"old", t.addr, "new", ep.Addr)
-	out := req.Clone(req.Context())
-	if out.Host == t.addr {
-		out.Host = ep.Addr
-	}
-	out.URL.Host = ep.Addr
+	p.g.log.InfoContext(ctx, "sandbox endpoint changed, retrying", "sandbox", t.sandbox, "old", t.addr, "new", ep.Addr)
 	t.addr = ep.Addr
-	return rt.base.RoundTrip(out)
+	return nil
 }
 
 func isDialError(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
-}
-
-func retryable(r *http.Request) bool {
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return r.Body == nil || r.Body == http.NoBody
-	}
-	return false
 }
 
 // bufferPool recycles the reverse proxy's copy buffers. It pools array
@@ -200,4 +174,49 @@ type slogWriter struct{ l *slog.Logger }
 func (s slogWriter) Write(p []byte) (int, error) {
 	s.l.Warn("proxy", "msg", string(p))
 	return len(p), nil
+}
+
+// connectionTokens lists, canonicalized, the headers that h's Connection
+// header marks as hop-by-hop (computed once per message, not per header).
+func connectionTokens(h http.Header) []string {
+	var out []string
+	for _, line := range h["Connection"] {
+		for _, tok := range strings.Split(line, ",") {
+			if tok = strings.TrimSpace(tok); tok != "" {
+				out = append(out, http.CanonicalHeaderKey(tok))
+			}
+		}
+	}
+	return out
+}
+
+// hopByHop reports headers that belong to one connection, not the message
+// (RFC 9110 7.6.1), given the message's connectionTokens.
+func hopByHop(k string, conn []string) bool {
+	switch k {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return slices.Contains(conn, k)
+}
+
+// forwardedHeader reports the client-sent forwarding headers the gateway
+// replaces with its own.
+func forwardedHeader(k string) bool {
+	switch k {
+	case "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto":
+		return true
+	}
+	return false
+}
+
+// copyEndToEnd copies src's end-to-end headers into dst.
+func copyEndToEnd(dst, src http.Header) {
+	conn := connectionTokens(src)
+	for k, vv := range src {
+		if !hopByHop(k, conn) {
+			dst[k] = vv
+		}
+	}
 }

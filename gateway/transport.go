@@ -3,24 +3,18 @@ package gateway
 import (
 	"bufio"
 	"context"
-	"errors"
-	"io"
 	"net"
-	"net/http"
 	"sync"
 	"time"
 )
 
-// leanTransport is the HTTP/1.1 client for bodiless requests to sandboxes
-// (#9): the request is written and the response read on the calling
-// goroutine over a pooled keep-alive connection. http.Transport hands every
-// request and response across its per-connection read and write
-// goroutines; on a small proxied response that handoff costs more than the
-// proxying. Anything else (request bodies, Expect, upgrades, fixed
-// upstreams, HTTPS) goes to the standard transport, so its semantics stay
-// those of net/http.
-type leanTransport struct {
-	std         *http.Transport
+// connPool keeps HTTP/1.1 keep-alive connections to sandbox endpoints for
+// the direct path (direct.go), which writes requests and reads responses
+// on the handler's goroutine (#9): http.Transport hands every request and
+// response across its per-connection read and write goroutines, which on
+// the small responses dev servers mostly serve costs more than the
+// proxying itself.
+type connPool struct {
 	dialer      *net.Dialer
 	maxIdle     int           // idle connections kept per address
 	idleTimeout time.Duration // an idle connection older than this is closed
@@ -38,71 +32,12 @@ type leanConn struct {
 	idleAt time.Time
 }
 
-func newLeanTransport(std *http.Transport, dialer *net.Dialer) *leanTransport {
-	return &leanTransport{std: std, dialer: dialer, maxIdle: std.MaxIdleConnsPerHost,
-		idleTimeout: std.IdleConnTimeout, idle: make(map[string][]*leanConn)}
+func newConnPool(dialer *net.Dialer, maxIdle int, idleTimeout time.Duration) *connPool {
+	return &connPool{dialer: dialer, maxIdle: maxIdle, idleTimeout: idleTimeout, idle: make(map[string][]*leanConn)}
 }
 
-// lean reports whether req can take the lean path.
-func lean(req *http.Request) bool {
-	return req.URL.Scheme == "http" && (req.Body == nil || req.Body == http.NoBody) &&
-		req.ContentLength == 0 && len(req.TransferEncoding) == 0 &&
-		req.Header.Get("Expect") == "" && req.Header.Get("Upgrade") == ""
-}
-
-func (t *leanTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if !lean(req) {
-		return t.std.RoundTrip(req)
-	}
-	ctx := req.Context()
-	for attempt := 0; ; attempt++ {
-		c, reused, err := t.get(ctx, req.URL.Host)
-		if err != nil {
-			return nil, err
-		}
-		// A cancelled request (client gone) unblocks the read at once.
-		stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Unix(1, 0)) })
-		resp, err := c.exchange(req)
-		if err != nil {
-			stop()
-			c.conn.Close()
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			// A kept-alive connection the app closed meanwhile: the request
-			// had no body, so sending it again on a new one is safe.
-			if reused && attempt == 0 {
-				continue
-			}
-			return nil, err
-		}
-		resp.Body = &leanBody{body: resp.Body, c: c, t: t, stop: stop, reuse: !resp.Close && !req.Close,
-			eof: resp.Body == http.NoBody}
-		return resp, nil
-	}
-}
-
-// exchange writes req and reads its response, skipping 1xx interim answers.
-func (c *leanConn) exchange(req *http.Request) (*http.Response, error) {
-	if err := req.Write(c.bw); err != nil {
-		return nil, err
-	}
-	if err := c.bw.Flush(); err != nil {
-		return nil, err
-	}
-	for {
-		resp, err := http.ReadResponse(c.br, req)
-		if err != nil {
-			return nil, err
-		}
-		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
-			return resp, nil
-		}
-	}
-}
-
-// get returns an idle connection to addr, or dials one.
-func (t *leanTransport) get(ctx context.Context, addr string) (*leanConn, bool, error) {
+// get returns an idle connection to addr (reused: true), or dials one.
+func (t *connPool) get(ctx context.Context, addr string) (c *leanConn, reused bool, err error) {
 	now := time.Now()
 	t.mu.Lock()
 	for list := t.idle[addr]; len(list) > 0; list = t.idle[addr] {
@@ -126,7 +61,7 @@ func (t *leanTransport) get(ctx context.Context, addr string) (*leanConn, bool, 
 
 // put keeps c for reuse, and now and then closes connections idle too long
 // (their sandbox may be gone), so no background goroutine is needed.
-func (t *leanTransport) put(c *leanConn) {
+func (t *connPool) put(c *leanConn) {
 	now := time.Now()
 	c.idleAt = now
 	var stale []*leanConn
@@ -162,8 +97,8 @@ func (t *leanTransport) put(c *leanConn) {
 	}
 }
 
-// CloseIdleConnections closes every idle connection.
-func (t *leanTransport) CloseIdleConnections() {
+// closeIdle closes every idle connection.
+func (t *connPool) closeIdle() {
 	t.mu.Lock()
 	idle := t.idle
 	t.idle = make(map[string][]*leanConn)
@@ -173,40 +108,4 @@ func (t *leanTransport) CloseIdleConnections() {
 			c.conn.Close()
 		}
 	}
-	t.std.CloseIdleConnections()
-}
-
-// leanBody returns its connection to the pool once the response was read
-// to its end, and closes it otherwise.
-type leanBody struct {
-	body  io.ReadCloser
-	c     *leanConn
-	t     *leanTransport
-	stop  func() bool
-	reuse bool
-	eof   bool
-	done  bool
-}
-
-func (b *leanBody) Read(p []byte) (int, error) {
-	n, err := b.body.Read(p)
-	if errors.Is(err, io.EOF) {
-		b.eof = true
-	}
-	return n, err
-}
-
-func (b *leanBody) Close() error {
-	if b.done {
-		return nil
-	}
-	b.done = true
-	err := b.body.Close()
-	// The deadline func must not fire on a connection back in the pool.
-	if b.stop() && b.eof && b.reuse && err == nil {
-		b.t.put(b.c)
-		return nil
-	}
-	b.c.conn.Close()
-	return err
 }

@@ -14,33 +14,22 @@ import (
 	"time"
 )
 
-func newTestLean(t *testing.T) *leanTransport {
+// directGet sends method path for sandbox abc through a gateway whose
+// sandbox lives at addr, over the direct path and its connection pool.
+func directGet(t *testing.T, srv *httptest.Server, tok, method, path string) (*http.Response, string) {
 	t.Helper()
-	d := &net.Dialer{Timeout: time.Second}
-	lt := newLeanTransport(&http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute}, d)
-	t.Cleanup(lt.CloseIdleConnections)
-	return lt
-}
-
-func leanGet(t *testing.T, lt *leanTransport, method, url string) (*http.Response, string) {
-	t.Helper()
-	req, _ := http.NewRequest(method, url, nil)
-	resp, err := lt.RoundTrip(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
+	resp := request(t, srv, method, "sandbox-abc."+testDomain, path, tok)
 	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
 	if err != nil {
-		t.Fatalf("read body: %v", err)
+		t.Fatalf("%s %s: read body: %v", method, path, err)
 	}
 	return resp, string(body)
 }
 
-// TestLeanTransportFraming: bodies with a length, chunked, none (HEAD, 204,
-// 304) and until-close all arrive whole, and kept-alive connections are
-// reused only when the response allows it.
-func TestLeanTransportFraming(t *testing.T) {
+// TestDirectFraming: bodies with a length, chunked, none (HEAD, 204, 304),
+// after a 103, and until-close all arrive whole, and the pooled
+// connection is reused only when the response allows it.
+func TestDirectFraming(t *testing.T) {
 	t.Parallel()
 	var conns atomic.Int32
 	app := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -72,7 +61,9 @@ func TestLeanTransportFraming(t *testing.T) {
 	}
 	app.Start()
 	defer app.Close()
-	lt := newTestLean(t)
+	cfg := testConfig()
+	_, srv := startGateway(t, cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}})
+	tok := mintFor(t, cfg, "abc", time.Minute)
 	for _, tc := range []struct {
 		method, path, want string
 		status             int
@@ -85,34 +76,34 @@ func TestLeanTransportFraming(t *testing.T) {
 		{"GET", "/early-hints", "after hints", 200},
 		{"GET", "/len", "hello", 200},
 	} {
-		resp, body := leanGet(t, lt, tc.method, app.URL+tc.path)
+		resp, body := directGet(t, srv, tok, tc.method, tc.path)
 		if resp.StatusCode != tc.status || body != tc.want {
 			t.Fatalf("%s %s: got %d %q, want %d %q", tc.method, tc.path, resp.StatusCode, body, tc.status, tc.want)
 		}
 	}
 	if n := conns.Load(); n != 1 {
-		t.Fatalf("got %d connections for 7 kept-alive exchanges, want 1", n)
+		t.Fatalf("got %d app connections for 7 sequential requests, want 1", n)
 	}
-	if _, body := leanGet(t, lt, "GET", app.URL+"/close"); body != "bye" {
+	if _, body := directGet(t, srv, tok, "GET", "/close"); body != "bye" {
 		t.Fatalf("got %q", body)
 	}
-	leanGet(t, lt, "GET", app.URL+"/len")
+	directGet(t, srv, tok, "GET", "/len")
 	if n := conns.Load(); n != 2 {
-		t.Fatalf("got %d connections, want a new one after Connection: close", n)
+		t.Fatalf("got %d app connections, want a new one after Connection: close", n)
 	}
 }
 
-// TestLeanTransportStaleConn: a pooled connection the app closed meanwhile
-// is replaced transparently.
-func TestLeanTransportStaleConn(t *testing.T) {
+// TestDirectStaleConn: a pooled connection the app closed meanwhile is
+// replaced transparently.
+func TestDirectStaleConn(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	// Each connection answers one request, keeps the connection "alive"
-	// in its headers, then closes it: the next request finds it dead.
+	// Each connection answers one request without saying it will close,
+	// then closes: the next request finds the pooled connection dead.
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -126,18 +117,20 @@ func TestLeanTransportStaleConn(t *testing.T) {
 			}()
 		}
 	}()
-	lt := newTestLean(t)
+	cfg := testConfig()
+	_, srv := startGateway(t, cfg, &fakeSandboxes{addrs: []string{ln.Addr().String()}})
+	tok := mintFor(t, cfg, "abc", time.Minute)
 	for i := range 3 {
-		if _, body := leanGet(t, lt, "GET", "http://"+ln.Addr().String()+"/"); body != "ok" {
-			t.Fatalf("request %d: got %q", i, body)
+		if resp, body := directGet(t, srv, tok, "GET", "/"); resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("request %d: got %d %q", i, resp.StatusCode, body)
 		}
-		time.Sleep(20 * time.Millisecond) // let the server's close land
+		time.Sleep(20 * time.Millisecond) // let the app's close land
 	}
 }
 
-// TestLeanTransportCancel: a request whose client goes away stops waiting
+// TestDirectCancel: when the client goes away, the handler stops waiting
 // for a slow app at once.
-func TestLeanTransportCancel(t *testing.T) {
+func TestDirectCancel(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -145,38 +138,44 @@ func TestLeanTransportCancel(t *testing.T) {
 	}))
 	defer app.Close()
 	defer close(release)
-	lt := newTestLean(t)
+	cfg := testConfig()
+	g, err := New(cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}, Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "GET", app.URL+"/", nil)
-	errc := make(chan error, 1)
+	req := httptest.NewRequestWithContext(ctx, "GET", "http://sandbox-abc."+testDomain+"/", nil)
+	req.Header.Set("Authorization", "Bearer "+mintFor(t, cfg, "abc", time.Minute))
+	done := make(chan struct{})
 	go func() {
-		_, err := lt.RoundTrip(req)
-		errc <- err
+		defer close(done)
+		g.ServeHTTP(httptest.NewRecorder(), req)
 	}()
 	time.Sleep(50 * time.Millisecond)
 	cancel()
 	select {
-	case err := <-errc:
-		if err == nil || !strings.Contains(err.Error(), "canceled") {
-			t.Fatalf("got %v, want context canceled", err)
-		}
+	case <-done:
 	case <-time.After(10 * time.Second):
-		t.Fatal("RoundTrip still waiting after its context was cancelled")
+		t.Fatal("handler still waiting for the app after its client went away")
 	}
 }
 
-// TestLeanTransportFallback: requests with bodies go to the standard
-// transport, bodies intact.
-func TestLeanTransportFallback(t *testing.T) {
+// TestProxyBodiesAndMethods: requests the direct path does not take (a
+// body, a non-idempotent method) go through ReverseProxy intact.
+func TestProxyBodiesAndMethods(t *testing.T) {
 	t.Parallel()
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		fmt.Fprintf(w, "%s %d", r.Method, len(b))
 	}))
 	defer app.Close()
-	lt := newTestLean(t)
-	req, _ := http.NewRequest("POST", app.URL+"/", strings.NewReader(strings.Repeat("x", 100000)))
-	resp, err := lt.RoundTrip(req)
+	cfg := testConfig()
+	_, srv := startGateway(t, cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}})
+	req, _ := http.NewRequest("POST", srv.URL+"/", strings.NewReader(strings.Repeat("x", 100000)))
+	req.Host = "sandbox-abc." + testDomain
+	req.Header.Set("Authorization", "Bearer "+mintFor(t, cfg, "abc", time.Minute))
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

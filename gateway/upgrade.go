@@ -89,7 +89,7 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 	if res.StatusCode != http.StatusSwitchingProtocols {
 		// The app refused the upgrade: pass its answer through.
 		defer res.Body.Close()
-		copyResponseHeader(w.Header(), res.Header)
+		copyEndToEnd(w.Header(), res.Header)
 		w.WriteHeader(res.StatusCode)
 		buf := p.rp.BufferPool.Get()
 		io.CopyBuffer(w, res.Body, buf)
@@ -225,18 +225,11 @@ func upgradeRequest(r *http.Request) *http.Request {
 	out.Body = nil
 	out.ContentLength = 0
 	up := r.Header.Get("Upgrade")
-	for _, f := range out.Header.Values("Connection") {
-		for _, name := range strings.Split(f, ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				out.Header.Del(name)
-			}
+	conn := connectionTokens(out.Header)
+	for k := range out.Header {
+		if hopByHop(k, conn) || forwardedHeader(k) {
+			delete(out.Header, k)
 		}
-	}
-	for _, h := range hopHeaders {
-		out.Header.Del(h)
-	}
-	for _, h := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
-		out.Header.Del(h)
 	}
 	out.Header.Set("Connection", "Upgrade")
 	out.Header.Set("Upgrade", up)
@@ -246,20 +239,8 @@ func upgradeRequest(r *http.Request) *http.Request {
 	return out
 }
 
-var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
-
-func copyResponseHeader(dst, src http.Header) {
-	for _, h := range hopHeaders {
-		src.Del(h)
-	}
-	for k, v := range src {
-		dst[k] = v
-	}
-}
-
 // dialUpgrade connects to the target. A failed dial to a sandbox re-runs
-// Ensure once (its container may have died or moved), like retryTransport.
+// Ensure once (its container may have died or moved).
 func (p *proxy) dialUpgrade(ctx context.Context, out *http.Request, t *target) (net.Conn, error) {
 	d := &net.Dialer{Timeout: 5 * time.Second}
 	if t.url != nil {
@@ -281,15 +262,13 @@ func (p *proxy) dialUpgrade(ctx context.Context, out *http.Request, t *target) (
 	if err == nil || !isDialError(err) {
 		return c, err
 	}
-	p.g.sb.Forget(t.sandbox, t.addr)
-	ep, eerr := p.g.sb.Ensure(ctx, t.sandbox, t.tpl)
-	if eerr != nil {
-		return nil, ensureError(ctx, fmt.Errorf("re-ensure after dial failure: %w", eerr))
+	old := t.addr
+	if err := p.reensure(ctx, t); err != nil {
+		return nil, err
 	}
-	if out.Host == t.addr {
-		out.Host = ep.Addr
+	if out.Host == old {
+		out.Host = t.addr
 	}
-	out.URL.Host = ep.Addr
-	t.addr = ep.Addr
-	return d.DialContext(ctx, "tcp", ep.Addr)
+	out.URL.Host = t.addr
+	return d.DialContext(ctx, "tcp", t.addr)
 }
