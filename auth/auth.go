@@ -176,7 +176,6 @@ type Verifier struct {
 
 	jwks       keyfunc.Keyfunc // nil without jwks_url
 	jwksParser *jwt.Parser
-	jwksClient *http.Client  // nil: http.DefaultClient
 	jwksEvery  time.Duration // min interval between unknown-kid refreshes
 	cancel     context.CancelFunc
 

@@ -3,7 +3,6 @@ package auth
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/MicahParks/keyfunc/v3"
@@ -20,9 +19,6 @@ const (
 	jwksWaitMax         = 5 * time.Second
 )
 
-// withJWKSClient sets the HTTP client for the JWKS (tests).
-func withJWKSClient(c *http.Client) Option { return func(v *Verifier) { v.jwksClient = c } }
-
 // withJWKSRefreshEvery sets the minimum interval between unknown-kid
 // refreshes (tests); zero means no limit.
 func withJWKSRefreshEvery(d time.Duration) Option { return func(v *Verifier) { v.jwksEvery = d } }
@@ -35,7 +31,6 @@ func (v *Verifier) startJWKS(url string) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	log := v.log
 	kf, err := keyfunc.NewDefaultOverrideCtx(ctx, []string{url}, keyfunc.Override{
-		Client:            v.jwksClient,
 		HTTPTimeout:       jwksHTTPTimeout,
 		RateLimitWaitMax:  jwksWaitMax,
 		RefreshInterval:   jwksRefreshInterval,
