@@ -51,12 +51,14 @@ func TestAccessCheckBeforeDocker(t *testing.T) {
 			t.Parallel()
 			sb := &fakeSandboxes{addrs: []string{deadAddr(t)}}
 			_, srv := startGateway(t, cfg, sb)
-			resp := request(t, srv, "GET", "sandbox-abc."+testDomain, "/", tc.token)
+			// A browser navigation: the path that may show the waiting page.
+			resp := request(t, srv, "GET", "sandbox-abc."+testDomain, "/", tc.token,
+				"Sec-Fetch-Mode", "navigate", "Accept", "text/html")
 			if resp.StatusCode != tc.want {
 				t.Fatalf("got %d, want %d", resp.StatusCode, tc.want)
 			}
-			if n := sb.ensures.Load(); n != 0 {
-				t.Fatalf("got %d Ensure calls for a rejected request, want 0", n)
+			if n, m := sb.ensures.Load(), sb.lookups.Load(); n != 0 || m != 0 {
+				t.Fatalf("got %d Ensure and %d lookup calls for a rejected request, want 0", n, m)
 			}
 		})
 	}

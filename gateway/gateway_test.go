@@ -33,6 +33,7 @@ type fakeSandboxes struct {
 	err     error
 	ensures atomic.Int32
 	forgets atomic.Int32
+	lookups atomic.Int32 // Cached, Wake, Progress
 	held    atomic.Int32
 }
 
@@ -57,10 +58,12 @@ func (f *fakeSandboxes) Forget(id, addr string) { f.forgets.Add(1) }
 // Cached reports every sandbox ready, so navigations are proxied (no
 // waiting page) in handler-chain tests.
 func (f *fakeSandboxes) Cached(id string) (sandboxmgr.Endpoint, bool) {
+	f.lookups.Add(1)
 	return sandboxmgr.Endpoint{ID: id}, true
 }
-func (f *fakeSandboxes) Wake(string, *config.Template, sandboxmgr.Options) {}
+func (f *fakeSandboxes) Wake(string, *config.Template, sandboxmgr.Options) { f.lookups.Add(1) }
 func (f *fakeSandboxes) Progress(string) sandboxmgr.Progress {
+	f.lookups.Add(1)
 	return sandboxmgr.Progress{Phase: sandboxmgr.PhaseReady}
 }
 func (f *fakeSandboxes) Touch(id string) {}
@@ -209,8 +212,8 @@ func TestHostRouting(t *testing.T) {
 			if resp.StatusCode != tc.want {
 				t.Fatalf("got %d, want %d", resp.StatusCode, tc.want)
 			}
-			if tc.want != 200 && sb.ensures.Load() != 0 {
-				t.Fatalf("got %d Ensure calls for a rejected host, want 0", sb.ensures.Load())
+			if tc.want != 200 && sb.ensures.Load()+sb.lookups.Load() != 0 {
+				t.Fatalf("got %d Ensure and %d lookup calls for a rejected host, want 0", sb.ensures.Load(), sb.lookups.Load())
 			}
 		})
 	}
