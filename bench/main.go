@@ -532,36 +532,26 @@ func (b *bench) httpRows() error {
 }
 
 func (b *bench) wsRTTRows() error {
-	var v [3]float64
-	var v99 [3]float64
-	for i := range v {
-		v[i], v99[i] = math.NaN(), math.NaN()
-	}
-	for _, p := range b.paths(false) {
-		logf("WebSocket round trip via %s", p.name)
-		m, err := b.measure(p, job{Kind: "ws-rtt", Path: "/ws", Dur: b.f.wsDur, Warmup: b.f.warmup / 2}, "")
-		if err != nil {
-			return err
-		}
-		if m.res.Requests == 0 {
-			continue
-		}
-		i := slices.Index([]string{"direct", "gateway", "nginx"}, p.name)
-		v[i], v99[i] = m.res.P50, m.res.P99
-	}
-	b.rows = append(b.rows, row{name: "WebSocket RTT p50 ms", v: v, note: "16-byte echo, one socket, one message in flight"},
-		row{name: "WebSocket RTT p99 ms", v: v99})
-	return nil
+	return b.latencyRows("WebSocket round trip", "WebSocket RTT",
+		job{Kind: "ws-rtt", Path: "/ws", Dur: b.f.wsDur, Warmup: b.f.warmup / 2},
+		"16-byte echo, one socket, one message in flight")
 }
 
 func (b *bench) firstByteRows() error {
+	return b.latencyRows("first byte on a new connection", "running sandbox: first byte",
+		job{Kind: "http", Path: "/", Conns: 1, NewConn: true, Dur: 2 * time.Second, Warmup: 200 * time.Millisecond},
+		"new TCP connection + GET / each time")
+}
+
+// latencyRows measures j on every path and adds p50 and p99 rows.
+func (b *bench) latencyRows(what, name string, j job, note string) error {
 	var v, v99 [3]float64
 	for i := range v {
 		v[i], v99[i] = math.NaN(), math.NaN()
 	}
 	for _, p := range b.paths(false) {
-		logf("first byte on a new connection via %s", p.name)
-		m, err := b.measure(p, job{Kind: "http", Path: "/", Conns: 1, NewConn: true, Dur: 2 * time.Second, Warmup: 200 * time.Millisecond}, "")
+		logf("%s via %s", what, p.name)
+		m, err := b.measure(p, j, "")
 		if err != nil {
 			return err
 		}
@@ -571,8 +561,7 @@ func (b *bench) firstByteRows() error {
 		i := slices.Index([]string{"direct", "gateway", "nginx"}, p.name)
 		v[i], v99[i] = m.res.P50, m.res.P99
 	}
-	b.rows = append(b.rows, row{name: "running sandbox: first byte p50 ms", v: v, note: "new TCP connection + GET / each time"},
-		row{name: "running sandbox: first byte p99 ms", v: v99})
+	b.rows = append(b.rows, row{name: name + " p50 ms", v: v, note: note}, row{name: name + " p99 ms", v: v99})
 	return nil
 }
 
