@@ -265,7 +265,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		}()
 	}
 
-	var servers []*http.Server
+	var servers []*gateway.Server
 	errc := make(chan error, 3)
 	listen := func(name, addr string, h http.Handler, tc *tls.Config) error {
 		ln, err := net.Listen("tcp", addr)
@@ -273,10 +273,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("listen %s %s: %w", name, addr, err)
 		}
 		srv := gateway.NewServer(cfg, h, log)
-		if tc != nil {
-			ln = tls.NewListener(ln, tc)
-			srv.TLSConfig = tc
-		}
+		srv.TLSConfig = tc
 		servers = append(servers, srv)
 		go func() {
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

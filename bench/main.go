@@ -64,6 +64,7 @@ type flags struct {
 	cpuprofile         string
 	memprofile         string
 	nginx              string
+	netHTTP            bool
 	only               string
 }
 
@@ -79,6 +80,7 @@ func main() {
 	flag.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the gateway during the 1 KiB plain row")
 	flag.StringVar(&f.memprofile, "memprofile", "", "write a heap profile of the gateway while the idle WebSockets are open")
 	flag.StringVar(&f.only, "only", "", "comma-separated row groups to run: http,ws,firstbyte,idle,cold (default all)")
+	flag.BoolVar(&f.netHTTP, "nethttp", false, "serve the gateway with net/http only (no lean HTTP/1.1 loop), for comparison")
 	flag.StringVar(&f.nginx, "nginx", "nginx", "nginx binary (looked up on PATH); empty skips the nginx columns")
 	flag.Parse()
 	limit := raiseNoFile(200_000)
@@ -316,15 +318,20 @@ func (b *bench) startGateway(labels map[string]string) error {
 		if err != nil {
 			return fmt.Errorf("gateway: %w", err)
 		}
-		srv := gateway.NewServer(cfg, gw, log)
+		var h http.Handler = gw
+		if b.f.netHTTP {
+			h = http.HandlerFunc(gw.ServeHTTP) // hides the lean loop's host check
+		}
+		srv := gateway.NewServer(cfg, h, log)
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return err
 		}
 		if tlsOn {
-			srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+			srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
+				NextProtos: []string{"h2", "http/1.1"}}
 			b.gwTLS = ln.Addr().String()
-			go srv.ServeTLS(ln, "", "")
+			go srv.Serve(ln)
 		} else {
 			b.gwPlain = ln.Addr().String()
 			go srv.Serve(ln)

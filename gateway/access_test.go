@@ -43,7 +43,8 @@ func TestAccessCheckBeforeDocker(t *testing.T) {
 		{"expired", expired, 401},
 		{"tampered", good[:len(good)-2] + "xx", 401},
 		{"truncated", good[:len(good)/2], 401},
-		{"huge", strings.Repeat("a", 100<<10), 401},
+		{"huge", strings.Repeat("a", 50<<10), 401},
+		{"over max_header_bytes", strings.Repeat("a", 100<<10), 431},
 		{"other sandbox", mintFor(t, cfg, "other", time.Minute), 403},
 	}
 	for _, tc := range tests {

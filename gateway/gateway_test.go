@@ -143,16 +143,46 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// startGateway runs the real handler chain on an httptest server.
+// startGateway runs the real handler chain on the real Server (lean
+// HTTP/1.1 loop and net/http).
 func startGateway(t testing.TB, cfg *config.Config, sb Sandboxes) (*Gateway, *httptest.Server) {
 	t.Helper()
 	g, err := New(cfg, sb, Options{}, testLogger(t))
 	if err != nil {
 		t.Fatalf("gateway.New: %v", err)
 	}
-	srv := httptest.NewServer(g)
-	t.Cleanup(func() { srv.Close(); g.Close() })
-	return g, srv
+	t.Cleanup(g.Close)
+	return g, serve(t, NewServer(cfg, g, testLogger(t)))
+}
+
+// serve runs s on a loopback listener until the test ends. The result is
+// an httptest.Server only for its URL and Close.
+func serve(t testing.TB, s *Server) *httptest.Server {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveOn(t, s, ln)
+}
+
+// serveOn is serve on a given listener.
+func serveOn(t testing.TB, s *Server, ln net.Listener) *httptest.Server {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		s.Close()
+		<-done
+	})
+	scheme := "http://"
+	if s.TLSConfig != nil {
+		scheme = "https://"
+	}
+	return &httptest.Server{URL: scheme + ln.Addr().String(), Listener: ln, Config: s.HTTP}
 }
 
 // request sends a request for host through the gateway server.

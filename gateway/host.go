@@ -60,3 +60,23 @@ func (g *Gateway) Serves(host string) bool {
 	_, herr := g.table.Load().resolve(host)
 	return herr == nil
 }
+
+// leanRequest reports whether r, a plain bodiless request, would be
+// proxied straight to a running sandbox: the lean HTTP/1.1 loop serves
+// those (server.go), net/http everything else. The access check comes
+// before the sandbox lookup, as on the request path: an unauthenticated
+// request never looks up a sandbox.
+func (g *Gateway) leanRequest(r *http.Request) bool {
+	t := g.table.Load()
+	rt, herr := t.resolve(r.Host)
+	if herr != nil || rt.sandbox == "" || rt.upstream != nil {
+		return false
+	}
+	if !rt.public {
+		if _, err := t.verifier.Check(r, rt.sandbox); err != nil {
+			return false
+		}
+	}
+	_, ok := g.sb.Cached(rt.sandbox)
+	return ok
+}

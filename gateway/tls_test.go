@@ -51,7 +51,9 @@ func startTLSGateway(t *testing.T, strategy string) *tlsGateway {
 	}
 	t.Cleanup(gw.Close)
 	acmetest.Serve(t, env.HTTP, cm.HTTPHandler(gw), nil)
-	acmetest.Serve(t, env.HTTPS, gw, cm.TLSConfig())
+	srv := NewServer(e.cfg, gw, testLogger(t))
+	srv.TLSConfig = cm.TLSConfig()
+	serveOn(t, srv, env.HTTPS)
 	return g
 }
 
