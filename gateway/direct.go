@@ -53,8 +53,8 @@ func (p *proxy) serveDirect(w http.ResponseWriter, r *http.Request, t *target) b
 }
 
 // directExchange writes r's head for the sandbox and reads the response,
-// skipping 1xx interim answers.
-func (p *proxy) directExchange(c *leanConn, r *http.Request, t *target) (*http.Response, error) {
+// skipping 1xx interim answers. The caller releases the response.
+func (p *proxy) directExchange(c *leanConn, r *http.Request, t *target) (*upstreamResponse, error) {
 	bw := c.bw
 	bw.WriteString(r.Method)
 	bw.WriteByte(' ')
@@ -115,15 +115,7 @@ func (p *proxy) directExchange(c *leanConn, r *http.Request, t *target) (*http.R
 	if err := bw.Flush(); err != nil {
 		return nil, err
 	}
-	for {
-		resp, err := http.ReadResponse(c.br, r)
-		if err != nil {
-			return nil, err
-		}
-		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
-			return resp, nil
-		}
-	}
+	return readFinalResponse(c.br, r.Method)
 }
 
 // strippedHeaders returns r's query and the token-carrying headers as the
@@ -157,31 +149,31 @@ func idempotent(m string) bool {
 
 // copyDirectResponse sends resp to the client and returns the connection
 // to the pool when the body was read to its end.
-func (p *proxy) copyDirectResponse(w http.ResponseWriter, resp *http.Response, c *leanConn, stop func() bool) {
-	reuse := !resp.Close
+func (p *proxy) copyDirectResponse(w http.ResponseWriter, resp *upstreamResponse, c *leanConn, stop func() bool) {
+	reuse := !resp.close
 	h := w.Header()
-	copyEndToEnd(h, resp.Header)
-	if len(resp.Trailer) > 0 {
-		names := make([]string, 0, len(resp.Trailer))
-		for k := range resp.Trailer {
+	copyEndToEnd(h, resp.header)
+	if len(resp.trailer) > 0 {
+		names := make([]string, 0, len(resp.trailer))
+		for k := range resp.trailer {
 			names = append(names, k)
 		}
 		h["Trailer"] = []string{strings.Join(names, ", ")}
 	}
-	w.WriteHeader(resp.StatusCode)
+	w.WriteHeader(resp.status)
 	// Stream what has no known length (SSE, chunked dev-server output) as it
 	// comes; buffer the rest like the server would.
 	var flush func() error
-	if resp.ContentLength == -1 {
+	if resp.contentLength == -1 {
 		flush = http.NewResponseController(w).Flush
 	}
 	buf := p.rp.BufferPool.Get()
-	err := copyBody(w, resp.Body, buf, flush)
+	err := copyBody(w, &resp.body, buf, flush)
 	p.rp.BufferPool.Put(buf)
-	resp.Body.Close()
-	for k, vv := range resp.Trailer {
+	for k, vv := range resp.trailer {
 		h[http.TrailerPrefix+k] = vv
 	}
+	releaseResponse(resp)
 	if !stop() || err != nil || !reuse {
 		c.conn.Close()
 		if err != nil && !errors.Is(err, io.EOF) {
