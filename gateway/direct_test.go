@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -26,8 +27,29 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 		w.Header().Set("X-App", "yes")
 		w.Header().Add("Set-Cookie", "a=1")
 		w.Header().Add("Set-Cookie", "b=2")
-		if r.URL.Path == "/trailer" {
+		switch r.URL.Path {
+		case "/trailer":
 			w.Header().Set("Trailer", "X-Sum")
+		case "/stream": // chunked, flushed piece by piece
+			w.Header().Set("Content-Type", "text/plain")
+			for i := range 3 {
+				fmt.Fprintf(w, "part %d\n", i)
+				w.(http.Flusher).Flush()
+			}
+			return
+		case "/no-type":
+			w.Header()["Content-Type"] = nil // no sniffing either
+			io.WriteString(w, "<html>untyped</html>")
+			return
+		case "/not-modified":
+			w.Header().Set("Etag", `"v1"`)
+			w.WriteHeader(http.StatusNotModified)
+			return
+		case "/length":
+			w.Header().Set("Content-Length", "11")
+			w.Header().Set("Content-Type", "text/plain")
+			io.WriteString(w, "exactly 11!")
+			return
 		}
 		json.NewEncoder(w).Encode(map[string]any{"host": r.Host, "uri": r.RequestURI, "headers": h, "method": r.Method})
 		if r.URL.Path == "/trailer" {
@@ -66,6 +88,11 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 			"Cookie", auth.DefaultCookieName + "=" + tok, "Authorization", "Bearer app-own-token"}},
 		{"head", "HEAD", "/", []string{"Authorization", "Bearer " + tok}},
 		{"trailer", "GET", "/trailer", []string{"Authorization", "Bearer " + tok}},
+		{"chunked stream", "GET", "/stream", []string{"Authorization", "Bearer " + tok}},
+		{"no content type", "GET", "/no-type", []string{"Authorization", "Bearer " + tok}},
+		{"not modified", "GET", "/not-modified", []string{"Authorization", "Bearer " + tok, "If-None-Match", `"v1"`}},
+		{"content length", "GET", "/length", []string{"Authorization", "Bearer " + tok}},
+		{"head content length", "HEAD", "/length", []string{"Authorization", "Bearer " + tok}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
