@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // readResult is what the direct path (or, for comparison, net/http) makes
@@ -36,8 +37,14 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func readOurs(data []byte, method string) (*readResult, error) {
-	cr := &countingReader{r: bytes.NewReader(data)}
+// readOurs reads data with the direct path's reader; oneByte feeds it a
+// byte per Read, as a slow connection might.
+func readOurs(data []byte, method string, oneByte bool) (*readResult, error) {
+	var r io.Reader = bytes.NewReader(data)
+	if oneByte {
+		r = iotest.OneByteReader(r)
+	}
+	cr := &countingReader{r: r}
 	br := bufio.NewReaderSize(cr, 16<<10)
 	resp, err := readFinalResponse(br, method)
 	if err != nil {
@@ -116,9 +123,9 @@ func stricter(err error, data []byte, theirs *readResult) bool {
 
 // compareWithNetHTTP fails t unless the direct path reads data as
 // http.ReadResponse does, or refuses it deliberately.
-func compareWithNetHTTP(t *testing.T, data []byte, method string) {
+func compareWithNetHTTP(t *testing.T, data []byte, method string, oneByte bool) {
 	t.Helper()
-	ours, oerr := readOurs(data, method)
+	ours, oerr := readOurs(data, method, oneByte)
 	theirs, terr := readNetHTTP(data, method)
 	switch {
 	case terr != nil && oerr != nil:
@@ -169,7 +176,7 @@ func compareWithNetHTTP(t *testing.T, data []byte, method string) {
 	}
 }
 
-var respHeadCases = []struct {
+type respHeadCase struct {
 	name   string
 	method string
 	in     string
@@ -185,7 +192,9 @@ var respHeadCases = []struct {
 	wantErr     bool
 	errIs       error
 	wantBodyErr error
-}{
+}
+
+var respHeadCases = []respHeadCase{
 	{name: "content length exact", method: "GET",
 		in:     "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Type: text/plain\r\n\r\nhelloHTTP/1.1 204",
 		status: 200, header: http.Header{"Content-Length": {"5"}, "Content-Type": {"text/plain"}}, cl: 5, body: "hello", rest: "HTTP/1.1 204"},
@@ -337,52 +346,61 @@ func TestReadResponse(t *testing.T) {
 	for _, tc := range respHeadCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			br := bufio.NewReaderSize(strings.NewReader(tc.in), 16<<10)
-			resp, err := readFinalResponse(br, tc.method)
-			if tc.wantErr {
-				if err == nil {
-					t.Fatalf("got status %d, want an error", resp.status)
-				}
-				if tc.errIs != nil && !errors.Is(err, tc.errIs) {
-					t.Fatalf("got error %v, want %v", err, tc.errIs)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("got error %v", err)
-			}
-			body, err := io.ReadAll(&resp.body)
-			if tc.wantBodyErr != nil {
-				if err == nil || tc.wantBodyErr != errAny && !errors.Is(err, tc.wantBodyErr) {
-					t.Fatalf("got body error %v, want %v", err, tc.wantBodyErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("got body error %v", err)
-			}
-			if resp.status != tc.status {
-				t.Errorf("got status %d, want %d", resp.status, tc.status)
-			}
-			if !sameHeader(resp.header, tc.header) {
-				t.Errorf("got header %q, want %q", resp.header, tc.header)
-			}
-			if resp.contentLength != tc.cl {
-				t.Errorf("got content length %d, want %d", resp.contentLength, tc.cl)
-			}
-			if resp.close != tc.close {
-				t.Errorf("got close %v, want %v", resp.close, tc.close)
-			}
-			if string(body) != tc.body {
-				t.Errorf("got body %q, want %q", body, tc.body)
-			}
-			if !sameHeader(resp.trailer, tc.trailer) {
-				t.Errorf("got trailer %q, want %q", resp.trailer, tc.trailer)
-			}
-			if rest, _ := io.ReadAll(br); string(rest) != tc.rest {
-				t.Errorf("left %q in the stream, want %q", rest, tc.rest)
-			}
+			testReadResponse(t, tc, strings.NewReader(tc.in))
 		})
+		t.Run(tc.name+" byte by byte", func(t *testing.T) {
+			t.Parallel()
+			testReadResponse(t, tc, iotest.OneByteReader(strings.NewReader(tc.in)))
+		})
+	}
+}
+
+func testReadResponse(t *testing.T, tc respHeadCase, in io.Reader) {
+	t.Helper()
+	br := bufio.NewReaderSize(in, 16<<10)
+	resp, err := readFinalResponse(br, tc.method)
+	if tc.wantErr {
+		if err == nil {
+			t.Fatalf("got status %d, want an error", resp.status)
+		}
+		if tc.errIs != nil && !errors.Is(err, tc.errIs) {
+			t.Fatalf("got error %v, want %v", err, tc.errIs)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("got error %v", err)
+	}
+	body, err := io.ReadAll(&resp.body)
+	if tc.wantBodyErr != nil {
+		if err == nil || tc.wantBodyErr != errAny && !errors.Is(err, tc.wantBodyErr) {
+			t.Fatalf("got body error %v, want %v", err, tc.wantBodyErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("got body error %v", err)
+	}
+	if resp.status != tc.status {
+		t.Errorf("got status %d, want %d", resp.status, tc.status)
+	}
+	if !sameHeader(resp.header, tc.header) {
+		t.Errorf("got header %q, want %q", resp.header, tc.header)
+	}
+	if resp.contentLength != tc.cl {
+		t.Errorf("got content length %d, want %d", resp.contentLength, tc.cl)
+	}
+	if resp.close != tc.close {
+		t.Errorf("got close %v, want %v", resp.close, tc.close)
+	}
+	if string(body) != tc.body {
+		t.Errorf("got body %q, want %q", body, tc.body)
+	}
+	if !sameHeader(resp.trailer, tc.trailer) {
+		t.Errorf("got trailer %q, want %q", resp.trailer, tc.trailer)
+	}
+	if rest, _ := io.ReadAll(br); string(rest) != tc.rest {
+		t.Errorf("left %q in the stream, want %q", rest, tc.rest)
 	}
 }
 
@@ -392,7 +410,8 @@ func TestReadResponseMatchesNetHTTP(t *testing.T) {
 	for _, tc := range respHeadCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			compareWithNetHTTP(t, []byte(tc.in), tc.method)
+			compareWithNetHTTP(t, []byte(tc.in), tc.method, false)
+			compareWithNetHTTP(t, []byte(tc.in), tc.method, true)
 		})
 	}
 }
@@ -425,15 +444,15 @@ func TestReadResponseReusesHeader(t *testing.T) {
 func FuzzResponseHead(f *testing.F) {
 	for _, tc := range respHeadCases {
 		if len(tc.in) < 4<<10 {
-			f.Add([]byte(tc.in), tc.method == "HEAD")
+			f.Add([]byte(tc.in), tc.method == "HEAD", false)
 		}
 	}
-	f.Fuzz(func(t *testing.T, data []byte, head bool) {
+	f.Fuzz(func(t *testing.T, data []byte, head, oneByte bool) {
 		method := "GET"
 		if head {
 			method = "HEAD"
 		}
-		compareWithNetHTTP(t, data, method)
+		compareWithNetHTTP(t, data, method, oneByte)
 	})
 }
 
