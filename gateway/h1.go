@@ -45,7 +45,9 @@ type h1conn struct {
 	lines    [h1MaxLines]span // header line offsets, reused
 }
 
-type span struct{ name, value [2]int }
+// span locates a header line's name and value in the head (h1MaxHead
+// fits in uint16).
+type span struct{ name, value [2]uint16 }
 
 func newH1conn(s *Server, c net.Conn) *h1conn {
 	hc := &h1conn{s: s, conn: c, remote: c.RemoteAddr().String(), buf: make([]byte, h1BufSize),
@@ -166,6 +168,9 @@ func keepAliveTimeout(s *http.Server) time.Duration {
 // for a head to hand over. fits is false when b can never complete a
 // lean head (a line we would hand over anyway is already visible).
 func (c *h1conn) parse(b []byte) (n int, req *http.Request, fits bool) {
+	if len(b) > h1MaxHead {
+		b = b[:h1MaxHead] // offsets fit in a span
+	}
 	// Request line.
 	eol := indexCRLF(b)
 	if eol < 0 {
@@ -260,7 +265,8 @@ func (c *h1conn) parse(b []byte) (n int, req *http.Request, fits bool) {
 				return len(b), nil, false // long-lived: net/http notices a client leaving
 			}
 		}
-		c.lines[nlines] = span{name: [2]int{pos, pos + colon}, value: [2]int{pos + vs, pos + ve}}
+		c.lines[nlines] = span{name: [2]uint16{uint16(pos), uint16(pos + colon)},
+			value: [2]uint16{uint16(pos + vs), uint16(pos + ve)}}
 		nlines++
 		pos += e + 2
 	}
