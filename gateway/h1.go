@@ -42,7 +42,11 @@ type h1conn struct {
 	bw       *bufio.Writer
 	pending  []byte // the writers' hold-back buffer, reused
 	idle     atomic.Bool
-	lines    [h1MaxLines]span // header line offsets, reused
+	// deadline is the read deadline set last; headDeadline says it is the
+	// header timeout, not the idle one.
+	deadline     time.Time
+	headDeadline bool
+	lines        [h1MaxLines]span // header line offsets, reused
 }
 
 // span locates a header line's name and value in the head (h1MaxHead
@@ -136,16 +140,10 @@ func (c *h1conn) readRequest() (*http.Request, bool) {
 			if c.s.closing.Load() {
 				return nil, false
 			}
-			if d := keepAliveTimeout(srv); d > 0 {
-				c.conn.SetReadDeadline(time.Now().Add(d))
-			} else {
-				c.conn.SetReadDeadline(time.Time{})
-			}
+			c.setDeadline(keepAliveTimeout(srv), false)
 		} else if !headDeadline {
 			headDeadline = true
-			if d := srv.ReadHeaderTimeout; d > 0 {
-				c.conn.SetReadDeadline(time.Now().Add(d))
-			}
+			c.setDeadline(srv.ReadHeaderTimeout, true)
 		}
 		n, err := c.conn.Read(c.buf[c.end:])
 		c.idle.Store(false)
@@ -153,6 +151,25 @@ func (c *h1conn) readRequest() (*http.Request, bool) {
 		if err != nil {
 			return nil, false // closed, timed out, or cut short mid-head
 		}
+	}
+}
+
+// setDeadline sets the read deadline d from now (none for d <= 0). Moving
+// an idle deadline costs a timer update per request, so it moves only
+// when it has drifted by more than a sixteenth of d: a keep-alive
+// connection may idle up to d, and at least 15/16 of d.
+func (c *h1conn) setDeadline(d time.Duration, head bool) {
+	if d <= 0 {
+		if !c.deadline.IsZero() {
+			c.conn.SetReadDeadline(time.Time{})
+			c.deadline = time.Time{}
+		}
+		return
+	}
+	want := time.Now().Add(d)
+	if head || c.headDeadline || c.deadline.IsZero() || want.Sub(c.deadline) > d/16 {
+		c.conn.SetReadDeadline(want)
+		c.deadline, c.headDeadline = want, head
 	}
 }
 

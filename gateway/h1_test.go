@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/previewgate/previewgate/config"
 )
 
 // leanAll is a handler whose every plain request may take the lean loop.
@@ -458,4 +460,32 @@ func FuzzLeanParse(f *testing.F) {
 				std.Method, std.Host, std.URL, std.Header, std.Close, std.ContentLength)
 		}
 	})
+}
+
+// TestLeanIdleTimeout: a keep-alive connection that stays quiet is closed
+// after limits.idle_conn_timeout.
+func TestLeanIdleTimeout(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.Limits.IdleConnTimeout = config.Duration(200 * time.Millisecond)
+	s := NewServer(cfg, leanAll{responses()}, testLogger(t))
+	c, err := net.Dial("tcp", serve(t, s).Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for range 3 { // each request moves the deadline on
+		io.WriteString(c, "GET /small HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := br.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("read %d, %v; want EOF once idle", n, err)
+	}
 }
