@@ -318,6 +318,9 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 	if len(c.prefix) > 0 {
 		n := copy(p, c.prefix)
 		c.prefix = c.prefix[n:]
+		if len(c.prefix) == 0 {
+			c.prefix = nil // let the lean loop's read buffer go
+		}
 		return n, nil
 	}
 	return c.Conn.Read(p)
