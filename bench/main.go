@@ -4,7 +4,7 @@
 // of a running, woken, created and pool-claimed sandbox next to the raw
 // Docker time of the same operation.
 //
-//	go run ./bench [-dur 5s] [-conns 64] [-sockets 10000] [-cpuprofile gw.prof]
+//	go run ./bench [-dur 1.5s] [-rounds 3] [-conns 64] [-sockets 10000] [-cpuprofile gw.prof]
 //
 // It builds testdata/testapp into an image, runs the gateway in this process
 // with a real sandboxmgr.Manager (plain and TLS listeners on 127.0.0.1), runs
@@ -59,6 +59,7 @@ import (
 
 type flags struct {
 	dur, warmup, wsDur time.Duration
+	rounds             int
 	conns, sockets     int
 	cold               int
 	cpuprofile         string
@@ -71,8 +72,9 @@ type flags struct {
 func main() {
 	child := flag.String("child", "", "internal: run a load job (JSON) and print its result")
 	var f flags
-	flag.DurationVar(&f.dur, "dur", 5*time.Second, "measured time per HTTP row")
-	flag.DurationVar(&f.warmup, "warmup", time.Second, "warmup before each row (not measured)")
+	flag.DurationVar(&f.dur, "dur", 1500*time.Millisecond, "measured time per path and round in the HTTP rows")
+	flag.IntVar(&f.rounds, "rounds", 3, "HTTP rows: rounds in which the paths take turns (-dur each); the table shows the median")
+	flag.DurationVar(&f.warmup, "warmup", time.Second, "warmup before each row, and before a path's first window in an HTTP row (not measured)")
 	flag.DurationVar(&f.wsDur, "wsdur", 3*time.Second, "measured time per WebSocket round-trip row")
 	flag.IntVar(&f.conns, "conns", 64, "keep-alive connections for HTTP rows")
 	flag.IntVar(&f.sockets, "sockets", 10000, "idle WebSockets held open for the memory rows (0 skips)")
@@ -488,46 +490,84 @@ func (b *bench) measure(p path, j job, profile string) (measured, error) {
 	return m, nil
 }
 
+// rewarm is the warmup before a path's later windows in an HTTP row. Every
+// window is a new load child with new connections, so it needs a moment to
+// dial (and shake hands) before its clock starts; the proxies' upstream pools
+// are still warm from the path's first window (they keep idle connections
+// 90 s, far longer than a row), so the full -warmup is not needed again.
+const rewarm = 250 * time.Millisecond
+
+// httpRows measures keep-alive throughput in rounds: each round runs every
+// path for -dur, starting one path further along than the round before (direct,
+// gateway, nginx; then gateway, nginx, direct; ...), so a burst of noise on
+// the shared cores lands on one path's window in one round, not on all of a
+// path's time. Each number in the table is the median over the rounds.
 func (b *bench) httpRows() error {
+	rounds := max(1, b.f.rounds)
 	for _, size := range []int{1 << 10, 64 << 10} {
 		for _, tlsOn := range []bool{false, true} {
 			label := fmt.Sprintf("%d KiB", size>>10)
 			if tlsOn {
 				label += " TLS"
 			}
-			got := map[string]measured{}
-			for _, p := range b.paths(tlsOn) {
-				prof := ""
-				if size == 1<<10 && !tlsOn {
-					prof = b.f.cpuprofile
+			ps := b.paths(tlsOn)
+			got := map[string][]measured{} // per path, one per round in round order
+			for r := range rounds {
+				for i := range ps {
+					p := ps[(i+r)%len(ps)]
+					warm := b.f.warmup
+					if r > 0 {
+						warm = min(warm, rewarm)
+					}
+					prof := "" // the first round only: a second StartCPUProfile would overwrite the file
+					if r == 0 && size == 1<<10 && !tlsOn {
+						prof = b.f.cpuprofile
+					}
+					m, err := b.measure(p, job{Kind: "http", Path: "/bytes?n=" + strconv.Itoa(size), Conns: b.f.conns,
+						Dur: b.f.dur, Warmup: warm}, prof)
+					if err != nil {
+						return err
+					}
+					logf("HTTP %s via %s, round %d of %d: %.0f req/s, p99 %.1f ms", label, p.name, r+1, rounds,
+						float64(m.res.Requests)/m.res.Seconds, m.res.P99)
+					got[p.name] = append(got[p.name], m)
 				}
-				logf("HTTP %s via %s", label, p.name)
-				m, err := b.measure(p, job{Kind: "http", Path: "/bytes?n=" + strconv.Itoa(size), Conns: b.f.conns,
-					Dur: b.f.dur, Warmup: b.f.warmup}, prof)
-				if err != nil {
-					return err
-				}
-				got[p.name] = m
 			}
 			pick := func(f func(measured) float64) [3]float64 {
 				var v [3]float64
 				for i, n := range []string{"direct", "gateway", "nginx"} {
-					if m, ok := got[n]; ok && (m.res.Requests > 0) {
-						v[i] = f(m)
-					} else {
-						v[i] = math.NaN()
+					var xs []float64
+					for _, m := range got[n] {
+						if x := f(m); m.res.Requests > 0 && !math.IsNaN(x) {
+							xs = append(xs, x)
+						}
 					}
+					v[i] = median(xs)
 				}
 				return v
 			}
-			errs := ""
+			rps := func(m measured) float64 { return float64(m.res.Requests) / m.res.Seconds }
+			note := fmt.Sprintf("median of %d rounds", rounds)
+			var spread []float64 // gateway ÷ nginx req/s in each round
+			for r := range rounds {
+				if g, n := got["gateway"], got["nginx"]; r < len(g) && r < len(n) && g[r].res.Requests > 0 && n[r].res.Requests > 0 {
+					spread = append(spread, rps(g[r])/rps(n[r]))
+				}
+			}
+			if len(spread) > 0 {
+				note += fmt.Sprintf("; gateway ÷ nginx by round %.2f–%.2f×", slices.Min(spread), slices.Max(spread))
+			}
 			for _, n := range []string{"direct", "gateway", "nginx"} {
-				if m, ok := got[n]; ok && m.res.Errors > 0 {
-					errs += fmt.Sprintf(" %s: %d errors", n, m.res.Errors)
+				var e int64
+				for _, m := range got[n] {
+					e += m.res.Errors
+				}
+				if e > 0 {
+					note += fmt.Sprintf("; %s: %d errors", n, e)
 				}
 			}
 			b.rows = append(b.rows,
-				row{name: label + " req/s", v: pick(func(m measured) float64 { return float64(m.res.Requests) / m.res.Seconds }), higher: true, unit: "", note: strings.TrimSpace(errs)},
+				row{name: label + " req/s", v: pick(rps), higher: true, unit: "", note: note},
 				row{name: label + " p50 ms", v: pick(func(m measured) float64 { return m.res.P50 })},
 				row{name: label + " p99 ms", v: pick(func(m measured) float64 { return m.res.P99 })},
 				row{name: label + " CPU µs/req", v: pick(func(m measured) float64 { return m.cpuPerRq }), note: "direct: the app's CPU; others: the proxy's"},
@@ -536,6 +576,19 @@ func (b *bench) httpRows() error {
 		}
 	}
 	return nil
+}
+
+// median is the middle of xs (the mean of the two middle values when their
+// number is even), or NaN when xs is empty. It sorts xs.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(xs)
+	if n := len(xs); n%2 == 0 {
+		return (xs[n/2-1] + xs[n/2]) / 2
+	}
+	return xs[len(xs)/2]
 }
 
 func (b *bench) wsRTTRows() error {
