@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -46,5 +48,53 @@ func BenchmarkHandlerChain(b *testing.B) {
 	for b.Loop() {
 		clear(w.h)
 		g.ServeHTTP(w, req)
+	}
+}
+
+// BenchmarkLeanChain is BenchmarkHandlerChain through the real Server: a
+// keep-alive client connection, the lean HTTP/1.1 loop, the handler
+// chain and the direct proxy path, to a loopback backend answering 1 KiB.
+func BenchmarkLeanChain(b *testing.B) {
+	body := strings.Repeat("x", 1024)
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, body)
+	}))
+	defer app.Close()
+	cfg := testConfig()
+	g, err := New(cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}, Options{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close()
+	s := NewServer(cfg, g, nil)
+	srv := serve(b, s)
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	req := "GET /assets/app.js HTTP/1.1\r\nHost: sandbox-abc." + testDomain + "\r\nAccept: */*\r\nCookie: " +
+		auth.DefaultCookieName + "=" + mintFor(b, cfg, "abc", time.Hour) + "\r\n\r\n"
+	br := bufio.NewReader(c)
+	do := func() {
+		if _, err := io.WriteString(c, req); err != nil {
+			b.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n, _ := io.Copy(io.Discard, resp.Body); n != 1024 {
+			b.Fatalf("got %d bytes, status %d", n, resp.StatusCode)
+		}
+	}
+	do()
+	if s.leanN.Load() != 1 {
+		b.Fatal("the request did not take the lean loop")
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		do()
 	}
 }
