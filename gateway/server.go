@@ -261,10 +261,12 @@ func (s *Server) closeIdle() {
 	}
 }
 
+// closeAll closes every lean connection and cancels the requests on them.
 func (s *Server) closeAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
+		c.cancel()
 		c.conn.Close()
 	}
 }
