@@ -101,6 +101,13 @@ type Result struct {
 	Claims *Claims
 	Source Source
 	Raw    string
+	// Exchange says the request URL carries ?access_token= on a GET or
+	// HEAD navigation that was not authenticated by its Authorization
+	// header: the caller must answer with Verifier.Exchange instead of
+	// serving it, so the token leaves the address bar. Source is FromQuery
+	// when the query token itself verified (it becomes the cookie), or
+	// FromCookie when only the cookie did (redirect, no new cookie).
+	Exchange bool
 }
 
 // Error is what Check returns on failure. errors.Is matches it against
@@ -277,11 +284,14 @@ func (v *Verifier) CookieName() string { return v.cookieName }
 //
 // Candidates are tried in order: Authorization: Bearer, the gateway cookie
 // (every copy, at most a few), then ?access_token= (GET and HEAD only, never
-// on a WebSocket upgrade). The first that verifies for id wins, so an app
-// that uses its own Authorization header, or a stale cookie next to a fresh
-// query token, does not lock the user out. If none passes, the most telling
-// failure is returned (origin > wrong sandbox > expired > invalid), or
-// ErrMissing if there was no candidate.
+// on a WebSocket upgrade). A valid header wins outright. Otherwise a valid
+// query token wins over a valid cookie, so a fresh token replaces an older
+// cookie; either way Result.Exchange is set when the URL carries a query
+// token, so a cookie-authenticated navigation still gets the token out of
+// the address bar. An app that uses its own Authorization header, or a
+// stale cookie next to a fresh query token, does not lock the user out. If
+// none passes, the most telling failure is returned (origin > wrong sandbox
+// > expired > invalid), or ErrMissing if there was no candidate.
 //
 // A cookie-authenticated WebSocket upgrade must carry an Origin equal to the
 // preview's own origin or one in allowed_origins (cross-site WebSocket
@@ -317,18 +327,29 @@ func (v *Verifier) Check(r *http.Request, id string) (Result, error) {
 			return res, nil
 		}
 	}
+	var cookie Result
+	cookieOK := false
 	var buf [maxCookieCandidates]string
 	for _, raw := range cookieValues(buf[:0], r.Header["Cookie"], v.cookieName) {
-		if res, ok := try(raw, FromCookie); ok {
+		if cookie, cookieOK = try(raw, FromCookie); cookieOK {
+			break
+		}
+	}
+	// The query is looked at only where Exchange may answer: a WebSocket
+	// or a POST cannot follow a redirect without losing what it carries.
+	qraw, inURL := "", false
+	if !upgrade && (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL != nil {
+		qraw, inURL = queryToken(r.URL.RawQuery)
+	}
+	if inURL {
+		if res, ok := try(qraw, FromQuery); ok {
+			res.Exchange = true
 			return res, nil
 		}
 	}
-	if !upgrade && (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL != nil {
-		if raw, ok := queryToken(r.URL.RawQuery); ok {
-			if res, ok := try(raw, FromQuery); ok {
-				return res, nil
-			}
-		}
+	if cookieOK {
+		cookie.Exchange = inURL
+		return cookie, nil
 	}
 	if best == nil {
 		return Result{}, &Error{Reason: "missing", kind: ErrMissing}

@@ -29,8 +29,12 @@ func cookieNames(configured string, tls bool) (base, name string) {
 	return base, base
 }
 
-// Exchange answers a query-token request: 303 to the same URL without
-// access_token, sets the cookie. Call it when res.Source == FromQuery.
+// Exchange answers a request whose URL carries a token: 303 to the same
+// URL without access_token. Call it, instead of serving the request, when
+// res.Exchange is set. When the query token is what verified (res.Source
+// == FromQuery) it also becomes the cookie, replacing an older one; when
+// only the cookie verified, the redirect sets nothing, because the query
+// token is not one we would hand back to the browser.
 //
 // The redirect keeps the path and every other query parameter in order,
 // byte for byte. The response carries Cache-Control: no-store and
@@ -41,6 +45,18 @@ func cookieNames(configured string, tls bool) (base, name string) {
 // SameSite=None; Partitioned so it works where third-party cookies are
 // blocked; anything else gets SameSite=Lax.
 func (v *Verifier) Exchange(w http.ResponseWriter, r *http.Request, res Result) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Location", redirectTarget(r.URL))
+	if res.Source == FromQuery {
+		http.SetCookie(w, v.cookieFor(r, res))
+	}
+	w.WriteHeader(http.StatusSeeOther)
+}
+
+// cookieFor is the cookie carrying res.Raw for the exchange request r.
+func (v *Verifier) cookieFor(r *http.Request, res Result) *http.Cookie {
 	c := &http.Cookie{
 		Name:     v.cookieName,
 		Value:    res.Raw,
@@ -58,12 +74,7 @@ func (v *Verifier) Exchange(w http.ResponseWriter, r *http.Request, res Result) 
 		c.SameSite = http.SameSiteNoneMode
 		c.Partitioned = true
 	}
-	h := w.Header()
-	h.Set("Cache-Control", "no-store")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Location", redirectTarget(r.URL))
-	http.SetCookie(w, c)
-	w.WriteHeader(http.StatusSeeOther)
+	return c
 }
 
 func crossSiteFrame(r *http.Request) bool {

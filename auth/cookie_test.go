@@ -39,14 +39,18 @@ func TestExchange(t *testing.T) {
 	t.Parallel()
 	const ttl = 10 * time.Minute
 	tok := mint(t, hsKey, MintOptions{Sandbox: "a", TTL: ttl})
+	older := mint(t, hsKey, MintOptions{Sandbox: "a", Subject: "older", TTL: time.Minute})
+	expired := mint(t, hsKey, MintOptions{Sandbox: "a", Now: t0.Add(-2 * time.Hour), TTL: time.Hour})
 	expires := t0.Add(ttl).UTC().Format(http.TimeFormat)
 	tests := []struct {
 		name         string
 		tls          bool
 		target       string
+		cookie       string // our cookie's value on the request, if any
 		fetch        map[string]string
+		wantSrc      Source // FromQuery unless set
 		wantLocation string
-		wantCookie   string
+		wantCookie   string // "": no Set-Cookie
 	}{
 		{
 			name:         "top-level navigation",
@@ -82,6 +86,29 @@ func TestExchange(t *testing.T) {
 			wantLocation: "/.//evil.example/x",
 			wantCookie:   "previewgate_token=" + tok + "; Path=/; Expires=" + expires + "; Max-Age=600; HttpOnly; Secure; SameSite=Lax",
 		},
+		{
+			name:         "fresh query token replaces an older cookie",
+			target:       "/p?access_token=" + tok + "&z=1",
+			cookie:       older,
+			wantLocation: "/p?z=1",
+			wantCookie:   "previewgate_token=" + tok + "; Path=/; Expires=" + expires + "; Max-Age=600; HttpOnly; Secure; SameSite=Lax",
+		},
+		{
+			name:         "valid cookie, garbage query token",
+			target:       "/p?b=2&access_token=garbage&a=1",
+			cookie:       tok,
+			wantSrc:      FromCookie,
+			wantLocation: "/p?b=2&a=1",
+		},
+		{
+			name:         "valid cookie, expired query token, cross-site iframe",
+			tls:          true,
+			target:       "/?access_token=" + expired,
+			cookie:       tok,
+			fetch:        map[string]string{"Sec-Fetch-Dest": "iframe", "Sec-Fetch-Site": "cross-site"},
+			wantSrc:      FromCookie,
+			wantLocation: "/",
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,9 +120,16 @@ func TestExchange(t *testing.T) {
 			for k, val := range tc.fetch {
 				r.Header.Set(k, val)
 			}
+			if tc.cookie != "" {
+				r.Header.Set("Cookie", v.CookieName()+"="+tc.cookie)
+			}
+			wantSrc := tc.wantSrc
+			if wantSrc == FromNone {
+				wantSrc = FromQuery
+			}
 			res, err := v.Check(r, "a")
-			if err != nil || res.Source != FromQuery {
-				t.Fatalf("Check: got %v/%v, want query success", res.Source, err)
+			if err != nil || res.Source != wantSrc || !res.Exchange {
+				t.Fatalf("Check: got %v/%v/Exchange %v, want %v success with Exchange", res.Source, err, res.Exchange, wantSrc)
 			}
 			w := httptest.NewRecorder()
 			v.Exchange(w, r, res)
@@ -108,7 +142,11 @@ func TestExchange(t *testing.T) {
 					t.Errorf("got %s %q, want %q", k, got, want)
 				}
 			}
-			if got := h.Values("Set-Cookie"); len(got) != 1 || got[0] != tc.wantCookie {
+			got := h.Values("Set-Cookie")
+			switch {
+			case tc.wantCookie == "" && len(got) != 0:
+				t.Errorf("got Set-Cookie %q, want none", got)
+			case tc.wantCookie != "" && (len(got) != 1 || got[0] != tc.wantCookie):
 				t.Errorf("got Set-Cookie %q,\nwant %q", got, tc.wantCookie)
 			}
 			if strings.Contains(h.Get("Set-Cookie"), "Domain") {
@@ -130,7 +168,7 @@ func TestExchangeRoundTrip(t *testing.T) {
 			http.Error(w, Reason(err), Status(err))
 			return
 		}
-		if res.Source == FromQuery {
+		if res.Exchange {
 			v.Exchange(w, r, res)
 			return
 		}
@@ -163,6 +201,20 @@ func TestExchangeRoundTrip(t *testing.T) {
 	resp.Body.Close()
 	if got, want := string(body), "cookie z=9&a=1 app=1"; got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+
+	// The cookie authenticates, but a token in the URL still goes: a
+	// redirect that leaves the cookie alone.
+	req, _ = http.NewRequest(http.MethodGet, srv.URL+"/page?access_token=garbage&z=9", nil)
+	req.AddCookie(cookies[0])
+	resp, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/page?z=9" || len(resp.Cookies()) != 0 {
+		t.Errorf("cookie and garbage query: got %d Location %q cookies %v, want 303 to /page?z=9 and no cookie",
+			resp.StatusCode, resp.Header.Get("Location"), resp.Cookies())
 	}
 
 	resp, err = client.Get(srv.URL + "/page")

@@ -56,12 +56,21 @@ func cookieValues(dst []string, lines []string, name string) []string {
 	return dst
 }
 
-// queryToken returns the first access_token value in a raw query.
+// queryToken returns the first non-empty access_token value in a raw
+// query. Check runs it on every cookie-authenticated GET, so a query that
+// cannot spell access_token (neither the literal name nor any
+// percent-escape) is passed over without decoding anything.
 func queryToken(rawQuery string) (string, bool) {
+	if !strings.Contains(rawQuery, "access_token") && !strings.Contains(rawQuery, "%") {
+		return "", false
+	}
 	q := rawQuery
 	for q != "" {
 		var pair string
 		pair, q, _ = strings.Cut(q, "&")
+		if pair == "" || (pair[0] != 'a' && pair[0] != '%') {
+			continue // every spelling of access_token starts with 'a' or an escape
+		}
 		k, val, _ := strings.Cut(pair, "=")
 		if !isAccessTokenKey(k) {
 			continue
@@ -80,14 +89,19 @@ func queryToken(rawQuery string) (string, bool) {
 // including percent-encoded spellings (access%5Ftoken), which Go's and
 // most frameworks' query parsers decode to the same name.
 func isAccessTokenKey(k string) bool {
-	if k == "access_token" {
+	const name = "access_token"
+	if k == name {
 		return true
 	}
-	if !strings.ContainsAny(k, "%+") {
+	// An escape takes three bytes for one, so an escaped spelling is
+	// longer than the name and at most three times as long; "+" decodes
+	// to a space, which the name does not have. Most keys stop here,
+	// before any decoding.
+	if len(k) <= len(name) || len(k) > 3*len(name) || strings.IndexByte(k, '%') < 0 {
 		return false
 	}
 	u, err := url.QueryUnescape(k)
-	return err == nil && u == "access_token"
+	return err == nil && u == name
 }
 
 // isWebSocket reports a WebSocket upgrade: an Upgrade header naming

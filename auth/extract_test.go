@@ -33,23 +33,35 @@ func TestExtractionOrder(t *testing.T) {
 		wantSub string
 		wantSrc Source
 		wantErr error
+		wantExc bool // Result.Exchange: the caller must redirect the token out of the URL
 	}{
-		{"header beats cookie and query", req{authz: "Bearer " + hdr, cookies: []string{ck}, query: "access_token=" + qry}, "header", FromHeader, nil},
-		{"cookie beats query", req{cookies: []string{ck}, query: "access_token=" + qry}, "cookie", FromCookie, nil},
-		{"query alone", req{query: "x=1&access_token=" + qry}, "query", FromQuery, nil},
-		{"query on HEAD", req{method: http.MethodHead, query: "access_token=" + qry}, "query", FromQuery, nil},
-		{"lowercase bearer scheme", req{authz: "bearer  " + hdr}, "header", FromHeader, nil},
-		{"query ignored on POST", req{method: http.MethodPost, query: "access_token=" + qry}, "", 0, ErrMissing},
-		{"query ignored on websocket", req{upgrade: true, query: "access_token=" + qry}, "", 0, ErrMissing},
-		{"nothing", req{query: "access_token="}, "", 0, ErrMissing},
-		{"basic auth is not a token", req{authz: "Basic dXNlcjpwYXNz"}, "", 0, ErrMissing},
-		{"basic auth then cookie", req{authz: "Basic dXNlcjpwYXNz", cookies: []string{ck}}, "cookie", FromCookie, nil},
-		{"app's own bearer then cookie", req{authz: "Bearer " + appTok, cookies: []string{ck}}, "cookie", FromCookie, nil},
-		{"stale cookie then fresh query", req{cookies: []string{expired}, query: "access_token=" + qry}, "query", FromQuery, nil},
-		{"two cookies, first stale", req{cookies: []string{expired, ck}}, "cookie", FromCookie, nil},
-		{"expired beats garbage", req{authz: "Bearer garbage", cookies: []string{expired}}, "", 0, ErrExpired},
-		{"wrong sandbox beats expired", req{cookies: []string{expired, otherSbx}}, "", 0, ErrForbidden},
-		{"invalid header alone", req{authz: "Bearer garbage"}, "", 0, ErrInvalid},
+		{"header beats cookie and query", req{authz: "Bearer " + hdr, cookies: []string{ck}, query: "access_token=" + qry}, "header", FromHeader, nil, false},
+		{"fresh query beats valid cookie", req{cookies: []string{ck}, query: "access_token=" + qry}, "query", FromQuery, nil, true},
+		{"valid cookie, garbage query", req{cookies: []string{ck}, query: "a=1&access_token=garbage"}, "cookie", FromCookie, nil, true},
+		{"valid cookie, expired query", req{cookies: []string{ck}, query: "access_token=" + expired}, "cookie", FromCookie, nil, true},
+		{"valid cookie, query for another sandbox", req{cookies: []string{ck}, query: "access_token=" + otherSbx}, "cookie", FromCookie, nil, true},
+		{"valid cookie, escaped query key", req{cookies: []string{ck}, query: "access%5Ftoken=garbage"}, "cookie", FromCookie, nil, true},
+		{"valid cookie, empty query token", req{cookies: []string{ck}, query: "access_token="}, "cookie", FromCookie, nil, false},
+		{"valid cookie, no query token", req{cookies: []string{ck}, query: "access=1&token=2&a%20b=c"}, "cookie", FromCookie, nil, false},
+		{"valid cookie, query on POST", req{method: http.MethodPost, cookies: []string{ck}, query: "access_token=" + qry}, "cookie", FromCookie, nil, false},
+		{"valid cookie, query on websocket", req{upgrade: true, cookies: []string{ck}, query: "access_token=" + qry}, "cookie", FromCookie, nil, false},
+		{"header, query in URL", req{authz: "Bearer " + hdr, query: "access_token=garbage"}, "header", FromHeader, nil, false},
+		{"query alone", req{query: "x=1&access_token=" + qry}, "query", FromQuery, nil, true},
+		{"query on HEAD", req{method: http.MethodHead, query: "access_token=" + qry}, "query", FromQuery, nil, true},
+		{"lowercase bearer scheme", req{authz: "bearer  " + hdr}, "header", FromHeader, nil, false},
+		{"query ignored on POST", req{method: http.MethodPost, query: "access_token=" + qry}, "", 0, ErrMissing, false},
+		{"query ignored on websocket", req{upgrade: true, query: "access_token=" + qry}, "", 0, ErrMissing, false},
+		{"nothing", req{query: "access_token="}, "", 0, ErrMissing, false},
+		{"garbage query alone", req{query: "access_token=garbage"}, "", 0, ErrInvalid, false},
+		{"basic auth is not a token", req{authz: "Basic dXNlcjpwYXNz"}, "", 0, ErrMissing, false},
+		{"basic auth then cookie", req{authz: "Basic dXNlcjpwYXNz", cookies: []string{ck}}, "cookie", FromCookie, nil, false},
+		{"app's own bearer then cookie", req{authz: "Bearer " + appTok, cookies: []string{ck}}, "cookie", FromCookie, nil, false},
+		{"app's own bearer, cookie and query", req{authz: "Bearer " + appTok, cookies: []string{ck}, query: "access_token=" + qry}, "query", FromQuery, nil, true},
+		{"stale cookie then fresh query", req{cookies: []string{expired}, query: "access_token=" + qry}, "query", FromQuery, nil, true},
+		{"two cookies, first stale", req{cookies: []string{expired, ck}}, "cookie", FromCookie, nil, false},
+		{"expired beats garbage", req{authz: "Bearer garbage", cookies: []string{expired}}, "", 0, ErrExpired, false},
+		{"wrong sandbox beats expired", req{cookies: []string{expired, otherSbx}}, "", 0, ErrForbidden, false},
+		{"invalid header alone", req{authz: "Bearer garbage"}, "", 0, ErrInvalid, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,6 +94,70 @@ func TestExtractionOrder(t *testing.T) {
 			}
 			if res.Source != tc.wantSrc || res.Claims.Subject != tc.wantSub {
 				t.Errorf("got %v/%s, want %v/%s", res.Source, res.Claims.Subject, tc.wantSrc, tc.wantSub)
+			}
+			if res.Exchange != tc.wantExc {
+				t.Errorf("got Exchange %v, want %v", res.Exchange, tc.wantExc)
+			}
+		})
+	}
+}
+
+func TestQueryToken(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, query, want string
+		ok                bool
+	}{
+		{"alone", "access_token=t", "t", true},
+		{"among others", "a=1&access_token=t&b=2", "t", true},
+		{"escaped key", "access%5Ftoken=t", "t", true},
+		{"escaped first letter", "x=1&%61ccess_token=t", "t", true},
+		{"fully escaped", "%61%63%63%65%73%73%5F%74%6F%6B%65%6E=t", "t", true},
+		{"escaped, too short", "a%5Fb=t", "", false},
+		{"escaped value", "access_token=a%2Eb", "a.b", true},
+		{"first non-empty", "access_token=&access_token=t", "t", true},
+		{"empty", "access_token=", "", false},
+		{"no query", "", "", false},
+		{"name as a value", "x=access_token", "", false},
+		{"longer name", "access_tokens=t", "", false},
+		{"plus is a space", "access+token=t", "", false},
+		{"other escapes", "a%20b=c&d=%2F", "", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := queryToken(tc.query)
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("queryToken(%q): got %q/%v, want %q/%v", tc.query, got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// TestCheckCachedNoAllocs: the hot path (a cookie or header seen before, no
+// token in the URL) allocates nothing, query parameters or not.
+func TestCheckCachedNoAllocs(t *testing.T) {
+	v, _ := newVerifier(t, testAuth(hsKey), false)
+	tok := mint(t, hsKey, MintOptions{Sandbox: "a"})
+	tests := []struct {
+		name   string
+		target string
+		header string
+		value  string
+	}{
+		{"cookie", "/app.js", "Cookie", "a=1; " + v.CookieName() + "=" + tok},
+		{"cookie with query", "/app.js?v=3&t=a%20b", "Cookie", v.CookieName() + "=" + tok},
+		{"header with query", "/app.js?v=3", "Authorization", "Bearer " + tok},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "http://sandbox-a.localhost"+tc.target, nil)
+			r.Header.Set(tc.header, tc.value)
+			if _, err := v.Check(r, "a"); err != nil {
+				t.Fatal(err)
+			}
+			if n := testing.AllocsPerRun(100, func() { v.Check(r, "a") }); n != 0 {
+				t.Errorf("got %v allocs per Check, want 0", n)
 			}
 		})
 	}

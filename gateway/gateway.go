@@ -224,7 +224,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table) (label
 		if res.Claims != nil {
 			sub = res.Claims.Subject
 		}
-		if res.Source == auth.FromQuery {
+		if res.Exchange {
+			// Whenever the URL still holds a token, even next to a valid
+			// cookie, the browser is sent to the clean URL first so the
+			// token leaves its address bar and history.
 			t.verifier.Exchange(w, r, res)
 			return
 		}
