@@ -286,6 +286,69 @@ func TestRestartNeeded(t *testing.T) {
 	}
 }
 
+// TestRestartNeededDomains: where certificates are made for the start
+// domains (acme wildcard, self-signed), a domain change is reported and the
+// running domains kept, while the rest of the reload applies; elsewhere the
+// new domains are live at once.
+func TestRestartNeededDomains(t *testing.T) {
+	t.Parallel()
+	const wildcard = "tls:\n  mode: acme\n  acme:\n    strategy: wildcard\n" +
+		"    rfc2136: {server: \"127.0.0.1:53\", tsig_key: k., tsig_secret: c2VjcmV0}\n"
+	tests := []struct {
+		name        string
+		tls         string // appended to both files
+		newDomains  string // the new file's domain line
+		wantRestart []string
+	}{
+		{"wildcard, domain added", wildcard, "domain: [preview.example.com, preview.example.org]", []string{"domain"}},
+		{"wildcard, domain replaced", wildcard, "domain: preview.example.org", []string{"domain"}},
+		{"wildcard, same domain", wildcard, "domain: preview.example.com", nil},
+		{"self-signed, domain added", "tls: {mode: self-signed}\n", "domain: [preview.example.com, preview.example.org]", []string{"domain"}},
+		{"on-demand, domain added", "tls: {mode: acme}\n", "domain: [preview.example.com, preview.example.org]", nil},
+		{"files, domain added", "tls: {mode: files, cert_file: c.pem, key_file: k.pem}\n", "domain: [preview.example.com, preview.example.org]", nil},
+		{"off, domain added", "", "domain: [preview.example.com, preview.example.org]", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			old, err := parse("a.yaml", []byte(base+tc.tls), env(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rest := strings.TrimPrefix(base, "domain: preview.example.com\n")
+			nw, err := parse("a.yaml", []byte(tc.newDomains+"\n"+rest+tc.tls+"limits: {max_running: 3}\n"), env(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := slices.Clone(nw.Domains)
+			got := RestartNeeded(old, nw)
+			if !slices.Equal(got, tc.wantRestart) {
+				t.Errorf("got restart %v, want %v", got, tc.wantRestart)
+			}
+			keepRestartOnly(old, nw)
+			if len(tc.wantRestart) > 0 {
+				want = old.Domains
+			}
+			if !slices.Equal(nw.Domains, want) || nw.Limits.MaxRunning != 3 {
+				t.Errorf("got domains %v max_running %d, want domains %v and the new limit 3", nw.Domains, nw.Limits.MaxRunning, want)
+			}
+		})
+	}
+	// Leaving wildcard is itself a restart (tls.acme); until then the
+	// running wildcard setup decides, so the domains wait too.
+	old, err := parse("a.yaml", []byte(base+wildcard), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw, err := parse("a.yaml", []byte("domain: preview.example.org\n"+strings.TrimPrefix(base, "domain: preview.example.com\n")+"tls: {mode: acme}\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := RestartNeeded(old, nw), []string{"tls.acme", "domain"}; !slices.Equal(got, want) {
+		t.Errorf("wildcard to on-demand: got restart %v, want %v", got, want)
+	}
+}
+
 func TestStore(t *testing.T) {
 	t.Parallel()
 	a, b := &Config{DataDir: "a"}, &Config{DataDir: "b"}

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sync/atomic"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -44,10 +45,7 @@ func (c *Config) Redacted() ([]byte, error) {
 // restartOnly lists the settings a running gateway cannot change: their
 // listeners, state, Docker client and certificate manager are built once at
 // start.
-var restartOnly = []struct {
-	name string
-	get  func(*Config) any
-}{
+var restartOnly = []setting{
 	{"listen.http", func(c *Config) any { return &c.Listen.HTTP }},
 	{"listen.https", func(c *Config) any { return &c.Listen.HTTPS }},
 	{"listen.admin", func(c *Config) any { return &c.Listen.Admin }},
@@ -69,15 +67,52 @@ var restartOnly = []struct {
 	{"limits.idle_timeout", func(c *Config) any { return &c.Limits.IdleConnTimeout }},
 }
 
+// setting names a config key (as written in the file) and points at it.
+type setting struct {
+	name string
+	get  func(*Config) any
+}
+
+// domainSetting is restart-only where certificates are made for the domains
+// the gateway starts with: a domain added later would be routed but get no
+// certificate, and one removed would keep its certificate. There the
+// domains wait for the restart with the certificates.
+var domainSetting = setting{"domain", func(c *Config) any { return &c.Domains }}
+
+// restartOnlyFor is restartOnly for a gateway running with config running.
+func restartOnlyFor(running *Config) []setting {
+	if certsPerStartDomain(running) {
+		return append(slices.Clip(restartOnly), domainSetting)
+	}
+	return restartOnly
+}
+
+// certsPerStartDomain reports whether the running TLS setup makes its
+// certificates for the domains present at start: acme with the wildcard
+// strategy (one *.<domain> order per domain, managed from start) and
+// self-signed (one leaf per domain). On-demand acme asks the live route
+// table at each handshake, files serve whatever the file holds, and off has
+// no certificates, so there a domain change applies on reload.
+func certsPerStartDomain(running *Config) bool {
+	switch running.TLS.Mode {
+	case TLSACME:
+		return running.TLS.ACME.Strategy == StrategyWildcard
+	case TLSSelfSigned:
+		return true
+	}
+	return false
+}
+
 // RestartNeeded lists the settings that differ between old and new but only
-// take effect after a restart (listen.*, data_dir, docker.*, tls.mode, ...).
+// take effect after a restart (listen.*, data_dir, docker.*, tls.mode, ...;
+// domain when the running TLS setup has certificates per start domain).
 // Nil when old is nil.
 func RestartNeeded(old, new *Config) []string {
 	if old == nil || new == nil {
 		return nil
 	}
 	var out []string
-	for _, f := range restartOnly {
+	for _, f := range restartOnlyFor(old) {
 		if !reflect.DeepEqual(reflect.ValueOf(f.get(old)).Elem().Interface(), reflect.ValueOf(f.get(new)).Elem().Interface()) {
 			out = append(out, f.name)
 		}
@@ -88,7 +123,7 @@ func RestartNeeded(old, new *Config) []string {
 // keepRestartOnly copies the restart-only settings from old into new, so the
 // live config describes what actually runs.
 func keepRestartOnly(old, new *Config) {
-	for _, f := range restartOnly {
+	for _, f := range restartOnlyFor(old) {
 		reflect.ValueOf(f.get(new)).Elem().Set(reflect.ValueOf(f.get(old)).Elem())
 	}
 }

@@ -226,6 +226,46 @@ func TestWatcherRestartNeededKeepsRunningValues(t *testing.T) {
 	}
 }
 
+// TestWatcherWildcardDomainNeedsRestart: with wildcard certificates a
+// reload that adds a domain says it needs a restart (the log the operator
+// reads; the admin PUT returns the same list) and keeps serving the running
+// domains, while the rest of the file applies.
+func TestWatcherWildcardDomainNeedsRestart(t *testing.T) {
+	t.Parallel()
+	const tls = "tls:\n  mode: acme\n  acme:\n    strategy: wildcard\n" +
+		"    rfc2136: {server: \"127.0.0.1:53\", tsig_key: k., tsig_secret: c2VjcmV0}\n"
+	path := filepath.Join(t.TempDir(), "previewgate.yaml")
+	if err := os.WriteFile(path, []byte(base+tls), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := NewStore(c)
+	var logs strings.Builder
+	rec := newRecorder()
+	w := newWatcher(WatcherConfig{Path: path, Store: store, Apply: rec.apply}, slog.New(slog.NewTextHandler(&logs, nil)), nil, nil)
+	defer w.Close()
+	next := strings.Replace(base, "domain: preview.example.com", "domain: [preview.example.com, preview.example.org]", 1)
+	restart, err := w.Replace([]byte(next + tls + "limits: {max_running: 7}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(restart, []string{"domain"}) {
+		t.Errorf("got restart %v, want [domain]", restart)
+	}
+	if got := store.Load(); !slices.Equal(got.Domains, []string{"preview.example.com"}) || got.Limits.MaxRunning != 7 {
+		t.Errorf("got domains %v max_running %d, want the running domain and the new limit", got.Domains, got.Limits.MaxRunning)
+	}
+	if applied, _ := rec.snapshot(); !slices.Equal(applied, []int{7}) {
+		t.Errorf("got applied %v, want [7]", applied)
+	}
+	if !strings.Contains(logs.String(), "need a restart") || !strings.Contains(logs.String(), "domain") {
+		t.Errorf("got log %q, want a restart warning naming domain", logs.String())
+	}
+}
+
 func TestWatcherReplace(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
