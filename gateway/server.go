@@ -142,6 +142,7 @@ func isTemporaryAccept(err error) bool {
 // the connection to net/http.
 func (s *Server) serveConn(c net.Conn) {
 	defer s.wg.Done()
+	c = newRawConn(c)
 	if s.TLSConfig != nil {
 		tc := tls.Server(c, s.TLSConfig)
 		if d := s.HTTP.ReadHeaderTimeout; d > 0 {

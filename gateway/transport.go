@@ -56,6 +56,7 @@ func (t *connPool) get(ctx context.Context, addr string) (c *leanConn, reused bo
 	if err != nil {
 		return nil, false, err
 	}
+	conn = newRawConn(conn)
 	return &leanConn{conn: conn, addr: addr, br: bufio.NewReaderSize(conn, 16<<10), bw: bufio.NewWriterSize(conn, 4<<10)}, false, nil
 }
 
