@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -42,6 +43,13 @@ type h1conn struct {
 	bw       *bufio.Writer
 	pending  []byte // the writers' hold-back buffer, reused
 	idle     atomic.Bool
+
+	// A request running longer than watchAfter gets a goroutine that
+	// notices its client leaving (net/http notices at once, with a read
+	// per request; that is what the lean loop saves).
+	reqStart  atomic.Int64  // Unix nanoseconds the running request started; 0 between requests
+	wmu       sync.Mutex    // guards watchDone
+	watchDone chan struct{} // the watcher's; nil when none runs
 	// deadline is the read deadline set last; headDeadline says it is the
 	// header timeout, not the idle one.
 	deadline     time.Time
@@ -333,7 +341,9 @@ func (c *h1conn) parse(b []byte) (n int, req *http.Request, fits bool) {
 // whether the connection may serve another request.
 func (c *h1conn) handle(req *http.Request) (keep bool) {
 	c.s.leanN.Add(1)
+	c.reqStart.Store(time.Now().UnixNano())
 	w := newH1writer(c, req)
+	defer c.endWatch()
 	defer func() {
 		if v := recover(); v != nil {
 			if v != http.ErrAbortHandler {
@@ -345,10 +355,57 @@ func (c *h1conn) handle(req *http.Request) (keep bool) {
 		w.done()
 	}()
 	c.s.HTTP.Handler.ServeHTTP(w, req)
-	if !w.finish() {
+	if !w.finish() || c.ctx.Err() != nil {
 		return false
 	}
 	return !w.closeAfter
+}
+
+// watchAfter is how long a request runs before its client is watched.
+const watchAfter = time.Second
+
+// watchIfSlow starts the client watcher when the running request has
+// taken watchAfter; the server's sweep calls it.
+func (c *h1conn) watchIfSlow(now time.Time) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	start := c.reqStart.Load()
+	if start == 0 || c.watchDone != nil || now.UnixNano()-start < int64(watchAfter) {
+		return
+	}
+	if c.end == len(c.buf) {
+		return // no room to read into (a long pipelined head): not watched
+	}
+	// No deadline but endWatch's (the request head's may still be set);
+	// cleared here, under wmu, so it cannot undo endWatch's.
+	c.conn.SetReadDeadline(time.Time{})
+	done := make(chan struct{})
+	c.watchDone = done
+	go func() {
+		defer close(done)
+		// Whatever arrives (a pipelined request, TLS records) stays in the
+		// buffer for the loop; endWatch's deadline ends the read.
+		n, err := c.conn.Read(c.buf[c.end:])
+		c.end += n
+		if err != nil && !isTimeout(err) {
+			c.cancel() // the client left: end the handler's context
+		}
+	}()
+}
+
+// endWatch marks the request done and stops its watcher, if any, before
+// the loop reads from the connection again.
+func (c *h1conn) endWatch() {
+	c.wmu.Lock()
+	c.reqStart.Store(0)
+	done := c.watchDone
+	c.watchDone = nil
+	c.wmu.Unlock()
+	if done != nil {
+		c.conn.SetReadDeadline(time.Unix(1, 0))
+		<-done
+		c.deadline = time.Time{} // setDeadline sets it anew
+	}
 }
 
 func indexCRLF(b []byte) int {

@@ -489,3 +489,103 @@ func TestLeanIdleTimeout(t *testing.T) {
 		t.Fatalf("read %d, %v; want EOF once idle", n, err)
 	}
 }
+
+// TestLeanClientLeaves: a lean request that runs long notices its client
+// closing the connection, as net/http's requests do: its context ends.
+func TestLeanClientLeaves(t *testing.T) {
+	t.Parallel()
+	cancelled := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+			close(cancelled)
+		case <-time.After(time.Minute):
+		}
+	})
+	s := NewServer(testConfig(), leanAll{h}, testLogger(t))
+	c, err := net.Dial("tcp", serve(t, s).Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(100 * time.Millisecond)
+	c.Close()
+	select {
+	case <-cancelled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler's context did not end after its client left")
+	}
+	if s.leanN.Load() != 1 {
+		t.Fatal("the request did not take the lean loop")
+	}
+}
+
+// TestLeanSlowRequestKeepsConnection: watching a slow request's client
+// does not disturb the connection: a request pipelined meanwhile (read by
+// the watcher) is served next, in order.
+func TestLeanSlowRequestKeepsConnection(t *testing.T) {
+	t.Parallel()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			time.Sleep(3 * watchAfter)
+		}
+		io.WriteString(w, r.URL.Path)
+	})
+	s := NewServer(testConfig(), leanAll{h}, testLogger(t))
+	c, err := net.Dial("tcp", serve(t, s).Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(2 * watchAfter) // the watcher runs by now
+	io.WriteString(c, "GET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(c)
+	for _, path := range []string{"/slow", "/next"} {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if string(b) != path {
+			t.Fatalf("got %q, want %q", b, path)
+		}
+	}
+	if n := s.leanN.Load(); n != 2 {
+		t.Fatalf("lean loop served %d requests, want 2", n)
+	}
+}
+
+// TestLeanClientLeavesTLS: the same over TLS, where the client's close
+// sends a close_notify record before the FIN.
+func TestLeanClientLeavesTLS(t *testing.T) {
+	t.Parallel()
+	cancelled := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+			close(cancelled)
+		case <-time.After(time.Minute):
+		}
+	})
+	s := NewServer(testConfig(), leanAll{h}, testLogger(t))
+	ts := httptest.NewUnstartedServer(nil) // for its certificate
+	ts.StartTLS()
+	ts.Close()
+	s.TLSConfig = &tls.Config{Certificates: ts.TLS.Certificates}
+	c, err := tls.Dial("tcp", serve(t, s).Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(100 * time.Millisecond)
+	c.Close()
+	select {
+	case <-cancelled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler's context did not end after its client left")
+	}
+	if s.leanN.Load() != 1 {
+		t.Fatal("the request did not take the lean loop")
+	}
+}

@@ -39,13 +39,16 @@ type Server struct {
 	handoff     *handoffListener
 	handoffOnce sync.Once
 	httpDone    chan struct{} // closed when HTTP.Serve(handoff) returned
+	stopSweep   chan struct{} // closed by stop: the sweep goroutine ends
+	sweepDone   chan struct{} // closed when it has
 
-	closing atomic.Bool
-	leanN   atomic.Uint64 // requests served by the lean loop
-	mu      sync.Mutex    // guards lns and conns
-	lns     map[net.Listener]struct{}
-	conns   map[*h1conn]struct{}
-	wg      sync.WaitGroup // lean connection goroutines
+	closing  atomic.Bool
+	stopOnce sync.Once
+	leanN    atomic.Uint64 // requests served by the lean loop
+	mu       sync.Mutex    // guards lns and conns
+	lns      map[net.Listener]struct{}
+	conns    map[*h1conn]struct{}
+	wg       sync.WaitGroup // lean connection goroutines
 }
 
 // leanHandler is a handler that can tell that a plain request would be
@@ -74,10 +77,12 @@ func NewServer(cfg *config.Config, h http.Handler, log *slog.Logger) *Server {
 			MaxHeaderBytes:    int(cfg.Limits.MaxHeaderBytes),
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		},
-		log:      log,
-		httpDone: make(chan struct{}),
-		lns:      make(map[net.Listener]struct{}),
-		conns:    make(map[*h1conn]struct{}),
+		log:       log,
+		httpDone:  make(chan struct{}),
+		stopSweep: make(chan struct{}),
+		sweepDone: make(chan struct{}),
+		lns:       make(map[net.Listener]struct{}),
+		conns:     make(map[*h1conn]struct{}),
 	}
 	s.lean, _ = h.(leanHandler)
 	return s
@@ -95,6 +100,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			defer close(s.httpDone)
 			s.HTTP.Serve(s.handoff)
 		}()
+		go s.sweep()
 	})
 	s.mu.Lock()
 	if s.closing.Load() {
@@ -221,10 +227,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		select {
 		case <-leanDone:
 			<-httpShut
+			<-s.sweepDone
 			return httpErr
 		case <-ctx.Done():
 			s.closeAll()
 			<-httpShut
+			<-s.sweepDone
 			return ctx.Err()
 		case <-tick.C:
 		}
@@ -237,6 +245,7 @@ func (s *Server) Close() error {
 	s.closeAll()
 	err := s.HTTP.Close()
 	s.wg.Wait()
+	<-s.sweepDone
 	return err
 }
 
@@ -248,7 +257,11 @@ func (s *Server) stop() {
 		ln.Close()
 	}
 	s.mu.Unlock()
-	s.handoffOnce.Do(func() { close(s.httpDone) }) // never served: nothing to hand to
+	s.handoffOnce.Do(func() { // never served: nothing to hand to, nothing to sweep
+		close(s.httpDone)
+		close(s.sweepDone)
+	})
+	s.stopOnce.Do(func() { close(s.stopSweep) })
 	if s.handoff != nil {
 		s.handoff.Close()
 	}
@@ -269,6 +282,26 @@ func (s *Server) closeAll() {
 	for c := range s.conns {
 		c.cancel()
 		c.conn.Close()
+	}
+}
+
+// sweep watches the clients of slow lean requests (h1conn.watchIfSlow)
+// until the server stops.
+func (s *Server) sweep() {
+	defer close(s.sweepDone)
+	t := time.NewTicker(watchAfter / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopSweep:
+			return
+		case now := <-t.C:
+			s.mu.Lock()
+			for c := range s.conns {
+				c.watchIfSlow(now)
+			}
+			s.mu.Unlock()
+		}
 	}
 }
 
