@@ -182,6 +182,10 @@ func (g *Gateway) Close() {
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	t := g.table.Load()
+	hint := hintFor(r)
+	if hint != nil {
+		t = hint.t // the table the lean loop checked against
+	}
 	id := r.Header.Get("X-Request-Id")
 	if id == "" || len(id) > 128 {
 		id = g.requestID()
@@ -189,7 +193,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Request-Id", id)
 	sw := &statusWriter{ResponseWriter: w}
-	label, proxied := g.serve(sw, r, t)
+	label, proxied := g.serve(sw, r, t, hint)
 	status := sw.status
 	if status == 0 {
 		status = http.StatusSwitchingProtocols // hijacked by an upgrade
@@ -205,21 +209,32 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serve handles one request and returns the metrics label (template name,
 // "upstream" or "none") and whether it reached the proxy.
-func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table) (label string, proxied bool) {
+// A hint from the lean loop stands for the route and the access check.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *leanHint) (label string, proxied bool) {
 	label = "none"
-	rt, herr := t.resolve(r.Host)
-	if herr != nil {
-		g.fail(w, r, herr)
-		return
+	var rt route
+	if hint != nil {
+		rt = hint.rt
+	} else {
+		var herr *httpError
+		if rt, herr = t.resolve(r.Host); herr != nil {
+			g.fail(w, r, herr)
+			return
+		}
 	}
 	tpl := rt.template
 	sub := ""
 	if !rt.public {
-		res, err := t.verifier.Check(r, rt.sandbox)
-		if err != nil {
-			g.metrics.authFails.WithLabelValues(auth.Reason(err)).Inc()
-			g.fail(w, r, authError(err))
-			return
+		var res auth.Result
+		if hint != nil {
+			res = hint.res
+		} else {
+			var err error
+			if res, err = t.verifier.Check(r, rt.sandbox); err != nil {
+				g.metrics.authFails.WithLabelValues(auth.Reason(err)).Inc()
+				g.fail(w, r, authError(err))
+				return
+			}
 		}
 		if res.Claims != nil {
 			sub = res.Claims.Subject

@@ -41,7 +41,8 @@ type h1conn struct {
 	start    int
 	end      int
 	bw       *bufio.Writer
-	pending  []byte // the writers' hold-back buffer, reused
+	pending  []byte   // the writers' hold-back buffer, reused
+	hint     leanHint // what the handler's leanRequest found for the current request
 	idle     atomic.Bool
 
 	// A request running longer than watchAfter gets a goroutine that
@@ -64,7 +65,7 @@ type span struct{ name, value [2]uint16 }
 func newH1conn(s *Server, c net.Conn) *h1conn {
 	hc := &h1conn{s: s, conn: c, remote: c.RemoteAddr().String(), buf: make([]byte, h1BufSize),
 		bw: bufio.NewWriterSize(c, 4<<10)}
-	hc.ctx, hc.cancel = context.WithCancel(context.Background())
+	hc.ctx, hc.cancel = context.WithCancel(context.WithValue(context.Background(), leanHintKey{}, &hc.hint))
 	if tc, ok := c.(*tls.Conn); ok {
 		st := tc.ConnectionState()
 		hc.tlsState = &st
@@ -331,7 +332,7 @@ func (c *h1conn) parse(b []byte) (n int, req *http.Request, fits bool) {
 		Header: h, Body: http.NoBody, Host: hostStr, Close: closeConn,
 		RemoteAddr: c.remote, RequestURI: targetStr, TLS: c.tlsState,
 	}
-	if !c.s.lean.leanRequest(r) {
+	if !c.s.lean.leanRequest(r, &c.hint) {
 		return pos, nil, true
 	}
 	return pos, r.WithContext(c.ctx), true

@@ -21,7 +21,9 @@ import (
 // leanAll is a handler whose every plain request may take the lean loop.
 type leanAll struct{ http.Handler }
 
-func (leanAll) leanRequest(*http.Request) bool { return true }
+func (leanAll) leanRequest(*http.Request, *leanHint) bool { return true }
+
+var _ leanHandler = leanAll{}
 
 // responses are the handler behaviours the lean writer must frame exactly
 // as net/http does.

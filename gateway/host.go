@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 
+	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
 )
 
@@ -65,18 +67,42 @@ func (g *Gateway) Serves(host string) bool {
 // proxied straight to a running sandbox: the lean HTTP/1.1 loop serves
 // those (server.go), net/http everything else. The access check comes
 // before the sandbox lookup, as on the request path: an unauthenticated
-// request never looks up a sandbox.
-func (g *Gateway) leanRequest(r *http.Request) bool {
+// request never looks up a sandbox. What it found goes into h, so the
+// handler does not resolve and check the same request again.
+func (g *Gateway) leanRequest(r *http.Request, h *leanHint) bool {
 	t := g.table.Load()
 	rt, herr := t.resolve(r.Host)
 	if herr != nil || rt.sandbox == "" || rt.upstream != nil {
 		return false
 	}
+	var res auth.Result
 	if !rt.public {
-		if _, err := t.verifier.Check(r, rt.sandbox); err != nil {
+		var err error
+		if res, err = t.verifier.Check(r, rt.sandbox); err != nil {
 			return false
 		}
 	}
-	_, ok := g.sb.Cached(rt.sandbox)
-	return ok
+	if _, ok := g.sb.Cached(rt.sandbox); !ok {
+		return false
+	}
+	*h = leanHint{url: r.URL, t: t, rt: rt, res: res}
+	return true
+}
+
+// leanHint is what leanRequest found for the request whose URL is url.
+type leanHint struct {
+	url *url.URL
+	t   *table
+	rt  route
+	res auth.Result
+}
+
+type leanHintKey struct{}
+
+// hintFor returns the lean loop's findings for r, or nil.
+func hintFor(r *http.Request) *leanHint {
+	if h, ok := r.Context().Value(leanHintKey{}).(*leanHint); ok && h.url == r.URL {
+		return h
+	}
+	return nil
 }

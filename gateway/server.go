@@ -56,7 +56,7 @@ type Server struct {
 // loop. *Gateway implements it.
 type leanHandler interface {
 	http.Handler
-	leanRequest(r *http.Request) bool
+	leanRequest(r *http.Request, h *leanHint) bool
 }
 
 var _ leanHandler = (*Gateway)(nil)
