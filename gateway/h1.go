@@ -252,7 +252,7 @@ func (c *h1conn) parse(b []byte) (n int, req *http.Request, fits bool) {
 				colon = i
 				break
 			}
-			if !isTokenChar(ch) {
+			if !tokenByte[ch] {
 				return len(b), nil, false // obs-fold, space before colon, junk
 			}
 		}
@@ -496,25 +496,6 @@ func connectionOptions(v []byte, closeConn bool) (bool, bool) {
 	}
 	return closeConn, true
 }
-
-// isTokenChar reports RFC 9110 tchar.
-func isTokenChar(ch byte) bool {
-	return tokenTable[ch]
-}
-
-var tokenTable = func() (t [256]bool) {
-	for ch := '0'; ch <= '9'; ch++ {
-		t[ch] = true
-	}
-	for ch := 'a'; ch <= 'z'; ch++ {
-		t[ch] = true
-		t[ch-'a'+'A'] = true
-	}
-	for _, ch := range "!#$%&'*+-.^_`|~" {
-		t[ch] = true
-	}
-	return
-}()
 
 // validHost accepts what a DNS name or IP literal with a port may contain;
 // anything else goes to net/http, which knows the exact rules.

@@ -99,7 +99,7 @@ func (w *h1writer) WriteHeader(code int) {
 			w.trailers = true
 		}
 	}
-	if v := w.header["Connection"]; len(v) > 0 && hasToken(v, "close") {
+	if v := w.header["Connection"]; len(v) > 0 && containsToken(v, "close") {
 		w.closeAfter = true
 	}
 }
@@ -196,7 +196,7 @@ func (w *h1writer) sendHead(chunked bool, sniff []byte) {
 	if w.chunked {
 		bw.WriteString("Transfer-Encoding: chunked\r\n")
 	}
-	if (w.closeAfter || w.c.s.closing.Load()) && !hasToken(h["Connection"], "close") {
+	if (w.closeAfter || w.c.s.closing.Load()) && !containsToken(h["Connection"], "close") {
 		w.closeAfter = true
 		bw.WriteString("Connection: close\r\n")
 	}
@@ -319,24 +319,12 @@ func fieldValue(v string) string {
 
 var newlineToSpace = strings.NewReplacer("\n", " ", "\r", " ")
 
-// hasToken reports whether a comma-separated header value lists tok.
-func hasToken(vv []string, tok string) bool {
-	for _, v := range vv {
-		for _, t := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), tok) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 func validFieldName(k string) bool {
 	if k == "" {
 		return false
 	}
 	for i := 0; i < len(k); i++ {
-		if !isTokenChar(k[i]) {
+		if !tokenByte[k[i]] {
 			return false
 		}
 	}
