@@ -16,8 +16,9 @@ import (
 // The lean HTTP/1.1 loop (#9). It serves only requests it understands
 // completely — GET, HEAD or OPTIONS, HTTP/1.1, origin-form target, one
 // valid Host, no body or body framing, no upgrade, no Expect, no
-// Connection options but keep-alive/close, not an event stream — for a
-// host the handler says it proxies straight to a running sandbox.
+// Connection options but keep-alive/close, not an event stream — that the
+// handler says it would proxy straight to a running sandbox (for the
+// gateway: a valid token, a running sandbox).
 // Anything else, including anything malformed, is handed to net/http
 // unanswered, with every byte read so far, so net/http's checks and error
 // answers apply there.
@@ -34,7 +35,7 @@ type h1conn struct {
 	conn     net.Conn
 	remote   string
 	tlsState *tls.ConnectionState
-	ctx      context.Context // requests' context; cancelled when the connection ends
+	ctx      context.Context // requests' context; cancelled when the connection ends, its client leaves mid-request or the server closes
 	cancel   context.CancelFunc
 	buf      []byte // read buffer; buf[start:end] is unconsumed
 	start    int
