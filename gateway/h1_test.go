@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,12 @@ func responses() http.Handler {
 	mux.HandleFunc("/cl", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "10")
 		io.WriteString(w, "0123456789")
+	})
+	mux.HandleFunc("/cl-big", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(2*len(big)+100))
+		io.WriteString(w, big[:100])
+		io.WriteString(w, big) // larger than what is left of the buffer
+		io.WriteString(w, big)
 	})
 	mux.HandleFunc("/cl-short", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "10")
@@ -193,6 +200,8 @@ func TestLeanMatchesNetHTTP(t *testing.T) {
 		{"big chunked", get("/big"), false},
 		{"content-length", get("/cl"), false},
 		{"content-length short", get("/cl-short"), false},
+		{"content-length large writes", get("/cl-big"), false},
+		{"head content-length large writes", "HEAD /cl-big HTTP/1.1\r\nHost: x\r\n\r\n", true},
 		{"content-length long", get("/cl-long"), false},
 		{"content-length invalid", get("/cl-invalid"), false},
 		{"flush", get("/flush"), false},
