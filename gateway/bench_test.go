@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/auth"
+	"github.com/previewgate/previewgate/config"
 )
 
 // discardWriter is a minimal ResponseWriter so the benchmark measures the
@@ -25,17 +26,7 @@ func (w *discardWriter) WriteHeader(int)             {}
 // handler chain (host routing, cached token check, limits, activity, proxy)
 // to a loopback backend answering 1 KiB.
 func BenchmarkHandlerChain(b *testing.B) {
-	body := strings.Repeat("x", 1024)
-	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, body)
-	}))
-	defer app.Close()
-	cfg := testConfig()
-	g, err := New(cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}, Options{}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer g.Close()
+	cfg, g := benchGateway(b)
 	tok := mintFor(b, cfg, "abc", time.Hour)
 	req := httptest.NewRequest("GET", "http://sandbox-abc."+testDomain+"/assets/app.js", nil)
 	req.Header.Set("Cookie", auth.DefaultCookieName+"="+tok)
@@ -55,17 +46,7 @@ func BenchmarkHandlerChain(b *testing.B) {
 // keep-alive client connection, the lean HTTP/1.1 loop, the handler
 // chain and the direct proxy path, to a loopback backend answering 1 KiB.
 func BenchmarkLeanChain(b *testing.B) {
-	body := strings.Repeat("x", 1024)
-	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, body)
-	}))
-	defer app.Close()
-	cfg := testConfig()
-	g, err := New(cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}, Options{}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer g.Close()
+	cfg, g := benchGateway(b)
 	s := NewServer(cfg, g, nil)
 	srv := serve(b, s)
 	c, err := net.Dial("tcp", srv.Listener.Addr().String())
@@ -97,4 +78,21 @@ func BenchmarkLeanChain(b *testing.B) {
 	for b.Loop() {
 		do()
 	}
+}
+
+// benchGateway returns a gateway (closed when b ends) proxying every
+// sandbox to a loopback backend answering 1 KiB.
+func benchGateway(b *testing.B) (*config.Config, *Gateway) {
+	body := strings.Repeat("x", 1024)
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, body)
+	}))
+	b.Cleanup(app.Close)
+	cfg := testConfig()
+	g, err := New(cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}, Options{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(g.Close)
+	return cfg, g
 }

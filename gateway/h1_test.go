@@ -341,10 +341,7 @@ func TestServerTLS(t *testing.T) {
 		fmt.Fprintf(w, "%s tls=%v", r.Proto, r.TLS != nil)
 	})
 	s := NewServer(testConfig(), leanAll{h}, testLogger(t))
-	ts := httptest.NewUnstartedServer(nil) // for its certificate
-	ts.StartTLS()
-	ts.Close()
-	s.TLSConfig = &tls.Config{Certificates: ts.TLS.Certificates, NextProtos: []string{"h2", "http/1.1"}}
+	s.TLSConfig = testTLSConfig("h2", "http/1.1")
 	srv := serve(t, s)
 	for _, tc := range []struct {
 		proto string
@@ -503,31 +500,47 @@ func TestLeanIdleTimeout(t *testing.T) {
 
 // TestLeanClientLeaves: a lean request that runs long notices its client
 // closing the connection, as net/http's requests do: its context ends.
+// Over TLS the client's close sends a close_notify record before the FIN.
 func TestLeanClientLeaves(t *testing.T) {
 	t.Parallel()
-	cancelled := make(chan struct{})
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-r.Context().Done():
-			close(cancelled)
-		case <-time.After(time.Minute):
-		}
-	})
-	s := NewServer(testConfig(), leanAll{h}, testLogger(t))
-	c, err := net.Dial("tcp", serve(t, s).Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
-	time.Sleep(100 * time.Millisecond)
-	c.Close()
-	select {
-	case <-cancelled:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the handler's context did not end after its client left")
-	}
-	if s.leanN.Load() != 1 {
-		t.Fatal("the request did not take the lean loop")
+	for _, useTLS := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tls=%v", useTLS), func(t *testing.T) {
+			t.Parallel()
+			cancelled := make(chan struct{})
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				select {
+				case <-r.Context().Done():
+					close(cancelled)
+				case <-time.After(time.Minute):
+				}
+			})
+			s := NewServer(testConfig(), leanAll{h}, testLogger(t))
+			if useTLS {
+				s.TLSConfig = testTLSConfig()
+			}
+			addr := serve(t, s).Listener.Addr().String()
+			var c net.Conn
+			var err error
+			if useTLS {
+				c, err = tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+			} else {
+				c, err = net.Dial("tcp", addr)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+			time.Sleep(100 * time.Millisecond)
+			c.Close()
+			select {
+			case <-cancelled:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the handler's context did not end after its client left")
+			}
+			if s.leanN.Load() != 1 {
+				t.Fatal("the request did not take the lean loop")
+			}
+		})
 	}
 }
 
@@ -567,36 +580,15 @@ func TestLeanSlowRequestKeepsConnection(t *testing.T) {
 	}
 }
 
-// TestLeanClientLeavesTLS: the same over TLS, where the client's close
-// sends a close_notify record before the FIN.
-func TestLeanClientLeavesTLS(t *testing.T) {
-	t.Parallel()
-	cancelled := make(chan struct{})
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-r.Context().Done():
-			close(cancelled)
-		case <-time.After(time.Minute):
-		}
-	})
-	s := NewServer(testConfig(), leanAll{h}, testLogger(t))
-	ts := httptest.NewUnstartedServer(nil) // for its certificate
-	ts.StartTLS()
-	ts.Close()
-	s.TLSConfig = &tls.Config{Certificates: ts.TLS.Certificates}
-	c, err := tls.Dial("tcp", serve(t, s).Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
-	time.Sleep(100 * time.Millisecond)
-	c.Close()
-	select {
-	case <-cancelled:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the handler's context did not end after its client left")
-	}
-	if s.leanN.Load() != 1 {
-		t.Fatal("the request did not take the lean loop")
-	}
+// testTLSConfig serves httptest's self-signed certificate with the given
+// ALPN protocols.
+func testTLSConfig(protos ...string) *tls.Config {
+	return &tls.Config{Certificates: []tls.Certificate{testCert}, NextProtos: protos}
 }
+
+var testCert = func() tls.Certificate {
+	ts := httptest.NewUnstartedServer(nil)
+	ts.StartTLS()
+	defer ts.Close()
+	return ts.TLS.Certificates[0]
+}()
