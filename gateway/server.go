@@ -138,6 +138,9 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
+// handshakeTimeout bounds a TLS handshake when no header timeout is set.
+const handshakeTimeout = 10 * time.Second
+
 func isTemporaryAccept(err error) bool {
 	var ne net.Error
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
@@ -151,9 +154,13 @@ func (s *Server) serveConn(c net.Conn) {
 	c = newRawConn(c)
 	if s.TLSConfig != nil {
 		tc := tls.Server(c, s.TLSConfig)
-		if d := s.HTTP.ReadHeaderTimeout; d > 0 {
-			tc.SetDeadline(time.Now().Add(d))
+		// A handshake is bounded even without a header timeout: Close
+		// waits for this goroutine.
+		d := s.HTTP.ReadHeaderTimeout
+		if d <= 0 {
+			d = handshakeTimeout
 		}
+		tc.SetDeadline(time.Now().Add(d))
 		if err := tc.Handshake(); err != nil {
 			s.log.Debug("TLS handshake failed", "remote", c.RemoteAddr().String(), "err", err)
 			tc.Close()
