@@ -86,10 +86,10 @@ func newDockerEnv(t *testing.T, edit func(*config.Config)) *dockerEnv {
 // gateway restart would.
 func (e *dockerEnv) start() {
 	e.t.Helper()
-	// Each env's manager sees only its own test's containers: parallel
-	// tests' reapers and pools must not touch each other's sandboxes.
+	// Each env's manager sees only its own test's containers; a restart
+	// (a second start) keeps the scope.
 	labels := dockertest.Labels()
-	labels["previewgate.test.env"] = e.t.Name()
+	labels[dockertest.LabelCase] = e.t.Name()
 	var gw *Gateway // set below, before the manager starts reporting
 	mgr, err := sandboxmgr.New(sandboxmgr.Config{Host: e.cfg.Docker.Host, Network: e.network, Labels: labels,
 		MaxConcurrentStarts: e.cfg.Limits.MaxConcurrentStarts, MaxRunning: e.cfg.Limits.MaxRunning,

@@ -47,7 +47,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	cli := dockertest.Client(t)
 	network := dockertest.Network(t)
-	return &env{cli: cli, network: network, cfg: sandboxmgr.Config{Network: network, Labels: dockertest.Labels()}}
+	return &env{cli: cli, network: network, cfg: sandboxmgr.Config{Network: network, Labels: dockertest.ScopedLabels()}}
 }
 
 // manager starts a Manager on e's network; it is closed when t ends.

@@ -9,6 +9,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/dockertest"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
@@ -16,7 +17,7 @@ import (
 func (e *env) poolContainers(t *testing.T, scope, template string) []container.Summary {
 	t.Helper()
 	list, err := e.cli.ContainerList(t.Context(), container.ListOptions{All: true, Filters: filters.NewArgs(
-		filters.Arg("label", sandboxmgr.LabelPool+"="+template), filters.Arg("label", "previewgate.test.case="+scope))})
+		filters.Arg("label", sandboxmgr.LabelPool+"="+template), filters.Arg("label", dockertest.LabelCase+"="+scope))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,14 +47,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestDockerWarmPool(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	scope := newID()
-	e.cfg.Labels["previewgate.test.case"] = scope // pool containers of this test only
+	scope := e.cfg.Labels[dockertest.LabelCase]
 	tpl := testTemplate(t, nil)
 	tpl.Pool = 2
-	// The test app listens within milliseconds. A pool container that is
-	// not reachable by then is replaced by the next fill: seen rarely here,
-	// a fresh container whose address times out (Docker, not the app).
-	tpl.Ready.Timeout = config.Duration(5 * time.Second)
 	e.cfg.ListTemplates = func() []*config.Template { return []*config.Template{tpl} }
 	e.cfg.Templates = func(string) *config.Template { return tpl }
 	e.cfg.PoolEvery = 100 * time.Millisecond

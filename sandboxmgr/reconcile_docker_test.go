@@ -16,9 +16,6 @@ func TestDockerStartRemovesHalfMade(t *testing.T) {
 	e := newEnv(t)
 	id := newID()
 	tpl := testTemplate(t, nil)
-	// Its own scope: with StaleCreate < 0 this manager's Start would remove
-	// other tests' containers caught between create and start.
-	e.cfg.Labels["previewgate.test.case"] = id
 	labels := maps.Clone(e.cfg.Labels)
 	labels[sandboxmgr.LabelManaged] = "true"
 	labels[sandboxmgr.LabelSandbox] = id

@@ -39,13 +39,15 @@ import (
 
 // Label keys set on everything tests create.
 const (
-	LabelTest = "previewgate.test"     // always "1"
-	LabelRun  = "previewgate.test.run" // unique per test process
+	LabelTest = "previewgate.test"      // always "1"
+	LabelRun  = "previewgate.test.run"  // unique per test process
+	LabelCase = "previewgate.test.case" // unique per ScopedLabels call
 )
 
 var (
 	runID   = newRunID()
 	netSeq  atomic.Int64
+	caseSeq atomic.Int64
 	imgOnce sync.Once
 	imgTag  string
 	imgErr  error
@@ -55,6 +57,16 @@ func newRunID() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// ScopedLabels returns Labels plus a label of its own. A manager scoped by
+// them sees only the containers it made: parallel tests' Start (which
+// removes half-made containers and adopts pool ones) and reapers must not
+// touch each other's sandboxes.
+func ScopedLabels() map[string]string {
+	l := Labels()
+	l[LabelCase] = fmt.Sprintf("%s-%d", runID, caseSeq.Add(1))
+	return l
 }
 
 // RunID identifies this test process in labels and names.
