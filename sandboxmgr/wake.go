@@ -409,6 +409,11 @@ func (m *Manager) acquireStart(ctx context.Context) (release func(), err error) 
 	case <-ctx.Done():
 		<-m.queued
 		unreserve()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The wake's ready deadline ran out in the queue: the app was
+			// never started, so this is capacity (503), not a slow app (504).
+			return nil, fmt.Errorf("%w: no start slot before the ready deadline: %w", ErrCapacity, ctx.Err())
+		}
 		return nil, fmt.Errorf("wait for a start slot: %w", ctx.Err())
 	}
 	n := m.startsInFlight.Add(1)

@@ -357,3 +357,30 @@ func TestStartSlots(t *testing.T) {
 		}
 	}
 }
+
+// A wake whose ready deadline runs out while it waits for a start slot is
+// capacity (503 upstream), not an app that failed to become ready (504).
+func TestStartSlotWaitPastReadyDeadline(t *testing.T) {
+	m, f := newFakeManager(t, Config{MaxConcurrentStarts: 1})
+	tpl := appListener(t)
+	gate := make(chan struct{})
+	entered := make(chan struct{}, 10)
+	f.createHook = func(context.Context, ctrSpec) error {
+		entered <- struct{}{}
+		<-gate
+		return nil
+	}
+	errs := make(chan error, 1)
+	go func() { _, err := m.Ensure(t.Context(), "a", tpl); errs <- err }()
+	<-entered // a holds the only slot
+	short := *tpl
+	short.Ready.Timeout = 5e7
+	_, err := m.Ensure(t.Context(), "b", &short)
+	if !errors.Is(err, ErrCapacity) || errors.Is(err, ErrNotReady) {
+		t.Errorf("b: got %v, want ErrCapacity and not ErrNotReady", err)
+	}
+	close(gate)
+	if err := <-errs; err != nil {
+		t.Errorf("a: got %v, want created", err)
+	}
+}
