@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/previewgate/previewgate/config"
@@ -115,9 +116,12 @@ func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Templ
 	sb.op.Lock() // a reaper stop in progress finishes first
 	defer sb.op.Unlock()
 
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readyTimeout(tpl))
-	defer cancel()
-	defer context.AfterFunc(m.ctx, cancel)()
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancel(nil)
+	defer context.AfterFunc(m.ctx, func() { cancel(context.Canceled) })()
+	clock := startReadyClock(readyTimeout(tpl), func() { cancel(errReadyTimeout) })
+	defer clock.stop()
+	ctx = context.WithValue(ctx, readyClockKey{}, clock)
 
 	m.setPhase(id, PhaseQueued, "")
 	ep, err := m.wake(ctx, id, tpl, onCreate)
@@ -129,11 +133,62 @@ func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Templ
 	switch {
 	case m.ctx.Err() != nil:
 		err = fmt.Errorf("manager closed: %w: %w", ErrUnavailable, err)
-	case errors.Is(err, context.DeadlineExceeded) &&
+	case context.Cause(ctx) == errReadyTimeout &&
 		!errors.Is(err, ErrNotReady) && !errors.Is(err, ErrCapacity) && !errors.Is(err, ErrUnavailable):
-		err = fmt.Errorf("%w: %w", ErrNotReady, err)
+		err = fmt.Errorf("%w: %w: %w", ErrNotReady, errReadyTimeout, err)
 	}
 	return Endpoint{}, fmt.Errorf("sandbox %s: %w", id, err)
+}
+
+// errReadyTimeout ends a wake that took longer than its template's ready
+// timeout (time queued for a start slot not counted).
+var errReadyTimeout = fmt.Errorf("ready timeout: %w", context.DeadlineExceeded)
+
+type readyClockKey struct{}
+
+// readyClock is a wake's deadline that stops while the wake waits in the
+// start queue.
+type readyClock struct {
+	mu    sync.Mutex
+	t     *time.Timer
+	left  time.Duration // while paused: what remains
+	since time.Time     // while running: when it (re)started
+	held  int           // pauses not yet resumed (a wake may queue twice)
+	done  bool          // fired or stopped: never restarts
+}
+
+func startReadyClock(d time.Duration, expire func()) *readyClock {
+	return &readyClock{t: time.AfterFunc(d, expire), left: d, since: time.Now()}
+}
+
+func (c *readyClock) pause() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held++
+	if c.held == 1 && !c.done {
+		if c.t.Stop() {
+			c.left -= time.Since(c.since)
+		} else {
+			c.done = true // it fired
+		}
+	}
+}
+
+func (c *readyClock) resume() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held--
+	if c.held == 0 && !c.done {
+		c.since = time.Now()
+		c.t.Reset(max(c.left, 0))
+	}
+}
+
+func (c *readyClock) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t.Stop()
+	c.done = true
 }
 
 func readyTimeout(tpl *config.Template) time.Duration {
@@ -397,6 +452,12 @@ func (m *Manager) acquireStart(ctx context.Context) (release func(), err error) 
 		unreserve()
 		return nil, fmt.Errorf("%w: %d starts queued", ErrCapacity, cap(m.queued))
 	}
+	// Time in the queue is capacity's, not the app's: it does not count
+	// against the wake's ready timeout.
+	if clock, _ := ctx.Value(readyClockKey{}).(*readyClock); clock != nil {
+		clock.pause()
+		defer clock.resume()
+	}
 	t := time.NewTimer(m.cfg.StartQueueTimeout)
 	defer t.Stop()
 	select {
@@ -410,11 +471,11 @@ func (m *Manager) acquireStart(ctx context.Context) (release func(), err error) 
 		<-m.queued
 		unreserve()
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			// The wake's ready deadline ran out in the queue: the app was
+			// A deadline (a pool fill's) ran out in the queue: the app was
 			// never started, so this is capacity (503), not a slow app (504).
-			return nil, fmt.Errorf("%w: no start slot before the ready deadline: %w", ErrCapacity, ctx.Err())
+			return nil, fmt.Errorf("%w: no start slot before the deadline: %w", ErrCapacity, ctx.Err())
 		}
-		return nil, fmt.Errorf("wait for a start slot: %w", ctx.Err())
+		return nil, fmt.Errorf("wait for a start slot: %w", context.Cause(ctx))
 	}
 	n := m.startsInFlight.Add(1)
 	for {

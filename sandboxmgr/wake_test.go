@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/previewgate/previewgate/config"
 )
 
 func TestEnsureByState(t *testing.T) {
@@ -358,29 +361,68 @@ func TestStartSlots(t *testing.T) {
 	}
 }
 
-// A wake whose ready deadline runs out while it waits for a start slot is
-// capacity (503 upstream), not an app that failed to become ready (504).
-func TestStartSlotWaitPastReadyDeadline(t *testing.T) {
-	m, f := newFakeManager(t, Config{MaxConcurrentStarts: 1})
+// Time waiting for a start slot does not count against the ready timeout:
+// a wake queued longer than its ready timeout still starts once a slot
+// frees; one that finds no slot within the queue timeout is capacity (503
+// upstream), not an app that failed to become ready (504).
+func TestStartSlotWaitIsNotReadyTime(t *testing.T) {
+	m, f := newFakeManager(t, Config{MaxConcurrentStarts: 1, StartQueueTimeout: 400 * time.Millisecond})
 	tpl := appListener(t)
-	gate := make(chan struct{})
+	gates := map[string]chan struct{}{ContainerName("a"): make(chan struct{}), ContainerName("c"): make(chan struct{})}
 	entered := make(chan struct{}, 10)
-	f.createHook = func(context.Context, ctrSpec) error {
-		entered <- struct{}{}
-		<-gate
+	f.createHook = func(_ context.Context, s ctrSpec) error {
+		if gate := gates[s.Name]; gate != nil {
+			entered <- struct{}{}
+			<-gate
+		}
 		return nil
 	}
 	errs := make(chan error, 1)
 	go func() { _, err := m.Ensure(t.Context(), "a", tpl); errs <- err }()
 	<-entered // a holds the only slot
 	short := *tpl
-	short.Ready.Timeout = 5e7
-	_, err := m.Ensure(t.Context(), "b", &short)
-	if !errors.Is(err, ErrCapacity) || errors.Is(err, ErrNotReady) {
-		t.Errorf("b: got %v, want ErrCapacity and not ErrNotReady", err)
+	short.Ready.Timeout = config.Duration(50 * time.Millisecond)
+	time.AfterFunc(150*time.Millisecond, func() { close(gates[ContainerName("a")]) })
+	if _, err := m.Ensure(t.Context(), "b", &short); err != nil {
+		t.Errorf("b (queued 150 ms, ready timeout 50 ms): got %v, want created", err)
 	}
-	close(gate)
 	if err := <-errs; err != nil {
 		t.Errorf("a: got %v, want created", err)
+	}
+
+	defer close(gates[ContainerName("c")])
+	go func() { _, err := m.Ensure(t.Context(), "c", tpl); errs <- err }()
+	<-entered
+	_, err := m.Ensure(t.Context(), "d", &short)
+	if !errors.Is(err, ErrCapacity) || errors.Is(err, ErrNotReady) {
+		t.Errorf("d (no slot within the queue timeout): got %v, want ErrCapacity and not ErrNotReady", err)
+	}
+}
+
+func TestReadyClock(t *testing.T) {
+	fired := make(chan time.Time, 1)
+	t0 := time.Now()
+	c := startReadyClock(100*time.Millisecond, func() { fired <- time.Now() })
+	time.Sleep(50 * time.Millisecond)
+	c.pause()
+	c.pause() // nested
+	time.Sleep(200 * time.Millisecond)
+	c.resume()
+	select {
+	case <-fired:
+		t.Fatal("fired while paused")
+	default:
+	}
+	c.resume()
+	at := <-fired
+	if took := at.Sub(t0); took < 300*time.Millisecond {
+		t.Errorf("fired after %v, want 100 ms of running time plus 200 ms paused", took)
+	}
+	c.resume() // unbalanced resumes after firing do not restart it
+	c.stop()
+	select {
+	case <-fired:
+		t.Error("fired twice")
+	case <-time.After(150 * time.Millisecond):
 	}
 }
