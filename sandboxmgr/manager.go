@@ -92,7 +92,7 @@ type Config struct {
 	// ListTemplates returns every configured template, for the warm pool
 	// (templates with Pool > 0). Nil means no pool.
 	ListTemplates func() []*config.Template
-	// PoolEvery is how often the pool is topped up (claims also trigger a
+	// PoolEvery is how often the pool is topped up (an answered claim also triggers a
 	// refill at once). Zero means 1s.
 	PoolEvery time.Duration
 	// StaleCreate is how old a container still in state "created" (never

@@ -193,8 +193,7 @@ func (m *Manager) claim(ctx context.Context, id string, tpl *config.Template) er
 		err := m.eng.Rename(ctx, pc.name, ContainerName(id))
 		switch {
 		case err == nil:
-			m.kickPool()
-			return nil
+			return nil // the caller refills the pool once the claim is answered
 		case errors.Is(err, errNameTaken):
 			m.mu.Lock()
 			m.pool.ready[tpl.Name] = append(m.pool.ready[tpl.Name], pc)

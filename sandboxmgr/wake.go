@@ -226,6 +226,10 @@ func (m *Manager) wake(ctx context.Context, id string, tpl *config.Template, onC
 			if tpl.Pool > 0 && action == "created" {
 				if err = m.claim(ctx, id, tpl); err == nil {
 					action = "claimed from pool"
+					// Refill after this wake, not during it: the refill's
+					// create and start would compete with the claim's
+					// inspect and probe for the Docker daemon.
+					defer m.kickPool()
 				} else if !errors.Is(err, errNameTaken) && !errors.Is(err, errNoPool) {
 					log.WarnContext(ctx, "pool claim failed, creating", "err", err)
 					err = errNoPool
