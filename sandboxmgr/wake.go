@@ -147,13 +147,13 @@ var errReadyTimeout = fmt.Errorf("ready timeout: %w", context.DeadlineExceeded)
 type readyClockKey struct{}
 
 // readyClock is a wake's deadline that stops while the wake waits in the
-// start queue.
+// start queue (acquireStart pauses and resumes it; a wake waits there at
+// most once at a time).
 type readyClock struct {
 	mu    sync.Mutex
 	t     *time.Timer
 	left  time.Duration // while paused: what remains
 	since time.Time     // while running: when it (re)started
-	held  int           // pauses not yet resumed (a wake may queue twice)
 	done  bool          // fired or stopped: never restarts
 }
 
@@ -164,8 +164,7 @@ func startReadyClock(d time.Duration, expire func()) *readyClock {
 func (c *readyClock) pause() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.held++
-	if c.held == 1 && !c.done {
+	if !c.done {
 		if c.t.Stop() {
 			c.left -= time.Since(c.since)
 		} else {
@@ -177,8 +176,7 @@ func (c *readyClock) pause() {
 func (c *readyClock) resume() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.held--
-	if c.held == 0 && !c.done {
+	if !c.done {
 		c.since = time.Now()
 		c.t.Reset(max(c.left, 0))
 	}
@@ -474,11 +472,6 @@ func (m *Manager) acquireStart(ctx context.Context) (release func(), err error) 
 	case <-ctx.Done():
 		<-m.queued
 		unreserve()
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			// A deadline (a pool fill's) ran out in the queue: the app was
-			// never started, so this is capacity (503), not a slow app (504).
-			return nil, fmt.Errorf("%w: no start slot before the deadline: %w", ErrCapacity, ctx.Err())
-		}
 		return nil, fmt.Errorf("wait for a start slot: %w", context.Cause(ctx))
 	}
 	n := m.startsInFlight.Add(1)

@@ -326,19 +326,31 @@ func TestCapacityRecountsFromDocker(t *testing.T) {
 	}
 }
 
+// holdCreates makes the creates of ids wait until release(id) is called;
+// each held create announces itself on entered first.
+func holdCreates(f *fakeEngine, ids ...string) (entered chan struct{}, release func(id string)) {
+	gates := make(map[string]chan struct{}, len(ids))
+	for _, id := range ids {
+		gates[ContainerName(id)] = make(chan struct{})
+	}
+	entered = make(chan struct{}, len(ids))
+	f.createHook = func(_ context.Context, s ctrSpec) error {
+		if gate := gates[s.Name]; gate != nil {
+			entered <- struct{}{}
+			<-gate
+		}
+		return nil
+	}
+	return entered, func(id string) { close(gates[ContainerName(id)]) }
+}
+
 func TestStartSlots(t *testing.T) {
 	m, f := newFakeManager(t, Config{MaxConcurrentStarts: 1, StartQueue: 1})
 	tpl := appListener(t)
 	if _, err := m.Ensure(t.Context(), "warm", tpl); err != nil {
 		t.Fatal(err)
 	}
-	gate := make(chan struct{})
-	entered := make(chan struct{}, 10)
-	f.createHook = func(context.Context, ctrSpec) error {
-		entered <- struct{}{}
-		<-gate
-		return nil
-	}
+	entered, release := holdCreates(f, "a", "b")
 	errs := make(chan error, 2)
 	go func() { _, err := m.Ensure(t.Context(), "a", tpl); errs <- err }()
 	<-entered // a holds the only slot
@@ -353,7 +365,8 @@ func TestStartSlots(t *testing.T) {
 	if _, err := m.Ensure(t.Context(), "warm", tpl); err != nil {
 		t.Errorf("warm: got %v, want its endpoint", err)
 	}
-	close(gate)
+	release("a")
+	release("b")
 	for range 2 {
 		if err := <-errs; err != nil {
 			t.Errorf("got %v, want a and b created", err)
@@ -366,33 +379,25 @@ func TestStartSlots(t *testing.T) {
 // frees; one that finds no slot within the queue timeout is capacity (503
 // upstream), not an app that failed to become ready (504).
 func TestStartSlotWaitIsNotReadyTime(t *testing.T) {
-	m, f := newFakeManager(t, Config{MaxConcurrentStarts: 1, StartQueueTimeout: 400 * time.Millisecond})
+	m, f := newFakeManager(t, Config{MaxConcurrentStarts: 1, StartQueueTimeout: time.Second})
 	tpl := appListener(t)
-	gates := map[string]chan struct{}{ContainerName("a"): make(chan struct{}), ContainerName("c"): make(chan struct{})}
-	entered := make(chan struct{}, 10)
-	f.createHook = func(_ context.Context, s ctrSpec) error {
-		if gate := gates[s.Name]; gate != nil {
-			entered <- struct{}{}
-			<-gate
-		}
-		return nil
-	}
+	entered, release := holdCreates(f, "a", "c")
 	errs := make(chan error, 1)
 	go func() { _, err := m.Ensure(t.Context(), "a", tpl); errs <- err }()
 	<-entered // a holds the only slot
 	short := *tpl
-	short.Ready.Timeout = config.Duration(50 * time.Millisecond)
-	time.AfterFunc(150*time.Millisecond, func() { close(gates[ContainerName("a")]) })
+	short.Ready.Timeout = config.Duration(100 * time.Millisecond)
+	time.AfterFunc(400*time.Millisecond, func() { release("a") })
 	if _, err := m.Ensure(t.Context(), "b", &short); err != nil {
-		t.Errorf("b (queued 150 ms, ready timeout 50 ms): got %v, want created", err)
+		t.Errorf("b (queued 400 ms, ready timeout 100 ms): got %v, want created", err)
 	}
 	if err := <-errs; err != nil {
 		t.Errorf("a: got %v, want created", err)
 	}
 
-	defer close(gates[ContainerName("c")])
+	defer release("c")
 	go func() { _, err := m.Ensure(t.Context(), "c", tpl); errs <- err }()
-	<-entered
+	<-entered // c holds the only slot
 	_, err := m.Ensure(t.Context(), "d", &short)
 	if !errors.Is(err, ErrCapacity) || errors.Is(err, ErrNotReady) {
 		t.Errorf("d (no slot within the queue timeout): got %v, want ErrCapacity and not ErrNotReady", err)
@@ -402,12 +407,10 @@ func TestStartSlotWaitIsNotReadyTime(t *testing.T) {
 func TestReadyClock(t *testing.T) {
 	fired := make(chan time.Time, 1)
 	t0 := time.Now()
-	c := startReadyClock(100*time.Millisecond, func() { fired <- time.Now() })
-	time.Sleep(50 * time.Millisecond)
+	c := startReadyClock(400*time.Millisecond, func() { fired <- time.Now() })
+	time.Sleep(50 * time.Millisecond) // well before it would fire, even on a loaded machine
 	c.pause()
-	c.pause() // nested
 	time.Sleep(200 * time.Millisecond)
-	c.resume()
 	select {
 	case <-fired:
 		t.Fatal("fired while paused")
@@ -415,10 +418,11 @@ func TestReadyClock(t *testing.T) {
 	}
 	c.resume()
 	at := <-fired
-	if took := at.Sub(t0); took < 300*time.Millisecond {
-		t.Errorf("fired after %v, want 100 ms of running time plus 200 ms paused", took)
+	if took := at.Sub(t0); took < 600*time.Millisecond {
+		t.Errorf("fired after %v, want 400 ms of running time plus 200 ms paused", took)
 	}
-	c.resume() // unbalanced resumes after firing do not restart it
+	c.pause() // a pause and resume after it fired do not restart it
+	c.resume()
 	c.stop()
 	select {
 	case <-fired:
