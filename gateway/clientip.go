@@ -112,6 +112,7 @@ func parseNode(s string) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
+// trimOWS drops leading and trailing spaces and tabs (HTTP's OWS).
 func trimOWS(s string) string {
 	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
 		s = s[1:]

@@ -183,12 +183,13 @@ func hasBareLF(b []byte) bool {
 
 func hasPrefix(b []byte, p string) bool { return len(b) >= len(p) && string(b[:len(p)]) == p }
 
-// equalFold compares an ASCII header name case-insensitively.
-func equalFold(b []byte, s string) bool {
+// equalFold compares ASCII header names or tokens case-insensitively, as
+// net/http does (no Unicode folding).
+func equalFold[T string | []byte](b T, s string) bool {
 	if len(b) != len(s) {
 		return false
 	}
-	for i := range b {
+	for i := 0; i < len(b); i++ {
 		if lower(b[i]) != lower(s[i]) {
 			return false
 		}

@@ -204,7 +204,7 @@ func (resp *upstreamResponse) parseHead(head []byte, isHead bool) error {
 			if len(te) != 1 {
 				return fmt.Errorf("too many transfer encodings: %q", te)
 			}
-			if !asciiEqualFold(te[0], "chunked") {
+			if !equalFold(te[0], "chunked") {
 				return fmt.Errorf("unsupported transfer encoding: %q", te[0])
 			}
 			chunked = true
@@ -281,7 +281,7 @@ func (resp *upstreamResponse) declareTrailers(vv []string) error {
 	t := make(http.Header)
 	for _, v := range vv {
 		for f := range strings.SplitSeq(v, ",") {
-			f = trimBlanks(f)
+			f = trimOWS(f)
 			if f == "" {
 				continue
 			}
@@ -330,17 +330,6 @@ func parseStatusLine(line []byte) (major, minor, status int, err error) {
 		return 0, 0, 0, fmt.Errorf("malformed HTTP version %q", proto)
 	}
 	return int(proto[5] - '0'), int(proto[7] - '0'), status, nil
-}
-
-// trimBlanks drops leading and trailing spaces and tabs (OWS).
-func trimBlanks(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
@@ -400,7 +389,7 @@ func parseFields(sec []byte, lines int, h http.Header) error {
 				return fmt.Errorf("malformed header line %q", line)
 			}
 		}
-		v = trimBlanks(v)
+		v = trimOWS(v)
 
 		vals[idx] = v
 		switch vv, ok := h[key]; {
@@ -502,29 +491,10 @@ func containsToken(vv []string, token string) bool {
 			} else {
 				v = ""
 			}
-			if asciiEqualFold(trimBlanks(f), token) {
+			if equalFold(trimOWS(f), token) {
 				return true
 			}
 		}
 	}
 	return false
-}
-
-func asciiEqualFold(s, t string) bool {
-	if len(s) != len(t) {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		a, b := s[i], t[i]
-		if 'A' <= a && a <= 'Z' {
-			a += 'a' - 'A'
-		}
-		if 'A' <= b && b <= 'Z' {
-			b += 'a' - 'A'
-		}
-		if a != b {
-			return false
-		}
-	}
-	return true
 }
