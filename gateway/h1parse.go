@@ -133,9 +133,7 @@ func (c *h1conn) parse(b []byte) (n int, req *http.Request, fits bool) {
 		}
 		sp := c.lines[i]
 		k := head[sp.name[0]:sp.name[1]]
-		if !isCanonical(k) {
-			k = http.CanonicalHeaderKey(k)
-		}
+		k, _ = canonicalKey(k) // checked above: token bytes only
 		vals[i] = head[sp.value[0]:sp.value[1]]
 		if old, ok := h[k]; ok {
 			h[k] = append(old, vals[i])
@@ -256,19 +254,6 @@ func validHost(v []byte) bool {
 		default:
 			return false
 		}
-	}
-	return true
-}
-
-// isCanonical reports whether k is already in http.CanonicalHeaderKey form.
-func isCanonical(k string) bool {
-	upper := true
-	for i := 0; i < len(k); i++ {
-		ch := k[i]
-		if upper && 'a' <= ch && ch <= 'z' || !upper && 'A' <= ch && ch <= 'Z' {
-			return false
-		}
-		upper = ch == '-'
 	}
 	return true
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"net/http"
@@ -216,10 +217,7 @@ func (w *h1writer) writeFields(skip func(string) bool) {
 			continue
 		}
 		for _, v := range vv {
-			bw.WriteString(k)
-			bw.WriteString(": ")
-			bw.WriteString(fieldValue(v))
-			bw.WriteString("\r\n")
+			writeField(bw, k, v)
 		}
 	}
 }
@@ -301,7 +299,8 @@ func (w *h1writer) writeTrailers() {
 	}
 }
 
-func writeField(bw interface{ WriteString(string) (int, error) }, k, v string) {
+// writeField writes one sanitized header or trailer line.
+func writeField(bw *bufio.Writer, k, v string) {
 	bw.WriteString(k)
 	bw.WriteString(": ")
 	bw.WriteString(fieldValue(v))

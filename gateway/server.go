@@ -38,17 +38,14 @@ type Server struct {
 
 	handoff     *handoffListener
 	handoffOnce sync.Once
-	httpDone    chan struct{} // closed when HTTP.Serve(handoff) returned
-	stopSweep   chan struct{} // closed by stop: the sweep goroutine ends
-	sweepDone   chan struct{} // closed when it has
+	sweepDone   chan struct{} // closed when the sweep goroutine has ended
 
-	closing  atomic.Bool
-	stopOnce sync.Once
-	leanN    atomic.Uint64 // requests served by the lean loop
-	mu       sync.Mutex    // guards lns and conns
-	lns      map[net.Listener]struct{}
-	conns    map[*h1conn]struct{}
-	wg       sync.WaitGroup // lean connection goroutines
+	closing atomic.Bool
+	leanN   atomic.Uint64 // requests served by the lean loop
+	mu      sync.Mutex    // guards lns and conns
+	lns     map[net.Listener]struct{}
+	conns   map[*h1conn]struct{}
+	wg      sync.WaitGroup // lean connection goroutines
 }
 
 // leanHandler is a handler that can tell that a plain request would be
@@ -78,8 +75,6 @@ func NewServer(cfg *config.Config, h http.Handler, log *slog.Logger) *Server {
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		},
 		log:       log,
-		httpDone:  make(chan struct{}),
-		stopSweep: make(chan struct{}),
 		sweepDone: make(chan struct{}),
 		lns:       make(map[net.Listener]struct{}),
 		conns:     make(map[*h1conn]struct{}),
@@ -96,10 +91,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		if s.TLSConfig != nil && s.HTTP.TLSConfig == nil {
 			s.HTTP.TLSConfig = s.TLSConfig // HTTP/2 for handed-over TLS connections
 		}
-		go func() {
-			defer close(s.httpDone)
-			s.HTTP.Serve(s.handoff)
-		}()
+		go s.HTTP.Serve(s.handoff) // ends when Shutdown or Close closes the handoff listener
 		go s.sweep()
 	})
 	s.mu.Lock()
@@ -264,11 +256,7 @@ func (s *Server) stop() {
 		ln.Close()
 	}
 	s.mu.Unlock()
-	s.handoffOnce.Do(func() { // never served: nothing to hand to, nothing to sweep
-		close(s.httpDone)
-		close(s.sweepDone)
-	})
-	s.stopOnce.Do(func() { close(s.stopSweep) })
+	s.handoffOnce.Do(func() { close(s.sweepDone) }) // never served: nothing to hand to, nothing to sweep
 	if s.handoff != nil {
 		s.handoff.Close()
 	}
@@ -293,14 +281,14 @@ func (s *Server) closeAll() {
 }
 
 // sweep watches the clients of slow lean requests (h1conn.watchIfSlow)
-// until the server stops.
+// until the server stops (stop closes the handoff listener).
 func (s *Server) sweep() {
 	defer close(s.sweepDone)
 	t := time.NewTicker(watchAfter / 2)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.stopSweep:
+		case <-s.handoff.done:
 			return
 		case now := <-t.C:
 			s.mu.Lock()
