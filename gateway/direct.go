@@ -16,7 +16,8 @@ import (
 // its headers), and the response is copied back on the handler goroutine.
 // The semantics are ReverseProxy's: hop-by-hop headers dropped both ways,
 // client-sent X-Forwarded-* replaced by ours, tokens stripped, trailers
-// passed on, Host preserved or rewritten per template. Anything else
+// passed on, Host preserved or rewritten per template; one difference:
+// interim 1xx answers (103 Early Hints) are dropped, not forwarded. Anything else
 // (other methods, bodies, upgrades, fixed upstreams) takes ReverseProxy. It reports
 // false, having written nothing, when the request is not for it.
 func (p *proxy) serveDirect(w http.ResponseWriter, r *http.Request, t *target) bool {

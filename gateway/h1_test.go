@@ -164,11 +164,11 @@ func roundTrip(t *testing.T, addr, raw string, head bool) exchange {
 	body, err := io.ReadAll(resp.Body)
 	ex := exchange{Status: resp.StatusCode, Header: resp.Header, CL: resp.ContentLength, TE: resp.TransferEncoding,
 		Body: string(body), Trailer: resp.Trailer}
+	ex.Header.Del("Date") // differs when the two exchanges straddle a second
 	if err != nil {
 		ex.Err = "read body: " + err.Error()
 		return ex
 	}
-	ex.Header.Del("Date")
 	if _, err := io.WriteString(c, "GET /small HTTP/1.1\r\nHost: x\r\n\r\n"); err == nil {
 		if r2, err := http.ReadResponse(br, nil); err == nil {
 			b, _ := io.ReadAll(r2.Body)

@@ -64,13 +64,18 @@ var upstreamResponses = sync.Pool{New: func() any { return new(upstreamResponse)
 // Header map (values handed on to a ResponseWriter stay valid: they are
 // never reused).
 func releaseResponse(resp *upstreamResponse) {
-	h := resp.header
-	if len(h) > 32 {
-		h = nil // do not keep a large map alive for small responses
+	if len(resp.header) > 32 {
+		resp.header = nil // do not keep a large map alive for small responses
 	}
+	resp.reset()
+	upstreamResponses.Put(resp)
+}
+
+// reset empties resp for the next parse, keeping its header map.
+func (resp *upstreamResponse) reset() {
+	h := resp.header
 	clear(h)
 	*resp = upstreamResponse{header: h}
-	upstreamResponses.Put(resp)
 }
 
 // readFinalResponse reads the response to a request with the given method,
@@ -91,9 +96,7 @@ func readFinalResponse(br *bufio.Reader, method string) (*upstreamResponse, erro
 			releaseResponse(resp)
 			return nil, fmt.Errorf("read response: %w", errTooManyInterim)
 		}
-		h := resp.header
-		clear(h)
-		*resp = upstreamResponse{header: h}
+		resp.reset()
 	}
 }
 

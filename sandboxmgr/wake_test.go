@@ -410,6 +410,9 @@ func TestReadyClock(t *testing.T) {
 	c := startReadyClock(400*time.Millisecond, func() { fired <- time.Now() })
 	time.Sleep(50 * time.Millisecond) // well before it would fire, even on a loaded machine
 	c.pause()
+	if c.left > 350*time.Millisecond || c.left <= 0 {
+		t.Fatalf("paused with %v left, want 400 ms less the 50 ms it ran", c.left)
+	}
 	time.Sleep(200 * time.Millisecond)
 	select {
 	case <-fired:
@@ -423,10 +426,7 @@ func TestReadyClock(t *testing.T) {
 	}
 	c.pause() // a pause and resume after it fired do not restart it
 	c.resume()
-	c.stop()
-	select {
-	case <-fired:
-		t.Error("fired twice")
-	case <-time.After(150 * time.Millisecond):
+	if c.t.Stop() {
+		t.Error("resume after firing armed the timer again")
 	}
 }
