@@ -270,6 +270,35 @@ func TestLeanPanics(t *testing.T) {
 
 // TestServerHandsOver: whatever the lean loop does not serve reaches
 // net/http intact, with the bytes already read, on the same connection.
+// Streams are not the lean loop's: the gateway leaves SSE and its own
+// status endpoint (however its path is spelled) to net/http, which notices
+// a client leaving; a plain request to the same running sandbox is lean.
+func TestLeanRequestLeavesStreams(t *testing.T) {
+	cfg := testConfig()
+	g, err := New(cfg, &fakeSandboxes{addrs: []string{"127.0.0.1:1"}}, Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	tok := mintFor(t, cfg, "abc", time.Minute)
+	for _, tc := range []struct {
+		name, target, accept string
+		want                 bool
+	}{
+		{"plain", "/app.js", "*/*", true},
+		{"event stream", "/events", "text/event-stream", false},
+		{"status endpoint", "/__previewgate/status", "*/*", false},
+		{"status endpoint, escaped slash", "/__previewgate%2Fstatus", "*/*", false},
+	} {
+		r := httptest.NewRequest("GET", "http://sandbox-abc."+testDomain+tc.target, nil)
+		r.Header.Set("Accept", tc.accept)
+		r.Header.Set("Authorization", "Bearer "+tok)
+		if got := g.leanRequest(r, &leanHint{}); got != tc.want {
+			t.Errorf("%s: leanRequest = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestServerHandsOver(t *testing.T) {
 	t.Parallel()
 	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -286,8 +315,6 @@ func TestServerHandsOver(t *testing.T) {
 		{"chunked body", "PUT /p HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", `HTTP/1.1 PUT /p body="abc"`, 200},
 		{"http/1.0", "GET /old HTTP/1.0\r\nHost: x\r\n\r\n", `HTTP/1.0 GET /old body=""`, 200},
 		{"upgrade", "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", `upgrade="websocket"`, 200},
-		{"event stream", "GET /ev HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n", `GET /ev`, 200},
-		{"own endpoint", "GET /__previewgate/status HTTP/1.1\r\nHost: x\r\n\r\n", `GET /__previewgate/status`, 200},
 		{"connection option", "GET /c HTTP/1.1\r\nHost: x\r\nConnection: X-Hop\r\nX-Hop: 1\r\n\r\n", `GET /c`, 200},
 		{"absolute form", "GET http://x/abs HTTP/1.1\r\nHost: x\r\n\r\n", `GET /abs`, 200},
 		{"bare LF", "GET /lf HTTP/1.1\nHost: x\n\n", `GET /lf`, 200},

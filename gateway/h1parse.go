@@ -40,9 +40,6 @@ func (c *h1conn) parse(b []byte) (n int, req *http.Request, fits bool) {
 			return len(b), nil, false
 		}
 	}
-	if hasPrefix(target, "/__previewgate/") {
-		return len(b), nil, false // the gateway's own endpoints stream
-	}
 	// Header lines.
 	pos := eol + 2
 	nlines := 0
@@ -101,10 +98,6 @@ func (c *h1conn) parse(b []byte) (n int, req *http.Request, fits bool) {
 			var ok bool
 			if closeConn, ok = connectionOptions(value, closeConn); !ok {
 				return len(b), nil, false
-			}
-		case equalFold(name, "Accept"):
-			if containsFold(value, "text/event-stream") {
-				return len(b), nil, false // long-lived: net/http notices a client leaving
 			}
 		}
 		c.lines[nlines] = span{name: [2]uint16{uint16(pos), uint16(pos + colon)},
@@ -200,15 +193,6 @@ func lower(ch byte) byte {
 		return ch + 'a' - 'A'
 	}
 	return ch
-}
-
-func containsFold(b []byte, s string) bool {
-	for i := 0; i+len(s) <= len(b); i++ {
-		if equalFold(b[i:i+len(s)], s) {
-			return true
-		}
-	}
-	return false
 }
 
 // connectionOptions accepts Connection values made only of keep-alive and

@@ -64,12 +64,16 @@ func (g *Gateway) Serves(host string) bool {
 }
 
 // leanRequest reports whether r, a plain bodiless request, would be
-// proxied straight to a running sandbox: the lean HTTP/1.1 loop serves
-// those (server.go), net/http everything else. The access check comes
+// proxied straight to a running sandbox and is not a stream (SSE, the
+// status endpoint): the lean HTTP/1.1 loop serves those (server.go),
+// net/http everything else. The access check comes
 // before the sandbox lookup, as on the request path: an unauthenticated
 // request never looks up a sandbox. What it found goes into h, so the
 // handler does not resolve and check the same request again.
 func (g *Gateway) leanRequest(r *http.Request, h *leanHint) bool {
+	if isLongLived(r) || isStatusRequest(r) {
+		return false // streams: net/http notices a client leaving
+	}
 	t := g.table.Load()
 	rt, herr := t.resolve(r.Host)
 	if herr != nil || rt.sandbox == "" || rt.upstream != nil {

@@ -37,10 +37,15 @@ func isNavigation(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/html")
 }
 
+// isStatusRequest reports a request for the gateway's status stream.
+func isStatusRequest(r *http.Request) bool {
+	return r.URL.Path == statusPath || strings.HasPrefix(r.URL.Path, statusPath+"/")
+}
+
 // waitingPage serves the status stream, or the waiting page for a
 // navigation to a cold sandbox, and reports whether it answered.
 func (g *Gateway) waitingPage(w http.ResponseWriter, r *http.Request, t *table, id string, tpl *config.Template, sub func() string) bool {
-	if r.URL.Path == statusPath || strings.HasPrefix(r.URL.Path, statusPath+"/") {
+	if isStatusRequest(r) {
 		g.serveStatus(w, r, id, tpl)
 		return true
 	}
