@@ -22,15 +22,24 @@ type Config struct {
 	TLS             TLS                  `yaml:"tls"`
 	Auth            Auth                 `yaml:"auth"`
 	Docker          Docker               `yaml:"docker"`
+	Runtime         Runtime              `yaml:"runtime,omitempty"`
 	DefaultTemplate string               `yaml:"default_template"`
 	Templates       map[string]*Template `yaml:"templates"`
 	Routes          []Route              `yaml:"routes"`
 	Limits          Limits               `yaml:"limits"`
 	TrustedProxies  []netip.Prefix       `yaml:"trusted_proxies"`
 	Log             Log                  `yaml:"log"`
+	// APITokens are extra bearer tokens for the admin listener, each
+	// limited to scopes (see APIScope*), for backends that should not hold
+	// the admin token (#16).
+	APITokens []APIToken `yaml:"api_tokens,omitempty"`
 
 	// Path is the file this config was read from; empty for the embedded default.
 	Path string `yaml:"-"`
+
+	// raw is the text each secret and template env value was written as,
+	// before ${VAR} expansion (see ParseUpdate); nil when not parsed.
+	raw map[string]string
 }
 
 // Listen holds listener addresses. Changing them needs a restart.
@@ -38,6 +47,10 @@ type Listen struct {
 	HTTP  string `yaml:"http"`  // Zero means ":80" (":8080" on 127.0.0.1 in the embedded default).
 	HTTPS string `yaml:"https"` // Zero means ":443". Unused when tls.mode is off.
 	Admin string `yaml:"admin"` // Zero means "127.0.0.1:9090".
+	// Metrics serves /metrics alone, without the admin token, for
+	// Prometheus scrapers. Zero means off (/metrics stays on the admin
+	// listener either way).
+	Metrics string `yaml:"metrics"`
 }
 
 // TLS modes.
@@ -148,6 +161,23 @@ type Template struct {
 	ReadOnly      bool              `yaml:"read_only"` // read-only root with a tmpfs at /tmp
 	CapAdd        []string          `yaml:"cap_add"`
 	Limits        *RateLimits       `yaml:"limits"` // per-template overrides of the global rates
+	// AllowEnv names the env variables a pre-create through the admin API
+	// (PUT /admin/sandboxes/{id}) may set; others are refused (#16).
+	AllowEnv []string `yaml:"allow_env,omitempty"`
+	// Workspace keeps a directory of each sandbox across idle stops on the
+	// Kubernetes runtime (a PersistentVolumeClaim per sandbox). Nil means
+	// none: an idle stop loses the pod's files.
+	Workspace *Workspace `yaml:"workspace,omitempty"`
+}
+
+// Workspace is a per-sandbox volume (#15, Kubernetes runtime only): made
+// with the sandbox's first pod, mounted at Path in every pod of it, kept
+// when an idle stop deletes the pod, and deleted with the sandbox (admin
+// remove, remove_after).
+type Workspace struct {
+	Size         ByteSize `yaml:"size"`                    // requested storage, at least 1MiB
+	Path         string   `yaml:"path"`                    // absolute mount path in the container
+	StorageClass string   `yaml:"storage_class,omitempty"` // Zero means the cluster's default class.
 }
 
 // Ready is the readiness check: TCP connect to Port, then GET Path (if set)
@@ -187,12 +217,17 @@ type Limits struct {
 	StartQueue               int      `yaml:"start_queue"`                  // waiting starts beyond the cap before 503. Zero means 64.
 	StartQueueTimeout        Duration `yaml:"start_queue_timeout"`          // Zero means 30s.
 	MaxRunning               int      `yaml:"max_running"`                  // Zero means 50.
-	CreatesPerSubjectPerHour int      `yaml:"creates_per_subject_per_hour"` // Zero means unlimited.
+	CreatesPerSubjectPerHour int      `yaml:"creates_per_subject_per_hour"` // Zero means half of MaxRunning; -1 means unlimited.
 	WebSocketsPerSandbox     int      `yaml:"websockets_per_sandbox"`       // Zero means 64.
 	WebSocketsPerIP          int      `yaml:"websockets_per_ip"`            // Zero means 32.
 	MaxHeaderBytes           ByteSize `yaml:"max_header_bytes"`             // Zero means 64KiB.
 	ReadHeaderTimeout        Duration `yaml:"read_header_timeout"`          // Zero means 10s.
 	IdleConnTimeout          Duration `yaml:"idle_timeout"`                 // client keep-alive. Zero means 120s.
+	BodyTimeout              Duration `yaml:"body_timeout"`                 // longest wait for request body data, and the grace before body_min_rate. Zero means 30s.
+	BodyMinRate              ByteSize `yaml:"body_min_rate"`                // bytes per second of waiting a request body must average. Zero means 1KiB.
+	WriteTimeout             Duration `yaml:"write_timeout"`                // longest a write to a client may wait for the client to take bytes. Zero means 30s.
+	ConnectionsPerIP         int      `yaml:"connections_per_ip"`           // open client connections per IP (IPv6: per /64). Zero means 256.
+	MaxConnections           int      `yaml:"max_connections"`              // open client connections in all. Zero means derived from RLIMIT_NOFILE.
 	LimiterEntries           int      `yaml:"limiter_entries"`              // LRU size per limiter. Zero means 100000.
 }
 

@@ -97,8 +97,9 @@ func TestRedactedGolden(t *testing.T) {
 	}
 }
 
-// TestRedactedRoundTrip: the effective config of a file without secrets
-// parses back to the same effective config.
+// TestRedactedRoundTrip: the effective config parses back (through
+// ParseUpdate, which keeps the running env values) to the same effective
+// config.
 func TestRedactedRoundTrip(t *testing.T) {
 	t.Parallel()
 	src := "domain: preview.example.com\nauth: {jwks_url: \"https://a.example.com/jwks\"}\n" +
@@ -111,9 +112,12 @@ func TestRedactedRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, err := parse("a.yaml", out, env(nil))
+	c2, _, err := parseUpdate("a.yaml", out, c, env(nil))
 	if err != nil {
 		t.Fatalf("re-parse of redacted output: %v\n%s", err, out)
+	}
+	if got := c2.Templates["web"].Env["A"]; got != "b" {
+		t.Errorf("got env A %q, want b", got)
 	}
 	out2, err := c2.Redacted()
 	if err != nil {
@@ -241,6 +245,8 @@ func TestParseByteSize(t *testing.T) {
 		{"1.5GiB", 3 << 29, true},
 		{"64 KiB", 64 << 10, true},
 		{"2g", 2 << 30, true},
+		{"10Gi", 10 << 30, true},
+		{"512Mi", 512 << 20, true},
 		{"", 0, false},
 		{"GiB", 0, false},
 		{"-1", 0, false},
@@ -271,12 +277,12 @@ func TestRestartNeeded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nw, err := parse("a.yaml", []byte(base+"listen: {http: \":8081\"}\ndata_dir: /x\nlog: {level: debug}\nlimits: {max_running: 3}\n"), env(nil))
+	nw, err := parse("a.yaml", []byte(base+"listen: {http: \":8081\"}\ndata_dir: /x\nlog: {level: debug}\nlimits: {max_running: 3}\nruntime: {kind: kubernetes}\n"), env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := RestartNeeded(old, nw)
-	want := []string{"listen.http", "data_dir", "log.level"}
+	want := []string{"listen.http", "data_dir", "runtime", "log.level"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}

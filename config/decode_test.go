@@ -102,6 +102,8 @@ func TestParseErrors(t *testing.T) {
 		{"template port out of range", base + "  t2:\n    image: x\n    port: 70000\n", "8:11", "port 70000 out of range"},
 		{"listen port out of range", base + "listen:\n  admin: \"127.0.0.1:99999\"\n", "7:10", `port "99999" out of range`},
 		{"listen not an address", base + "listen:\n  http: localhost\n", "7:9", "invalid address"},
+		{"metrics listener not an address", base + "listen:\n  metrics: \"9091\"\n", "7:12", "invalid address"},
+		{"metrics listener on the admin address", base + "listen:\n  admin: \"127.0.0.1:9090\"\n  metrics: \"127.0.0.1:9090\"\n", "8:12", "same address as listen.admin"},
 		{"negative max_running", base + "limits:\n  max_running: -1\n", "7:16", "must not be negative, got -1"},
 		{"negative rate", base + "limits:\n  per_ip:\n    rate: -1\n    burst: 5\n", "8:11", "rate must not be negative"},
 		{"negative pool", base + "  t2:\n    image: x\n    pool: -2\n", "8:11", "pool must not be negative"},
@@ -167,5 +169,82 @@ func TestParseNeverEchoesSecrets(t *testing.T) {
 	_, err := parse("s.yaml", []byte("domain: x.example.com\nauth:\n  keys:\n    - {kid: k, alg: HS512, secret: ${S}}\n"), env(map[string]string{"S": secret}))
 	if err == nil || strings.Contains(err.Error(), secret) {
 		t.Errorf("got %v, want an error without the secret", err)
+	}
+}
+
+// TestCapAdd: cap_add takes only capabilities that keep a sandbox inside
+// its container; ALL and the isolation-breaking ones are refused at the
+// offending name (#13).
+func TestCapAdd(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		caps string // the cap_add value on line 8, starting at column 14
+		want string // "" for valid, else "LINE:COL: " prefix
+		msg  string
+	}{
+		{"harmless", "[NET_BIND_SERVICE, CHOWN, CAP_SETUID, KILL]", "", ""},
+		{"empty", "[]", "", ""},
+		{"SYS_ADMIN", "[NET_BIND_SERVICE, SYS_ADMIN]", "8:33", "templates.t2.cap_add[1]: capability SYS_ADMIN is not allowed: it would let a sandbox break out"},
+		{"ALL", "[ALL]", "8:15", "capability ALL is not allowed"},
+		{"CAP_ prefix", "[CAP_SYS_MODULE]", "8:15", "capability SYS_MODULE is not allowed"},
+		{"SYS_PTRACE", "[SYS_PTRACE]", "8:15", "SYS_PTRACE is not allowed"},
+		{"NET_ADMIN", "[NET_ADMIN]", "8:15", "NET_ADMIN is not allowed"},
+		{"NET_RAW", "[NET_RAW]", "8:15", "NET_RAW is not allowed"},
+		{"DAC_READ_SEARCH", "[DAC_READ_SEARCH]", "8:15", "DAC_READ_SEARCH is not allowed"},
+		{"BPF", "[BPF]", "8:15", "BPF is not allowed"},
+		{"unknown", "[FLY]", "8:15", `invalid capability "FLY" (allowed: AUDIT_WRITE`},
+		{"lowercase", "[sys_admin]", "8:15", `invalid capability "sys_admin"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := parse("caps.yaml", []byte(base+"  t2:\n    image: x\n    cap_add: "+tt.caps+"\n"), env(nil))
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("got %v, want no error", err)
+				}
+				return
+			}
+			if prefix := "caps.yaml:" + tt.want + ": "; err == nil || !strings.HasPrefix(err.Error(), prefix) || !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("got %v, want %q...%q", err, prefix, tt.msg)
+			}
+		})
+	}
+}
+
+// TestCreatesPerSubjectPerHour: the per-subject create cap is on by
+// default (#13); -1 turns it off and is kept as written.
+func TestCreatesPerSubjectPerHour(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, yaml string
+		want       int
+		err        string
+	}{
+		{"default", base, 25, ""},
+		{"empty key", base + "limits:\n  creates_per_subject_per_hour:\n", 25, ""},
+		{"default follows max_running", base + "limits:\n  max_running: 7\n", 3, ""},
+		{"at least one", base + "limits:\n  max_running: 1\n", 1, ""},
+		{"set", base + "limits:\n  creates_per_subject_per_hour: 5\n", 5, ""},
+		{"unlimited", base + "limits:\n  creates_per_subject_per_hour: -1\n", -1, ""},
+		{"below -1", base + "limits:\n  creates_per_subject_per_hour: -2\n", 0, "c.yaml:7:33: limits.creates_per_subject_per_hour: must be positive, or -1 for unlimited, got -2"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := parse("c.yaml", []byte(tt.yaml), env(nil))
+			if tt.err != "" {
+				if err == nil || err.Error() != tt.err {
+					t.Fatalf("got %v, want %s", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Limits.CreatesPerSubjectPerHour; got != tt.want {
+				t.Errorf("got %d, want %d", got, tt.want)
+			}
+		})
 	}
 }

@@ -81,6 +81,11 @@ func (c *Config) ApplyDefaults() {
 	setInt(&l.StartQueue, 64)
 	setDur(&l.StartQueueTimeout, 30*time.Second)
 	setInt(&l.MaxRunning, 50)
+	// On by default (#13): otherwise one subject with a sbx "*" token can
+	// take every max_running slot. Half of max_running, so that within an
+	// hour one subject can take at most half of the slots. Unlimited is an
+	// explicit -1.
+	setInt(&l.CreatesPerSubjectPerHour, max(1, l.MaxRunning/2))
 	setInt(&l.WebSocketsPerSandbox, 64)
 	setInt(&l.WebSocketsPerIP, 32)
 	if l.MaxHeaderBytes == 0 {
@@ -88,6 +93,14 @@ func (c *Config) ApplyDefaults() {
 	}
 	setDur(&l.ReadHeaderTimeout, 10*time.Second)
 	setDur(&l.IdleConnTimeout, 120*time.Second)
+	setDur(&l.BodyTimeout, 30*time.Second)
+	setDur(&l.WriteTimeout, 30*time.Second)
+	if l.BodyMinRate == 0 {
+		l.BodyMinRate = 1 << 10
+	}
+	setInt(&l.ConnectionsPerIP, 256)
+	// MaxConnections stays zero: the listeners derive it from the
+	// descriptor limit of the process that serves (gateway.NewConnLimiter).
 	setInt(&l.LimiterEntries, 100_000)
 	if c.Log.Level == "" {
 		c.Log.Level = "info"

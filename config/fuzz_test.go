@@ -4,11 +4,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
 // FuzzParse: malformed input never panics, every error carries a position,
-// and a config that parses can be shown.
+// and a config that parses can be shown. Nesting (#13): a document nested
+// deeper than MaxDepth is never accepted, and checkBounds never refuses a
+// YAML document that is not.
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join(fixtures, "*.yaml"))
 	for _, p := range files {
@@ -18,12 +21,26 @@ func FuzzParse(f *testing.F) {
 	}
 	for _, s := range []string{base, base + "routes:\n  - {host: a.example.com, sandbox: a}\n",
 		"a: &x [*x]\n", "<<: {domain: x}\n", "domain: ${X:-a.b}\n", "templates: {a: {<<: [{image: x}]}}\n",
-		"domain: [\n", "\t", "---\n---\n", "!!binary x: y\n", "? [a]\n: b\n"} {
+		"domain: [\n", "\t", "---\n---\n", "!!binary x: y\n", "? [a]\n: b\n",
+		strings.Repeat("[", MaxDepth+1), strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth),
+		strings.Repeat("{a: ", MaxDepth+1), strings.Repeat("- ", MaxDepth+1) + "x\n",
+		"a:\n  - b:\n      - c: [d, {e: \"[[\"}]\n", "a: |\n  [[[\nb: 'it''s [' # [\n",
+		base + "templates:\n  " + strings.Repeat("x: {", MaxDepth) + "\n", lol()[:2000]} {
 		f.Add([]byte(s))
 	}
 	lookup := env(fullEnv)
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if pm := checkBounds(data); pm != nil {
+			if depth, ok := yamlDepth(data); ok && depth <= MaxDepth {
+				t.Fatalf("checkBounds refused a document %d deep: %d:%d: %s", depth, pm.Line, pm.Col, pm.msg)
+			}
+		}
 		c, err := parse("fuzz.yaml", data, lookup)
+		if err == nil {
+			if depth, _ := yamlDepth(data); depth > MaxDepth {
+				t.Fatalf("accepted a document %d deep", depth)
+			}
+		}
 		if err != nil {
 			var list ErrorList
 			if !errors.As(err, &list) || len(list) == 0 {
@@ -40,4 +57,33 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Redacted: %v", err)
 		}
 	})
+}
+
+// yamlDepth is how deeply lists and mappings nest in data as the parser
+// reads it (aliases not followed); ok is false if it does not read it as
+// one document.
+func yamlDepth(data []byte) (depth int, ok bool) {
+	if len(data) > MaxSize {
+		return 0, false
+	}
+	d := &decoder{file: "depth.yaml"}
+	root, err := d.parseYAML(data)
+	if err != nil {
+		return 0, false
+	}
+	var walk func(n *node) int
+	walk = func(n *node) int {
+		if n == nil {
+			return 0
+		}
+		d := 0
+		for _, c := range n.content {
+			d = max(d, walk(c))
+		}
+		if n.kind == mappingNode || n.kind == sequenceNode {
+			d++
+		}
+		return d
+	}
+	return walk(root), true
 }

@@ -1,12 +1,9 @@
 package config
 
 import (
-	"fmt"
 	"reflect"
 	"slices"
 	"sync/atomic"
-
-	yaml "go.yaml.in/yaml/v3"
 )
 
 // Store holds the live config. Readers call Load once per unit of work
@@ -31,17 +28,6 @@ func (s *Store) Store(c *Config) { s.p.Store(c) }
 // Swap makes c the current config and returns the previous one.
 func (s *Store) Swap(c *Config) *Config { return s.p.Swap(c) }
 
-// Redacted returns the effective config (defaults applied) as YAML, with
-// every non-empty Secret shown as "REDACTED". It is what GET /admin/config
-// shows; it is not meant to be written back.
-func (c *Config) Redacted() ([]byte, error) {
-	out, err := yaml.Marshal(c)
-	if err != nil {
-		return nil, fmt.Errorf("marshal config: %w", err)
-	}
-	return out, nil
-}
-
 // restartOnly lists the settings a running gateway cannot change: their
 // listeners, state, Docker client and certificate manager are built once at
 // start.
@@ -49,9 +35,12 @@ var restartOnly = []setting{
 	{"listen.http", func(c *Config) any { return &c.Listen.HTTP }},
 	{"listen.https", func(c *Config) any { return &c.Listen.HTTPS }},
 	{"listen.admin", func(c *Config) any { return &c.Listen.Admin }},
+	{"listen.metrics", func(c *Config) any { return &c.Listen.Metrics }},
 	{"data_dir", func(c *Config) any { return &c.DataDir }},
 	{"docker.host", func(c *Config) any { return &c.Docker.Host }},
 	{"docker.network", func(c *Config) any { return &c.Docker.Network }},
+	// The sandbox manager's engine (Docker client or Kubernetes clientset).
+	{"runtime", func(c *Config) any { return &c.Runtime }},
 	{"tls.mode", func(c *Config) any { return &c.TLS.Mode }},
 	{"tls.acme", func(c *Config) any { return &c.TLS.ACME }},
 	{"tls.cert_file", func(c *Config) any { return &c.TLS.CertFile }},
@@ -65,6 +54,11 @@ var restartOnly = []setting{
 	{"limits.max_header_bytes", func(c *Config) any { return &c.Limits.MaxHeaderBytes }},
 	{"limits.read_header_timeout", func(c *Config) any { return &c.Limits.ReadHeaderTimeout }},
 	{"limits.idle_timeout", func(c *Config) any { return &c.Limits.IdleConnTimeout }},
+	{"limits.body_timeout", func(c *Config) any { return &c.Limits.BodyTimeout }},
+	{"limits.body_min_rate", func(c *Config) any { return &c.Limits.BodyMinRate }},
+	{"limits.write_timeout", func(c *Config) any { return &c.Limits.WriteTimeout }},
+	{"limits.connections_per_ip", func(c *Config) any { return &c.Limits.ConnectionsPerIP }},
+	{"limits.max_connections", func(c *Config) any { return &c.Limits.MaxConnections }},
 }
 
 // setting names a config key (as written in the file) and points at it.

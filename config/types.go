@@ -8,32 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	yaml "go.yaml.in/yaml/v3"
 )
-
-// MaxIDLen is the longest sandbox id: "sandbox-" plus the id must fit one
-// 63-byte DNS label.
-const MaxIDLen = 55
-
-// ValidID reports whether id is a valid sandbox id: 1–55 lowercase letters,
-// digits and inner hyphens. Such an id is always safe in a DNS label, a
-// container name and a Docker label.
-func ValidID(id string) bool {
-	if len(id) == 0 || len(id) > MaxIDLen {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case c == '-' && i > 0 && i < len(id)-1:
-		default:
-			return false
-		}
-	}
-	return true
-}
 
 // validHostname reports whether h is a lowercase DNS hostname: dot-separated
 // labels of letters, digits and inner hyphens, at most 253 bytes, no trailing
@@ -84,11 +59,6 @@ func (d Duration) String() string {
 // MarshalYAML writes d as a duration string.
 func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 
-// UnmarshalYAML reads a duration string; a bare 0 is accepted.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	return d.parseScalar(n.Value, n.ShortTag())
-}
-
 func (d *Duration) parseScalar(s, tag string) error {
 	if tag == intTag && s == "0" {
 		*d = 0
@@ -111,20 +81,25 @@ var sizeUnits = map[string]int64{
 	"k":   1 << 10,
 	"kb":  1000,
 	"kib": 1 << 10,
+	"ki":  1 << 10,
 	"m":   1 << 20,
 	"mb":  1000 * 1000,
 	"mib": 1 << 20,
+	"mi":  1 << 20,
 	"g":   1 << 30,
 	"gb":  1000 * 1000 * 1000,
 	"gib": 1 << 30,
+	"gi":  1 << 30,
 	"t":   1 << 40,
 	"tb":  1000 * 1000 * 1000 * 1000,
 	"tib": 1 << 40,
+	"ti":  1 << 40,
 }
 
 // ParseByteSize parses a size: a non-negative number with an optional unit.
 // B, KB, MB, GB, TB are powers of 1000; KiB, MiB, GiB, TiB (and the Docker
-// style K, M, G, T) are powers of 1024. Units are case-insensitive.
+// style K, M, G, T, and the Kubernetes style Ki, Mi, Gi, Ti) are powers of
+// 1024. Units are case-insensitive.
 func ParseByteSize(s string) (ByteSize, error) {
 	t := strings.TrimSpace(s)
 	i := 0
@@ -175,11 +150,6 @@ func (b ByteSize) MarshalYAML() (any, error) {
 	return int64(b), nil
 }
 
-// UnmarshalYAML reads a size (see ParseByteSize).
-func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
-	return b.parseScalar(n.Value, n.ShortTag())
-}
-
 func (b *ByteSize) parseScalar(s, tag string) error {
 	if tag == floatTag {
 		return fmt.Errorf("invalid size %s: a number of bytes must be a whole number", s)
@@ -208,32 +178,6 @@ func (s Secret) GoString() string { return strconv.Quote(s.String()) }
 
 // MarshalYAML hides the secret: marshalled configs never carry it.
 func (s Secret) MarshalYAML() (any, error) { return s.String(), nil }
-
-// UnmarshalYAML reads a scalar.
-func (s *Secret) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("expected a string")
-	}
-	*s = Secret(n.Value)
-	return nil
-}
-
-// UnmarshalYAML reads a single string or a list of strings.
-func (l *StringList) UnmarshalYAML(n *yaml.Node) error {
-	switch n.Kind {
-	case yaml.ScalarNode:
-		*l = StringList{n.Value}
-		return nil
-	case yaml.SequenceNode:
-		var s []string
-		if err := n.Decode(&s); err != nil {
-			return err
-		}
-		*l = s
-		return nil
-	}
-	return fmt.Errorf("expected a string or a list of strings")
-}
 
 // ParseURL checks that s is an absolute http or https URL with a host and
 // no fragment.
@@ -274,11 +218,6 @@ func (u URL) Parsed() *url.URL {
 	return p
 }
 
-// UnmarshalYAML reads an absolute http/https URL; empty means unset.
-func (u *URL) UnmarshalYAML(n *yaml.Node) error {
-	return u.parseScalar(n.Value, n.ShortTag())
-}
-
 func (u *URL) parseScalar(s, tag string) error {
 	if tag == nullTag || s == "" {
 		*u = ""
@@ -311,7 +250,7 @@ func ParsePrefix(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
-// YAML core tags as returned by yaml.Node.ShortTag.
+// YAML core tags, as node.tag carries them.
 const (
 	strTag   = "!!str"
 	intTag   = "!!int"

@@ -10,20 +10,11 @@ import (
 	"strings"
 )
 
-// Algorithms accepted in auth.keys.
-var Algorithms = []string{"HS256", "HS384", "HS512", "RS256", "ES256", "EdDSA"}
-
-// hmacMinLen is the shortest secret per HMAC algorithm: RFC 7518 §3.2
-// requires a key at least as long as the hash output.
-var hmacMinLen = map[string]int{"HS256": 32, "HS384": 48, "HS512": 64}
-
-var tsigAlgs = []string{"hmac-md5", "hmac-sha1", "hmac-sha224", "hmac-sha256", "hmac-sha384", "hmac-sha512"}
-
 // fail records an error at the first of ptrs whose position is known,
 // prefixed with that value's key path. The last resort is 1:1.
 func (d *decoder) fail(msg string, ptrs ...any) {
 	for _, p := range ptrs {
-		if l, ok := d.locOf(p); ok {
+		if l, ok := d.locOf(p); ok && l.Line > 0 { // zero: its decoding stopped early
 			if l.path != "" {
 				msg = l.path + ": " + msg
 			}
@@ -54,9 +45,11 @@ func (d *decoder) validate(c *Config) {
 	d.validateTLS(c)
 	d.validateAuth(c)
 	d.validateDocker(c)
+	d.validateRuntime(c)
 	d.validateTemplates(c)
 	d.validateRoutes(c)
 	d.validateLimits(&c.Limits)
+	d.validateAPITokens(c)
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		d.fail(fmt.Sprintf("invalid log level %q (want debug, info, warn or error)", c.Log.Level), &c.Log.Level, &c.Log)
 	}
@@ -104,8 +97,8 @@ func (d *decoder) validateListen(c *Config) {
 	for _, a := range []struct {
 		name string
 		p    *string
-	}{{"http", &l.HTTP}, {"https", &l.HTTPS}, {"admin", &l.Admin}} {
-		if a.name == "https" && c.TLS.Mode == TLSOff {
+	}{{"http", &l.HTTP}, {"https", &l.HTTPS}, {"admin", &l.Admin}, {"metrics", &l.Metrics}} {
+		if a.name == "https" && c.TLS.Mode == TLSOff || a.name == "metrics" && *a.p == "" {
 			continue // unused
 		}
 		if err := checkAddr(*a.p); err != nil {
@@ -149,8 +142,8 @@ func (d *decoder) validateTLS(c *Config) {
 			} else if _, err := base64.StdEncoding.DecodeString(string(r.TSIGSecret)); err != nil {
 				d.fail("tsig_secret is not valid base64", &r.TSIGSecret)
 			}
-			if !slices.Contains(tsigAlgs, r.TSIGAlg) {
-				d.fail(fmt.Sprintf("invalid tsig_alg %q (want one of %s)", r.TSIGAlg, strings.Join(tsigAlgs, ", ")), &r.TSIGAlg, r)
+			if _, err := TSIGAlgorithm(r.TSIGAlg); err != nil {
+				d.fail(err.Error(), &r.TSIGAlg, r)
 			}
 		default:
 			d.fail(fmt.Sprintf("invalid strategy %q (want on-demand or wildcard)", a.Strategy), &a.Strategy, a)
@@ -190,7 +183,7 @@ func (d *decoder) validateAuth(c *Config) {
 			d.fail(fmt.Sprintf("invalid alg %q (want one of %s)", k.Alg, strings.Join(Algorithms, " ")), &k.Alg)
 			continue
 		}
-		if minLen, hmac := hmacMinLen[k.Alg]; hmac {
+		if minLen := HMACMinLen(k.Alg); minLen > 0 {
 			switch {
 			case k.Secret == "":
 				d.fail(fmt.Sprintf("alg %s needs a secret", k.Alg), &k.Alg)
@@ -265,68 +258,6 @@ func validName(s string) bool {
 	return true
 }
 
-func (d *decoder) validateTemplates(c *Config) {
-	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range c.Templates {
-			if !yield(n) {
-				return
-			}
-		}
-	})
-	for _, name := range names {
-		t := c.Templates[name]
-		if !validName(name) {
-			d.failKey(fmt.Sprintf("invalid template name %q (letters, digits, _ . -)", name), t)
-		}
-		if t.Image == "" {
-			d.fail("template needs an image", &t.Image, t)
-		}
-		if t.Port < 1 || t.Port > 65535 {
-			d.fail(fmt.Sprintf("port %d out of range 1-65535", t.Port), &t.Port)
-		}
-		for k := range t.Env {
-			if k == "" || strings.ContainsAny(k, "=\x00") {
-				d.fail(fmt.Sprintf("invalid environment variable name %q", k), &t.Env)
-			}
-		}
-		if t.Memory < 6<<20 {
-			d.fail("memory must be at least 6MiB (Docker's minimum)", &t.Memory)
-		}
-		if t.CPUs < 0.01 || t.CPUs > 1024 {
-			d.fail(fmt.Sprintf("cpus %g out of range 0.01-1024", t.CPUs), &t.CPUs)
-		}
-		if t.Pids < 1 {
-			d.fail(fmt.Sprintf("pids must be positive, got %d", t.Pids), &t.Pids)
-		}
-		if t.Ready.Path != "" && !strings.HasPrefix(t.Ready.Path, "/") {
-			d.fail(fmt.Sprintf("ready path %q must start with /", t.Ready.Path), &t.Ready.Path)
-		}
-		if t.IdleAction != IdleStop && t.IdleAction != IdlePause {
-			d.fail(fmt.Sprintf("invalid idle_action %q (want stop or pause)", t.IdleAction), &t.IdleAction)
-		}
-		if t.ColdStart != ColdStartWaitingPage && t.ColdStart != ColdStartBlock {
-			d.fail(fmt.Sprintf("invalid cold_start %q (want waiting-page or block)", t.ColdStart), &t.ColdStart)
-		}
-		if t.HostHeader != HostPreserve && t.HostHeader != HostRewrite {
-			d.fail(fmt.Sprintf("invalid host_header %q (want preserve or rewrite)", t.HostHeader), &t.HostHeader)
-		}
-		if t.Pool < 0 {
-			d.fail(fmt.Sprintf("pool must not be negative, got %d", t.Pool), &t.Pool)
-		}
-		for i, capName := range t.CapAdd {
-			if strings.TrimLeft(strings.TrimPrefix(capName, "CAP_"), "ABCDEFGHIJKLMNOPQRSTUVWXYZ_") != "" || capName == "" {
-				d.fail(fmt.Sprintf("invalid capability %q (e.g. NET_BIND_SERVICE)", capName), &t.CapAdd[i])
-			}
-		}
-		if t.Limits != nil {
-			d.validateRates(t.Limits)
-		}
-	}
-	if c.DefaultTemplate != "" && c.Templates[c.DefaultTemplate] == nil {
-		d.fail(fmt.Sprintf("template %q is not defined in templates", c.DefaultTemplate), &c.DefaultTemplate)
-	}
-}
-
 func (d *decoder) validateRoutes(c *Config) {
 	hosts := map[string]bool{}
 	for i := range c.Routes {
@@ -341,7 +272,7 @@ func (d *decoder) validateRoutes(c *Config) {
 			d.fail(fmt.Sprintf("duplicate route host %q", r.Host), &r.Host)
 		default:
 			for _, dom := range c.Domains {
-				if sub, ok := strings.CutSuffix(r.Host, "."+dom); ok && strings.HasPrefix(sub, "sandbox-") && !strings.Contains(sub, ".") {
+				if _, ok, malformed := SandboxFromHost(r.Host, []string{dom}); ok || malformed {
 					d.fail(fmt.Sprintf("host %q is a sandbox host of domain %s; use another name", r.Host, dom), &r.Host)
 				}
 			}
@@ -386,10 +317,13 @@ func (d *decoder) validateRates(r *RateLimits) {
 
 func (d *decoder) validateLimits(l *Limits) {
 	d.validateRates(&l.RateLimits)
-	for _, f := range []*int{&l.MaxConcurrentStarts, &l.StartQueue, &l.MaxRunning, &l.CreatesPerSubjectPerHour,
-		&l.WebSocketsPerSandbox, &l.WebSocketsPerIP, &l.LimiterEntries} {
+	for _, f := range []*int{&l.MaxConcurrentStarts, &l.StartQueue, &l.MaxRunning,
+		&l.WebSocketsPerSandbox, &l.WebSocketsPerIP, &l.LimiterEntries, &l.ConnectionsPerIP, &l.MaxConnections} {
 		if *f < 0 {
 			d.fail(fmt.Sprintf("must not be negative, got %d", *f), f, l)
 		}
+	}
+	if n := l.CreatesPerSubjectPerHour; n < -1 {
+		d.fail(fmt.Sprintf("must be positive, or -1 for unlimited, got %d", n), &l.CreatesPerSubjectPerHour, l)
 	}
 }

@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +36,11 @@ type WatcherConfig struct {
 	// OnResult, if set, is called with ResultSuccess or ResultFailure after
 	// each reload attempt (for metrics). Unchanged files are not attempts.
 	OnResult func(result string)
+	// Override, if set, is applied to each new config after it is read
+	// and validated, before it is compared and applied: settings the
+	// command line gives win over the file (serve --domain). It must leave
+	// the config valid.
+	Override func(*Config)
 	// Debounce is how long the directory must be quiet after an event
 	// before the file is read. Zero means 200ms.
 	Debounce time.Duration
@@ -116,12 +122,15 @@ func (w *Watcher) loop() {
 		select {
 		case <-w.stop:
 			return
-		case _, ok := <-w.events:
+		case ev, ok := <-w.events:
 			if !ok {
 				return
 			}
-			// Any event in the directory restarts the quiet period; the file
-			// is read only after it. Unchanged content is skipped by reload.
+			if !w.concerns(ev) {
+				continue // another file in the directory
+			}
+			// An event restarts the quiet period; the file is read only
+			// after it. Unchanged content is skipped by reload.
 			timer.Reset(w.cfg.Debounce)
 		case err, ok := <-w.errs:
 			if !ok {
@@ -134,6 +143,15 @@ func (w *Watcher) loop() {
 	}
 }
 
+// concerns reports whether ev may have changed the config file: an event
+// on its name (a write, or a file renamed over it), or on "..data", the
+// symlink Kubernetes swaps to update a mounted ConfigMap. Other files in
+// the directory (editor swap files, the .bak of Replace) are not.
+func (w *Watcher) concerns(ev fsnotify.Event) bool {
+	name := filepath.Base(ev.Name)
+	return name == filepath.Base(w.cfg.Path) || name == "..data"
+}
+
 // Reload reads the file now, even if its content did not change (SIGHUP),
 // and applies it if valid. The error is what was logged.
 func (w *Watcher) Reload() error {
@@ -143,7 +161,7 @@ func (w *Watcher) Reload() error {
 func (w *Watcher) reload(force bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	data, err := os.ReadFile(w.cfg.Path)
+	data, err := readFile(w.cfg.Path)
 	if err != nil {
 		return w.failLocked(fmt.Errorf("read config: %w", err))
 	}
@@ -156,22 +174,39 @@ func (w *Watcher) reload(force bool) error {
 	if err != nil {
 		return w.failLocked(err)
 	}
+	w.override(c)
+	if !force && len(Changed(w.cfg.Store.Load(), c)) == 0 {
+		// Rewritten with the same settings (comments, order, a touch): not
+		// a reload, nothing to say above debug.
+		w.log.Debug("config file rewritten, no setting changed")
+		return nil
+	}
 	_, err = w.applyLocked(c)
 	return err
 }
 
+func (w *Watcher) override(c *Config) {
+	if w.cfg.Override != nil {
+		w.cfg.Override(c)
+	}
+}
+
 // Replace validates data as the new content of the file, applies it, writes
-// it atomically (keeping a .bak) and stores it: the admin PUT. On any error
-// neither the file nor the live config changes; a validation error is an
+// it atomically (keeping a .bak) and stores it: the admin PUT. A secret or
+// env value written as REDACTED keeps the running one (ParseUpdate), and
+// the file gets the text that value was read from. On any error neither
+// the file nor the live config changes; a validation error is an
 // ErrorList. It returns the changed settings that need a restart.
 func (w *Watcher) Replace(data []byte) ([]string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	c, err := Parse(w.cfg.Path, data)
+	c, data, err := ParseUpdate(w.cfg.Path, data, w.cfg.Store.Load())
 	if err != nil {
 		return nil, err // a rejected PUT is the caller's to report, not a reload failure
 	}
+	w.override(c)
 	old := w.cfg.Store.Load()
+	changed := Changed(old, c)
 	restart := RestartNeeded(old, c)
 	if len(restart) > 0 {
 		keepRestartOnly(old, c)
@@ -192,16 +227,14 @@ func (w *Watcher) Replace(data []byte) ([]string, error) {
 	w.lastSum, w.haveSum = sha256.Sum256(data), true
 	w.cfg.Store.Store(c)
 	w.report(ResultSuccess)
-	if len(restart) > 0 {
-		w.log.Warn("config changes need a restart to take effect", "settings", restart)
-	}
-	w.log.Info("config replaced")
+	w.logChanges("config replaced", changed, restart)
 	return restart, nil
 }
 
 // applyLocked runs Apply and stores c. w.mu must be held.
 func (w *Watcher) applyLocked(c *Config) ([]string, error) {
 	old := w.cfg.Store.Load()
+	changed := Changed(old, c)
 	restart := RestartNeeded(old, c)
 	if len(restart) > 0 {
 		keepRestartOnly(old, c)
@@ -213,11 +246,25 @@ func (w *Watcher) applyLocked(c *Config) ([]string, error) {
 	}
 	w.cfg.Store.Store(c)
 	w.report(ResultSuccess)
+	w.logChanges("config reloaded", changed, restart)
+	return restart, nil
+}
+
+// logChanges says what a reload or replace changed: the settings now live
+// ("changed"), and as a warning those that wait for a restart, running
+// values kept. Keys only: a changed secret is named, never shown.
+func (w *Watcher) logChanges(msg string, changed, restart []string) {
+	live := slices.DeleteFunc(slices.Clone(changed), func(k string) bool {
+		return slices.ContainsFunc(restart, func(r string) bool { return k == r || strings.HasPrefix(k, r+".") })
+	})
 	if len(restart) > 0 {
 		w.log.Warn("config changes need a restart to take effect; running values kept", "settings", restart)
 	}
-	w.log.Info("config reloaded")
-	return restart, nil
+	if len(changed) == 0 {
+		w.log.Info(msg + ", no setting changed")
+		return
+	}
+	w.log.Info(msg, "changed", live)
 }
 
 func (w *Watcher) failLocked(err error) error {

@@ -173,6 +173,9 @@ func TestWatcherDebounce(t *testing.T) {
 		w := newWatcher(WatcherConfig{Path: path, Store: store, Apply: rec.apply, OnResult: rec.onResult, Debounce: 200 * time.Millisecond}, nil, events, nil)
 		defer w.Close()
 
+		if err := os.WriteFile(path, []byte(fileWith(11)), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		for range 5 {
 			events <- fsnotify.Event{Name: path, Op: fsnotify.Write}
 			time.Sleep(150 * time.Millisecond) // shorter than the debounce
@@ -309,5 +312,115 @@ func TestWatcherReplace(t *testing.T) {
 				t.Errorf("got backup %q, want the previous file", bak)
 			}
 		})
+	}
+}
+
+// TestWatcherNamesChangedKeys: a reload's log line names the settings it
+// changed, and says which wait for a restart; a secret is named, never
+// shown (#16: the line said only "config reloaded").
+func TestWatcherNamesChangedKeys(t *testing.T) {
+	t.Parallel()
+	path, store := setup(t)
+	var logs strings.Builder
+	w := newWatcher(WatcherConfig{Path: path, Store: store}, slog.New(slog.NewTextHandler(&logs, nil)), nil, nil)
+	defer w.Close()
+	next := base + "listen: {admin: \"127.0.0.1:9999\"}\nadmin_token: a-brand-new-admin-token\nlimits: {max_running: 7, per_ip: {rate: 5, burst: 10}}\n"
+	if err := os.WriteFile(path, []byte(next), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	got := logs.String()
+	for _, want := range []string{
+		`msg="config reloaded" config=` + path + ` changed="[admin_token limits.creates_per_subject_per_hour limits.max_running limits.per_ip]"`, // the derived default follows max_running
+		`settings=[listen.admin]`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log lacks %s:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "a-brand-new-admin-token") {
+		t.Errorf("log shows the secret:\n%s", got)
+	}
+}
+
+// TestWatcherIgnoresOtherFiles: events on other files of the directory
+// never reload, and the first event after start on a rewritten but
+// unchanged file is not a reload either (#16: an editor's swap file or a
+// .bak next to the config logged "config reloaded").
+func TestWatcherIgnoresOtherFiles(t *testing.T) {
+	t.Parallel()
+	path, store := setup(t)
+	synctest.Test(t, func(t *testing.T) {
+		events := make(chan fsnotify.Event)
+		var logs strings.Builder
+		var mu sync.Mutex
+		rec := newRecorder()
+		w := newWatcher(WatcherConfig{Path: path, Store: store, Apply: rec.apply, OnResult: rec.onResult, Debounce: 100 * time.Millisecond},
+			slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &logs}, nil)), events, nil)
+		defer w.Close()
+
+		// The file as it was loaded, touched: no setting changed.
+		events <- fsnotify.Event{Name: path, Op: fsnotify.Write}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		// A change to the config file, but events only on other files.
+		if err := os.WriteFile(path, []byte(fileWith(11)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Dir(path)
+		for _, name := range []string{".previewgate.yaml.swp", "previewgate.yaml~", "other.yaml", "previewgate.yaml.bak"} {
+			events <- fsnotify.Event{Name: filepath.Join(dir, name), Op: fsnotify.Create}
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if _, results := rec.snapshot(); len(results) != 0 {
+			t.Fatalf("got reloads %v, want none", results)
+		}
+		mu.Lock()
+		if strings.Contains(logs.String(), "reloaded") {
+			t.Errorf("got log %q, want no reload line", logs.String())
+		}
+		mu.Unlock()
+		// Kubernetes swaps the ..data symlink of a ConfigMap volume.
+		events <- fsnotify.Event{Name: filepath.Join(dir, "..data"), Op: fsnotify.Create}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if applied, _ := rec.snapshot(); !slices.Equal(applied, []int{11}) {
+			t.Errorf("after ..data: got applied %v, want [11]", applied)
+		}
+	})
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// TestChanged: settings are named as in the file, templates and env keys
+// one by one, lists as a whole.
+func TestChanged(t *testing.T) {
+	t.Parallel()
+	a, err := Parse("a.yaml", []byte(strings.Replace(base, "  web: {image: nginx}\n", "  app: {image: app:1, env: {A: x}}\n  web: {image: web:1}\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Parse("b.yaml", []byte(strings.Replace(base, "  web: {image: nginx}\n", "  app: {image: app:2, env: {A: y}}\n  api: {image: api:1}\n", 1)+"trusted_proxies: [10.0.0.0/8]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"templates.api", "templates.app.env.A", "templates.app.image", "templates.web", "trusted_proxies"}
+	if got := Changed(a, b); !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if got := Changed(a, a); got != nil {
+		t.Errorf("same config: got %v, want nil", got)
 	}
 }

@@ -1,0 +1,48 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// APIToken is a scoped token for the admin listener.
+type APIToken struct {
+	Token  Secret   `yaml:"token"`  // at least 16 characters
+	Scopes []string `yaml:"scopes"` // APIScope* values
+}
+
+// Scopes an API token can hold.
+const (
+	// APIScopeSandboxes: list, pre-create, read logs of, stop and remove
+	// sandboxes; not the config, not metrics.
+	APIScopeSandboxes = "sandboxes"
+)
+
+// validateAPITokens checks api_tokens and each template's allow_env.
+func (d *decoder) validateAPITokens(c *Config) {
+	for i := range c.APITokens {
+		t := &c.APITokens[i]
+		if len(t.Token) < 16 {
+			d.fail("api token is too short (use at least 16 random characters)", &t.Token, t)
+		}
+		if t.Token != "" && t.Token == c.AdminToken {
+			d.fail("api token must differ from admin_token", &t.Token)
+		}
+		if len(t.Scopes) == 0 {
+			d.fail("api token needs scopes (e.g. [sandboxes])", &t.Scopes, t)
+		}
+		for _, s := range t.Scopes {
+			if !slices.Contains([]string{APIScopeSandboxes}, s) {
+				d.fail(fmt.Sprintf("unknown scope %q (want sandboxes)", s), &t.Scopes)
+			}
+		}
+	}
+	for _, t := range c.Templates {
+		for _, k := range t.AllowEnv {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				d.fail(fmt.Sprintf("invalid environment variable name %q", k), &t.AllowEnv)
+			}
+		}
+	}
+}

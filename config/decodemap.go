@@ -1,0 +1,231 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// entry is one key/value pair of a mapping after merge keys are applied.
+type entry struct{ k, v *node }
+
+// entries lists n's pairs, expanding "<<" merge keys; explicit keys win over
+// merged ones. Duplicate explicit keys are errors.
+func (d *decoder) entries(n *node, path string, depth int) []entry {
+	var own, merged []entry
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.content); i += 2 {
+		k, v := n.content[i], n.content[i+1]
+		if k.kind == scalarNode && k.ShortTag() == mergeTag {
+			merged = append(merged, d.mergeSources(v, path, depth)...)
+			continue
+		}
+		if k.kind != scalarNode {
+			d.errAt(nodePos(k), "%s: keys must be strings", path)
+			continue
+		}
+		if seen[k.value] {
+			d.errAt(nodePos(k), "%s: duplicate key %q", path, k.value)
+			continue
+		}
+		seen[k.value] = true
+		own = append(own, entry{k, v})
+	}
+	for _, e := range merged {
+		if !seen[e.k.value] {
+			seen[e.k.value] = true
+			own = append(own, e)
+		}
+	}
+	return own
+}
+
+func (d *decoder) mergeSources(v *node, path string, depth int) []entry {
+	if v = d.resolve(v); v == nil {
+		return nil
+	}
+	if depth > 10 {
+		d.errAt(nodePos(v), "%s: merge keys nested too deeply", path)
+		return nil
+	}
+	switch v.kind {
+	case mappingNode:
+		return d.entries(v, path, depth+1)
+	case sequenceNode:
+		var out []entry
+		for _, c := range v.content {
+			if c = d.resolve(c); c == nil {
+				return out
+			}
+			if c.kind != mappingNode {
+				d.errAt(nodePos(c), "%s: << needs a mapping or a list of mappings", path)
+				continue
+			}
+			out = append(out, d.entries(c, path, depth+1)...)
+		}
+		return out
+	}
+	d.errAt(nodePos(v), "%s: << needs a mapping or a list of mappings", path)
+	return nil
+}
+
+func (d *decoder) decodeStruct(n *node, v reflect.Value, path string) {
+	if n.kind != mappingNode {
+		name := path
+		if name == "" {
+			name = "the document"
+		}
+		d.errAt(nodePos(n), "%s: expected a mapping, got %s", name, kindName(n))
+		return
+	}
+	fields := fieldsOf(v.Type())
+	for _, e := range d.entries(n, path, 0) {
+		idx, ok := fields[e.k.value]
+		if !ok {
+			msg := fmt.Sprintf("unknown key %q", e.k.value)
+			if path != "" {
+				msg = fmt.Sprintf("%s: unknown key %q", path, e.k.value)
+			}
+			if s := suggest(e.k.value, fields); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			d.errAt(nodePos(e.k), "%s", msg)
+			continue
+		}
+		f := v.FieldByIndex(idx)
+		k := addrOf(f)
+		l := d.locs[k]
+		l.Key = nodePos(e.k)
+		d.locs[k] = l
+		d.decode(e.v, f, join(path, e.k.value))
+	}
+}
+
+func (d *decoder) decodeMap(n *node, v reflect.Value, path string) {
+	if n.kind != mappingNode {
+		d.errAt(nodePos(n), "%s: expected a mapping, got %s", path, kindName(n))
+		return
+	}
+	t := v.Type()
+	m := reflect.MakeMap(t)
+	for _, e := range d.entries(n, path, 0) {
+		key := e.k.value
+		p := join(path, key)
+		ev := reflect.New(t.Elem()).Elem()
+		if t.Elem().Kind() == reflect.Pointer {
+			// Allocate here so that "name:" (null) still yields an entry and
+			// the pointee's address can carry the key's position.
+			ev.Set(reflect.New(t.Elem().Elem()))
+			target := ev.Elem()
+			d.locs[addrOf(target)] = loc{Pos: nodePos(e.v), Key: nodePos(e.k), path: p}
+			if r := d.resolve(e.v); r != nil && !(r.kind == scalarNode && r.ShortTag() == nullTag) {
+				d.decode(r, target, p)
+				l := d.locs[addrOf(target)]
+				l.Key = nodePos(e.k)
+				d.locs[addrOf(target)] = l
+			}
+		} else {
+			d.decode(e.v, ev, p)
+			if t == envType {
+				if r := resolveAlias(e.v); r != nil && r.kind == scalarNode {
+					d.hidden[envKey(path, key)] = r
+				}
+			}
+		}
+		m.SetMapIndex(reflect.ValueOf(key).Convert(t.Key()), ev)
+	}
+	v.Set(m)
+}
+
+var fieldCache = map[reflect.Type]map[string][]int{}
+
+// fieldsOf maps yaml keys to field index paths, flattening ",inline" fields.
+// The config types are fixed, so the cache is filled on first use per type;
+// it is guarded by being built only from init-time-known types (see init).
+func fieldsOf(t reflect.Type) map[string][]int {
+	if f, ok := fieldCache[t]; ok {
+		return f
+	}
+	return buildFields(t)
+}
+
+func buildFields(t reflect.Type) map[string][]int {
+	out := map[string][]int{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("yaml")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if opts == "inline" {
+			for k, idx := range buildFields(f.Type) {
+				out[k] = append([]int{i}, idx...)
+			}
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out[name] = []int{i}
+	}
+	return out
+}
+
+func init() {
+	// Fill the field cache once so concurrent Parse calls only read it.
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || t == prefixType {
+			return
+		}
+		if _, ok := fieldCache[t]; ok {
+			return
+		}
+		fieldCache[t] = buildFields(t)
+		for i := range t.NumField() {
+			walk(t.Field(i).Type)
+		}
+	}
+	walk(reflect.TypeFor[Config]())
+}
+
+// suggest returns the known key closest to k if it is a likely typo.
+func suggest(k string, fields map[string][]int) string {
+	best, bestD := "", 3
+	for f := range fields {
+		if dist := editDistance(k, f); dist < bestD || dist == bestD && f < best {
+			best, bestD = f, dist
+		}
+	}
+	if bestD > 2 {
+		return ""
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 99
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,173 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+var (
+	prefixType     = reflect.TypeFor[netip.Prefix]()
+	stringListType = reflect.TypeFor[StringList]()
+	secretType     = reflect.TypeFor[Secret]()
+	envType        = reflect.TypeFor[map[string]string]() // Template.Env, the only such map
+)
+
+// scalarParser is implemented by the config's own scalar types. tag is the
+// YAML tag, or "" when the text came from ${VAR} expansion.
+type scalarParser interface {
+	parseScalar(s, tag string) error
+}
+
+// decode recurses as deep as the Config types go (a handful of levels), not
+// as deep as the YAML: a collection where a scalar belongs is an error, and
+// aliases are charged to the node budget. Errors are recorded and decoding
+// goes on, so one pass finds every error of a file.
+func (d *decoder) decode(n *node, v reflect.Value, path string) {
+	if n = d.resolve(n); n == nil {
+		return
+	}
+	if v.CanAddr() {
+		k := addrOf(v)
+		l := d.locs[k]
+		l.Pos, l.path = nodePos(n), path
+		d.locs[k] = l
+	}
+	if n.kind == scalarNode && n.ShortTag() == nullTag {
+		v.SetZero() // "key:" or "key: null" means unset: the default applies
+		return
+	}
+	if d.decodeOwn(n, v, path) {
+		return
+	}
+	switch t := v.Type(); t.Kind() {
+	case reflect.Pointer:
+		e := reflect.New(t.Elem())
+		d.decode(n, e.Elem(), path)
+		v.Set(e)
+	case reflect.Struct:
+		d.decodeStruct(n, v, path)
+	case reflect.Map:
+		d.decodeMap(n, v, path)
+	case reflect.Slice:
+		d.decodeSlice(n, v, path)
+	case reflect.String:
+		if s, _, ok := d.scalar(n, path); ok {
+			v.SetString(s)
+			if t == secretType {
+				d.hidden[path] = n
+			}
+		}
+	case reflect.Int, reflect.Int64, reflect.Float64, reflect.Bool:
+		d.decodeBasic(n, v, path)
+	default:
+		d.errAt(nodePos(n), "%s: unsupported type %s", docName(path), t)
+	}
+}
+
+// docName is path for messages: the root has none.
+func docName(path string) string {
+	if path == "" {
+		return "the document"
+	}
+	return path
+}
+
+// decodeOwn decodes the config's own scalar types (netip.Prefix, a single
+// string for a StringList, scalarParser implementations); false when v is
+// none of them and decode goes on by kind.
+func (d *decoder) decodeOwn(n *node, v reflect.Value, path string) bool {
+	t := v.Type()
+	switch {
+	case t == prefixType:
+		if s, _, ok := d.scalar(n, path); ok {
+			p, err := ParsePrefix(s)
+			if err != nil {
+				d.errAt(nodePos(n), "%s: %v", docName(path), err)
+				return true
+			}
+			v.Set(reflect.ValueOf(p))
+		}
+		return true
+	case t == stringListType:
+		if n.kind != scalarNode {
+			return false // a list: decoded as a []string
+		}
+		if s, _, ok := d.scalar(n, path); ok {
+			v.Set(reflect.ValueOf(StringList{s}))
+		}
+		return true
+	case v.CanAddr() && v.Addr().Type().Implements(reflect.TypeFor[scalarParser]()):
+		if s, tag, ok := d.scalar(n, path); ok {
+			if err := v.Addr().Interface().(scalarParser).parseScalar(s, tag); err != nil {
+				d.errAt(nodePos(n), "%s: %v", docName(path), err)
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func (d *decoder) decodeSlice(n *node, v reflect.Value, path string) {
+	if n.kind != sequenceNode {
+		d.errAt(nodePos(n), "%s: expected a list, got %s", docName(path), kindName(n))
+		return
+	}
+	s := reflect.MakeSlice(v.Type(), len(n.content), len(n.content))
+	for i, c := range n.content {
+		d.decode(c, s.Index(i), fmt.Sprintf("%s[%d]", path, i))
+	}
+	v.Set(s)
+}
+
+// basicKinds is, per Go kind, the YAML tags it takes ("" is text that
+// came from ${VAR} expansion) and what the message calls it.
+var basicKinds = map[reflect.Kind]struct {
+	tags []string
+	want string
+}{
+	reflect.Int:     {[]string{intTag, ""}, "an integer"},
+	reflect.Int64:   {[]string{intTag, ""}, "an integer"},
+	reflect.Float64: {[]string{intTag, floatTag, ""}, "a number"},
+	reflect.Bool:    {[]string{boolTag, ""}, "true or false"},
+}
+
+// decodeBasic decodes an integer, a number or a boolean.
+func (d *decoder) decodeBasic(n *node, v reflect.Value, path string) {
+	s, tag, ok := d.scalar(n, path)
+	if !ok {
+		return
+	}
+	name, bk := docName(path), basicKinds[v.Kind()]
+	if !slices.Contains(bk.tags, tag) {
+		d.errAt(nodePos(n), "%s: expected %s, got %s", name, bk.want, kindName(n))
+		return
+	}
+	text := strings.TrimSpace(s)
+	switch v.Kind() {
+	case reflect.Float64:
+		f, err := strconv.ParseFloat(text, 64)
+		if err != nil || f != f || f > 1e300 || f < -1e300 {
+			d.errAt(nodePos(n), "%s: invalid number %q", name, s)
+			return
+		}
+		v.SetFloat(f)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(text)
+		if err != nil {
+			d.errAt(nodePos(n), "%s: expected true or false, got %q", name, s)
+			return
+		}
+		v.SetBool(b)
+	default:
+		i, err := strconv.ParseInt(text, 0, 64)
+		if err != nil || v.OverflowInt(i) {
+			d.errAt(nodePos(n), "%s: invalid integer %q", name, s)
+			return
+		}
+		v.SetInt(i)
+	}
+}

@@ -1,0 +1,69 @@
+package config
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+)
+
+// Changed lists the settings that differ between old and new, named as
+// written in the file ("limits.max_running", "templates.app.memory",
+// "templates.web" for a template added or removed), sorted. Lists
+// ("routes", "auth.keys") count as one setting. It names keys only, never
+// values, so the result can be logged even where a secret changed. Nil
+// when nothing differs or either config is nil.
+func Changed(old, new *Config) []string {
+	if old == nil || new == nil {
+		return nil
+	}
+	var out []string
+	diffValue(reflect.ValueOf(old).Elem(), reflect.ValueOf(new).Elem(), "", &out)
+	slices.Sort(out)
+	return out
+}
+
+func diffValue(a, b reflect.Value, path string, out *[]string) {
+	switch a.Kind() {
+	case reflect.Pointer:
+		if a.IsNil() || b.IsNil() {
+			if a.IsNil() != b.IsNil() {
+				*out = append(*out, path)
+			}
+			return
+		}
+		diffValue(a.Elem(), b.Elem(), path, out)
+	case reflect.Struct:
+		t := a.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			switch {
+			case f.IsExported() && opts == "inline":
+				diffValue(a.Field(i), b.Field(i), path, out)
+			case f.IsExported() && name != "-" && name != "":
+				diffValue(a.Field(i), b.Field(i), join(path, name), out)
+			} // else Path, Template.Name, the raw texts: not settings
+		}
+	case reflect.Map:
+		keys := map[string]bool{}
+		for _, k := range a.MapKeys() {
+			keys[k.String()] = true
+		}
+		for _, k := range b.MapKeys() {
+			keys[k.String()] = true
+		}
+		for k := range keys {
+			kv := reflect.ValueOf(k).Convert(a.Type().Key())
+			av, bv := a.MapIndex(kv), b.MapIndex(kv)
+			if !av.IsValid() || !bv.IsValid() {
+				*out = append(*out, join(path, k))
+				continue
+			}
+			diffValue(av, bv, join(path, k), out)
+		}
+	default:
+		if !reflect.DeepEqual(a.Interface(), b.Interface()) {
+			*out = append(*out, path)
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// scalar returns n's value with ${VAR} expanded, and its YAML tag ("" when
+// expansion changed the text, so the target type decides how to read it).
+func (d *decoder) scalar(n *node, path string) (string, string, bool) {
+	if n.kind != scalarNode {
+		want := "a value"
+		if path != "" {
+			want = "a single value"
+		}
+		d.errAt(nodePos(n), "%s: expected %s, got %s", path, want, kindName(n))
+		return "", "", false
+	}
+	tag := n.ShortTag()
+	switch tag {
+	case strTag, intTag, floatTag, boolTag, nullTag, tsTag:
+	default:
+		d.errAt(nodePos(n), "%s: unsupported YAML tag %s", path, n.tag)
+		return "", "", false
+	}
+	if !strings.Contains(n.value, "$") {
+		return n.value, tag, true
+	}
+	s, off, err := expand(n.value, d.lookup)
+	if err != nil {
+		d.errAt(exprPos(n, off), "%s: %v", path, err)
+		return "", "", false
+	}
+	if s != n.value {
+		tag = ""
+	}
+	return s, tag, true
+}
+
+// exprPos is the position of byte off of n's value in the file: exact for
+// plain and simple quoted single-line scalars, else the scalar's start.
+func exprPos(n *node, off int) Pos {
+	p := nodePos(n)
+	if strings.ContainsAny(n.value, "\n\\'\"") {
+		return p
+	}
+	switch n.style {
+	case plainStyle:
+		p.Col += off
+	case doubleQuotedStyle, singleQuotedStyle:
+		p.Col += off + 1
+	}
+	return p
+}
+
+// expand replaces ${NAME} and ${NAME:-default} with the environment's value.
+// "$${" is a literal "${"; any other "$" is left alone. A missing variable
+// without a default is an error; off is the byte offset of the expression.
+func expand(s string, lookup func(string) (string, bool)) (out string, off int, err error) {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		if strings.HasPrefix(s[i:], "$${") {
+			b.WriteString("${")
+			i += 3
+			continue
+		}
+		if !strings.HasPrefix(s[i:], "${") {
+			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		end := strings.IndexByte(s[i:], '}')
+		if end < 0 {
+			return "", i, fmt.Errorf("unterminated ${ (write $${ for a literal ${)")
+		}
+		expr := s[i+2 : i+end]
+		name, def, hasDef := strings.Cut(expr, ":-")
+		if !validEnvName(name) {
+			return "", i, fmt.Errorf("invalid variable name in ${%s}", expr)
+		}
+		val, ok := lookup(name)
+		switch {
+		case ok && (val != "" || !hasDef):
+			b.WriteString(val)
+		case hasDef:
+			b.WriteString(def)
+		default:
+			return "", i, fmt.Errorf("environment variable %s is not set", name)
+		}
+		i += end + 1
+	}
+	return b.String(), 0, nil
+}
+
+func validEnvName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}

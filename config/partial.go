@@ -1,0 +1,35 @@
+package config
+
+import (
+	"fmt"
+	"os"
+)
+
+// LoadPartial is Load for commands that use part of a file: token mint
+// needs the keys, not admin_token; healthcheck needs listen.admin. An
+// environment variable that is not set expands to the empty string
+// instead of failing the file, and is listed in unset, so a command whose
+// part came out invalid can say which variable it lacks. The gateway
+// itself always uses Load.
+func LoadPartial(path string) (c *Config, unset []string, err error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read config: %w", err)
+	}
+	c, err = parse(path, data, func(name string) (string, bool) {
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			unset = append(unset, name)
+		}
+		return v, true
+	})
+	return c, unset, err
+}
+
+// CheckAddr checks a listener address given outside a file (serve --http):
+// host:port or :port, port 1-65535.
+func CheckAddr(addr string) error { return checkAddr(addr) }
+
+// ValidDomain reports whether d is a domain a config may serve under:
+// a lowercase DNS name without a wildcard or trailing dot.
+func ValidDomain(d string) bool { return validHostname(d) }

@@ -1,0 +1,288 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Hidden values are the secrets (admin_token, auth.keys[].secret,
+// tls.acme.rfc2136.tsig_secret) and the templates' env values: env often
+// carries API keys and database URLs. GET /admin/config shows each
+// non-empty one as Redacted. So that its output can be edited and sent back
+// with PUT /admin/config (#13), a hidden value written as Redacted in a
+// config sent to ParseUpdate stands for the running one.
+
+// envKey names an env value: the map's path, NUL, the variable (template
+// names may contain dots; NUL is in neither).
+func envKey(mapPath, name string) string { return mapPath + "\x00" + name }
+
+// resolveAlias follows aliases without charging the node budget (the
+// decoder already charged it for the same node).
+func resolveAlias(n *node) *node {
+	for i := 0; n != nil && n.kind == aliasNode && i < maxNodes; i++ {
+		n = n.alias
+	}
+	return n
+}
+
+// keepRaw records on c the text each hidden value was written as, before
+// ${VAR} expansion, by a key that names the value rather than its place:
+// an auth key's secret goes by its kid, so a PUT that reorders or removes
+// keys cannot give one key another's secret.
+func (d *decoder) keepRaw(c *Config) {
+	for i, k := range c.Auth.Keys {
+		old := fmt.Sprintf("auth.keys[%d].secret", i)
+		if n, ok := d.hidden[old]; ok {
+			delete(d.hidden, old)
+			d.hidden[keySecretKey(k.KID)] = n
+		}
+	}
+	c.raw = make(map[string]string, len(d.hidden))
+	for k, n := range d.hidden {
+		c.raw[k] = n.value
+	}
+}
+
+// keySecretKey names the secret of the auth key kid among hidden values.
+func keySecretKey(kid string) string { return "auth.keys[kid=" + kid + "].secret" }
+
+// adminTokenKey names admin_token among hidden values (its YAML path).
+const adminTokenKey = "admin_token"
+
+// KeepCodeSecrets records the admin token and the auth keys' secrets that
+// code set on c (the development default: serve makes its key and admin
+// token) as the text they were written as, as the decoder does for a file.
+// The REDACTED values of c's admin page copy then stand for them when that
+// copy is validated, instead of "the running config has none here".
+// A text a file gave is kept as it is (it may be a ${VAR} reference), and
+// a value holding "${" is left out: read back, it would be expanded.
+func (c *Config) KeepCodeSecrets() {
+	if c.raw == nil {
+		c.raw = make(map[string]string)
+	}
+	keep := func(key, v string) {
+		if _, ok := c.raw[key]; !ok && v != "" && !strings.Contains(v, "${") {
+			c.raw[key] = v
+		}
+	}
+	keep(adminTokenKey, string(c.AdminToken))
+	for _, k := range c.Auth.Keys {
+		keep(keySecretKey(k.KID), string(k.Secret))
+	}
+}
+
+// Redacted returns the effective config (defaults applied) as YAML, with
+// every non-empty secret and template env value shown as "REDACTED". It is
+// what GET /admin/config shows; ParseUpdate takes it back.
+func (c *Config) Redacted() ([]byte, error) {
+	cp := *c
+	cp.Templates = make(map[string]*Template, len(c.Templates))
+	for name, t := range c.Templates {
+		tc := *t
+		if len(t.Env) > 0 {
+			tc.Env = make(map[string]string, len(t.Env))
+			for k, v := range t.Env {
+				if v != "" {
+					v = Redacted
+				}
+				tc.Env[k] = v
+			}
+		}
+		cp.Templates[name] = &tc
+	}
+	out, err := marshal(&cp)
+	if err != nil {
+		return nil, fmt.Errorf("marshal config: %w", err)
+	}
+	return out, nil
+}
+
+// ParseUpdate is Parse for a config replacing live (PUT /admin/config): a
+// secret or template env value written exactly as REDACTED (plain or
+// quoted) keeps the text live was read from, so the output of
+// GET /admin/config can be sent back as is. It returns the config and the
+// bytes to write to the file: data with each REDACTED replaced by that
+// text, quoted, so "${VAR}" stays a reference and no secret the file did
+// not hold is written to it. A REDACTED with nothing running to stand for
+// is an error at its position. live may be nil.
+func ParseUpdate(name string, data []byte, live *Config) (*Config, []byte, error) {
+	return parseUpdate(name, data, live, os.LookupEnv)
+}
+
+func parseUpdate(name string, data []byte, live *Config, lookup func(string) (string, bool)) (*Config, []byte, error) {
+	_, d, err := decodeOnly(name, data, lookup)
+	if err != nil {
+		return nil, nil, err
+	}
+	var liveRaw map[string]string
+	if live != nil {
+		liveRaw = live.raw
+	}
+	texts := map[Pos]string{} // marker position -> replacement
+	used := map[string]bool{} // the running texts REDACTED stands for
+	var errs ErrorList
+	for _, key := range slices.Sorted(maps.Keys(d.hidden)) {
+		n := d.hidden[key]
+		if n.value != Redacted {
+			continue
+		}
+		p := nodePos(n)
+		raw, ok := liveRaw[key]
+		if !ok {
+			errs = append(errs, &Error{File: name, Line: p.Line, Col: p.Col,
+				Msg: fmt.Sprintf("%s: REDACTED keeps the running value, but the running config has none here; write the value", hiddenName(key))})
+			continue
+		}
+		q := yamlQuote(raw)
+		used[raw] = true
+		if prev, dup := texts[p]; dup && prev != q {
+			errs = append(errs, &Error{File: name, Line: p.Line, Col: p.Col,
+				Msg: "this REDACTED (an anchor used in several places) stands for different running values; write them out"})
+			continue
+		}
+		texts[p] = q
+	}
+	if len(errs) > 0 {
+		errs.sort()
+		return nil, nil, errs
+	}
+	if len(texts) > 0 {
+		if data, err = splice(name, data, texts); err != nil {
+			return nil, nil, err
+		}
+	}
+	c, err := parse(name, data, lookup)
+	if err != nil {
+		return nil, nil, scrub(err, slices.Collect(maps.Keys(used)), lookup)
+	}
+	return c, data, nil
+}
+
+// scrub puts REDACTED back for every running value a REDACTED stood for
+// in err's messages: an alias can carry a spliced secret to a field whose
+// error quotes its value (secret: &s REDACTED, then log: {level: *s}), and
+// the caller (the admin API) shows the errors to whoever sent the text.
+func scrub(err error, raws []string, lookup func(string) (string, bool)) error {
+	var list ErrorList
+	if !errors.As(err, &list) || len(raws) == 0 {
+		return err
+	}
+	var secrets []string
+	for _, raw := range raws {
+		secrets = append(secrets, raw, yamlQuote(raw))
+		if v, _, xerr := expand(raw, lookup); xerr == nil {
+			secrets = append(secrets, v)
+		}
+	}
+	// Longest first, so that a value inside another is not half replaced.
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	out := make(ErrorList, len(list))
+	for i, e := range list {
+		ec := *e
+		for _, v := range secrets {
+			if v != "" {
+				ec.Msg = strings.ReplaceAll(ec.Msg, v, Redacted)
+			}
+		}
+		out[i] = &ec
+	}
+	return out
+}
+
+// hiddenName is key as the user wrote it.
+func hiddenName(key string) string {
+	if m, v, ok := strings.Cut(key, "\x00"); ok {
+		return m + "." + v
+	}
+	return key
+}
+
+// splice replaces the REDACTED scalar at each position with its text.
+func splice(name string, data []byte, texts map[Pos]string) ([]byte, error) {
+	type edit struct {
+		off, end int
+		text     string
+	}
+	var edits []edit
+	for p, text := range texts {
+		off := offsetOf(data, p)
+		rest := string(data[off:])
+		// A node's position is that of its anchor or tag, if any.
+		for len(rest) > 0 && (rest[0] == '&' || rest[0] == '!') {
+			i := strings.IndexAny(rest, " \t\n")
+			if i < 0 {
+				break
+			}
+			j := i + len(rest[i:]) - len(strings.TrimLeft(rest[i:], " \t"))
+			off, rest = off+j, rest[j:]
+		}
+		var n int
+		switch {
+		case strings.HasPrefix(rest, Redacted):
+			n = len(Redacted)
+		case strings.HasPrefix(rest, `"`+Redacted+`"`), strings.HasPrefix(rest, `'`+Redacted+`'`):
+			n = len(Redacted) + 2
+		default:
+			return nil, ErrorList{{File: name, Line: p.Line, Col: p.Col, Msg: "write REDACTED plainly or in simple quotes to keep the running value"}}
+		}
+		edits = append(edits, edit{off, off + n, text})
+	}
+	slices.SortFunc(edits, func(a, b edit) int { return b.off - a.off })
+	out := slices.Clone(data)
+	for _, e := range edits {
+		out = slices.Concat(out[:e.off], []byte(e.text), out[e.end:])
+	}
+	return out, nil
+}
+
+// offsetOf converts a 1-based line and character column to a byte offset.
+func offsetOf(data []byte, p Pos) int {
+	off := 0
+	for line := 1; line < p.Line && off < len(data); line++ {
+		i := strings.IndexByte(string(data[off:]), '\n')
+		if i < 0 {
+			return len(data)
+		}
+		off += i + 1
+	}
+	for col := 1; col < p.Col && off < len(data); col++ {
+		_, size := utf8.DecodeRune(data[off:])
+		off += size
+	}
+	return off
+}
+
+// yamlQuote writes s as a YAML double-quoted scalar on one line.
+func yamlQuote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == utf8.RuneError, r == '\ufeff', !unicode.IsPrint(r):
+			if r <= 0xFFFF {
+				fmt.Fprintf(&b, `\u%04X`, r)
+			} else {
+				fmt.Fprintf(&b, `\U%08X`, r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}

@@ -1,0 +1,118 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// The rules below are the only definition of each: config validation,
+// routing (gateway), certificates (certs), tokens (auth) and the runtime
+// (sandboxmgr) all call them, so they cannot diverge (#14).
+
+// MaxIDLen is the longest sandbox id: "sandbox-" plus the id must fit one
+// 63-byte DNS label.
+const MaxIDLen = 55
+
+// ValidID reports whether id is a valid sandbox id: 1–55 lowercase letters,
+// digits and inner hyphens. Such an id is always safe in a DNS label, a
+// container name and a Docker label.
+func ValidID(id string) bool {
+	if len(id) == 0 || len(id) > MaxIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c == '-' && i > 0 && i < len(id)-1:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// SandboxPrefix starts the first label of every sandbox host:
+// sandbox-<id>.<domain>.
+const SandboxPrefix = "sandbox-"
+
+// NormalizeHost returns host lower-cased without one trailing dot; ok is
+// false if host has a byte outside printable ASCII. Such a host is refused
+// before any case folding: Unicode lower-casing could turn it into a
+// served name (the Kelvin sign lower-cases to "k"), SNI carries A-labels
+// only, and HTTP/2's :authority arrives without the checks net/http
+// applies to an HTTP/1.1 Host header.
+func NormalizeHost(host string) (h string, ok bool) {
+	for i := 0; i < len(host); i++ {
+		if c := host[i]; c <= ' ' || c >= 0x7f {
+			return "", false
+		}
+	}
+	return strings.ToLower(strings.TrimSuffix(host, ".")), true
+}
+
+// SandboxFromHost reads host, as NormalizeHost returns it, as
+// sandbox-<id>.<domain> for one of domains (lower-case, as a validated
+// config holds them). ok: it is one, with a valid id. malformed: it has
+// that shape (one label starting "sandbox-" under a domain) but the id is
+// not valid. Neither: the host is not a sandbox host.
+func SandboxFromHost(host string, domains []string) (id string, ok, malformed bool) {
+	for _, d := range domains {
+		label, found := strings.CutSuffix(host, "."+d)
+		if !found || d == "" {
+			continue
+		}
+		rest, sandbox := strings.CutPrefix(label, SandboxPrefix)
+		if !sandbox || strings.IndexByte(label, '.') >= 0 {
+			continue // another host under d, or under a subdomain of d
+		}
+		if !ValidID(rest) {
+			return "", false, true
+		}
+		return rest, true, false
+	}
+	return "", false, false
+}
+
+// Algorithms are the JWT algorithms a key in auth.keys may name.
+var Algorithms = []string{"HS256", "HS384", "HS512", "RS256", "ES256", "EdDSA"}
+
+// JWKSAlgorithms are the asymmetric JWT algorithms: those accepted from a
+// JWKS (never HMAC, since a JWKS is public) and those auth checks a public
+// or private key against.
+var JWKSAlgorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+
+// hmacMinLen is the shortest secret per HMAC algorithm: RFC 7518 §3.2
+// requires a key at least as long as the hash output.
+var hmacMinLen = map[string]int{"HS256": 32, "HS384": 48, "HS512": 64}
+
+// IsHMAC reports whether alg is a JWT algorithm keyed by a shared secret.
+func IsHMAC(alg string) bool {
+	_, ok := hmacMinLen[alg]
+	return ok
+}
+
+// HMACMinLen is the shortest secret alg accepts (0 if alg is no HMAC
+// algorithm): the one rule for config validation, token checks and
+// minting.
+func HMACMinLen(alg string) int { return hmacMinLen[alg] }
+
+// TSIGAlgorithms are the accepted tsig_alg values (RFC 8945 names).
+// HMAC-MD5 is left out on purpose: MD5 is broken.
+var TSIGAlgorithms = []string{"hmac-sha1", "hmac-sha224", "hmac-sha256", "hmac-sha384", "hmac-sha512"}
+
+// TSIGAlgorithm returns the algorithm name for tsig_alg, lower-cased and
+// without a trailing dot; empty means hmac-sha256.
+func TSIGAlgorithm(alg string) (string, error) {
+	name := strings.ToLower(strings.TrimSuffix(alg, "."))
+	switch {
+	case name == "":
+		return "hmac-sha256", nil
+	case name == "hmac-md5":
+		return "", fmt.Errorf("tsig_alg %s is not allowed: MD5 is broken (use hmac-sha256)", alg)
+	case !slices.Contains(TSIGAlgorithms, name):
+		return "", fmt.Errorf("invalid tsig_alg %q (want one of %s)", alg, strings.Join(TSIGAlgorithms, ", "))
+	}
+	return name, nil
+}

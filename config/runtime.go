@@ -1,0 +1,103 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Runtime chooses where sandboxes run (#15):
+//
+//	runtime:
+//	  kind: kubernetes                # docker (default) | kubernetes
+//	  kubernetes:
+//	    namespace: previewgate-sandboxes
+//	    in_cluster: true              # or kubeconfig: /path/to/kubeconfig
+//	    gateway_labels: ["app.kubernetes.io/name=previewgate"]
+//	    gateway_namespace: previewgate
+//	    run_as_user: 1000             # -1: the image's own user
+//	    activity_every: 10s
+type Runtime struct {
+	Kind       string     `yaml:"kind,omitempty"` // Zero means docker.
+	Kubernetes Kubernetes `yaml:"kubernetes,omitempty"`
+}
+
+// Runtime kinds.
+const (
+	RuntimeDocker     = "docker"
+	RuntimeKubernetes = "kubernetes"
+)
+
+// Kubernetes configures the Kubernetes runtime.
+type Kubernetes struct {
+	Namespace  string `yaml:"namespace,omitempty"`  // Zero means the gateway's own (in cluster), else previewgate-sandboxes.
+	Kubeconfig string `yaml:"kubeconfig,omitempty"` // Zero means $KUBECONFIG or ~/.kube/config, unless in_cluster.
+	InCluster  bool   `yaml:"in_cluster,omitempty"`
+	// GatewayLabels ("key=value") select the gateway's pods, which alone may
+	// reach sandboxes. Zero means app.kubernetes.io/name=previewgate.
+	GatewayLabels    []string `yaml:"gateway_labels,omitempty"`
+	GatewayNamespace string   `yaml:"gateway_namespace,omitempty"` // Zero means namespace.
+	RunAsUser        int64    `yaml:"run_as_user,omitempty"`       // Zero means 1000; -1 means the image's user.
+	ActivityEvery    Duration `yaml:"activity_every,omitempty"`    // Zero means 10s.
+}
+
+// Labels returns GatewayLabels as a map (validated: every entry has "=").
+func (k Kubernetes) Labels() map[string]string {
+	if len(k.GatewayLabels) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(k.GatewayLabels))
+	for _, kv := range k.GatewayLabels {
+		key, v, _ := strings.Cut(kv, "=")
+		m[key] = v
+	}
+	return m
+}
+
+func (d *decoder) validateRuntime(c *Config) {
+	r := &c.Runtime
+	switch r.Kind {
+	case "", RuntimeDocker:
+		return
+	case RuntimeKubernetes:
+	default:
+		d.fail(fmt.Sprintf("invalid runtime kind %q (want docker or kubernetes)", r.Kind), &r.Kind, r)
+		return
+	}
+	k := &r.Kubernetes
+	if k.InCluster && k.Kubeconfig != "" {
+		d.fail("set in_cluster or kubeconfig, not both", &k.Kubeconfig, k)
+	}
+	for _, ns := range []*string{&k.Namespace, &k.GatewayNamespace} {
+		if *ns != "" && !dnsLabel(*ns) {
+			d.fail(fmt.Sprintf("invalid namespace %q (a DNS label: lowercase letters, digits, inner hyphens)", *ns), ns, k)
+		}
+	}
+	for i := range k.GatewayLabels {
+		if key, v, ok := strings.Cut(k.GatewayLabels[i], "="); !ok || key == "" || len(v) > 63 {
+			d.fail(fmt.Sprintf("invalid gateway label %q (want key=value)", k.GatewayLabels[i]), &k.GatewayLabels[i], &k.GatewayLabels, k)
+		}
+	}
+	if k.RunAsUser < -1 {
+		d.fail("run_as_user must be a uid, 0 for the default (1000) or -1 for the image's own", &k.RunAsUser, k)
+	}
+	// Pod names are previewgate-pool-<template>-<random>: template names
+	// must fit a DNS label.
+	for name, t := range c.Templates {
+		if !dnsLabel(name) || len(name) > 30 {
+			d.failKey(fmt.Sprintf("template name %q must be a lowercase DNS label of at most 30 characters with the kubernetes runtime", name), t)
+		}
+	}
+}
+
+func dnsLabel(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

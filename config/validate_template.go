@@ -1,0 +1,169 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
+
+func (d *decoder) validateTemplates(c *Config) {
+	names := slices.Sorted(func(yield func(string) bool) {
+		for n := range c.Templates {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	for _, name := range names {
+		t := c.Templates[name]
+		if !validName(name) {
+			d.failKey(fmt.Sprintf("invalid template name %q (letters, digits, _ . -)", name), t)
+		}
+		if t.Image == "" {
+			d.fail("template needs an image", &t.Image, t)
+		}
+		if t.Port < 1 || t.Port > 65535 {
+			d.fail(fmt.Sprintf("port %d out of range 1-65535", t.Port), &t.Port)
+		}
+		for k := range t.Env {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				d.fail(fmt.Sprintf("invalid environment variable name %q", k), &t.Env)
+			}
+		}
+		if t.Memory < 6<<20 {
+			d.fail("memory must be at least 6MiB (Docker's minimum)", &t.Memory)
+		}
+		if t.CPUs < 0.01 || t.CPUs > 1024 {
+			d.fail(fmt.Sprintf("cpus %g out of range 0.01-1024", t.CPUs), &t.CPUs)
+		}
+		if t.Pids < 1 {
+			d.fail(fmt.Sprintf("pids must be positive, got %d", t.Pids), &t.Pids)
+		}
+		if t.Ready.Path != "" && !strings.HasPrefix(t.Ready.Path, "/") {
+			d.fail(fmt.Sprintf("ready path %q must start with /", t.Ready.Path), &t.Ready.Path)
+		}
+		if t.IdleAction != IdleStop && t.IdleAction != IdlePause {
+			d.fail(fmt.Sprintf("invalid idle_action %q (want stop or pause)", t.IdleAction), &t.IdleAction)
+		}
+		if t.ColdStart != ColdStartWaitingPage && t.ColdStart != ColdStartBlock {
+			d.fail(fmt.Sprintf("invalid cold_start %q (want waiting-page or block)", t.ColdStart), &t.ColdStart)
+		}
+		if t.HostHeader != HostPreserve && t.HostHeader != HostRewrite {
+			d.fail(fmt.Sprintf("invalid host_header %q (want preserve or rewrite)", t.HostHeader), &t.HostHeader)
+		}
+		if t.Pool < 0 {
+			d.fail(fmt.Sprintf("pool must not be negative, got %d", t.Pool), &t.Pool)
+		}
+		for i, capName := range t.CapAdd {
+			if err := checkCapability(capName); err != nil {
+				d.fail(err.Error(), &t.CapAdd[i])
+			}
+		}
+		if t.Limits != nil {
+			d.validateRates(t.Limits)
+		}
+		d.validateWorkspace(c, t)
+	}
+	if c.DefaultTemplate != "" && c.Templates[c.DefaultTemplate] == nil {
+		d.fail(fmt.Sprintf("template %q is not defined in templates", c.DefaultTemplate), &c.DefaultTemplate)
+	}
+}
+
+// validateWorkspace checks t's workspace (#15): a volume only the
+// Kubernetes runtime makes (a stopped Docker container keeps its files
+// anyway), and no warm pool with it: a pool pod starts before it knows
+// which sandbox's volume to mount.
+func (d *decoder) validateWorkspace(c *Config, t *Template) {
+	w := t.Workspace
+	if w == nil {
+		return
+	}
+	if c.Runtime.Kind != RuntimeKubernetes {
+		d.fail("workspace needs runtime kind kubernetes (a stopped Docker container keeps its files without one)", w)
+	}
+	if w.Size < 1<<20 {
+		d.fail(fmt.Sprintf("workspace size must be at least 1MiB, got %s", w.Size), &w.Size, w)
+	}
+	if err := checkMountPath(w.Path, t.ReadOnly); err != nil {
+		d.fail(err.Error(), &w.Path, w)
+	}
+	if w.StorageClass != "" && !dnsSubdomain(w.StorageClass) {
+		d.fail(fmt.Sprintf("invalid storage_class %q (a DNS subdomain: lowercase letters, digits, - and .)", w.StorageClass), &w.StorageClass, w)
+	}
+	if t.Pool > 0 {
+		d.fail("pool cannot be used with a workspace: a warm pod starts before it knows which sandbox's volume to mount", &t.Pool, w)
+	}
+}
+
+// checkMountPath accepts a clean absolute path that is not the root, not
+// in a kernel filesystem and not the /tmp a read-only root gets.
+func checkMountPath(p string, readOnly bool) error {
+	switch {
+	case p == "":
+		return errors.New("workspace needs a path (where the volume is mounted, e.g. /workspace)")
+	case len(p) > 1024 || strings.IndexFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0:
+		return fmt.Errorf("invalid workspace path %q", p)
+	case !strings.HasPrefix(p, "/") || path.Clean(p) != p:
+		return fmt.Errorf("workspace path %q must be absolute and clean (like /workspace)", p)
+	case p == "/":
+		return errors.New("workspace path must not be / (mount it on a directory)")
+	case readOnly && p == "/tmp":
+		return errors.New("workspace path /tmp is taken by the tmpfs of read_only")
+	}
+	for _, k := range []string{"/proc", "/sys", "/dev"} {
+		if p == k || strings.HasPrefix(p, k+"/") {
+			return fmt.Errorf("workspace path %q is in %s, a kernel filesystem", p, k)
+		}
+	}
+	return nil
+}
+
+// dnsSubdomain is a Kubernetes object name (RFC 1123 subdomain).
+func dnsSubdomain(s string) bool {
+	if len(s) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(s, ".") {
+		if !dnsLabel(l) {
+			return false
+		}
+	}
+	return true
+}
+
+// Capabilities is what a template's cap_add may add back (#13): Docker's
+// default set, which Docker considers safe inside a container, less
+// NET_RAW (raw sockets let a sandbox spoof traffic on the shared bridge).
+// Anything else, and ALL, would let code in a sandbox reach past it: load
+// kernel modules, mount, trace or read other processes, change the
+// network, the clock or security policy.
+var Capabilities = []string{
+	"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+	"NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
+}
+
+// isolationBreaking names the capabilities refused with a reason rather
+// than as merely unknown.
+var isolationBreaking = []string{
+	"ALL", "AUDIT_CONTROL", "AUDIT_READ", "BLOCK_SUSPEND", "BPF", "CHECKPOINT_RESTORE",
+	"DAC_READ_SEARCH", "IPC_LOCK", "IPC_OWNER", "LEASE", "LINUX_IMMUTABLE", "MAC_ADMIN",
+	"MAC_OVERRIDE", "NET_ADMIN", "NET_BROADCAST", "NET_RAW", "PERFMON", "SYS_ADMIN",
+	"SYS_BOOT", "SYS_MODULE", "SYS_NICE", "SYS_PACCT", "SYS_PTRACE", "SYS_RAWIO",
+	"SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "SYSLOG", "WAKE_ALARM",
+}
+
+// checkCapability accepts a name from Capabilities, with or without CAP_.
+func checkCapability(name string) error {
+	bare := strings.TrimPrefix(name, "CAP_")
+	switch {
+	case slices.Contains(Capabilities, bare):
+		return nil
+	case bare == "ALL":
+		return fmt.Errorf("capability ALL is not allowed: it would give sandboxes every capability (allowed: %s)", strings.Join(Capabilities, " "))
+	case slices.Contains(isolationBreaking, bare):
+		return fmt.Errorf("capability %s is not allowed: it would let a sandbox break out of its isolation (allowed: %s)", bare, strings.Join(Capabilities, " "))
+	}
+	return fmt.Errorf("invalid capability %q (allowed: %s)", name, strings.Join(Capabilities, " "))
+}
