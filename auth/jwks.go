@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/MicahParks/keyfunc/v3"
+	"github.com/previewgate/previewgate/config"
 	"golang.org/x/time/rate"
 )
 
@@ -46,7 +47,7 @@ func (v *Verifier) startJWKS(url string) error {
 		return fmt.Errorf("jwks %s: %w", url, err)
 	}
 	v.jwks = kf
-	v.jwksParser = v.parserFor(asymmetricAlgs...)
+	v.jwksParser = v.parserFor(config.JWKSAlgorithms...)
 	v.cancel = cancel
 	return nil
 }

@@ -11,15 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/previewgate/previewgate/config"
 )
-
-// minHMACBytes is the shortest accepted HMAC secret. RFC 7518 §3.2 asks for
-// at least the hash size; 32 bytes is what every HS* key here must have.
-const minHMACBytes = 32
 
 // minRSABits is the smallest accepted RSA modulus.
 const minRSABits = 2048
@@ -42,10 +39,8 @@ func (k *staticKey) keyfunc(t *jwt.Token) (any, error) {
 	return k.key, nil
 }
 
-// asymmetricAlgs are accepted from a JWKS (never HMAC: a JWKS is public).
-var asymmetricAlgs = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
-
-func isHMAC(alg string) bool { return alg == "HS256" || alg == "HS384" || alg == "HS512" }
+// isHMAC and the JWKS algorithms come from config, the one list (#14).
+var isHMAC = config.IsHMAC
 
 func (v *Verifier) parserFor(algs ...string) *jwt.Parser {
 	return jwt.NewParser(
@@ -75,8 +70,8 @@ func verifyKey(k config.Key) (any, error) {
 		if k.PublicKeyFile != "" || k.PrivateKeyFile != "" {
 			return nil, fmt.Errorf("%s takes a secret, not key files", k.Alg)
 		}
-		if len(k.Secret) < minHMACBytes {
-			return nil, fmt.Errorf("%s secret is %d bytes, need at least %d", k.Alg, len(k.Secret), minHMACBytes)
+		if n := config.HMACMinLen(k.Alg); len(k.Secret) < n {
+			return nil, fmt.Errorf("%s secret is %d bytes, need at least %d", k.Alg, len(k.Secret), n)
 		}
 		return []byte(k.Secret), nil
 	}
@@ -108,13 +103,19 @@ func verifyKey(k config.Key) (any, error) {
 	return pub, nil
 }
 
-// checkKeyType reports whether key (public or private) fits alg.
+// checkKeyType reports whether key (public or private) fits alg. The
+// algorithms it accepts are config.JWKSAlgorithms, the one list of
+// asymmetric algorithms (#14); the key type each needs comes from the JWT
+// library's signing method for it, not from a list of names here.
 func checkKeyType(alg string, key any) error {
 	if s, ok := key.(crypto.Signer); ok {
 		key = s.Public()
 	}
-	switch alg {
-	case "RS256", "RS384", "RS512", "PS256", "PS384", "PS512":
+	if !slices.Contains(config.JWKSAlgorithms, alg) {
+		return fmt.Errorf("unsupported alg %q", alg)
+	}
+	switch m := jwt.GetSigningMethod(alg).(type) {
+	case *jwt.SigningMethodRSA, *jwt.SigningMethodRSAPSS:
 		k, ok := key.(*rsa.PublicKey)
 		if !ok {
 			return fmt.Errorf("%s needs an RSA key, got %T", alg, key)
@@ -122,21 +123,35 @@ func checkKeyType(alg string, key any) error {
 		if k.N.BitLen() < minRSABits {
 			return fmt.Errorf("%s key is %d bits, need at least %d", alg, k.N.BitLen(), minRSABits)
 		}
-	case "ES256", "ES384", "ES512":
+	case *jwt.SigningMethodECDSA:
 		k, ok := key.(*ecdsa.PublicKey)
 		if !ok {
 			return fmt.Errorf("%s needs an ECDSA key, got %T", alg, key)
 		}
-		want := map[string]elliptic.Curve{"ES256": elliptic.P256(), "ES384": elliptic.P384(), "ES512": elliptic.P521()}[alg]
+		want := curveOfSize(m.CurveBits)
+		if want == nil {
+			return fmt.Errorf("unsupported alg %q: no curve of %d bits", alg, m.CurveBits)
+		}
 		if k.Curve != want {
 			return fmt.Errorf("%s needs curve %s, got %s", alg, want.Params().Name, k.Curve.Params().Name)
 		}
-	case "EdDSA":
+	case *jwt.SigningMethodEd25519:
 		if _, ok := key.(ed25519.PublicKey); !ok {
-			return fmt.Errorf("EdDSA needs an Ed25519 key, got %T", key)
+			return fmt.Errorf("%s needs an Ed25519 key, got %T", alg, key)
 		}
 	default:
 		return fmt.Errorf("unsupported alg %q", alg)
+	}
+	return nil
+}
+
+// curveOfSize is the NIST curve of bits bits (P-256, P-384 or P-521), the
+// one an ES* signing method names by its CurveBits; nil if none.
+func curveOfSize(bits int) elliptic.Curve {
+	for _, c := range []elliptic.Curve{elliptic.P256(), elliptic.P384(), elliptic.P521()} {
+		if c.Params().BitSize == bits {
+			return c
+		}
 	}
 	return nil
 }

@@ -44,8 +44,8 @@ func Mint(key config.Key, o MintOptions) (string, error) {
 	}
 	var signer any
 	if isHMAC(key.Alg) {
-		if len(key.Secret) < minHMACBytes {
-			return "", fmt.Errorf("mint: %s secret is %d bytes, need at least %d", key.Alg, len(key.Secret), minHMACBytes)
+		if n := config.HMACMinLen(key.Alg); len(key.Secret) < n {
+			return "", fmt.Errorf("mint: %s secret is %d bytes, need at least %d", key.Alg, len(key.Secret), n)
 		}
 		signer = []byte(key.Secret)
 	} else {

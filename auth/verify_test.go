@@ -344,6 +344,7 @@ func TestNewVerifierErrors(t *testing.T) {
 		{"duplicate kid", []config.Key{hsKey, hsKey}, "duplicate kid"},
 		{"missing kid with several keys", []config.Key{{Alg: "HS256", Secret: hsKey.Secret}, hsKey2}, "kid is required"},
 		{"short secret", []config.Key{{KID: "x", Alg: "HS256", Secret: "short"}}, "need at least 32"},
+		{"HS384 needs 48 bytes", []config.Key{{KID: "x", Alg: "HS384", Secret: config.Secret(strings.Repeat("k", 40))}}, "need at least 48"},
 		{"alg none", []config.Key{{KID: "x", Alg: "none", Secret: hsKey.Secret}}, "unsupported alg"},
 		{"unknown alg", []config.Key{{KID: "x", Alg: "XS256", Secret: hsKey.Secret}}, "unsupported alg"},
 		{"HMAC with key file", []config.Key{{KID: "x", Alg: "HS256", Secret: hsKey.Secret, PublicKeyFile: keyDir + "rsa.pub"}}, "not key files"},

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/certmagic"
+	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
 	"github.com/previewgate/previewgate/config"
@@ -54,27 +55,11 @@ func newACME(cfg Config, log *slog.Logger) (*acmeSource, error) {
 	if len(cfg.Domains) == 0 && a.Strategy == config.StrategyWildcard {
 		return nil, errors.New("wildcard strategy needs at least one domain")
 	}
-	var roots *x509.CertPool
-	if a.CARoot != "" {
-		pem, err := os.ReadFile(a.CARoot)
-		if err != nil {
-			return nil, fmt.Errorf("ca_root: %w", err)
-		}
-		roots = x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("ca_root %s: no PEM certificate", a.CARoot)
-		}
-	}
-	listenHost, httpPort, err := splitPort(cfg.HTTPAddr)
-	if err != nil {
-		return nil, fmt.Errorf("http address: %w", err)
-	}
-	_, httpsPort, err := splitPort(cfg.HTTPSAddr)
-	if err != nil {
-		return nil, fmt.Errorf("https address: %w", err)
-	}
-
 	zl := newZapLogger(log)
+	tmpl, err := issuerTemplate(cfg, a, zl)
+	if err != nil {
+		return nil, err
+	}
 	s := &acmeSource{log: log}
 	s.cache = certmagic.NewCache(certmagic.CacheOptions{
 		GetConfigForCert: func(certmagic.Certificate) (*certmagic.Config, error) { return s.magic, nil },
@@ -93,64 +78,18 @@ func newACME(cfg Config, log *slog.Logger) (*acmeSource, error) {
 		// without an OCSP responder (Pebble, Let's Encrypt since 2025) is
 		// served unstapled; that is logged, never fatal.
 	})
-	tmpl := certmagic.ACMEIssuer{
-		CA:           a.CA,
-		Email:        a.Email,
-		Agreed:       true,
-		TrustedRoots: roots,
-		// The gateway owns both ports: certmagic's own challenge servers
-		// fail to bind them and it relies on HTTPHandler (HTTP-01) and
-		// TLSConfig (TLS-ALPN-01), which is what we want.
-		ListenHost:     listenHost,
-		AltHTTPPort:    httpPort,
-		AltTLSALPNPort: httpsPort,
-		Logger:         zl,
-	}
 	switch a.Strategy {
 	case config.StrategyOnDemand:
-		decide := cfg.Decide
-		s.magic.OnDemand = &certmagic.OnDemandConfig{
-			DecisionFunc: func(_ context.Context, name string) error {
-				if !decide(name) {
-					return fmt.Errorf("%w: %q", errHostNotAllowed, name)
-				}
-				return nil
-			},
-		}
-		s.issuer = certmagic.NewACMEIssuer(s.magic, tmpl)
-		// The limit sits on the issuer, not in DecisionFunc: certmagic asks
-		// the decision before loading a stored certificate too, and a
-		// restart must not spend the issuance budget on reloading.
-		s.magic.Issuers = []certmagic.Issuer{&limitedIssuer{
-			ACMEIssuer: s.issuer,
-			lim:        rate.NewLimiter(cfg.IssueRate, cfg.IssueBurst),
-		}}
+		s.onDemand(cfg, tmpl)
 	case config.StrategyWildcard:
-		prov, err := NewRFC2136(a.RFC2136)
-		if err != nil {
+		if err := s.wildcard(cfg, a, tmpl, zl); err != nil {
+			s.cache.Stop()
 			return nil, err
-		}
-		tmpl.DisableHTTPChallenge = true
-		tmpl.DisableTLSALPNChallenge = true
-		tmpl.DNS01Solver = &certmagic.DNS01Solver{DNSManager: certmagic.DNSManager{
-			DNSProvider: prov,
-			TTL:         time.Minute,
-			// Check propagation on the server we updated: it is the
-			// primary, and it is reachable even when the zone's public NS
-			// records point elsewhere.
-			Resolvers: []string{prov.Server},
-			Logger:    zl,
-		}}
-		s.issuer = certmagic.NewACMEIssuer(s.magic, tmpl)
-		s.magic.Issuers = []certmagic.Issuer{s.issuer}
-		for _, d := range cfg.Domains {
-			s.wildcards = append(s.wildcards, "*."+normalizeHost(d))
 		}
 	default:
 		s.cache.Stop()
 		return nil, fmt.Errorf("unknown acme strategy %q", a.Strategy)
 	}
-
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	if len(s.wildcards) > 0 {
@@ -163,6 +102,91 @@ func newACME(cfg Config, log *slog.Logger) (*acmeSource, error) {
 		}
 	}
 	return s, nil
+}
+
+// issuerTemplate is the ACME issuer both strategies start from: the CA,
+// its roots, and the gateway's own ports for the challenges.
+func issuerTemplate(cfg Config, a config.ACME, zl *zap.Logger) (certmagic.ACMEIssuer, error) {
+	var roots *x509.CertPool
+	if a.CARoot != "" {
+		pem, err := os.ReadFile(a.CARoot)
+		if err != nil {
+			return certmagic.ACMEIssuer{}, fmt.Errorf("ca_root: %w", err)
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return certmagic.ACMEIssuer{}, fmt.Errorf("ca_root %s: no PEM certificate", a.CARoot)
+		}
+	}
+	listenHost, httpPort, err := splitPort(cfg.HTTPAddr)
+	if err != nil {
+		return certmagic.ACMEIssuer{}, fmt.Errorf("http address: %w", err)
+	}
+	_, httpsPort, err := splitPort(cfg.HTTPSAddr)
+	if err != nil {
+		return certmagic.ACMEIssuer{}, fmt.Errorf("https address: %w", err)
+	}
+	return certmagic.ACMEIssuer{
+		CA:           a.CA,
+		Email:        a.Email,
+		Agreed:       true,
+		TrustedRoots: roots,
+		// The gateway owns both ports: certmagic's own challenge servers
+		// fail to bind them and it relies on HTTPHandler (HTTP-01) and
+		// TLSConfig (TLS-ALPN-01), which is what we want.
+		ListenHost:     listenHost,
+		AltHTTPPort:    httpPort,
+		AltTLSALPNPort: httpsPort,
+		Logger:         zl,
+	}, nil
+}
+
+// onDemand issues a certificate at the first handshake for a host
+// cfg.Decide approves, within the issuance rate.
+func (s *acmeSource) onDemand(cfg Config, tmpl certmagic.ACMEIssuer) {
+	decide := cfg.Decide
+	s.magic.OnDemand = &certmagic.OnDemandConfig{
+		DecisionFunc: func(_ context.Context, name string) error {
+			if !decide(name) {
+				return fmt.Errorf("%w: %q", errHostNotAllowed, name)
+			}
+			return nil
+		},
+	}
+	s.issuer = certmagic.NewACMEIssuer(s.magic, tmpl)
+	// The limit sits on the issuer, not in DecisionFunc: certmagic asks
+	// the decision before loading a stored certificate too, and a
+	// restart must not spend the issuance budget on reloading.
+	s.magic.Issuers = []certmagic.Issuer{&limitedIssuer{
+		ACMEIssuer: s.issuer,
+		lim:        rate.NewLimiter(cfg.IssueRate, cfg.IssueBurst),
+	}}
+}
+
+// wildcard obtains *.<domain> for every domain up front over DNS-01 (RFC
+// 2136 updates).
+func (s *acmeSource) wildcard(cfg Config, a config.ACME, tmpl certmagic.ACMEIssuer, zl *zap.Logger) error {
+	prov, err := NewRFC2136(a.RFC2136)
+	if err != nil {
+		return err
+	}
+	tmpl.DisableHTTPChallenge = true
+	tmpl.DisableTLSALPNChallenge = true
+	tmpl.DNS01Solver = &certmagic.DNS01Solver{DNSManager: certmagic.DNSManager{
+		DNSProvider: prov,
+		TTL:         time.Minute,
+		// Check propagation on the server we updated: it is the primary,
+		// and it is reachable even when the zone's public NS records
+		// point elsewhere.
+		Resolvers: []string{prov.Server},
+		Logger:    zl,
+	}}
+	s.issuer = certmagic.NewACMEIssuer(s.magic, tmpl)
+	s.magic.Issuers = []certmagic.Issuer{s.issuer}
+	for _, d := range cfg.Domains {
+		s.wildcards = append(s.wildcards, "*."+normalizeHost(d))
+	}
+	return nil
 }
 
 func (s *acmeSource) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {

@@ -7,11 +7,13 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/acmetest"
+	"github.com/previewgate/previewgate/internal/testkit"
 )
 
 const testDomain = "preview.test"
@@ -115,6 +117,17 @@ func TestOnDemandPebble(t *testing.T) {
 
 	t.Run("http redirect", func(t *testing.T) {
 		acmetest.WantRedirect(t, s.httpAddr, s.httpsAddr, http.MethodPost, "http://"+host+"/a/b?c=d")
+		// Not an open redirector for names it does not serve (#13).
+		for _, foreign := range []string{"evil.example", "sandbox-x.evil.example"} {
+			if status, loc := acmetest.Redirect(t, s.httpAddr, http.MethodGet, "http://"+foreign+"/"); status != http.StatusNotFound {
+				t.Errorf("%s: got %d Location %q, want 404", foreign, status, loc)
+			}
+		}
+		// A token sent in clear is not carried on to https.
+		status, loc := acmetest.Redirect(t, s.httpAddr, http.MethodGet, "http://"+host+"/p?access_token=secret&c=d")
+		if status != http.StatusPermanentRedirect || strings.Contains(loc, "secret") || !strings.HasSuffix(loc, "/p?c=d") {
+			t.Errorf("got %d Location %q, want 308 to /p?c=d without the token", status, loc)
+		}
 	})
 }
 
@@ -148,7 +161,7 @@ func TestOnDemandRateLimit(t *testing.T) {
 func TestWildcardPebble(t *testing.T) {
 	t.Parallel()
 	s := startACME(t, config.StrategyWildcard)
-	acmetest.WaitFor(t, "the wildcard certificate", func() bool { return s.m.Ready() == nil })
+	testkit.WaitFor(t, "the wildcard certificate", func() bool { return s.m.Ready() == nil })
 
 	_, a := s.get(t, "sandbox-one."+testDomain)
 	_, b := s.get(t, "sandbox-two."+testDomain)
@@ -165,7 +178,7 @@ func TestWildcardPebble(t *testing.T) {
 	if accepted < 2 || refused != 0 {
 		t.Errorf("dns updates: got %d accepted %d refused, want ≥2 (add, delete) and 0", accepted, refused)
 	}
-	acmetest.WaitFor(t, "challenge record cleanup", func() bool {
+	testkit.WaitFor(t, "challenge record cleanup", func() bool {
 		return len(s.DNS.TXT("_acme-challenge."+testDomain)) == 0
 	})
 

@@ -11,6 +11,10 @@
 // Certificates are switched under live traffic without dropping connections:
 // GetCertificate always returns the current certificate, and existing
 // connections keep the one they negotiated.
+//
+// It never asks a CA for a name the decision function did not approve, never
+// redirects a host it does not serve, and knows nothing of sandboxes beyond
+// that decision.
 package certs
 
 import (
@@ -169,9 +173,11 @@ func (m *Manager) TLSConfig() *tls.Config {
 
 // HTTPHandler returns the handler of the plain HTTP listener. With TLS off
 // it is fallback itself (previews are served over HTTP). Otherwise it
-// answers ACME HTTP-01 challenges and redirects everything else with 308 to
-// https on the same host, path and query (with the HTTPS port when it is not
-// 443); fallback is unused then.
+// answers ACME HTTP-01 challenges and redirects requests for hosts
+// Config.Decide approves with 308 to https on the same host, path and query
+// (with the HTTPS port when it is not 443), less any access_token: a token
+// sent in clear is not carried on. Other hosts get 404, so the listener is
+// no open redirector for names it does not serve. fallback is unused then.
 func (m *Manager) HTTPHandler(fallback http.Handler) http.Handler {
 	if m.mode == nil {
 		return fallback
@@ -192,10 +198,19 @@ func (m *Manager) HTTPHandler(fallback http.Handler) http.Handler {
 			http.Error(w, "bad host", http.StatusBadRequest)
 			return
 		}
+		if !m.cfg.Decide(host) {
+			http.Error(w, "unknown host", http.StatusNotFound)
+			return
+		}
 		if port != "" {
 			host = net.JoinHostPort(host, port)
 		}
-		http.Redirect(w, r, "https://"+host+r.URL.RequestURI(), http.StatusPermanentRedirect)
+		u := *r.URL
+		if q := u.Query(); q.Has("access_token") {
+			q.Del("access_token")
+			u.RawQuery = q.Encode()
+		}
+		http.Redirect(w, r, "https://"+host+u.RequestURI(), http.StatusPermanentRedirect)
 	})
 }
 

@@ -1,14 +1,8 @@
 package certs
 
 import (
-	"strings"
-	"unicode/utf8"
-
 	"github.com/previewgate/previewgate/config"
 )
-
-// sandboxPrefix starts every sandbox host label: sandbox-<id>.<domain>.
-const sandboxPrefix = "sandbox-"
 
 // SandboxHostDecider returns the host decision for on-demand certificates:
 // it approves sandbox-<valid id>.<domain> for each of domains, and any host
@@ -29,14 +23,8 @@ func SandboxHostDecider(domains []string, routeHosts func() []string) func(host 
 		if host == "" {
 			return false
 		}
-		for _, d := range ds {
-			label, ok := strings.CutSuffix(host, "."+d)
-			if !ok {
-				continue
-			}
-			if id, ok := strings.CutPrefix(label, sandboxPrefix); ok && config.ValidID(id) {
-				return true
-			}
+		if _, ok, _ := config.SandboxFromHost(host, ds); ok {
+			return true
 		}
 		if routeHosts != nil {
 			for _, h := range routeHosts() {
@@ -49,15 +37,8 @@ func SandboxHostDecider(domains []string, routeHosts func() []string) func(host 
 	}
 }
 
-// normalizeHost lowercases host and drops one trailing dot. A host with a
-// non-ASCII byte becomes "": Unicode case folding could turn it into an
-// approved ASCII name (the Kelvin sign lowercases to "k"), and SNI carries
-// A-labels only anyway.
+// normalizeHost is config.NormalizeHost, "" for a refused host.
 func normalizeHost(host string) string {
-	for i := 0; i < len(host); i++ {
-		if host[i] >= utf8.RuneSelf {
-			return ""
-		}
-	}
-	return strings.ToLower(strings.TrimSuffix(host, "."))
+	h, _ := config.NormalizeHost(host)
+	return h
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/acmetest"
+	"github.com/previewgate/previewgate/internal/testkit"
 )
 
 // TestFilesReload is done-means 3: replacing the files switches the served
@@ -38,7 +39,7 @@ func TestFilesReload(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(m.Close)
-	ln := acmetest.Listen(t)
+	ln := testkit.Listen(t)
 	acmetest.Serve(t, ln, appHandler, m.TLSConfig())
 	addr := ln.Addr().String()
 	host := "sandbox-x." + testDomain
@@ -91,7 +92,7 @@ func TestFilesReload(t *testing.T) {
 			return serials[serial] > 0
 		}
 	}
-	acmetest.WaitFor(t, "requests with the first certificate", seen(1))
+	testkit.WaitFor(t, "requests with the first certificate", seen(1))
 	// Not atomic on purpose: for a few reload intervals the new cert sits
 	// beside the old key, and the old pair must keep serving meanwhile.
 	if err := os.WriteFile(certFile, c2, 0o644); err != nil {
@@ -101,7 +102,7 @@ func TestFilesReload(t *testing.T) {
 	if err := os.WriteFile(keyFile, k2, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	acmetest.WaitFor(t, "requests with the replaced certificate", seen(2))
+	testkit.WaitFor(t, "requests with the replaced certificate", seen(2))
 	stop.Store(true)
 	wg.Wait()
 

@@ -33,15 +33,6 @@ type RFC2136 struct {
 
 var _ certmagic.DNSProvider = (*RFC2136)(nil)
 
-// tsigAlgs are the accepted TSIG algorithms. HMAC-MD5 is left out on purpose.
-var tsigAlgs = map[string]string{
-	"hmac-sha1":   dns.HmacSHA1,
-	"hmac-sha224": dns.HmacSHA224,
-	"hmac-sha256": dns.HmacSHA256,
-	"hmac-sha384": dns.HmacSHA384,
-	"hmac-sha512": dns.HmacSHA512,
-}
-
 // NewRFC2136 checks c and returns a provider for it. TSIGAlg zero means
 // hmac-sha256; the server's port defaults to 53.
 func NewRFC2136(c config.RFC2136) (*RFC2136, error) {
@@ -58,14 +49,13 @@ func NewRFC2136(c config.RFC2136) (*RFC2136, error) {
 	if _, err := base64.StdEncoding.DecodeString(string(c.TSIGSecret)); err != nil {
 		return nil, fmt.Errorf("rfc2136: tsig_secret is not base64: %w", err)
 	}
-	name := strings.ToLower(strings.TrimSuffix(c.TSIGAlg, "."))
-	if name == "" {
-		name = "hmac-sha256"
+	// config.TSIGAlgorithm is the one table, so serve refuses exactly what
+	// config validate refuses (hmac-md5 included).
+	name, err := config.TSIGAlgorithm(c.TSIGAlg)
+	if err != nil {
+		return nil, fmt.Errorf("rfc2136: %w", err)
 	}
-	alg, ok := tsigAlgs[name]
-	if !ok {
-		return nil, fmt.Errorf("rfc2136: unsupported tsig_alg %q", c.TSIGAlg)
-	}
+	alg := dns.Fqdn(name) // miekg/dns names them "hmac-sha256." etc.
 	return &RFC2136{
 		Server:  server,
 		keyName: dns.CanonicalName(c.TSIGKey),

@@ -16,11 +16,12 @@ import (
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/acmetest"
+	"github.com/previewgate/previewgate/internal/testkit"
 )
 
 func startSelfSigned(t testing.TB, dataDir string, domains ...string) (m *Manager, httpsAddr, httpAddr string) {
 	t.Helper()
-	httpsLn, httpLn := acmetest.Listen(t), acmetest.Listen(t)
+	httpsLn, httpLn := testkit.Listen(t), testkit.Listen(t)
 	m, err := New(Config{
 		TLS:       config.TLS{Mode: config.TLSSelfSigned},
 		Domains:   domains,
@@ -212,7 +213,7 @@ func TestModeOff(t *testing.T) {
 		t.Errorf("TLSConfig: got non-nil, want nil with tls off")
 	}
 	fallback := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })
-	ln := acmetest.Listen(t)
+	ln := testkit.Listen(t)
 	acmetest.Serve(t, ln, m.HTTPHandler(fallback), nil)
 	resp, err := http.Get("http://" + ln.Addr().String() + "/")
 	if err != nil {

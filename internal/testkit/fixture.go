@@ -1,0 +1,72 @@
+package testkit
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/previewgate/previewgate/auth"
+	"github.com/previewgate/previewgate/config"
+)
+
+// What ConfigFile writes, for tests to compare with.
+const (
+	Domain     = "preview.test"
+	AdminToken = "admin-token-for-tests-0123456789"
+	Secret     = "0123456789abcdef0123456789abcdef" // HS256 key k1
+)
+
+// ConfigFile renders a config file for Domain with AdminToken, one HS256
+// key k1 (Secret) for issuer test and audience previewgate, and the
+// default template app (image testapp), whose routes send each host to an
+// upstream.
+func ConfigFile(routes map[string]string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `domain: %s
+admin_token: %s
+auth:
+  audience: previewgate
+  issuers: [test]
+  keys: [{kid: k1, alg: HS256, secret: %q}]
+default_template: app
+templates:
+  app: {image: testapp}
+`, Domain, AdminToken, Secret)
+	if len(routes) > 0 {
+		b.WriteString("routes:\n")
+		for host, up := range routes {
+			fmt.Fprintf(&b, "  - {host: %s, upstream: %q}\n", host, up)
+		}
+	}
+	return b.String()
+}
+
+// Mint returns a token for sandbox ("*": any), signed with cfg's first key
+// by issuer test for cfg's audience, valid for ttl.
+func Mint(t testing.TB, cfg *config.Config, sandbox string, ttl time.Duration) string {
+	t.Helper()
+	tok, err := auth.Mint(cfg.Auth.Keys[0], auth.MintOptions{Subject: "tester", Sandbox: sandbox,
+		Issuer: "test", Audience: cfg.Auth.Audience, TTL: ttl})
+	if err != nil {
+		t.Fatalf("mint: %v", err)
+	}
+	return tok
+}
+
+// WriteConfig writes content as previewgate.yaml in a directory of the
+// test's own, loads it, and returns the file's path and the config.
+func WriteConfig(t testing.TB, content string) (string, *config.Config) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "previewgate.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, cfg
+}
