@@ -25,7 +25,10 @@ FROM scratch AS base
 USER 65532:65532
 EXPOSE 80 443 9090
 # The admin listener's /healthz, through the binary itself (scratch has no
-# curl). Requires the `previewgate healthcheck [--url]` subcommand.
+# curl). healthcheck asks listen.admin of the file PREVIEWGATE_CONFIG names,
+# so a config with another admin address stays healthy; a CMD that serves
+# another file should set PREVIEWGATE_CONFIG to it too.
+ENV PREVIEWGATE_CONFIG=/etc/previewgate/config.yaml
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
 	CMD ["/previewgate", "healthcheck"]
 ENTRYPOINT ["/previewgate"]
