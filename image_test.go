@@ -6,19 +6,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
@@ -38,34 +38,9 @@ func TestImageFromHostBinary(t *testing.T) {
 	c := dockertest.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-
-	const version = "imagetest-1"
-	bin := filepath.Join(t.TempDir(), "previewgate")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+version, "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	buildCtx, err := hostBuildContext("Dockerfile", bin, caBundle)
-	if err != nil {
-		t.Fatalf("build context: %v", err)
-	}
-
+	tag := hostImage(t)
 	labels := dockertest.Labels()
 	labels[dockertest.LabelTest] = "1"
-	tag := "previewgate-imagetest:" + dockertest.RunID()
-	resp, err := c.ImageBuild(ctx, bytes.NewReader(buildCtx), build.ImageBuildOptions{
-		Tags: []string{tag}, Target: "runtime-host", Labels: labels, Remove: true, ForceRemove: true,
-	})
-	if err != nil {
-		t.Fatalf("image build: %v", err)
-	}
-	t.Cleanup(func() { removeImage(t, c, tag) })
-	buildLog, err := readBuild(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatalf("image build: %v\n%s", err, buildLog)
-	}
 
 	img, err := c.ImageInspect(ctx, tag)
 	if err != nil {
@@ -82,8 +57,8 @@ func TestImageFromHostBinary(t *testing.T) {
 	}
 
 	id, out := runOnce(ctx, t, c, tag, labels, "version")
-	if !strings.Contains(out, "previewgate") || !strings.Contains(out, version) {
-		t.Errorf("`previewgate version` in the image printed %q, want it to contain %q and %q", out, "previewgate", version)
+	if !strings.Contains(out, "previewgate") || !strings.Contains(out, imageVersion) {
+		t.Errorf("`previewgate version` in the image printed %q, want it to contain %q and %q", out, "previewgate", imageVersion)
 	}
 
 	// The binary stays root-owned (the non-root gateway cannot replace it);
@@ -99,6 +74,130 @@ func TestImageFromHostBinary(t *testing.T) {
 			t.Errorf("%s missing from the image", caBundle)
 		}
 	}
+}
+
+// TestImageHealthCheckUsesConfig: the image's own HEALTHCHECK asks the
+// admin listener the served config names, so a gateway whose
+// listen.admin is not 127.0.0.1:9090 is healthy (#16: it always asked
+// 127.0.0.1:9090).
+func TestImageHealthCheckUsesConfig(t *testing.T) {
+	c := dockertest.Client(t)
+	tag := hostImage(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const cfg = `domain: preview.test
+listen: {http: "127.0.0.1:8080", admin: "127.0.0.1:9191"}
+data_dir: /var/lib/previewgate
+auth:
+  keys: [{kid: k1, alg: HS256, secret: "0123456789abcdef0123456789abcdef"}]
+docker: {host: "unix:///nonexistent/docker.sock"}
+templates:
+  app: {image: app:1}
+`
+	labels := dockertest.Labels()
+	// Test left empty keeps the image's check; only its pace is the test's.
+	created, err := c.ContainerCreate(ctx, &container.Config{Image: tag, Labels: labels,
+		Healthcheck: &container.HealthConfig{Interval: time.Second, Timeout: 5 * time.Second, Retries: 3}},
+		&container.HostConfig{NetworkMode: "none"}, nil, nil, "")
+	if err != nil {
+		t.Fatalf("create container: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c.ContainerRemove(ctx, created.ID, container.RemoveOptions{Force: true})
+	})
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "etc/", Mode: 0o755, Typeflag: tar.TypeDir})
+	tw.WriteHeader(&tar.Header{Name: "etc/previewgate/", Mode: 0o755, Typeflag: tar.TypeDir})
+	tw.WriteHeader(&tar.Header{Name: "etc/previewgate/config.yaml", Mode: 0o644, Size: int64(len(cfg))})
+	tw.Write([]byte(cfg))
+	tw.Close()
+	if err := c.CopyToContainer(ctx, created.ID, "/", &buf, container.CopyToContainerOptions{}); err != nil {
+		t.Fatalf("copy config: %v", err)
+	}
+	if err := c.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	for {
+		ins, err := c.ContainerInspect(ctx, created.ID)
+		if err != nil {
+			t.Fatalf("inspect: %v", err)
+		}
+		if ins.State == nil || !ins.State.Running {
+			t.Fatalf("gateway container stopped: %+v", ins.State)
+		}
+		if h := ins.State.Health; h != nil && h.Status != container.Starting {
+			if h.Status != container.Healthy {
+				var last string
+				if n := len(h.Log); n > 0 {
+					last = h.Log[n-1].Output
+				}
+				t.Fatalf("health %s, last check said %q; want healthy", h.Status, last)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no health verdict")
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// imageVersion is the version the image's binary is built with.
+const imageVersion = "imagetest-1"
+
+var (
+	hostImageOnce sync.Once
+	hostImageTag  string
+	hostImageErr  error
+)
+
+// hostImage builds the Dockerfile's runtime-host target from a binary
+// built here (no registry needed), once per test process; dockertest's
+// cleanup removes it with the run's other labelled objects.
+func hostImage(t *testing.T) string {
+	t.Helper()
+	c := dockertest.Client(t)
+	hostImageOnce.Do(func() { hostImageTag, hostImageErr = buildHostImage(t, c) })
+	if hostImageErr != nil {
+		t.Fatal(hostImageErr)
+	}
+	return hostImageTag
+}
+
+func buildHostImage(t *testing.T, c *client.Client) (string, error) {
+	// A cold build compiles client-go and the Kubernetes API types too
+	// (#15): minutes on two loaded cores.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	bin := filepath.Join(t.TempDir(), "previewgate")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+imageVersion, "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	buildCtx, err := hostBuildContext("Dockerfile", bin, caBundle)
+	if err != nil {
+		return "", fmt.Errorf("build context: %w", err)
+	}
+	labels := dockertest.Labels()
+	labels[dockertest.LabelTest] = "1"
+	tag := "previewgate-imagetest:" + dockertest.RunID()
+	resp, err := c.ImageBuild(ctx, bytes.NewReader(buildCtx), build.ImageBuildOptions{
+		Tags: []string{tag}, Target: "runtime-host", Labels: labels, Remove: true, ForceRemove: true,
+	})
+	if err != nil {
+		return "", fmt.Errorf("image build: %w", err)
+	}
+	buildLog, err := readBuild(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return "", fmt.Errorf("image build: %w\n%s", err, buildLog)
+	}
+	return tag, nil
 }
 
 // fileOwners lists the container's files with their owner uid.
@@ -239,14 +338,5 @@ func readBuild(r io.Reader) (string, error) {
 		if msg.Error != "" {
 			return log.String(), errors.New(msg.Error)
 		}
-	}
-}
-
-func removeImage(t *testing.T, c *client.Client, tag string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err := c.ImageRemove(ctx, tag, image.RemoveOptions{Force: true, PruneChildren: true})
-	if err != nil && !cerrdefs.IsNotFound(err) {
-		t.Errorf("remove image %s: %v", tag, err)
 	}
 }

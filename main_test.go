@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/docker/docker/api/types/container"
 
 	"github.com/previewgate/previewgate/internal/dockertest"
 	"github.com/previewgate/previewgate/sandboxmgr"
@@ -53,7 +54,14 @@ type gatewayProc struct {
 
 func startProc(t *testing.T, bin string, args ...string) *gatewayProc {
 	t.Helper()
+	return startProcIn(t, "", bin, args...)
+}
+
+// startProcIn starts bin in dir ("" for the test's own directory).
+func startProcIn(t *testing.T, dir, bin string, args ...string) *gatewayProc {
+	t.Helper()
 	p := &gatewayProc{cmd: exec.Command(bin, args...), stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	p.cmd.Dir = dir
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -94,14 +102,20 @@ func (p *gatewayProc) waitFor(t *testing.T, buf *syncBuffer, re *regexp.Regexp) 
 func TestDevDefaultServesDemo(t *testing.T) {
 	dockertest.Client(t)
 	bin := buildBinary(t)
-	p := startProc(t, bin, append([]string{"serve"}, labelArgs()...)...)
-	m := p.waitFor(t, p.stdout, regexp.MustCompile(`(http://sandbox-demo\.localhost:8080/)\?access_token=(\S+)`))
+	// The README's `previewgate serve`, on a free port (--http) and with
+	// a data dir of its own (the working directory), so that it runs next
+	// to another gateway on this machine.
+	addr, adminAddr := freePort(t), freePort(t)
+	_, port, _ := net.SplitHostPort(addr)
+	removeSandboxesAtEnd(t, "demo")
+	p := startProcIn(t, t.TempDir(), bin, append([]string{"serve", "--http", addr, "--admin", adminAddr}, labelArgs()...)...)
+	m := p.waitFor(t, p.stdout, regexp.MustCompile(`(http://sandbox-demo\.localhost:`+port+`/)\?access_token=(\S+)`))
 	url, tok := m[1], m[2]
 
 	// The token is exchanged for a cookie with a 303 to the clean URL.
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	req, _ := http.NewRequest("GET", "http://127.0.0.1:8080/?access_token="+tok, nil)
-	req.Host = "sandbox-demo.localhost:8080"
+	req, _ := http.NewRequest("GET", "http://"+addr+"/?access_token="+tok, nil)
+	req.Host = "sandbox-demo.localhost:" + port
 	resp, err := noRedirect.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -112,8 +126,8 @@ func TestDevDefaultServesDemo(t *testing.T) {
 	}
 	cookie := resp.Cookies()[0]
 
-	req, _ = http.NewRequest("GET", "http://127.0.0.1:8080/", nil)
-	req.Host = "sandbox-demo.localhost:8080"
+	req, _ = http.NewRequest("GET", "http://"+addr+"/", nil)
+	req.Host = "sandbox-demo.localhost:" + port
 	req.AddCookie(cookie)
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
@@ -127,8 +141,8 @@ func TestDevDefaultServesDemo(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	hdr := http.Header{"Cookie": {cookie.Name + "=" + cookie.Value}, "Origin": {"http://sandbox-demo.localhost:8080"}}
-	c, _, err := websocket.Dial(ctx, "ws://127.0.0.1:8080/ws", &websocket.DialOptions{Host: "sandbox-demo.localhost:8080", HTTPHeader: hdr})
+	hdr := http.Header{"Cookie": {cookie.Name + "=" + cookie.Value}, "Origin": {"http://sandbox-demo.localhost:" + port}}
+	c, _, err := websocket.Dial(ctx, "ws://"+addr+"/ws", &websocket.DialOptions{Host: "sandbox-demo.localhost:" + port, HTTPHeader: hdr})
 	if err != nil {
 		t.Fatalf("websocket: %v", err)
 	}
@@ -144,6 +158,28 @@ func TestDevDefaultServesDemo(t *testing.T) {
 	if counts[0] != "1" || counts[1] != "2" {
 		t.Fatalf("got counter %v, want 1, 2", counts)
 	}
+}
+
+// removeSandboxesAtEnd removes, when t ends, the containers of these
+// sandbox ids that this test process made. Container names are global on
+// the engine: a development gateway's "demo" left running would be a
+// foreign container (409) to the next test's gateway. Register it before
+// starting the gateway, so it runs after the gateway is gone.
+func removeSandboxesAtEnd(t *testing.T, ids ...string) {
+	cli := dockertest.Client(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, id := range ids {
+			ctr, err := cli.ContainerInspect(ctx, sandboxmgr.ContainerName(id))
+			if err != nil || ctr.Config == nil || ctr.Config.Labels[dockertest.LabelRun] != dockertest.RunID() {
+				continue // none, or not ours
+			}
+			if err := cli.ContainerRemove(ctx, ctr.ID, container.RemoveOptions{Force: true}); err != nil {
+				t.Errorf("remove sandbox %s: %v", id, err)
+			}
+		}
+	})
 }
 
 func freePort(t *testing.T) string {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/previewgate/previewgate/internal/acmetest"
 	"github.com/previewgate/previewgate/internal/dockertest"
+	"github.com/previewgate/previewgate/internal/testkit"
 )
 
 // tlsServer is the real binary serving with a config file in some tls mode,
@@ -161,10 +162,16 @@ func TestTLSFilesReplacedUnderLoad(t *testing.T) {
 	s := startTLSServer(t, domain, fmt.Sprintf("{mode: files, cert_file: %q, key_file: %q}", certFile, keyFile))
 
 	// Every request handshakes anew (no keep-alive), so each sees the
-	// certificate served at that moment.
-	client := acmetest.Client(s.httpsAddr, ca.Pool)
-	client.Transport.(*http.Transport).DisableKeepAlives = true
-	get := func() (serial int64, err error) {
+	// certificate served at that moment. Each worker has a client of its
+	// own: a shared transport lets one worker's request take the HTTP/2
+	// connection another worker dialed before the swap, which reads as the
+	// old certificate served after the new one.
+	newClient := func() *http.Client {
+		c := acmetest.Client(s.httpsAddr, ca.Pool)
+		c.Transport.(*http.Transport).DisableKeepAlives = true
+		return c
+	}
+	get := func(client *http.Client) (serial int64, err error) {
 		req, _ := http.NewRequest(http.MethodGet, "https://"+s.host+"/loop", nil)
 		req.Header.Set("Authorization", "Bearer "+s.tok)
 		resp, err := client.Do(req)
@@ -181,7 +188,7 @@ func TestTLSFilesReplacedUnderLoad(t *testing.T) {
 		}
 		return resp.TLS.PeerCertificates[0].SerialNumber.Int64(), nil
 	}
-	if _, err := get(); err != nil { // the cold start, outside the loop
+	if _, err := get(newClient()); err != nil { // the cold start, outside the loop
 		t.Fatalf("first request: %v", err)
 	}
 
@@ -196,6 +203,7 @@ func TestTLSFilesReplacedUnderLoad(t *testing.T) {
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
+			client := newClient()
 			var last int64
 			for {
 				mu.Lock()
@@ -204,7 +212,7 @@ func TestTLSFilesReplacedUnderLoad(t *testing.T) {
 				if done {
 					return
 				}
-				serial, err := get()
+				serial, err := get(client)
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, err)
@@ -226,13 +234,13 @@ func TestTLSFilesReplacedUnderLoad(t *testing.T) {
 			return seen[serial] >= n
 		}
 	}
-	acmetest.WaitFor(t, "requests with the first certificate", count(1001, 20))
+	testkit.WaitFor(t, "requests with the first certificate", count(1001, 20))
 	// One file after the other, each by rename as deployment tools do: for
 	// a moment the new certificate sits beside the old key, and the old pair
 	// must keep serving.
 	replaceFile(t, certFile, c2)
 	replaceFile(t, keyFile, k2)
-	acmetest.WaitFor(t, "requests with the replaced certificate", count(1002, 20))
+	testkit.WaitFor(t, "requests with the replaced certificate", count(1002, 20))
 	mu.Lock()
 	stop = true
 	mu.Unlock()

@@ -36,6 +36,12 @@ func buildTestApp(ctx context.Context, c *client.Client, tag string, labels map[
 	return dockerbuild.GoProgram(ctx, c, "./testdata/testapp", tag, 3000, labels)
 }
 
+// buildViteApp builds testdata/viteapp (the browser rows' dev server) the
+// same way.
+func buildViteApp(ctx context.Context, c *client.Client, tag string, labels map[string]string) error {
+	return dockerbuild.GoProgram(ctx, c, "./testdata/viteapp", tag, 3000, labels)
+}
+
 // rawContainer is a container the bench drives itself, the way a minimal
 // orchestrator would: the baseline for the gateway's cold-start rows.
 type rawContainer struct {
@@ -150,8 +156,8 @@ func countContainers(ctx context.Context, c *client.Client, run, sandbox string)
 	return len(list), err
 }
 
-// cleanupDocker removes this run's containers, network and image.
-func cleanupDocker(c *client.Client, run, netName, tag string) error {
+// cleanupDocker removes this run's containers, network and images.
+func cleanupDocker(c *client.Client, run, netName string, tags ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f := filters.NewArgs(filters.Arg("label", labelRun+"="+run))
@@ -165,8 +171,13 @@ func cleanupDocker(c *client.Client, run, netName, tag string) error {
 	if err := c.NetworkRemove(ctx, netName); err != nil && !cerrdefs.IsNotFound(err) {
 		errs = append(errs, err)
 	}
-	if _, err := c.ImageRemove(ctx, tag, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {
-		errs = append(errs, err)
+	for _, tag := range tags {
+		if tag == "" {
+			continue
+		}
+		if _, err := c.ImageRemove(ctx, tag, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

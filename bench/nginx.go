@@ -16,9 +16,9 @@ import (
 // HTTP/1.1 to the upstream, WebSocket upgrade headers, a TLS server with the
 // bench certificate. Workers = cores, like GOMAXPROCS for the gateway.
 type nginxProxy struct {
-	cmd        *exec.Cmd
-	plain, tls string // 127.0.0.1:port
-	done       chan struct{}
+	cmd            *exec.Cmd
+	plain, tls, h2 string // 127.0.0.1:port; h2: TLS with HTTP/2 by ALPN
+	done           chan struct{}
 }
 
 const nginxConf = `worker_processes %d;
@@ -39,12 +39,16 @@ http {
 	upstream app {
 		server %[4]s;
 		keepalive 256;
+		keepalive_requests 1000000;
 	}
+	%[8]s
+	ssl_certificate %[3]s/cert.pem;
+	ssl_certificate_key %[3]s/key.pem;
 	server {
-		listen %[5]s;
-		listen %[6]s ssl;
-		ssl_certificate %[3]s/cert.pem;
-		ssl_certificate_key %[3]s/key.pem;
+		listen %[5]s default_server;
+		listen %[6]s ssl default_server;
+		# nginx 1.22: "http2" on listen (1.25 spells it "http2 on;").
+		listen %[7]s ssl http2 default_server;
 		location / {
 			proxy_pass http://app;
 			proxy_http_version 1.1;
@@ -59,12 +63,32 @@ http {
 			proxy_read_timeout 1h;
 		}
 	}
+	%[9]s
 }
 `
 
+// nginxVite is the server block for the browser rows' dev server, chosen
+// by server_name on the same listeners.
+const nginxVite = `server {
+		listen %[1]s;
+		listen %[2]s ssl;
+		listen %[3]s ssl http2;
+		server_name %[4]s;
+		location / {
+			proxy_pass http://vite;
+			proxy_http_version 1.1;
+			proxy_set_header Host $host;
+			proxy_set_header Upgrade $http_upgrade;
+			proxy_set_header Connection $connection_upgrade;
+			proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+			proxy_set_header X-Forwarded-Proto $scheme;
+			proxy_read_timeout 1h;
+		}
+	}`
+
 // startNginx runs nginx in the foreground from dir (which holds cert.pem
-// and key.pem) proxying to upstream.
-func startNginx(ctx context.Context, bin, dir, upstream string) (*nginxProxy, error) {
+// and key.pem) proxying to upstream, and vite's host to vite when set.
+func startNginx(ctx context.Context, bin, dir, upstream, vite, viteHost string) (*nginxProxy, error) {
 	plain, err := freePort()
 	if err != nil {
 		return nil, err
@@ -73,11 +97,20 @@ func startNginx(ctx context.Context, bin, dir, upstream string) (*nginxProxy, er
 	if err != nil {
 		return nil, err
 	}
+	h2, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	viteUp, viteSrv := "", ""
+	if vite != "" {
+		viteUp = "upstream vite { server " + vite + "; keepalive 256; keepalive_requests 1000000; }"
+		viteSrv = fmt.Sprintf(nginxVite, plain, tlsAddr, h2, viteHost)
+	}
 	user := ""
 	if os.Geteuid() == 0 {
 		user = "user root;" // workers must read the temp dir and the key
 	}
-	conf := fmt.Sprintf(nginxConf, runtime.NumCPU(), user, dir, upstream, plain, tlsAddr)
+	conf := fmt.Sprintf(nginxConf, runtime.NumCPU(), user, dir, upstream, plain, tlsAddr, h2, viteUp, viteSrv)
 	path := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		return nil, err
@@ -87,9 +120,9 @@ func startNginx(ctx context.Context, bin, dir, upstream string) (*nginxProxy, er
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start nginx: %w", err)
 	}
-	n := &nginxProxy{cmd: cmd, plain: plain, tls: tlsAddr, done: make(chan struct{})}
+	n := &nginxProxy{cmd: cmd, plain: plain, tls: tlsAddr, h2: h2, done: make(chan struct{})}
 	go func() { cmd.Wait(); close(n.done) }()
-	for _, a := range []string{plain, tlsAddr} {
+	for _, a := range []string{plain, tlsAddr, h2} {
 		if err := waitListen(ctx, a, n.done); err != nil {
 			n.stop()
 			b, _ := os.ReadFile(filepath.Join(dir, "error.log"))

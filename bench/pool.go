@@ -13,13 +13,14 @@ import (
 const poolSize = 2
 
 // coldKinds counts the manager's cold starts by kind (wake, create, pool),
-// to prove that a pool row's requests were claims, not creates.
+// to prove that a pool row's requests were claims, not creates. It is the
+// manager's sandboxmgr.Observer.
 type coldKinds struct {
 	mu sync.Mutex // guards n
 	n  map[string]int
 }
 
-func (c *coldKinds) add(kind string, _ time.Duration) {
+func (c *coldKinds) ColdStart(kind string, _ time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.n == nil {

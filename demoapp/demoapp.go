@@ -1,7 +1,8 @@
 // Package demoapp is the app behind the embedded development default's demo
 // template: a page with a live WebSocket counter, so a user sees the proxy
 // and the socket work. The gateway binary carries it (`previewgate demo-app`)
-// and packs itself into a FROM scratch image, so no registry is needed.
+// and packs itself into a FROM scratch image, so no registry is needed. It
+// serves the demo page only and never sees a token (the gateway strips them).
 package demoapp
 
 import (

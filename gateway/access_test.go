@@ -13,6 +13,7 @@ import (
 
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/testkit"
 )
 
 // TestAccessCheckBeforeDocker: every rejected token gets its status and the
@@ -20,7 +21,7 @@ import (
 func TestAccessCheckBeforeDocker(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()
-	good := mintFor(t, cfg, "abc", time.Minute)
+	good := testkit.Mint(t, cfg, "abc", time.Minute)
 	otherKey := config.Key{KID: "k1", Alg: "HS256", Secret: "another-secret-another-secret-123"}
 	forged, err := auth.Mint(otherKey, auth.MintOptions{Subject: "x", Sandbox: "abc", Issuer: "test", Audience: "previewgate", TTL: time.Minute})
 	if err != nil {
@@ -46,15 +47,15 @@ func TestAccessCheckBeforeDocker(t *testing.T) {
 		{"truncated", good[:len(good)/2], 401},
 		{"huge", strings.Repeat("a", 50<<10), 401},
 		{"over max_header_bytes", strings.Repeat("a", 100<<10), 431},
-		{"other sandbox", mintFor(t, cfg, "other", time.Minute), 403},
+		{"other sandbox", testkit.Mint(t, cfg, "other", time.Minute), 403},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			sb := &fakeSandboxes{addrs: []string{deadAddr(t)}}
+			sb := &fakeSandboxes{addrs: []string{testkit.DeadAddr(t)}}
 			_, srv := startGateway(t, cfg, sb)
 			// A browser navigation: the path that may show the waiting page.
-			resp := request(t, srv, "GET", "sandbox-abc."+testDomain, "/", tc.token,
+			resp := testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/", tc.token,
 				"Sec-Fetch-Mode", "navigate", "Accept", "text/html")
 			if resp.StatusCode != tc.want {
 				t.Fatalf("got %d, want %d", resp.StatusCode, tc.want)
@@ -74,8 +75,8 @@ func TestQueryTokenExchange(t *testing.T) {
 	app := echoApp(t)
 	sb := &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}
 	_, srv := startGateway(t, cfg, sb)
-	tok := mintFor(t, cfg, "abc", time.Minute)
-	resp := request(t, srv, "GET", "sandbox-abc."+testDomain, "/p?a=1&access_token="+tok+"&b=2", "",
+	tok := testkit.Mint(t, cfg, "abc", time.Minute)
+	resp := testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/p?a=1&access_token="+tok+"&b=2", "",
 		"Sec-Fetch-Dest", "iframe", "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "navigate")
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/p?a=1&b=2" {
 		t.Fatalf("got %d Location %q, want 303 to /p?a=1&b=2", resp.StatusCode, resp.Header.Get("Location"))
@@ -90,7 +91,7 @@ func TestQueryTokenExchange(t *testing.T) {
 		}
 	}
 	c := resp.Cookies()[0]
-	resp = request(t, srv, "GET", "sandbox-abc."+testDomain, "/p?a=1&b=2", "", "Cookie", c.Name+"="+c.Value+"; app=1")
+	resp = testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/p?a=1&b=2", "", "Cookie", c.Name+"="+c.Value+"; app=1")
 	if resp.StatusCode != 200 {
 		t.Fatalf("with the cookie: got %d, want 200", resp.StatusCode)
 	}
@@ -108,8 +109,8 @@ func TestQueryTokenNextToCookie(t *testing.T) {
 	sb := &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}
 	_, srv := startGateway(t, cfg, sb)
 	host := "sandbox-abc." + testDomain
-	older := mintFor(t, cfg, "abc", time.Minute)
-	fresh := mintFor(t, cfg, "abc", time.Hour)
+	older := testkit.Mint(t, cfg, "abc", time.Minute)
+	fresh := testkit.Mint(t, cfg, "abc", time.Hour)
 	cookie := auth.DefaultCookieName + "=" + older + "; app=1"
 	tests := []struct {
 		name         string
@@ -121,14 +122,14 @@ func TestQueryTokenNextToCookie(t *testing.T) {
 	}{
 		{"valid query token", "GET", "a=1&access_token=" + fresh + "&b=2", http.StatusSeeOther, "/p?a=1&b=2", fresh},
 		{"garbage query token", "GET", "a=1&access_token=garbage&b=2", http.StatusSeeOther, "/p?a=1&b=2", ""},
-		{"query token for another sandbox", "HEAD", "access_token=" + mintFor(t, cfg, "other", time.Minute), http.StatusSeeOther, "/p", ""},
+		{"query token for another sandbox", "HEAD", "access_token=" + testkit.Mint(t, cfg, "other", time.Minute), http.StatusSeeOther, "/p", ""},
 		{"POST keeps being served", "POST", "a=1&access_token=garbage", http.StatusOK, "", ""},
 		{"no query token", "GET", "a=1&b=2", http.StatusOK, "", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := sb.ensures.Load()
-			resp := request(t, srv, tc.method, host, "/p?"+tc.query, "", "Cookie", cookie, "Sec-Fetch-Mode", "navigate")
+			resp := testkit.Request(t, srv, tc.method, host, "/p?"+tc.query, "", "Cookie", cookie, "Sec-Fetch-Mode", "navigate")
 			if resp.StatusCode != tc.wantStatus || resp.Header.Get("Location") != tc.wantLocation {
 				t.Fatalf("got %d Location %q, want %d Location %q", resp.StatusCode, resp.Header.Get("Location"), tc.wantStatus, tc.wantLocation)
 			}
@@ -159,7 +160,7 @@ func TestQueryTokenNextToCookie(t *testing.T) {
 	}
 
 	// The follow-up to the clean Location, with the cookie, is served.
-	resp := request(t, srv, "GET", host, "/p?a=1&b=2", "", "Cookie", auth.DefaultCookieName+"="+fresh)
+	resp := testkit.Request(t, srv, "GET", host, "/p?a=1&b=2", "", "Cookie", auth.DefaultCookieName+"="+fresh)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("follow-up with the cookie: got %d, want 200", resp.StatusCode)
 	}
@@ -173,7 +174,7 @@ func TestWebSocketForeignOriginRefused(t *testing.T) {
 	app := echoApp(t)
 	sb := &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}
 	_, srv := startGateway(t, cfg, sb)
-	cookie := auth.DefaultCookieName + "=" + mintFor(t, cfg, "abc", time.Minute)
+	cookie := auth.DefaultCookieName + "=" + testkit.Mint(t, cfg, "abc", time.Minute)
 	host := "sandbox-abc." + testDomain
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

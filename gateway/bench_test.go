@@ -12,6 +12,7 @@ import (
 
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/testkit"
 )
 
 // discardWriter is a minimal ResponseWriter so the benchmark measures the
@@ -27,7 +28,7 @@ func (w *discardWriter) WriteHeader(int)             {}
 // to a loopback backend answering 1 KiB.
 func BenchmarkHandlerChain(b *testing.B) {
 	cfg, g := benchGateway(b)
-	tok := mintFor(b, cfg, "abc", time.Hour)
+	tok := testkit.Mint(b, cfg, "abc", time.Hour)
 	req := httptest.NewRequest("GET", "http://sandbox-abc."+testDomain+"/assets/app.js", nil)
 	req.Header.Set("Cookie", auth.DefaultCookieName+"="+tok)
 	req.Header.Set("Accept", "*/*")
@@ -55,7 +56,7 @@ func BenchmarkLeanChain(b *testing.B) {
 	}
 	defer c.Close()
 	req := "GET /assets/app.js HTTP/1.1\r\nHost: sandbox-abc." + testDomain + "\r\nAccept: */*\r\nCookie: " +
-		auth.DefaultCookieName + "=" + mintFor(b, cfg, "abc", time.Hour) + "\r\n\r\n"
+		auth.DefaultCookieName + "=" + testkit.Mint(b, cfg, "abc", time.Hour) + "\r\n\r\n"
 	br := bufio.NewReader(c)
 	do := func() {
 		if _, err := io.WriteString(c, req); err != nil {
@@ -70,7 +71,7 @@ func BenchmarkLeanChain(b *testing.B) {
 		}
 	}
 	do()
-	if s.leanN.Load() != 1 {
+	if s.LeanRequests() != 1 {
 		b.Fatal("the request did not take the lean loop")
 	}
 	b.ReportAllocs()

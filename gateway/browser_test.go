@@ -1,13 +1,11 @@
 package gateway
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,41 +14,21 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/browsertest"
+	"github.com/previewgate/previewgate/internal/dockertest"
+	"github.com/previewgate/previewgate/internal/testkit"
 )
-
-// newBrowser starts headless Debian chromium. The browser tests need it and
-// fail (not skip) without it; .ci/run installs it.
-func newBrowser(t *testing.T) context.Context {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("browser test: skipped under -short")
-	}
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("chromium not found (apt-get install chromium): %v", err)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path),
-		chromedp.NoSandbox, // CI runs as root
-		chromedp.Flag("disable-dev-shm-usage", true),
-	)
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelC := chromedp.NewContext(actx)
-	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(func() { cancelT(); cancelC(); cancelA() })
-	return ctx
-}
 
 // TestBrowserIframeCookieWebSocket embeds a preview in a cross-site iframe
 // with ?access_token=: the token is exchanged for a partitioned cookie, the
 // page's fetch and WebSocket authenticate with it, and the app never sees a
 // token.
 func TestBrowserIframeCookieWebSocket(t *testing.T) {
-	ctx := newBrowser(t)
+	ctx := browsertest.New(t, 90*time.Second)
 	e := newDockerEnv(t, func(c *config.Config) { c.Domains = config.StringList{"localhost"} })
 	_, port, _ := net.SplitHostPort(e.srv.Listener.Addr().String())
-	id := uniqueID(t, "iframe")
-	tok := mintFor(t, e.cfg, id, 10*time.Minute)
+	id := dockertest.UniqueID("iframe")
+	tok := testkit.Mint(t, e.cfg, id, 10*time.Minute)
 	preview := fmt.Sprintf("http://sandbox-%s.localhost:%s", id, port)
 
 	// The embedding product: another site (127.0.0.1 is not same-site with

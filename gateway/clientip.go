@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // clientIP returns the address a request came from: the socket peer, or,
@@ -41,15 +43,13 @@ func clientIP(r *http.Request, trusted []netip.Prefix) netip.Addr {
 // peerAddr parses a RemoteAddr ("ip:port", "[ip6]:port").
 func peerAddr(remote string) netip.Addr {
 	if ap, err := netip.ParseAddrPort(remote); err == nil {
-		return normAddr(ap.Addr())
+		return wire.NormAddr(ap.Addr())
 	}
 	if a, ok := parseNode(remote); ok {
 		return a
 	}
 	return netip.IPv4Unspecified()
 }
-
-func normAddr(a netip.Addr) netip.Addr { return a.Unmap().WithZone("") }
 
 func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
 	for _, p := range trusted {
@@ -71,7 +71,7 @@ func walkXFF(last netip.Addr, lines []string, trusted []netip.Prefix) netip.Addr
 			if comma >= 0 {
 				elem, s = s[comma+1:], s[:comma]
 			}
-			elem = trimOWS(elem)
+			elem = wire.TrimOWS(elem)
 			if elem == "" {
 				// Empty list elements carry nothing (RFC 9110, 5.6.1).
 				if comma < 0 {
@@ -99,28 +99,17 @@ func walkXFF(last netip.Addr, lines []string, trusted []netip.Prefix) netip.Addr
 // "[2001:db8::1]" or "[2001:db8::1]:80".
 func parseNode(s string) (netip.Addr, bool) {
 	if a, err := netip.ParseAddr(s); err == nil {
-		return normAddr(a), true
+		return wire.NormAddr(a), true
 	}
 	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return normAddr(ap.Addr()), true
+		return wire.NormAddr(ap.Addr()), true
 	}
 	if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
 		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil && a.Is6() {
-			return normAddr(a), true
+			return wire.NormAddr(a), true
 		}
 	}
 	return netip.Addr{}, false
-}
-
-// trimOWS drops leading and trailing spaces and tabs (HTTP's OWS).
-func trimOWS(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
 }
 
 // fwdHop is the "for" node of one Forwarded element.
@@ -174,7 +163,7 @@ func forwardedHops(s string, hops []fwdHop) ([]fwdHop, bool) {
 		hop, bad, empty = fwdHop{}, false, true
 	}
 	for {
-		s = trimOWS(s)
+		s = wire.TrimOWS(s)
 		if s == "" {
 			flush()
 			return hops, true
@@ -199,15 +188,15 @@ func forwardedHops(s string, hops []fwdHop) ([]fwdHop, bool) {
 			s = s[eq:]
 			continue
 		}
-		name := trimOWS(s[:eq])
-		s = trimOWS(s[eq+1:])
+		name := wire.TrimOWS(s[:eq])
+		s = wire.TrimOWS(s[eq+1:])
 		var val string
 		if len(s) > 0 && s[0] == '"' {
 			v, rest, ok := unquote(s)
 			if !ok {
 				return hops, false
 			}
-			val, s = v, trimOWS(rest)
+			val, s = v, wire.TrimOWS(rest)
 			if s != "" && s[0] != ',' && s[0] != ';' {
 				bad = true // junk after a quoted value
 			}
@@ -218,7 +207,7 @@ func forwardedHops(s string, hops []fwdHop) ([]fwdHop, bool) {
 				end = len(s)
 			}
 			if val == "" {
-				val = trimOWS(s[:end])
+				val = wire.TrimOWS(s[:end])
 			}
 			s = s[end:]
 		}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/previewgate/previewgate/internal/upstream"
+	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // serveDirect forwards a bodiless request to a sandbox without
@@ -16,20 +18,28 @@ import (
 // its headers), and the response is copied back on the handler goroutine.
 // The semantics are ReverseProxy's: hop-by-hop headers dropped both ways,
 // client-sent X-Forwarded-* replaced by ours, tokens stripped, trailers
-// passed on, Host preserved or rewritten per template; one difference:
-// interim 1xx answers (103 Early Hints) are dropped, not forwarded. Anything else
-// (other methods, bodies, upgrades, fixed upstreams) takes ReverseProxy. It reports
-// false, having written nothing, when the request is not for it.
+// passed on, interim 1xx answers (103 Early Hints) forwarded up to
+// upstream.MaxInterim, a 101 to a request that asked for no upgrade refused (502),
+// Host preserved or rewritten per template. Anything else (other methods,
+// bodies, upgrades, fixed upstreams) takes ReverseProxy. It reports false,
+// having written nothing, when the request is not for it.
+//
+// A request that fails on a reused connection before any response byte
+// arrived is sent once more on a fresh connection, as net/http's Transport
+// does: every request here is a bodiless GET, HEAD or OPTIONS. A failed
+// dial re-ensures the sandbox once (its container died or moved).
 func (p *proxy) serveDirect(w http.ResponseWriter, r *http.Request, t *target) bool {
 	if t.sandbox == "" || !idempotent(r.Method) || r.ContentLength != 0 || (r.Body != nil && r.Body != http.NoBody) ||
 		len(r.TransferEncoding) > 0 || r.Header.Get("Expect") != "" || r.Header.Get("Upgrade") != "" {
 		return false
 	}
 	ctx := r.Context()
-	for attempt := 0; ; attempt++ {
-		c, reused, err := p.pool.get(ctx, t.addr)
+	reensured, fresh := false, false
+	for {
+		c, reused, err := p.pool.Get(ctx, t.poolKey(), t.addr, fresh)
 		if err != nil {
-			if attempt == 0 && isDialError(err) {
+			if !reensured && isDialError(err) {
+				reensured = true
 				if err = p.reensure(ctx, t); err == nil {
 					continue
 				}
@@ -37,13 +47,14 @@ func (p *proxy) serveDirect(w http.ResponseWriter, r *http.Request, t *target) b
 			p.errorHandler(w, r, err)
 			return true
 		}
-		stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Unix(1, 0)) })
-		resp, err := p.directExchange(c, r, t)
+		stop := context.AfterFunc(ctx, func() { c.Net.SetDeadline(time.Unix(1, 0)) })
+		resp, err := p.directExchange(c, w, r, t)
 		if err != nil {
 			stop()
-			c.conn.Close()
-			if ctx.Err() == nil && reused && attempt == 0 {
-				continue // a kept-alive connection the app closed meanwhile
+			c.Net.Close()
+			if ctx.Err() == nil && reused && !c.Answered() && !fresh {
+				fresh = true // a kept-alive connection that died meanwhile
+				continue
 			}
 			p.errorHandler(w, r, err)
 			return true
@@ -54,9 +65,9 @@ func (p *proxy) serveDirect(w http.ResponseWriter, r *http.Request, t *target) b
 }
 
 // directExchange writes r's head for the sandbox and reads the response,
-// skipping 1xx interim answers. The caller releases the response.
-func (p *proxy) directExchange(c *leanConn, r *http.Request, t *target) (*upstreamResponse, error) {
-	bw := c.bw
+// forwarding 1xx interim answers to w. The caller releases the response.
+func (p *proxy) directExchange(c *upstream.Conn, w http.ResponseWriter, r *http.Request, t *target) (*upstream.Response, error) {
+	bw := c.W
 	bw.WriteString(r.Method)
 	bw.WriteByte(' ')
 	uri := r.URL.EscapedPath()
@@ -64,84 +75,58 @@ func (p *proxy) directExchange(c *leanConn, r *http.Request, t *target) (*upstre
 		uri = "/"
 	}
 	bw.WriteString(uri)
-	// Tokens never reach the sandbox: the verifier strips the query and
-	// the headers that may carry one, on copies so the incoming request
-	// stays untouched.
-	stripped, query := strippedHeaders(r, t)
+	host, query, stripped := p.outboundHead(r, t)
 	if query != "" {
 		bw.WriteByte('?')
 		bw.WriteString(query)
 	}
 	bw.WriteString(" HTTP/1.1\r\nHost: ")
-	if t.rewriteHost {
-		bw.WriteString(t.addr)
-	} else {
-		bw.WriteString(r.Host)
-	}
+	bw.WriteString(host)
 	bw.WriteString("\r\n")
-	conn := connectionTokens(r.Header)
-	for k, vv := range r.Header {
-		if hopByHop(k, conn) || forwardedHeader(k) {
-			continue
-		}
-		if sv, ok := stripped[k]; ok {
-			vv = sv
-		}
-		for _, v := range vv {
-			bw.WriteString(k)
-			bw.WriteString(": ")
-			bw.WriteString(v)
-			bw.WriteString("\r\n")
-		}
-	}
-	// As httputil does: a client that accepts trailers keeps saying so.
-	for _, v := range r.Header["Te"] {
-		if strings.Contains(strings.ToLower(v), "trailers") {
-			bw.WriteString("Te: trailers\r\n")
-			break
-		}
-	}
-	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		bw.WriteString("X-Forwarded-For: ")
-		bw.WriteString(ip)
-		bw.WriteString("\r\n")
-	}
-	bw.WriteString("X-Forwarded-Host: ")
-	bw.WriteString(r.Host)
-	if p.g.tls || r.TLS != nil {
-		bw.WriteString("\r\nX-Forwarded-Proto: https\r\n\r\n")
-	} else {
-		bw.WriteString("\r\nX-Forwarded-Proto: http\r\n\r\n")
-	}
+	p.outboundFields(r, stripped, (*lineSink)(bw))
+	bw.WriteString("\r\n")
 	if err := bw.Flush(); err != nil {
 		return nil, err
 	}
-	return readFinalResponse(c.br, r.Method)
+	resp, err := upstream.ReadFinal(c.R, r.Method, func(ir *upstream.Response) { forwardInterim(w, ir.Status, ir.Header) })
+	if err != nil {
+		return nil, err
+	}
+	if resp.Status == http.StatusSwitchingProtocols {
+		// Nobody asked for a protocol switch: what follows is not HTTP
+		// the client could be handed (ReverseProxy answers 502 too).
+		upstream.Release(resp)
+		return nil, errUnrequestedSwitch
+	}
+	return resp, nil
 }
 
-// strippedHeaders returns r's query and the token-carrying headers as the
-// verifier leaves them (a removed header maps to nil: write no line).
-func strippedHeaders(r *http.Request, t *target) (http.Header, string) {
-	h := make(http.Header, 3)
-	for _, k := range tokenHeaders {
-		if v, ok := r.Header[k]; ok {
-			h[k] = v
-		}
-	}
-	u := *r.URL
-	t.verifier.Strip(&http.Request{Header: h, URL: &u})
-	for _, k := range tokenHeaders {
-		if _, was := r.Header[k]; was {
-			if _, still := h[k]; !still {
-				h[k] = nil
-			}
-		}
-	}
-	return h, u.RawQuery
-}
+// errUnrequestedSwitch: a 101 answer to a request without Upgrade.
+var errUnrequestedSwitch = errors.New("upstream switched protocols for a request that asked for no upgrade")
 
-// tokenHeaders are the headers auth.Verifier.Strip may change.
-var tokenHeaders = [...]string{"Cookie", "Authorization", "Referer"}
+// forwardInterim passes a 1xx interim answer (103 Early Hints) on to the
+// client as ReverseProxy does, with its end-to-end headers only; the
+// response's own headers are left as they were.
+func forwardInterim(w http.ResponseWriter, status int, header http.Header) {
+	h := w.Header()
+	conn := wire.ConnectionTokens(header)
+	saved := make(http.Header, len(header))
+	for k, vv := range header {
+		if wire.HopByHop(k, conn) {
+			continue
+		}
+		saved[k] = h[k]
+		h[k] = vv
+	}
+	w.WriteHeader(status)
+	for k, vv := range saved {
+		if vv == nil {
+			delete(h, k)
+		} else {
+			h[k] = vv
+		}
+	}
+}
 
 // idempotent methods may be sent again after a failed attempt.
 func idempotent(m string) bool {
@@ -150,33 +135,33 @@ func idempotent(m string) bool {
 
 // copyDirectResponse sends resp to the client and returns the connection
 // to the pool when the body was read to its end.
-func (p *proxy) copyDirectResponse(w http.ResponseWriter, resp *upstreamResponse, c *leanConn, stop func() bool) {
-	reuse := !resp.close
+func (p *proxy) copyDirectResponse(w http.ResponseWriter, resp *upstream.Response, c *upstream.Conn, stop func() bool) {
+	reuse := !resp.Close
 	h := w.Header()
-	copyEndToEnd(h, resp.header)
-	if len(resp.trailer) > 0 {
-		names := make([]string, 0, len(resp.trailer))
-		for k := range resp.trailer {
+	copyEndToEnd(h, resp.Header)
+	if len(resp.Trailer) > 0 {
+		names := make([]string, 0, len(resp.Trailer))
+		for k := range resp.Trailer {
 			names = append(names, k)
 		}
 		h["Trailer"] = []string{strings.Join(names, ", ")}
 	}
-	w.WriteHeader(resp.status)
+	w.WriteHeader(resp.Status)
 	// Stream what has no known length (SSE, chunked dev-server output) as it
 	// comes; buffer the rest like the server would.
 	var flush func() error
-	if resp.contentLength == -1 {
+	if resp.ContentLength == -1 {
 		flush = http.NewResponseController(w).Flush
 	}
 	buf := p.rp.BufferPool.Get()
-	err := copyBody(w, &resp.body, buf, flush)
+	err := upstream.CopyBody(w, &resp.Body, buf, flush)
 	p.rp.BufferPool.Put(buf)
-	for k, vv := range resp.trailer {
+	for k, vv := range resp.Trailer {
 		h[http.TrailerPrefix+k] = vv
 	}
-	releaseResponse(resp)
+	upstream.Release(resp)
 	if !stop() || err != nil || !reuse {
-		c.conn.Close()
+		c.Net.Close()
 		if err != nil && !errors.Is(err, io.EOF) {
 			// Headers are out: abort the response so the client sees a
 			// broken body, not a short one (as ReverseProxy does).
@@ -184,27 +169,5 @@ func (p *proxy) copyDirectResponse(w http.ResponseWriter, resp *upstreamResponse
 		}
 		return
 	}
-	p.pool.put(c)
-}
-
-func copyBody(dst io.Writer, src io.Reader, buf []byte, flush func() error) error {
-	for {
-		n, rerr := src.Read(buf)
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return werr
-			}
-			if flush != nil {
-				if ferr := flush(); ferr != nil {
-					return ferr
-				}
-			}
-		}
-		if rerr == io.EOF {
-			return nil
-		}
-		if rerr != nil {
-			return rerr
-		}
-	}
+	p.pool.Put(c)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/auth"
+	"github.com/previewgate/previewgate/internal/testkit"
 )
 
 // TestDirectMatchesReverseProxy sends the same requests through the direct
@@ -58,12 +59,12 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 	}))
 	defer app.Close()
 	cfg := testConfig()
-	tok := mintFor(t, cfg, "abc", time.Minute)
+	tok := testkit.Mint(t, cfg, "abc", time.Minute)
 	run := func(noDirect bool, method, path string, hdr ...string) (int, http.Header, string) {
 		g, srv := startGateway(t, cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}})
 		g.proxy.noDirect = noDirect
 		hdr = append(hdr, "X-Request-Id", "same-in-both") // else ids differ per gateway
-		resp := request(t, srv, method, "sandbox-abc."+testDomain, path, "", hdr...)
+		resp := testkit.Request(t, srv, method, "sandbox-abc."+testDomain, path, "", hdr...)
 		body, _ := io.ReadAll(resp.Body)
 		h := resp.Header.Clone()
 		for _, k := range []string{"Date"} {

@@ -4,23 +4,22 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/dockertest"
+	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/metrics"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
@@ -62,8 +61,10 @@ type dockerEnv struct {
 	cfg     *config.Config
 	network string
 	mgr     *countingSandboxes
+	metrics *metrics.Metrics // what the manager and the gateway report
 	gw      *Gateway
-	srv     *httptest.Server
+	server  *Server
+	srv     *httptest.Server // e.server's address
 }
 
 func newDockerEnv(t *testing.T, edit func(*config.Config)) *dockerEnv {
@@ -90,7 +91,7 @@ func (e *dockerEnv) start() {
 	// (a second start) keeps the scope.
 	labels := dockertest.Labels()
 	labels[dockertest.LabelCase] = e.t.Name()
-	var gw *Gateway // set below, before the manager starts reporting
+	e.metrics = metrics.New()
 	mgr, err := sandboxmgr.New(sandboxmgr.Config{Host: e.cfg.Docker.Host, Network: e.network, Labels: labels,
 		MaxConcurrentStarts: e.cfg.Limits.MaxConcurrentStarts, MaxRunning: e.cfg.Limits.MaxRunning,
 		Templates: func(name string) *config.Template { return e.cfg.Templates[name] },
@@ -101,14 +102,19 @@ func (e *dockerEnv) start() {
 			}
 			return l
 		},
-		OnColdStart: func(kind string, took time.Duration) { gw.ColdStart(kind, took) },
-		BeforeStop:  func(id string) { gw.CloseSockets(id) }}, testLogger(e.t))
+		Observer: e.metrics}, testkit.Logger(e.t))
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.mgr = &countingSandboxes{Manager: mgr}
-	e.gw, e.srv = startGateway(e.t, e.cfg, e.mgr)
-	gw = e.gw
+	e.gw, err = New(e.cfg, e.mgr, Options{Metrics: e.metrics}, testkit.Logger(e.t))
+	if err != nil {
+		e.t.Fatalf("gateway.New: %v", err)
+	}
+	e.t.Cleanup(e.gw.Close)
+	e.server = NewServer(e.cfg, e.gw, testkit.Logger(e.t))
+	e.srv = serve(e.t, e.server)
+	mgr.SetListener(e.gw)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := mgr.Start(ctx); err != nil && e.cfg.Docker.Host == "" {
@@ -119,33 +125,18 @@ func (e *dockerEnv) start() {
 
 func (e *dockerEnv) get(id, path string) *http.Response {
 	e.t.Helper()
-	return request(e.t, e.srv, "GET", "sandbox-"+id+"."+testDomain, path, mintFor(e.t, e.cfg, id, time.Minute))
+	return testkit.Request(e.t, e.srv, "GET", "sandbox-"+id+"."+testDomain, path, testkit.Mint(e.t, e.cfg, id, time.Minute))
 }
 
 // containers lists the containers Docker has for sandbox id.
 func (e *dockerEnv) containers(id string) []container.Summary {
 	e.t.Helper()
-	list, err := e.cli.ContainerList(context.Background(), container.ListOptions{All: true,
-		Filters: filters.NewArgs(filters.Arg("label", sandboxmgr.LabelSandbox+"="+id),
-			filters.Arg("label", dockertest.LabelRun+"="+dockertest.RunID()))})
-	if err != nil {
-		e.t.Fatalf("list containers: %v", err)
-	}
-	return list
+	return dockertest.Containers(e.t, e.cli, sandboxmgr.LabelSandbox+"="+id)
 }
 
 func (e *dockerEnv) onlyContainer(id string) container.Summary {
 	e.t.Helper()
-	list := e.containers(id)
-	if len(list) != 1 {
-		e.t.Fatalf("got %d containers for %s, want 1", len(list), id)
-	}
-	return list[0]
-}
-
-// uniqueID returns a sandbox id no other test uses.
-func uniqueID(t *testing.T, prefix string) string {
-	return fmt.Sprintf("%s-%s-%d", prefix, dockertest.RunID(), time.Now().UnixNano()%1e6)
+	return dockertest.OnlyContainer(e.t, e.cli, sandboxmgr.LabelSandbox+"="+id)
 }
 
 func wantStatus(t *testing.T, resp *http.Response, want int) []byte {
@@ -159,7 +150,7 @@ func wantStatus(t *testing.T, resp *http.Response, want int) []byte {
 
 func TestDockerCreateOnFirstRequest(t *testing.T) {
 	e := newDockerEnv(t, nil)
-	id := uniqueID(t, "create")
+	id := dockertest.UniqueID("create")
 	body := wantStatus(t, e.get(id, "/hello"), 200)
 	var echo struct{ Path, Host string }
 	if err := json.Unmarshal(body, &echo); err != nil || echo.Path != "/hello" {
@@ -184,7 +175,7 @@ func TestDockerWakeStoppedAndPaused(t *testing.T) {
 		{"paused", func(id string) error { return e.cli.ContainerPause(ctx, id) }, "paused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			id := uniqueID(t, tc.name)
+			id := dockertest.UniqueID(tc.name)
 			wantStatus(t, e.get(id, "/"), 200)
 			c := e.onlyContainer(id)
 			if err := tc.sleep(c.ID); err != nil {
@@ -203,31 +194,15 @@ func TestDockerWakeStoppedAndPaused(t *testing.T) {
 	}
 }
 
-func TestDockerConcurrentColdRequests(t *testing.T) {
-	e := newDockerEnv(t, nil)
-	id := uniqueID(t, "herd")
-	const n = 200
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = id
-	}
-	count := e.fanOut(ids, 0)
-	if count[200] != n {
-		t.Fatalf("got statuses %v, want all %d = 200", count, n)
-	}
-	e.onlyContainer(id)
-}
-
 func TestDockerWebSocketAndSSE(t *testing.T) {
 	e := newDockerEnv(t, nil)
-	id := uniqueID(t, "stream")
+	id := dockertest.UniqueID("stream")
 	host := "sandbox-" + id + "." + testDomain
-	tok := mintFor(t, e.cfg, id, time.Minute)
+	tok := testkit.Mint(t, e.cfg, id, time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(e.srv.URL, "http")+"/ws",
-		&websocket.DialOptions{Host: host, HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
+	c, _, err := dialSocket(ctx, e.srv, host, tok)
 	if err != nil {
 		t.Fatalf("websocket dial through gateway: %v", err)
 	}
@@ -246,7 +221,7 @@ func TestDockerWebSocketAndSSE(t *testing.T) {
 	}
 	c.Close(websocket.StatusNormalClosure, "")
 
-	resp := request(t, e.srv, "GET", host, "/sse", tok, "Accept", "text/event-stream")
+	resp := testkit.Request(t, e.srv, "GET", host, "/sse", tok, "Accept", "text/event-stream")
 	br := bufio.NewReader(resp.Body)
 	first, err := br.ReadString('\n')
 	if err != nil || first != "id: 1\n" {
@@ -266,7 +241,7 @@ func TestDockerWebSocketAndSSE(t *testing.T) {
 
 func TestDockerRestartReusesContainer(t *testing.T) {
 	e := newDockerEnv(t, nil)
-	id := uniqueID(t, "restart")
+	id := dockertest.UniqueID("restart")
 	wantStatus(t, e.get(id, "/"), 200)
 	before := e.onlyContainer(id)
 	e.srv.Close()
@@ -284,7 +259,7 @@ func TestDockerNeverReadyIs504(t *testing.T) {
 		c.Templates["app"].Env = map[string]string{"NEVER_LISTEN": "1"}
 		c.Templates["app"].Ready.Timeout = config.Duration(2 * time.Second)
 	})
-	wantStatus(t, e.get(uniqueID(t, "never"), "/"), 504)
+	wantStatus(t, e.get(dockertest.UniqueID("never"), "/"), 504)
 }
 
 func TestDockerUnreachableIs503(t *testing.T) {
@@ -295,7 +270,7 @@ func TestDockerUnreachableIs503(t *testing.T) {
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/", nil)
 	req.Host = "sandbox-x." + testDomain
-	req.Header.Set("Authorization", "Bearer "+mintFor(t, e.cfg, "x", time.Minute))
+	req.Header.Set("Authorization", "Bearer "+testkit.Mint(t, e.cfg, "x", time.Minute))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("request with Docker down: %v (want a quick 503, not a hang)", err)
@@ -309,7 +284,7 @@ func TestDockerUnreachableIs503(t *testing.T) {
 func TestDockerRejectedHostsNeverReachDocker(t *testing.T) {
 	e := newDockerEnv(t, nil)
 	for _, host := range []string{"evil.example", "sandbox-Bad_Id." + testDomain, "sandbox-." + testDomain} {
-		resp := request(t, e.srv, "GET", host, "/", mintFor(t, e.cfg, "*", time.Minute))
+		resp := testkit.Request(t, e.srv, "GET", host, "/", testkit.Mint(t, e.cfg, "*", time.Minute))
 		if resp.StatusCode != 400 && resp.StatusCode != 404 {
 			t.Fatalf("%s: got %d, want 400 or 404", host, resp.StatusCode)
 		}
@@ -319,37 +294,12 @@ func TestDockerRejectedHostsNeverReachDocker(t *testing.T) {
 	}
 }
 
-// TestDockerStartCap: 50 distinct cold sandboxes at once with a start cap
-// of 4: never more than 4 starts in flight, and every request completes or
-// gets 503 within its bound.
-func TestDockerStartCap(t *testing.T) {
-	e := newDockerEnv(t, func(c *config.Config) {
-		c.Limits.MaxConcurrentStarts = 4
-		c.Limits.MaxRunning = 100
-	})
-	const n = 50
-	ids := make([]string, n)
-	for i := range n {
-		ids[i] = fmt.Sprintf("cap%d-%s", i, dockertest.RunID())
-	}
-	// The client timeout is the bound: a hang fails the request.
-	count := e.fanOut(ids, 90*time.Second)
-	if count[200]+count[503] != n {
-		t.Fatalf("got statuses %v, want every request 200 or 503", count)
-	}
-	inFlight, peak := e.mgr.Manager.StartStats()
-	if peak > 4 || peak < 1 || inFlight != 0 {
-		t.Fatalf("got peak %d starts in flight (%d now), want at most 4 (0 now)", peak, inFlight)
-	}
-	t.Logf("statuses %v, peak starts in flight %d", count, peak)
-}
-
 // TestDockerSandboxIsolation: from inside sandbox A, sandbox B's app port
 // is unreachable (inter-container traffic is off on the managed bridge),
 // while the gateway reaches both.
 func TestDockerSandboxIsolation(t *testing.T) {
 	e := newDockerEnv(t, nil)
-	a, b := uniqueID(t, "iso-a"), uniqueID(t, "iso-b")
+	a, b := dockertest.UniqueID("iso-a"), dockertest.UniqueID("iso-b")
 	wantStatus(t, e.get(a, "/"), 200)
 	wantStatus(t, e.get(b, "/"), 200)
 	ctr, err := e.cli.ContainerInspect(context.Background(), e.onlyContainer(b).ID)
@@ -374,37 +324,4 @@ func TestDockerSandboxIsolation(t *testing.T) {
 	// The gateway itself can: the same address answers through it.
 	wantStatus(t, e.get(b, "/"), 200)
 	t.Logf("dial from %s to %s:3000: %s", a, ep.IPAddress, res.Err)
-}
-
-// fanOut sends one GET per entry of ids at once (an id may repeat) and
-// counts the statuses; -1 counts transport errors. timeout 0 means none.
-func (e *dockerEnv) fanOut(ids []string, timeout time.Duration) map[int]int {
-	client := &http.Client{Timeout: timeout, Transport: &http.Transport{MaxIdleConnsPerHost: len(ids)}}
-	defer client.CloseIdleConnections()
-	statuses := make(chan int, len(ids))
-	var wg sync.WaitGroup
-	for _, id := range ids {
-		tok := mintFor(e.t, e.cfg, id, time.Minute)
-		wg.Go(func() {
-			req, _ := http.NewRequest("GET", e.srv.URL+"/", nil)
-			req.Host = "sandbox-" + id + "." + testDomain
-			req.Header.Set("Authorization", "Bearer "+tok)
-			resp, err := client.Do(req)
-			if err != nil {
-				e.t.Errorf("%s: %v", id, err)
-				statuses <- -1
-				return
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			statuses <- resp.StatusCode
-		})
-	}
-	wg.Wait()
-	close(statuses)
-	count := map[int]int{}
-	for s := range statuses {
-		count[s]++
-	}
-	return count
 }

@@ -1,7 +1,8 @@
 // Package gateway is previewgate's HTTP handler chain: it maps a host to a
 // sandbox, checks the access token, applies limits, wakes the sandbox through
-// sandboxmgr and reverse-proxies HTTP, WebSocket and SSE to it. It also
-// serves the admin API. It never calls Docker or verifies signatures itself.
+// sandboxmgr and reverse-proxies HTTP, WebSocket and SSE to it. It reports
+// what it did to a Metrics it is handed and never imports the admin API or
+// a metrics registry. It never calls Docker or verifies signatures itself.
 package gateway
 
 import (
@@ -21,6 +22,7 @@ import (
 
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/h1server"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
@@ -59,11 +61,14 @@ type Gateway struct {
 	table   atomic.Pointer[table]
 	proxy   *proxy
 	limit   *limiter
-	metrics *metrics
+	metrics Metrics
 	sockets *sockets
 	creates *createCounter // creates_per_subject_per_hour; outlives reloads
-	reqSeq  atomic.Uint64  // request ids
-	reqPfx  string
+	// exchanges counts proxied exchanges in flight per client and in all,
+	// with the connection caps (limits.go admitExchange).
+	exchanges *h1server.ConnLimiter
+	reqSeq    atomic.Uint64 // request ids
+	reqPfx    string
 
 	upgrades sync.WaitGroup // upgraded (WebSocket) requests in flight
 	draining context.Context
@@ -74,6 +79,8 @@ type Gateway struct {
 type Options struct {
 	// TLS says previews are served over HTTPS (cookie names, X-Forwarded-Proto).
 	TLS bool
+	// Metrics receives what the gateway did. Nil means nothing is recorded.
+	Metrics Metrics
 }
 
 // New returns a gateway serving cfg. It owns the auth verifier built for
@@ -86,10 +93,11 @@ func New(cfg *config.Config, sb Sandboxes, opts Options, log *slog.Logger) (*Gat
 	g.draining, g.drain = context.WithCancel(context.Background())
 	g.proxy = newProxy(g)
 	g.limit = newLimiter()
-	g.metrics = newMetrics()
+	g.metrics = orNoMetrics(opts.Metrics)
 	g.sockets = newSockets()
 	g.creates = newCreateCounter(time.Now)
-	g.limit.onReject = func(reason string) { g.metrics.rejections.WithLabelValues(reason).Inc() }
+	g.exchanges = h1server.NewConnLimiter(cfg.Limits)
+	g.limit.onReject = g.metrics.Rejected
 	g.reqPfx = newRequestIDPrefix()
 	if err := g.Apply(cfg); err != nil {
 		return nil, err
@@ -162,6 +170,19 @@ func (g *Gateway) buildTable(cfg *config.Config) (*table, error) {
 	return t, nil
 }
 
+// The gateway is the sandbox manager's Listener: it closes what it holds to
+// a sandbox or a container instance that goes away.
+var _ sandboxmgr.Listener = (*Gateway)(nil)
+
+// BeforeStop closes the WebSockets proxied to sandbox id with 1001 (going
+// away) before the manager stops or removes it.
+func (g *Gateway) BeforeStop(id string) { g.CloseSockets(id) }
+
+// InstanceGone closes every pooled upstream connection to a container
+// instance (sandboxmgr.Endpoint.Instance) that stopped, died, paused or was
+// replaced; the sandbox manager reports them.
+func (g *Gateway) InstanceGone(instance string) { g.proxy.instanceGone(instance) }
+
 // Close starts draining: upgraded connections are cancelled, and Close waits
 // for them to end. Call it after http.Server.Shutdown, which does not wait
 // for hijacked connections.
@@ -171,7 +192,7 @@ func (g *Gateway) Close() {
 		g.log.Info("closed websockets with 1001 (going away)", "count", n)
 	}
 	g.upgrades.Wait()
-	g.proxy.pool.closeIdle()
+	g.proxy.pool.CloseIdle()
 	g.proxy.tr.CloseIdleConnections()
 	if t := g.table.Load(); t != nil && t.verifier != nil {
 		t.verifier.Close()
@@ -199,7 +220,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusSwitchingProtocols // hijacked by an upgrade
 	}
 	took := time.Since(start)
-	g.metrics.observe(label, status, took, proxied && status != http.StatusSwitchingProtocols)
+	g.metrics.Request(label, status, took, proxied && status != http.StatusSwitchingProtocols)
 	if t.cfg.Log.Access {
 		g.log.LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("id", id),
 			slog.String("method", r.Method), slog.String("host", r.Host), slog.String("path", r.URL.Path),
@@ -222,38 +243,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 			return
 		}
 	}
-	tpl := rt.template
-	sub := ""
-	if !rt.public {
-		var res auth.Result
-		if hint != nil {
-			res = hint.res
-		} else {
-			var err error
-			if res, err = t.verifier.Check(r, rt.sandbox); err != nil {
-				g.metrics.authFails.WithLabelValues(auth.Reason(err)).Inc()
-				g.fail(w, r, authError(err))
-				return
-			}
-		}
-		if res.Claims != nil {
-			sub = res.Claims.Subject
-		}
-		if res.Exchange {
-			// Whenever the URL still holds a token, even next to a valid
-			// cookie, the browser is sent to the clean URL first so the
-			// token leaves its address bar and history.
-			t.verifier.Exchange(w, r, res)
-			return
-		}
-		if rt.sandbox != "" && rt.upstream == nil && res.Claims != nil && res.Claims.Template != "" {
-			tpl = t.cfg.Templates[res.Claims.Template]
-			if tpl == nil {
-				g.fail(w, r, &httpError{Status: http.StatusBadRequest, Code: "unknown_template",
-					Msg: "The access token names a template this gateway does not have."})
-				return
-			}
-		}
+	tpl, sub, done := g.access(w, r, t, rt, hint)
+	if done {
+		return
 	}
 	if rt.upstream != nil {
 		label = "upstream"
@@ -281,6 +273,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 		}
 		cl = append(cl, release)
 	}
+	release, herr := g.admitExchange(r)
+	if herr != nil {
+		g.fail(w, r, herr)
+		return
+	}
+	cl = append(cl, release)
 	if rt.upstream != nil {
 		handedOff = true
 		g.proxy.serve(w, r, &target{url: rt.upstream, verifier: t.verifier, rewriteHost: true}, cl)
@@ -306,9 +304,50 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	}
 	cl = append(cl, func() { g.sb.Touch(id) })
 	handedOff = true
-	g.proxy.serve(w, r, &target{sandbox: id, addr: ep.Addr, tpl: tpl,
+	g.proxy.serve(w, r, &target{sandbox: id, addr: ep.Addr, instance: ep.Instance, tpl: tpl,
 		verifier: t.verifier, rewriteHost: tpl.HostHeader == config.HostRewrite}, cl)
 	return label, true
+}
+
+// access checks r's token for route rt (a hint from the lean loop stands
+// for the check) and returns the template to create the sandbox from and
+// the token's subject. done: r was answered (refused, or sent to the clean
+// URL after a ?access_token= exchange).
+func (g *Gateway) access(w http.ResponseWriter, r *http.Request, t *table, rt route, hint *leanHint) (tpl *config.Template, sub string, done bool) {
+	tpl = rt.template
+	if rt.public {
+		return tpl, "", false
+	}
+	var res auth.Result
+	if hint != nil {
+		res = hint.res
+	} else {
+		var err error
+		if res, err = t.verifier.Check(r, rt.sandbox); err != nil {
+			g.metrics.AuthFailed(auth.Reason(err))
+			g.fail(w, r, authError(err))
+			return nil, "", true
+		}
+	}
+	if res.Claims != nil {
+		sub = res.Claims.Subject
+	}
+	if res.Exchange {
+		// Whenever the URL still holds a token, even next to a valid
+		// cookie, the browser is sent to the clean URL first so the token
+		// leaves its address bar and history.
+		t.verifier.Exchange(w, r, res)
+		return nil, "", true
+	}
+	if rt.sandbox != "" && rt.upstream == nil && res.Claims != nil && res.Claims.Template != "" {
+		tpl = t.cfg.Templates[res.Claims.Template]
+		if tpl == nil {
+			g.fail(w, r, &httpError{Status: http.StatusBadRequest, Code: "unknown_template",
+				Msg: "The access token names a template this gateway does not have."})
+			return nil, "", true
+		}
+	}
+	return tpl, sub, false
 }
 
 // isLongLived reports requests that may stay open for long: WebSocket
@@ -350,6 +389,9 @@ func ensureError(ctx context.Context, err error) *httpError {
 	if he := lifecycleError(err); he != nil {
 		return he
 	}
+	if he := startFailure(err); he != nil && ctx.Err() == nil {
+		return he
+	}
 	switch {
 	case ctx.Err() != nil:
 		return &httpError{Status: statusClientClosed, Code: "client_closed", Err: err}
@@ -362,6 +404,11 @@ func ensureError(ctx context.Context, err error) *httpError {
 	case errors.Is(err, sandboxmgr.ErrUnavailable):
 		return &httpError{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: 5,
 			Msg: "The preview service cannot reach its container engine right now.", Err: err}
+	case errors.Is(err, sandboxmgr.ErrForeignContainer):
+		// Another gateway's (or someone's) container holds the name: never
+		// touched, and not this gateway's to fix.
+		return &httpError{Status: http.StatusConflict, Code: "foreign_container",
+			Msg: "A container with this preview's name exists but is not managed by this gateway.", Err: err}
 	}
 	return &httpError{Status: http.StatusBadGateway, Code: "sandbox_failed",
 		Msg: "The sandbox could not be started.", Err: err}

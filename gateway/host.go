@@ -2,46 +2,48 @@ package gateway
 
 import (
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/h1server"
 )
 
-// sandboxPrefix starts the first label of every sandbox host.
-const sandboxPrefix = "sandbox-"
+// sandboxPrefix is config's, for the tests that build sandbox hosts.
+const sandboxPrefix = config.SandboxPrefix
 
-// hostname returns the request host lower-cased, without port and trailing dot.
+// hostname returns the request host without its port, as
+// config.NormalizeHost normalizes it (lower-cased, without one trailing
+// dot), and without the brackets of an IPv6 literal. A host with a byte
+// outside printable ASCII gives "": resolve refuses it before asking.
 func hostname(h string) string {
 	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
 		h = h[:i]
 	}
-	h = strings.TrimSuffix(h, ".")
-	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
-	return strings.ToLower(h)
+	h, _ = config.NormalizeHost(h)
+	return strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
 }
 
 // resolve maps a request host to what it addresses: a route, or a sandbox id
 // under one of the domains. Foreign hosts get 404, malformed ids 400.
+//
+// A host with a byte outside printable ASCII is 400 before any case
+// folding; config.NormalizeHost and config.SandboxFromHost hold the rule,
+// shared with certificates and config validation.
 func (t *table) resolve(host string) (route, *httpError) {
+	if _, ok := config.NormalizeHost(host); !ok {
+		return route{}, &httpError{Status: http.StatusBadRequest, Code: "bad_host",
+			Msg: "The host name is not valid."}
+	}
 	h := hostname(host)
 	if rt, ok := t.routes[h]; ok {
 		return *rt, nil
 	}
-	for _, d := range t.domains {
-		if len(h) <= len(d)+1 || h[len(h)-len(d)-1] != '.' || h[len(h)-len(d):] != d {
-			continue
-		}
-		label := h[:len(h)-len(d)-1]
-		if !strings.HasPrefix(label, sandboxPrefix) || strings.IndexByte(label, '.') >= 0 {
-			break
-		}
-		id := label[len(sandboxPrefix):]
-		if !config.ValidID(id) {
-			return route{}, &httpError{Status: http.StatusBadRequest, Code: "bad_sandbox_id",
-				Msg: "Sandbox ids are 1–55 lowercase letters, digits and inner hyphens."}
-		}
+	switch id, ok, malformed := config.SandboxFromHost(h, t.domains); {
+	case malformed:
+		return route{}, &httpError{Status: http.StatusBadRequest, Code: "bad_sandbox_id",
+			Msg: "Sandbox ids are 1–55 lowercase letters, digits and inner hyphens."}
+	case ok:
 		return route{sandbox: id, template: t.defaultTemplate, public: t.defaultTemplate != nil && t.defaultTemplate.Public}, nil
 	}
 	return route{}, &httpError{Status: http.StatusNotFound, Code: "unknown_host",
@@ -54,12 +56,7 @@ func (t *table) resolve(host string) (route, *httpError) {
 // Non-ASCII names are refused before any case folding (the Kelvin sign
 // lower-cases to "k").
 func (g *Gateway) Serves(host string) bool {
-	for i := 0; i < len(host); i++ {
-		if host[i] >= 0x80 {
-			return false
-		}
-	}
-	_, herr := g.table.Load().resolve(host)
+	_, herr := g.table.Load().resolve(host) // refuses non-printable-ASCII first
 	return herr == nil
 }
 
@@ -69,8 +66,9 @@ func (g *Gateway) Serves(host string) bool {
 // net/http everything else. The access check comes
 // before the sandbox lookup, as on the request path: an unauthenticated
 // request never looks up a sandbox. What it found goes into h, so the
-// handler does not resolve and check the same request again.
-func (g *Gateway) leanRequest(r *http.Request, h *leanHint) bool {
+// handler does not resolve and check the same request again. It is the
+// server's Lean hook (NewServer); slot keeps one leanHint per connection.
+func (g *Gateway) leanRequest(r *http.Request, slot *any) bool {
 	if isLongLived(r) || isStatusRequest(r) {
 		return false // streams: net/http notices a client leaving
 	}
@@ -89,24 +87,24 @@ func (g *Gateway) leanRequest(r *http.Request, h *leanHint) bool {
 	if _, ok := g.sb.Cached(rt.sandbox); !ok {
 		return false
 	}
-	*h = leanHint{url: r.URL, t: t, rt: rt, res: res}
+	h, _ := (*slot).(*leanHint)
+	if h == nil {
+		h = new(leanHint)
+		*slot = h
+	}
+	*h = leanHint{t: t, rt: rt, res: res}
 	return true
 }
 
-// leanHint is what leanRequest found for the request whose URL is url.
+// leanHint is what leanRequest found for a request.
 type leanHint struct {
-	url *url.URL
 	t   *table
 	rt  route
 	res auth.Result
 }
 
-type leanHintKey struct{}
-
 // hintFor returns the lean loop's findings for r, or nil.
 func hintFor(r *http.Request) *leanHint {
-	if h, ok := r.Context().Value(leanHintKey{}).(*leanHint); ok && h.url == r.URL {
-		return h
-	}
-	return nil
+	h, _ := h1server.Hint(r).(*leanHint)
+	return h
 }

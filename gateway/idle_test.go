@@ -10,6 +10,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/dockertest"
+	"github.com/previewgate/previewgate/internal/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
@@ -73,7 +75,7 @@ func (e *dockerEnv) waitState(id, want string, within time.Duration) {
 func (e *dockerEnv) dialWS(ctx context.Context, id string) (*websocket.Conn, *http.Response, error) {
 	host := "sandbox-" + id + "." + testDomain
 	hdr := http.Header{
-		"Authorization":  {"Bearer " + mintFor(e.t, e.cfg, id, time.Minute)},
+		"Authorization":  {"Bearer " + testkit.Mint(e.t, e.cfg, id, time.Minute)},
 		"Origin":         {"http://" + host},
 		"Sec-Fetch-Mode": {"websocket"},
 		"Sec-Fetch-Site": {"same-origin"},
@@ -86,7 +88,7 @@ func (e *dockerEnv) dialWS(ctx context.Context, id string) (*websocket.Conn, *ht
 // navigate is a browser's top-level navigation to / on sandbox id.
 func (e *dockerEnv) navigate(id string) *http.Response {
 	e.t.Helper()
-	return request(e.t, e.srv, "GET", "sandbox-"+id+"."+testDomain, "/", mintFor(e.t, e.cfg, id, time.Minute),
+	return testkit.Request(e.t, e.srv, "GET", "sandbox-"+id+"."+testDomain, "/", testkit.Mint(e.t, e.cfg, id, time.Minute),
 		"Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "document", "Sec-Fetch-Site", "none",
 		"Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
 }
@@ -138,7 +140,7 @@ func (e *dockerEnv) wantWokenByNavigation(id, containerID string) {
 func TestDockerIdleStopsAfterLastRequest(t *testing.T) {
 	t.Parallel()
 	e := newIdleEnv(t, nil)
-	id := uniqueID(t, "idle")
+	id := dockertest.UniqueID("idle")
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 
@@ -160,7 +162,7 @@ func TestDockerIdleStopsAfterLastRequest(t *testing.T) {
 func TestDockerIdleSocketUntilMaxSocketIdle(t *testing.T) {
 	t.Parallel()
 	e := newIdleEnv(t, nil)
-	id := uniqueID(t, "sockidle")
+	id := dockertest.UniqueID("sockidle")
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 

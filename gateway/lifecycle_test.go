@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
@@ -122,7 +124,7 @@ func TestEnsureWakePolicy(t *testing.T) {
 	sb := &policySandboxes{fakeSandboxes: &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}, asleep: true}
 	_, srv := startGateway(t, cfg, sb)
 	host := "sandbox-abc." + testDomain
-	tok := mintFor(t, cfg, "abc", time.Minute)
+	tok := testkit.Mint(t, cfg, "abc", time.Minute)
 	for _, tc := range []struct {
 		name       string
 		hdr        []string
@@ -134,7 +136,7 @@ func TestEnsureWakePolicy(t *testing.T) {
 		{"background fetch is refused while asleep", []string{"Sec-Fetch-Mode", "cors", "Sec-Fetch-Dest", "empty"}, true, 503},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := request(t, srv, "GET", host, "/", tok, tc.hdr...)
+			resp := testkit.Request(t, srv, "GET", host, "/", tok, tc.hdr...)
 			if resp.StatusCode != tc.want {
 				t.Fatalf("got %d, want %d", resp.StatusCode, tc.want)
 			}
@@ -155,15 +157,58 @@ func TestEnsureCreateQuota(t *testing.T) {
 	cfg.Limits.CreatesPerSubjectPerHour = 2
 	sb := &policySandboxes{fakeSandboxes: &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}}
 	_, srv := startGateway(t, cfg, sb)
-	tok := mintFor(t, cfg, "*", time.Minute) // subject "tester"
+	tok := testkit.Mint(t, cfg, "*", time.Minute) // subject "tester"
 	for i, want := range []int{200, 200, 429} {
-		resp := request(t, srv, "GET", "sandbox-q"+string(rune('a'+i))+"."+testDomain, "/", tok)
+		resp := testkit.Request(t, srv, "GET", "sandbox-q"+string(rune('a'+i))+"."+testDomain, "/", tok)
 		if resp.StatusCode != want {
 			t.Fatalf("create %d: got %d, want %d", i, resp.StatusCode, want)
 		}
 		if want != 200 && resp.Header.Get("Retry-After") == "" {
 			t.Errorf("create %d: refused without Retry-After", i)
 		}
+	}
+}
+
+// TestEnsureCreateQuotaDefault: without creates_per_subject_per_hour in
+// the file, one subject holding a sbx "*" token gets half of max_running
+// in creates an hour, not every slot (#13); -1 turns the cap off.
+func TestEnsureCreateQuotaDefault(t *testing.T) {
+	t.Parallel()
+	app := echoApp(t)
+	for _, tc := range []struct {
+		name    string
+		limit   int // set before defaults; 0 leaves the default
+		refused bool
+	}{
+		{"default", 0, true},
+		{"unlimited", -1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := testConfig()
+			if tc.limit != 0 {
+				cfg.Limits.CreatesPerSubjectPerHour = tc.limit
+			}
+			// The promise of the default: one subject holding a sbx "*"
+			// token is refused before it holds every max_running slot.
+			slots, quota := cfg.Limits.MaxRunning, cfg.Limits.CreatesPerSubjectPerHour
+			if tc.refused && (quota <= 0 || quota >= slots) {
+				t.Fatalf("default creates_per_subject_per_hour %d with max_running %d: one subject can take every slot", quota, slots)
+			}
+			sb := &policySandboxes{fakeSandboxes: &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}}
+			_, srv := startGateway(t, cfg, sb)
+			tok := testkit.Mint(t, cfg, "*", time.Minute)
+			for i := range slots {
+				resp := testkit.Request(t, srv, "GET", fmt.Sprintf("sandbox-qd%d.%s", i, testDomain), "/", tok)
+				want := 200
+				if i >= quota && tc.refused {
+					want = 429
+				}
+				if resp.StatusCode != want {
+					t.Fatalf("create %d: got %d, want %d", i+1, resp.StatusCode, want)
+				}
+			}
+		})
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // Rejection reasons passed to limiter.onReject (and used as metric labels).
@@ -23,6 +24,8 @@ const (
 	rejectWebSocketsSandbox = "websockets_sandbox"
 	rejectWebSocketsIP      = "websockets_ip"
 	rejectBody              = "body"
+	rejectExchangesIP       = "exchanges_ip"
+	rejectExchanges         = "exchanges"
 )
 
 // defaultLimiterEntries bounds each bucket LRU when the config says nothing
@@ -146,16 +149,6 @@ func bucketParams(r *config.Rate) (limit rate.Limit, burst int, ok bool) {
 	return rate.Limit(r.Rate), burst, true
 }
 
-// ipKey is the per-client key: the address, or its /64 for IPv6, since a
-// single host commonly holds a whole /64 and could rotate through it.
-func ipKey(a netip.Addr) netip.Addr {
-	if a.Is6() {
-		p, _ := a.Prefix(64)
-		return p.Addr()
-	}
-	return a
-}
-
 // allow applies the request-rate limits (per client IP, per sandbox, per
 // token subject; sub may be empty) and returns a 429 error when one is hit.
 // It also bounds the request body by the template's MaxBodyBytes.
@@ -181,7 +174,7 @@ func (l *limiter) allow(w http.ResponseWriter, r *http.Request, t *table, rt rou
 	size := cfg.Limits.LimiterEntries
 	now := l.now()
 	if limit, burst, ok := bucketParams(ipRate); ok {
-		ip := ipKey(clientIP(r, cfg.TrustedProxies))
+		ip := wire.IPKey(clientIP(r, cfg.TrustedProxies))
 		lim := l.ip.get(bucketKey[netip.Addr]{ip, limit, burst}, size)
 		if !lim.AllowN(now, 1) {
 			return l.limited(w, rejectIP, lim, now)
@@ -242,7 +235,7 @@ func (l *limiter) rejected(reason string) {
 // harmless). Counters at zero are deleted, so idle keys cost nothing.
 func (l *limiter) openSocket(r *http.Request, t *table, sandbox string) (release func(), herr *httpError) {
 	lim := &t.cfg.Limits
-	ip := ipKey(clientIP(r, t.cfg.TrustedProxies))
+	ip := wire.IPKey(clientIP(r, t.cfg.TrustedProxies))
 	sk, ik := socketKey{sandbox: sandbox}, socketKey{ip: ip}
 	l.mu.Lock()
 	switch {
@@ -297,5 +290,30 @@ func (l *limiter) openSockets(sandbox string, ip netip.Addr) int {
 	if sandbox != "" {
 		return l.sockets[socketKey{sandbox: sandbox}]
 	}
-	return l.sockets[socketKey{ip: ipKey(ip)}]
+	return l.sockets[socketKey{ip: wire.IPKey(ip)}]
+}
+
+// admitExchange counts a proxied exchange (a request, or a WebSocket for
+// its whole life) against limits.connections_per_ip for its client and
+// limits.max_connections in all (#13). The connection caps alone do not
+// bound upstream descriptors: HTTP/2 carries many exchanges on one client
+// connection, each holding an upstream connection while it runs. The client
+// is the socket's peer, as for the connection caps.
+func (g *Gateway) admitExchange(r *http.Request) (release func(), herr *httpError) {
+	peer := netip.IPv4Unspecified()
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		peer = ap.Addr()
+	}
+	release, over := g.exchanges.Acquire(peer)
+	switch over {
+	case "":
+		return release, nil
+	case "connections_per_ip":
+		g.limit.rejected(rejectExchangesIP)
+		return nil, &httpError{Status: http.StatusTooManyRequests, Code: "too_many_requests", RetryAfter: 1,
+			Msg: "Your address has too many requests in progress. Try again in a moment."}
+	}
+	g.limit.rejected(rejectExchanges)
+	return nil, &httpError{Status: http.StatusServiceUnavailable, Code: "busy", RetryAfter: 1,
+		Msg: "The preview service is busy. Try again in a moment."}
 }

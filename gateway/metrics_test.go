@@ -1,40 +1,16 @@
 package gateway
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"net/http/httptest"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/dockertest"
+	"github.com/previewgate/previewgate/internal/testkit"
 )
-
-// scrape reads the gateway's metrics as "name{labels}" → value.
-func scrape(t *testing.T, g *Gateway) map[string]float64 {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	g.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	out := map[string]float64{}
-	sc := bufio.NewScanner(bytes.NewReader(rec.Body.Bytes()))
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") || line == "" {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err == nil {
-			out[line[:i]] = v
-		}
-	}
-	return out
-}
 
 // TestMetricsAfterKnownSequence: a create, a wake, a 401 and a 429 move
 // their counters by exactly one each.
@@ -43,8 +19,8 @@ func TestMetricsAfterKnownSequence(t *testing.T) {
 		// Two requests pass, the third from this IP is refused.
 		c.Limits.PerIP = &config.Rate{Rate: 0.0001, Burst: 2}
 	})
-	before := scrape(t, e.gw)
-	id := uniqueID(t, "metrics")
+	before := testkit.Scrape(t, e.metrics.Handler())
+	id := dockertest.UniqueID("metrics")
 
 	wantStatus(t, e.get(id, "/"), 200) // create
 	c := e.onlyContainer(id)
@@ -62,11 +38,11 @@ func TestMetricsAfterKnownSequence(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	wantStatus(t, e.get(id, "/"), 200)                                                  // wake
-	wantStatus(t, request(t, e.srv, "GET", "sandbox-"+id+"."+testDomain, "/", ""), 401) // no token
-	wantStatus(t, e.get(id, "/"), 429)                                                  // third request from this IP
+	wantStatus(t, e.get(id, "/"), 200)                                                          // wake
+	wantStatus(t, testkit.Request(t, e.srv, "GET", "sandbox-"+id+"."+testDomain, "/", ""), 401) // no token
+	wantStatus(t, e.get(id, "/"), 429)                                                          // third request from this IP
 
-	after := scrape(t, e.gw)
+	after := testkit.Scrape(t, e.metrics.Handler())
 	for _, tc := range []struct {
 		series string
 		delta  float64

@@ -10,19 +10,20 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/upstream"
+	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // target is where one request goes; it travels in the request context.
 type target struct {
 	sandbox     string // "" for fixed upstreams
 	addr        string // sandbox endpoint "ip:port"
+	instance    string // sandboxmgr.Endpoint.Instance: the container run addr belongs to
 	url         *url.URL
 	tpl         *config.Template
 	verifier    *auth.Verifier
@@ -31,17 +32,40 @@ type target struct {
 
 type targetKey struct{}
 
+// poolKey is what upstream connections to t are pooled under: its
+// container instance, never its address alone (connPool invariant 1). An
+// endpoint without an instance (a Sandboxes implementation that does not
+// know one) pools by address, marked so it never matches an instance.
+func (t *target) poolKey() string {
+	if t.instance != "" {
+		return t.instance
+	}
+	return "addr " + t.addr
+}
+
 func targetFrom(ctx context.Context) *target {
 	t, _ := ctx.Value(targetKey{}).(*target)
 	return t
 }
 
-// proxy is the one reverse proxy with its one shared transport.
+// instanceOf names the container instance a ReverseProxy request goes to
+// (false for fixed upstreams), so its connections are pooled per instance.
+func instanceOf(r *http.Request) (string, bool) {
+	if t := targetFrom(r.Context()); t != nil && t.url == nil {
+		return t.poolKey(), true
+	}
+	return "", false
+}
+
+// proxy is the one reverse proxy. Its connections to sandboxes are pooled
+// per container instance: the direct path's in pool, ReverseProxy's in one
+// http.Transport per instance (transports.go), so that neither ever hands
+// a connection of one container to another.
 type proxy struct {
 	g    *Gateway
 	rp   *httputil.ReverseProxy
-	tr   *http.Transport
-	pool *connPool
+	tr   *upstream.Transports
+	pool *upstream.Pool
 	// noDirect sends everything through ReverseProxy (tests compare the
 	// two paths).
 	noDirect bool
@@ -50,22 +74,37 @@ type proxy struct {
 func newProxy(g *Gateway) *proxy {
 	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
-		DialContext:           dialer.DialContext,
+		// Writes to a sandbox are bounded like the direct path's: a request
+		// body the app never reads fails after upstream.WriteTimeout.
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return wire.NewRawConn(c, upstream.WriteTimeout), nil
+		},
 		MaxIdleConns:          4096,
 		MaxIdleConnsPerHost:   256,
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true, // pass encodings through untouched
-		WriteBufferSize:       32 << 10,
-		ReadBufferSize:        32 << 10,
+		// A response head is bounded as on the direct path, not by
+		// net/http's 10 MiB default (#13).
+		MaxResponseHeaderBytes: 64 << 10,
+		WriteBufferSize:        32 << 10,
+		ReadBufferSize:         32 << 10,
 	}
-	p := &proxy{g: g, tr: tr, pool: newConnPool(dialer, tr.MaxIdleConnsPerHost, tr.IdleConnTimeout)}
+	p := &proxy{g: g, tr: upstream.NewTransports(tr, instanceOf), pool: upstream.NewPool(dialer, tr.MaxIdleConnsPerHost, tr.IdleConnTimeout)}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:      p.rewrite,
-		Transport:    tr,
+		Transport:    p.tr,
 		BufferPool:   newBufferPool(),
 		ErrorHandler: p.errorHandler,
-		ErrorLog:     log.New(slogWriter{g.log}, "", 0),
+		// ReverseProxy clears the response's header map after each 1xx it
+		// forwards, taking the gateway's X-Request-Id with it; the direct
+		// path keeps it (forwardInterim).
+		ModifyResponse: checkResponse,
+		ErrorLog:       log.New(slogWriter{g.log}, "", 0),
 	}
 	return p
 }
@@ -81,7 +120,9 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, t *target, cl clos
 	if !p.noDirect && p.serveDirect(w, r, t) {
 		return
 	}
-	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
+	// The interim bound's trace goes in before ReverseProxy adds its own:
+	// composed traces return the older hook's error.
+	p.rp.ServeHTTP(&interimGuard{ResponseWriter: w}, r.WithContext(upstream.BoundInterim(context.WithValue(r.Context(), targetKey{}, t))))
 }
 
 func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
@@ -91,18 +132,13 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	} else {
 		pr.Out.URL.Scheme = "http"
 		pr.Out.URL.Host = t.addr
-		pr.Out.Host = pr.In.Host
-		if t.rewriteHost {
-			pr.Out.Host = t.addr
-		}
 	}
-	pr.Out.URL.RawQuery = pr.In.URL.RawQuery
-	pr.SetXForwarded()
-	if p.g.tls {
-		pr.Out.Header.Set("X-Forwarded-Proto", "https")
-	}
-	// Tokens never reach the sandbox.
-	t.verifier.Strip(pr.Out)
+	host, query, stripped := p.outboundHead(pr.In, t)
+	pr.Out.Host = host
+	pr.Out.URL.RawQuery = query
+	h := make(http.Header, len(pr.In.Header)+4)
+	p.outboundFields(pr.In, stripped, headerSink(h))
+	pr.Out.Header = h
 }
 
 // errorHandler maps transport failures to honest statuses.
@@ -135,14 +171,22 @@ func isTimeout(err error) bool {
 // died or moved. It drops the cached endpoint, runs Ensure again and points
 // t at the new address; the error is ready for errorHandler.
 func (p *proxy) reensure(ctx context.Context, t *target) error {
+	p.instanceGone(t.poolKey())
 	p.g.sb.Forget(t.sandbox, t.addr)
 	ep, err := p.g.sb.Ensure(ctx, t.sandbox, t.tpl)
 	if err != nil {
 		return ensureError(ctx, fmt.Errorf("re-ensure after dial failure: %w", err))
 	}
 	p.g.log.InfoContext(ctx, "sandbox endpoint changed, retrying", "sandbox", t.sandbox, "old", t.addr, "new", ep.Addr)
-	t.addr = ep.Addr
+	t.addr, t.instance = ep.Addr, ep.Instance
 	return nil
+}
+
+// instanceGone closes every pooled connection to a container instance that
+// stopped, died, paused or was replaced, on both proxy paths.
+func (p *proxy) instanceGone(instance string) {
+	p.pool.CloseInstance(instance)
+	p.tr.CloseInstance(instance)
 }
 
 func isDialError(err error) bool {
@@ -176,47 +220,41 @@ func (s slogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// connectionTokens lists, canonicalized, the headers that h's Connection
-// header marks as hop-by-hop (computed once per message, not per header).
-func connectionTokens(h http.Header) []string {
-	var out []string
-	for _, line := range h["Connection"] {
-		for _, tok := range strings.Split(line, ",") {
-			if tok = strings.TrimSpace(tok); tok != "" {
-				out = append(out, http.CanonicalHeaderKey(tok))
-			}
-		}
-	}
-	return out
-}
-
-// hopByHop reports headers that belong to one connection, not the message
-// (RFC 9110 7.6.1), given the message's connectionTokens.
-func hopByHop(k string, conn []string) bool {
-	switch k {
-	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
-		"Te", "Trailer", "Transfer-Encoding", "Upgrade":
-		return true
-	}
-	return slices.Contains(conn, k)
-}
-
-// forwardedHeader reports the client-sent forwarding headers the gateway
-// replaces with its own.
-func forwardedHeader(k string) bool {
-	switch k {
-	case "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto":
-		return true
-	}
-	return false
-}
-
 // copyEndToEnd copies src's end-to-end headers into dst.
 func copyEndToEnd(dst, src http.Header) {
-	conn := connectionTokens(src)
+	conn := wire.ConnectionTokens(src)
 	for k, vv := range src {
-		if !hopByHop(k, conn) {
+		if !wire.HopByHop(k, conn) {
 			dst[k] = vv
 		}
 	}
+}
+
+// checkResponse refuses a 101 (ReverseProxy carries only requests that
+// asked for no upgrade: upgrades go through serveUpgrade), and puts the
+// gateway's X-Request-Id back on a response after an interim answer.
+// Refusing here, not in ReverseProxy's own 101 handling, makes
+// ReverseProxy close the body, which for a 101 is the upstream
+// connection; its own handling answers 502 and leaves the connection
+// open until the garbage collector finds it.
+func checkResponse(resp *http.Response) error {
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return errUnrequestedSwitch
+	}
+	return keepRequestID(resp)
+}
+
+// keepRequestID puts the gateway's X-Request-Id (sent on the outgoing
+// request) back on a response after an interim answer, when ReverseProxy
+// has cleared it from the client's headers.
+func keepRequestID(resp *http.Response) error {
+	if resp.Request == nil || upstream.InterimSeen(resp.Request.Context()) == 0 {
+		return nil
+	}
+	if _, ok := resp.Header["X-Request-Id"]; !ok {
+		if id := resp.Request.Header["X-Request-Id"]; len(id) > 0 {
+			resp.Header["X-Request-Id"] = id
+		}
+	}
+	return nil
 }

@@ -3,9 +3,12 @@ package gateway
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // sockets tracks the client side of upgraded (WebSocket) connections so the
@@ -19,43 +22,103 @@ type sockets struct {
 
 func newSockets() *sockets { return &sockets{conns: make(map[*socketConn]struct{})} }
 
-// socketConn wraps a hijacked client connection. Writes are serialized with
-// goAway so the close frame never lands inside another Write.
+// socketWriteTimeout bounds every write to an upgraded connection, either
+// side: a client (or sandbox) that stops reading is cut after this long
+// instead of holding the socket pair, its goroutines and its descriptors
+// forever (#13). A write is one pump chunk (at most pumpBufSize), so a
+// peer must take 16 KiB per 30 s to stay connected.
+const socketWriteTimeout = 30 * time.Second
+
+// goAwayTimeout bounds the 1001 close frame sent when the gateway closes a
+// socket; a client that does not take 4 bytes in this time gets none.
+const goAwayTimeout = time.Second
+
+// socketConn wraps a hijacked client connection. Every Write has a
+// deadline (socketWriteTimeout), and no lock is held across one: goAway
+// never waits for a writer, so closing a sandbox's sockets takes bounded
+// time whatever the clients do (#13).
+//
+// The close frame is sent only between writes, never inside one: when
+// goAway finds a write in progress it cuts that write short (a past write
+// deadline) and the client gets no close frame; otherwise the splice
+// sends it (sendGoAway) after its pumps stopped. The pumps copy bytes, not
+// frames, so a close frame between two writes may still land inside a
+// frame the backend wrote in pieces; a client sees a protocol error then,
+// which ends the socket as surely as a 1001.
 type socketConn struct {
 	net.Conn
 	sandbox string
-	wmu     sync.Mutex // guards writes and closed
-	closed  bool
-	cancel  func() // ends the proxying of this connection
+	state   atomic.Int32 // sockOpen, sockWriting, sockGoingAway or sockCut
+	cancel  func()       // ends the proxying of this connection
 }
+
+// socketConn states.
+const (
+	sockOpen      = iota
+	sockWriting   // a Write is in progress
+	sockGoingAway // goAway came between writes: a close frame is owed
+	sockCut       // goAway cut a write short: no close frame
+)
 
 var errGoingAway = errors.New("websocket closed by the gateway")
 
+// Write writes p with a deadline of socketWriteTimeout. Writes must not be
+// concurrent (one pump writes to the client). After goAway it fails with
+// errGoingAway.
 func (c *socketConn) Write(p []byte) (int, error) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if c.closed {
+	// The deadline goes first: goAway's past deadline, set after it saw
+	// sockWriting, then always wins over this one.
+	if err := c.Conn.SetWriteDeadline(time.Now().Add(socketWriteTimeout)); err != nil {
+		return 0, fmt.Errorf("set write deadline: %w", err)
+	}
+	if !c.state.CompareAndSwap(sockOpen, sockWriting) {
 		return 0, errGoingAway
 	}
-	return c.Conn.Write(p)
+	n, err := c.Conn.Write(p)
+	if !c.state.CompareAndSwap(sockWriting, sockOpen) && err == nil {
+		err = errGoingAway // goAway came during the write
+	}
+	return n, err
 }
 
 // closeFrame1001 is an unmasked server-to-client close frame with status
 // 1001 (going away).
 var closeFrame1001 = []byte{0x88, 0x02, 0x03, 0xe9}
 
-// goAway sends the close frame, stops further writes and cancels the proxying.
+// goAway stops further writes and cancels the proxying, without waiting
+// for anything: a write in progress is cut short at once; otherwise the
+// splice sends the close frame (sendGoAway) as it ends.
 func (c *socketConn) goAway() {
-	c.wmu.Lock()
-	if !c.closed {
-		c.closed = true
-		c.Conn.Write(closeFrame1001)
+	for {
+		switch c.state.Load() {
+		case sockOpen:
+			if !c.state.CompareAndSwap(sockOpen, sockGoingAway) {
+				continue
+			}
+		case sockWriting:
+			if !c.state.CompareAndSwap(sockWriting, sockCut) {
+				continue
+			}
+			c.Conn.SetWriteDeadline(time.Unix(1, 0))
+		}
+		break
 	}
-	c.wmu.Unlock()
 	c.cancel()
 }
 
-// closeAll sends 1001 to every socket of sandbox ("" means all).
+// sendGoAway writes the close frame goAway owes, if any, within
+// goAwayTimeout. The splice calls it once its client pump stopped.
+func (c *socketConn) sendGoAway() {
+	if c.state.Load() != sockGoingAway {
+		return
+	}
+	c.Conn.SetWriteDeadline(time.Now().Add(goAwayTimeout))
+	c.Conn.Write(closeFrame1001)
+}
+
+// closeAll closes every socket of sandbox ("" means all) with 1001. It
+// returns at once, whatever the clients do; the sockets end within
+// goAwayTimeout (Gateway.Close waits for them).
 func (s *sockets) closeAll(sandbox string) int {
 	s.mu.Lock()
 	var list []*socketConn
@@ -69,6 +132,13 @@ func (s *sockets) closeAll(sandbox string) int {
 		c.goAway()
 	}
 	return len(list)
+}
+
+// count is how many proxied sockets are open.
+func (s *sockets) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
 }
 
 func (s *sockets) add(c *socketConn) {
@@ -115,4 +185,7 @@ func (w *upgradeWriter) done() {
 
 // CloseSockets closes the WebSockets proxied to sandbox id with 1001 (going
 // away), e.g. before the reaper stops it. It returns how many it closed.
+// It does not block on clients: a client that stopped reading is cut, not
+// waited for, so a caller holding a lock (the reaper's BeforeStop) is
+// never wedged by one (#13).
 func (g *Gateway) CloseSockets(id string) int { return g.sockets.closeAll(id) }

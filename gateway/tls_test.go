@@ -11,6 +11,8 @@ import (
 	"github.com/previewgate/previewgate/certs"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/acmetest"
+	"github.com/previewgate/previewgate/internal/dockertest"
+	"github.com/previewgate/previewgate/internal/testkit"
 )
 
 // tlsGateway is the real gateway (Options{TLS: true}) with a real sandbox
@@ -37,7 +39,7 @@ func startTLSGateway(t *testing.T, strategy string) *tlsGateway {
 		HTTPAddr:  env.HTTP.Addr().String(),
 		HTTPSAddr: g.httpsAddr,
 		Decide:    certs.SandboxHostDecider(e.cfg.Domains, nil),
-	}, testLogger(t))
+	}, testkit.Logger(t))
 	if err != nil {
 		t.Fatalf("certs.New: %v", err)
 	}
@@ -45,13 +47,13 @@ func startTLSGateway(t *testing.T, strategy string) *tlsGateway {
 	g.certs = cm
 	// A second gateway on the env's manager: the env's own one serves plain
 	// HTTP with Options{}.
-	gw, err := New(e.cfg, e.mgr, Options{TLS: true}, testLogger(t))
+	gw, err := New(e.cfg, e.mgr, Options{TLS: true}, testkit.Logger(t))
 	if err != nil {
 		t.Fatalf("gateway.New: %v", err)
 	}
 	t.Cleanup(gw.Close)
 	acmetest.Serve(t, env.HTTP, cm.HTTPHandler(gw), nil)
-	srv := NewServer(e.cfg, gw, testLogger(t))
+	srv := NewServer(e.cfg, gw, testkit.Logger(t))
 	srv.TLSConfig = cm.TLSConfig()
 	serveOn(t, srv, env.HTTPS)
 	return g
@@ -67,7 +69,7 @@ func (g *tlsGateway) get(t *testing.T, id, path string) *http.Response {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+mintFor(t, g.docker.cfg, id, time.Minute))
+	req.Header.Set("Authorization", "Bearer "+testkit.Mint(t, g.docker.cfg, id, time.Minute))
 	resp, err := acmetest.Client(g.httpsAddr, g.Pebble.IssuerPool).Do(req)
 	if err != nil {
 		t.Fatalf("GET https://%s%s: %v", host, path, err)
@@ -99,7 +101,7 @@ func (g *tlsGateway) get(t *testing.T, id, path string) *http.Response {
 // certificate, no order at Pebble, and never reach Docker.
 func TestTLSOnDemandThroughGateway(t *testing.T) {
 	g := startTLSGateway(t, config.StrategyOnDemand)
-	id := uniqueID(t, "abc")
+	id := dockertest.UniqueID("abc")
 	host := "sandbox-" + id + "." + testDomain
 
 	resp := g.get(t, id, "/hello")
@@ -134,9 +136,9 @@ func TestTLSOnDemandThroughGateway(t *testing.T) {
 // gateway with one and the same certificate.
 func TestTLSWildcardThroughGateway(t *testing.T) {
 	g := startTLSGateway(t, config.StrategyWildcard)
-	acmetest.WaitFor(t, "the wildcard certificate", func() bool { return g.certs.Ready() == nil })
+	testkit.WaitFor(t, "the wildcard certificate", func() bool { return g.certs.Ready() == nil })
 
-	one, two := uniqueID(t, "one"), uniqueID(t, "two")
+	one, two := dockertest.UniqueID("one"), dockertest.UniqueID("two")
 	a := g.get(t, one, "/").TLS.PeerCertificates[0]
 	b := g.get(t, two, "/").TLS.PeerCertificates[0]
 	if !bytes.Equal(a.Raw, b.Raw) {

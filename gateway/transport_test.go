@@ -12,13 +12,15 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/previewgate/previewgate/internal/testkit"
 )
 
 // directGet sends method path for sandbox abc through a gateway whose
 // sandbox lives at addr, over the direct path and its connection pool.
 func directGet(t *testing.T, srv *httptest.Server, tok, method, path string) (*http.Response, string) {
 	t.Helper()
-	resp := request(t, srv, method, "sandbox-abc."+testDomain, path, tok)
+	resp := testkit.Request(t, srv, method, "sandbox-abc."+testDomain, path, tok)
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatalf("%s %s: read body: %v", method, path, err)
@@ -63,7 +65,7 @@ func TestDirectFraming(t *testing.T) {
 	defer app.Close()
 	cfg := testConfig()
 	_, srv := startGateway(t, cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}})
-	tok := mintFor(t, cfg, "abc", time.Minute)
+	tok := testkit.Mint(t, cfg, "abc", time.Minute)
 	for _, tc := range []struct {
 		method, path, want string
 		status             int
@@ -97,29 +99,15 @@ func TestDirectFraming(t *testing.T) {
 // replaced transparently.
 func TestDirectStaleConn(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	// Each connection answers one request without saying it will close,
 	// then closes: the next request finds the pooled connection dead.
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				http.ReadRequest(bufio.NewReader(c))
-				fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-			}()
-		}
-	}()
+	addr := testkit.ServeTCP(t, func(c net.Conn) {
+		http.ReadRequest(bufio.NewReader(c))
+		fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	})
 	cfg := testConfig()
-	_, srv := startGateway(t, cfg, &fakeSandboxes{addrs: []string{ln.Addr().String()}})
-	tok := mintFor(t, cfg, "abc", time.Minute)
+	_, srv := startGateway(t, cfg, &fakeSandboxes{addrs: []string{addr}})
+	tok := testkit.Mint(t, cfg, "abc", time.Minute)
 	for i := range 3 {
 		if resp, body := directGet(t, srv, tok, "GET", "/"); resp.StatusCode != 200 || body != "ok" {
 			t.Fatalf("request %d: got %d %q", i, resp.StatusCode, body)
@@ -146,7 +134,7 @@ func TestDirectCancel(t *testing.T) {
 	defer g.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	req := httptest.NewRequestWithContext(ctx, "GET", "http://sandbox-abc."+testDomain+"/", nil)
-	req.Header.Set("Authorization", "Bearer "+mintFor(t, cfg, "abc", time.Minute))
+	req.Header.Set("Authorization", "Bearer "+testkit.Mint(t, cfg, "abc", time.Minute))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -172,9 +160,7 @@ func TestProxyBodiesAndMethods(t *testing.T) {
 	defer app.Close()
 	cfg := testConfig()
 	_, srv := startGateway(t, cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}})
-	req, _ := http.NewRequest("POST", srv.URL+"/", strings.NewReader(strings.Repeat("x", 100000)))
-	req.Host = "sandbox-abc." + testDomain
-	req.Header.Set("Authorization", "Bearer "+mintFor(t, cfg, "abc", time.Minute))
+	req := abcRequest("POST", srv.URL+"/", strings.NewReader(strings.Repeat("x", 100000)), testkit.Mint(t, cfg, "abc", time.Minute))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/previewgate/previewgate/internal/upstream"
+	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // closers are releases owed when a request's connection closes: for an
@@ -49,8 +52,8 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 	uw := &upgradeWriter{ResponseWriter: w, s: g.sockets, sandbox: t.sandbox, cancel: cancel}
 	cl = append(cl, uw.done)
 	w = uw
-	g.metrics.websockets.Inc()
-	cl = append(cl, g.metrics.websockets.Dec)
+	g.metrics.WebSocketOpened()
+	cl = append(cl, g.metrics.WebSocketClosed)
 	detached := false
 	defer func() {
 		if !detached {
@@ -60,8 +63,7 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 	stopClient := context.AfterFunc(r.Context(), cancel)
 	defer stopClient()
 
-	out := upgradeRequest(r)
-	p.rewrite(&httputil.ProxyRequest{In: r.WithContext(ctx), Out: out})
+	out := p.upgradeRequest(r.WithContext(ctx))
 	back, err := p.dialUpgrade(ctx, out, t)
 	if err != nil {
 		p.errorHandler(w, r, err)
@@ -74,30 +76,8 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 			back.Close()
 		}
 	}()
-	back.SetDeadline(time.Now().Add(30 * time.Second)) // the handshake, not the socket
-	if err := out.Write(back); err != nil {
-		p.errorHandler(w, r, fmt.Errorf("write upgrade request: %w", err))
-		return
-	}
-	br := bufio.NewReaderSize(back, 4<<10)
-	res, err := http.ReadResponse(br, out)
-	if err != nil {
-		p.errorHandler(w, r, fmt.Errorf("read upgrade response: %w", err))
-		return
-	}
-	back.SetDeadline(time.Time{})
-	if res.StatusCode != http.StatusSwitchingProtocols {
-		// The app refused the upgrade: pass its answer through.
-		defer res.Body.Close()
-		copyEndToEnd(w.Header(), res.Header)
-		w.WriteHeader(res.StatusCode)
-		buf := p.rp.BufferPool.Get()
-		io.CopyBuffer(w, res.Body, buf)
-		p.rp.BufferPool.Put(buf)
-		return
-	}
-	if want, got := out.Header.Get("Upgrade"), res.Header.Get("Upgrade"); !strings.EqualFold(want, got) {
-		p.errorHandler(w, r, fmt.Errorf("backend switched to protocol %q when %q was requested", got, want))
+	res, br, ok := p.handshake(w, r, out, back)
+	if !ok {
 		return
 	}
 	client, brw, err := http.NewResponseController(w).Hijack()
@@ -138,8 +118,71 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 	}()
 }
 
+// handshake sends the upgrade request on back and reads the answer. It
+// reports false, having answered w, unless the app switched to the
+// protocol asked for: an app that refuses the upgrade has its answer
+// passed through.
+func (p *proxy) handshake(w http.ResponseWriter, r, out *http.Request, back net.Conn) (*http.Response, *bufio.Reader, bool) {
+	back.SetDeadline(time.Now().Add(30 * time.Second)) // the handshake, not the socket
+	if err := out.Write(back); err != nil {
+		p.errorHandler(w, r, fmt.Errorf("write upgrade request: %w", err))
+		return nil, nil, false
+	}
+	// The heads are read within the direct path's bounds: an app cannot
+	// make the gateway buffer an endless header (#13). Bytes after the
+	// 101 that the reader took are forwarded before the splice.
+	lim := &io.LimitedReader{R: back, N: upgradeHeadBytes}
+	br := bufio.NewReaderSize(lim, 4<<10)
+	res, err := readUpgradeResponse(w, br, out)
+	if err != nil {
+		p.errorHandler(w, r, fmt.Errorf("read upgrade response: %w", err))
+		return nil, nil, false
+	}
+	back.SetDeadline(time.Time{})
+	if res.StatusCode != http.StatusSwitchingProtocols {
+		defer res.Body.Close()
+		copyEndToEnd(w.Header(), res.Header)
+		w.WriteHeader(res.StatusCode)
+		buf := p.rp.BufferPool.Get()
+		io.CopyBuffer(w, res.Body, buf)
+		p.rp.BufferPool.Put(buf)
+		return nil, nil, false
+	}
+	if want, got := out.Header.Get("Upgrade"), res.Header.Get("Upgrade"); !strings.EqualFold(want, got) {
+		p.errorHandler(w, r, fmt.Errorf("backend switched to protocol %q when %q was requested", got, want))
+		return nil, nil, false
+	}
+	return res, br, true
+}
+
+// upgradeHeadBytes bounds what the upgrade handshake reads of the app's
+// heads: interim answers and the final head together, as the direct path
+// bounds them (upstream.MaxInterimBytes plus one head).
+const upgradeHeadBytes = upstream.MaxInterimBytes + 16<<10
+
+// readUpgradeResponse reads the app's answer to an upgrade request,
+// forwarding up to upstream.MaxInterim interim (1xx) answers to w as the
+// other paths do; one more fails the handshake.
+func readUpgradeResponse(w http.ResponseWriter, br *bufio.Reader, out *http.Request) (*http.Response, error) {
+	for n := 0; ; n++ {
+		res, err := http.ReadResponse(br, out)
+		if err != nil {
+			return nil, err
+		}
+		if res.StatusCode >= 200 || res.StatusCode == http.StatusSwitchingProtocols {
+			return res, nil
+		}
+		if n == upstream.MaxInterim {
+			return nil, upstream.ErrTooManyInterim
+		}
+		forwardInterim(w, res.StatusCode, res.Header)
+	}
+}
+
 // splice copies both ways until either side ends, then closes both. It
-// runs one direction on a new goroutine and the other on its own.
+// runs one direction on a new goroutine and the other on its own. Every
+// write either way has a deadline (socketWriteTimeout), so a peer that
+// stops reading ends the pair instead of holding it.
 func splice(client, back net.Conn) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -148,6 +191,9 @@ func splice(client, back net.Conn) {
 		back.Close()
 	})
 	pump(client, back)
+	if sc, ok := client.(*socketConn); ok {
+		sc.sendGoAway()
+	}
 	client.Close()
 	back.Close()
 	wg.Wait()
@@ -162,13 +208,24 @@ func readSide(c net.Conn) net.Conn {
 	return c
 }
 
-func forwardBuffered(dst io.Writer, br *bufio.Reader) error {
+func forwardBuffered(dst net.Conn, br *bufio.Reader) error {
 	n := br.Buffered()
 	if n == 0 {
 		return nil
 	}
 	b, _ := br.Peek(n)
-	_, err := dst.Write(b)
+	return writeTimed(dst, b)
+}
+
+// writeTimed writes p to an upgraded connection within socketWriteTimeout
+// (a *socketConn sets its own deadline).
+func writeTimed(dst net.Conn, p []byte) error {
+	if _, ok := dst.(*socketConn); !ok {
+		if err := dst.SetWriteDeadline(time.Now().Add(socketWriteTimeout)); err != nil {
+			return fmt.Errorf("set write deadline: %w", err)
+		}
+	}
+	_, err := dst.Write(p)
 	return err
 }
 
@@ -180,9 +237,10 @@ var pumpBufs = sync.Pool{New: func() any { return new([pumpBufSize]byte) }}
 // pump copies src to dst. On a plain TCP source it waits for readability
 // holding no buffer and borrows one from a pool for each read, so an idle
 // socket costs no buffer memory. Other sources (TLS) read into a small
-// buffer of their own.
-func pump(dst io.Writer, src net.Conn) error {
-	wait := readableWaiter(src)
+// buffer of their own. Each write to dst has a deadline of
+// socketWriteTimeout (a *socketConn sets its own).
+func pump(dst, src net.Conn) error {
+	wait := wire.ReadableWaiter(src)
 	var small []byte
 	if wait == nil {
 		small = make([]byte, 2<<10)
@@ -199,7 +257,7 @@ func pump(dst io.Writer, src net.Conn) error {
 		}
 		n, err := src.Read(buf)
 		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			if werr := writeTimed(dst, buf[:n]); werr != nil {
 				err = werr
 			}
 		}
@@ -215,24 +273,18 @@ func pump(dst io.Writer, src net.Conn) error {
 	}
 }
 
-// upgradeRequest is the outgoing request for an upgrade: hop-by-hop headers
-// removed (Upgrade and Connection set again), X-Forwarded-* dropped before
-// the rewrite sets ours, as httputil does.
-func upgradeRequest(r *http.Request) *http.Request {
+// upgradeRequest is the outgoing request for an upgrade: the outbound
+// policy's head (outbound.go, as ReverseProxy's Rewrite sets it) with
+// Connection and Upgrade set again.
+func (p *proxy) upgradeRequest(r *http.Request) *http.Request {
 	out := r.Clone(r.Context())
 	out.RequestURI = ""
 	out.Close = false
 	out.Body = nil
 	out.ContentLength = 0
-	up := r.Header.Get("Upgrade")
-	conn := connectionTokens(out.Header)
-	for k := range out.Header {
-		if hopByHop(k, conn) || forwardedHeader(k) {
-			delete(out.Header, k)
-		}
-	}
-	out.Header.Set("Connection", "Upgrade")
-	out.Header.Set("Upgrade", up)
+	p.rewrite(&httputil.ProxyRequest{In: r, Out: out})
+	out.Header["Connection"] = []string{"Upgrade"}
+	out.Header["Upgrade"] = []string{r.Header.Get("Upgrade")}
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = nil // no Go default
 	}

@@ -13,6 +13,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/browsertest"
+	"github.com/previewgate/previewgate/internal/dockertest"
+	"github.com/previewgate/previewgate/internal/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
@@ -49,17 +52,17 @@ func TestDockerWaitingPageAndStatus(t *testing.T) {
 	e := newDockerEnv(t, func(c *config.Config) {
 		c.Templates["app"].Env = map[string]string{"LISTEN_DELAY": "1s"}
 	})
-	id := uniqueID(t, "wait")
+	id := dockertest.UniqueID("wait")
 	host := "sandbox-" + id + "." + testDomain
-	tok := mintFor(t, e.cfg, id, time.Minute)
+	tok := testkit.Mint(t, e.cfg, id, time.Minute)
 
-	resp := request(t, e.srv, "GET", host, "/", tok, "Sec-Fetch-Mode", "navigate", "Accept", "text/html")
+	resp := testkit.Request(t, e.srv, "GET", host, "/", tok, "Sec-Fetch-Mode", "navigate", "Accept", "text/html")
 	body := wantStatus(t, resp, 200)
 	if !strings.Contains(string(body), statusPath) || !strings.Contains(resp.Header.Get("Content-Type"), "text/html") {
 		t.Fatalf("got %q, want the waiting page", body)
 	}
 
-	resp = request(t, e.srv, "GET", host, statusPath, tok, "Accept", "text/event-stream")
+	resp = testkit.Request(t, e.srv, "GET", host, statusPath, tok, "Accept", "text/event-stream")
 	sc := bufio.NewScanner(resp.Body)
 	var phases []string
 	for sc.Scan() {
@@ -77,24 +80,25 @@ func TestDockerWaitingPageAndStatus(t *testing.T) {
 		t.Fatalf("got phases %v, want them to end with ready", phases)
 	}
 	// Now ready: the navigation is proxied to the app.
-	resp = request(t, e.srv, "GET", host, "/hello", tok, "Sec-Fetch-Mode", "navigate", "Accept", "text/html")
+	resp = testkit.Request(t, e.srv, "GET", host, "/hello", tok, "Sec-Fetch-Mode", "navigate", "Accept", "text/html")
 	if body := wantStatus(t, resp, 200); !strings.Contains(string(body), `"path":"/hello"`) {
 		t.Fatalf("got %s, want the app's echo", body)
 	}
 }
 
 // TestBrowserWaitingPage: chromium navigates to a cold sandbox whose app
-// listens only after 2s; it sees the waiting page, then the app's page
-// without a manual reload.
+// listens only after 6s; it sees the waiting page with the app's output
+// so far (#16: what a dev server prints while it compiles), then the
+// app's page without a manual reload.
 func TestBrowserWaitingPage(t *testing.T) {
-	ctx := newBrowser(t)
+	ctx := browsertest.New(t, 90*time.Second)
 	e := newDockerEnv(t, func(c *config.Config) {
 		c.Domains = config.StringList{"localhost"}
-		c.Templates["app"].Env = map[string]string{"LISTEN_DELAY": "2s"}
+		c.Templates["app"].Env = map[string]string{"LISTEN_DELAY": "6s"}
 	})
 	_, port, _ := net.SplitHostPort(e.srv.Listener.Addr().String())
-	id := uniqueID(t, "waitpage")
-	tok := mintFor(t, e.cfg, id, 10*time.Minute)
+	id := dockertest.UniqueID("waitpage")
+	tok := testkit.Mint(t, e.cfg, id, 10*time.Minute)
 	preview := fmt.Sprintf("http://sandbox-%s.localhost:%s", id, port)
 
 	if err := chromedp.Do(ctx, chromedp.Navigate(preview+"/page?access_token="+tok)); err != nil {
@@ -103,6 +107,10 @@ func TestBrowserWaitingPage(t *testing.T) {
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("phases") !== null`,
 		chromedp.WithPollingTimeout(20*time.Second))); err != nil {
 		t.Fatalf("waiting page not shown: %v", err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`(document.getElementById("logs") || {}).textContent.includes("compiling for 6s before listening")`,
+		chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Errorf("the waiting page did not show the app's output while it started: %v", err)
 	}
 	// The reload interrupts a poll in flight ("target navigated"): poll again.
 	var got string

@@ -16,17 +16,34 @@ type sandbox struct {
 	lastActivity atomic.Int64             // unix nanoseconds
 	holds        atomic.Int64             // open WebSockets / SSE streams
 	waking       atomic.Int32             // wakes in progress (0 or 1)
+	flushed      atomic.Int64             // lastActivity last published (shared.go)
+	sampledAt    atomic.Int64             // last shared-activity sample (shared.go)
 	progress     atomic.Pointer[Progress] // of the last or current wake
+	diag         diag                     // the wake's output and timing (failure.go)
 	// op serializes a wake with the reaper's stop/pause/remove: a request
 	// arriving while the reaper stops the sandbox waits, then wakes it.
 	op sync.Mutex
 
 	// guarded by Manager.mu:
+	// last is the endpoint last cached for this sandbox; it stays after
+	// the cache is dropped until another run replaces it, so a late event
+	// still reports its instance gone (instance.go).
+	last      *Endpoint
 	state     string // last known Docker state; "" when unknown
 	template  string
 	container string
 	startedAt time.Time
 	stoppedAt time.Time // when this manager saw it stop (reaper, events)
+	// stopRecorded is when the runtime recorded its stop (a kept
+	// workspace's annotation, ctrInfo.StoppedAt); zero if unknown.
+	stopRecorded time.Time
+}
+
+// startedAtRLocked reads sb.startedAt under m.mu (taken here).
+func (sb *sandbox) startedAtRLocked(m *Manager) time.Time {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return sb.startedAt
 }
 
 func (sb *sandbox) lastActive() time.Time {
@@ -65,21 +82,29 @@ func (m *Manager) sandboxLocked(id string) *sandbox {
 }
 
 // observe records what Docker said about id's container c. A running
-// container with an address becomes the cached endpoint.
+// container with a known start time and an address becomes the cached
+// endpoint; anything else retires the one cached.
 func (m *Manager) observe(id string, c ctrInfo) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	sb := m.sandboxLocked(id)
-	m.observeLocked(sb, c)
-	if c.State == stateRunning && c.IP != "" {
-		sb.ep.Store(&Endpoint{ID: id, Addr: endpointAddr(c, 0), Template: c.Labels[LabelTemplate]})
-	} else {
-		sb.ep.Store(nil)
+	gone := m.observeLocked(sb, c)
+	if inst := instanceOf(c); c.State == stateRunning && c.IP != "" && inst != "" {
+		ep := &Endpoint{ID: id, Addr: endpointAddr(c, 0), Template: c.Labels[LabelTemplate], Instance: inst}
+		if g := m.cacheLocked(sb, ep); g != "" {
+			gone = g
+		}
+	} else if g := m.dropLocked(sb); g != "" {
+		gone = g
 	}
+	m.mu.Unlock()
+	m.gone(gone)
 }
 
-// observeLocked copies c's facts into sb. m.mu must be held for writing.
-func (m *Manager) observeLocked(sb *sandbox, c ctrInfo) {
+// observeLocked copies c's facts into sb and returns the instance they
+// retire (another container or run than the one cached), to report with
+// m.gone. m.mu must be held for writing.
+func (m *Manager) observeLocked(sb *sandbox, c ctrInfo) (gone string) {
+	gone = m.retireLocked(sb, c)
 	sb.state = c.State
 	sb.container = c.ID
 	if t := c.Labels[LabelTemplate]; t != "" {
@@ -88,19 +113,24 @@ func (m *Manager) observeLocked(sb *sandbox, c ctrInfo) {
 	if !c.StartedAt.IsZero() {
 		sb.startedAt = c.StartedAt
 	}
+	sb.stopRecorded = c.StoppedAt
+	return gone
 }
 
-// setState records a state change made by this manager and drops the
-// cached endpoint unless the sandbox is running.
+// setState records a state change made by this manager and, unless the
+// sandbox is running, drops the cached endpoint and reports its instance
+// gone.
 func (m *Manager) setState(id, state string) {
+	var gone string
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if sb := m.sandboxes[id]; sb != nil {
 		sb.state = state
 		if state != stateRunning {
-			sb.ep.Store(nil)
+			gone = m.dropLocked(sb)
 		}
 	}
+	m.mu.Unlock()
+	m.gone(gone)
 }
 
 // endpointAddr is the address of c's app: its IP and the port recorded at

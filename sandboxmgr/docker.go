@@ -23,6 +23,7 @@ import (
 type dockerEngine struct {
 	cli     *client.Client
 	network string // preferred network when reading a container's IP
+	samples netSamples
 }
 
 var _ engine = (*dockerEngine)(nil)
@@ -160,23 +161,28 @@ func dockerConfig(s ctrSpec) (*container.Config, *container.HostConfig, *network
 	return cfg, host, nc
 }
 
-func (e *dockerEngine) Create(ctx context.Context, s ctrSpec) error {
+func (e *dockerEngine) Create(ctx context.Context, s ctrSpec) (string, error) {
+	if s.Workspace != nil {
+		// Config refuses it; a gateway whose live config claims another
+		// runtime than it runs must not lose files silently.
+		return "", fmt.Errorf("create %s: a template's workspace needs the kubernetes runtime", s.Name)
+	}
 	cfg, host, nc := dockerConfig(s)
-	_, err := e.cli.ContainerCreate(ctx, cfg, host, nc, nil, s.Name)
+	r, err := e.cli.ContainerCreate(ctx, cfg, host, nc, nil, s.Name)
 	switch {
 	case err == nil:
-		return nil
+		return r.ID, nil
 	case cerrdefs.IsConflict(err):
-		return fmt.Errorf("create %s: %w", s.Name, errNameTaken)
+		return "", fmt.Errorf("create %s: %w", s.Name, errNameTaken)
 	case cerrdefs.IsNotFound(err):
 		// The only missing thing a create can hit besides the image is the
 		// network; tell them apart by asking for the image.
 		if ok, ierr := e.HasImage(ctx, s.Image); ierr == nil && !ok {
-			return fmt.Errorf("create %s: %w: %q (nothing is pulled; build or load it first)", s.Name, ErrNoImage, s.Image)
+			return "", fmt.Errorf("create %s: %w: %q (nothing is pulled; build or load it first)", s.Name, ErrNoImage, s.Image)
 		}
-		return fmt.Errorf("create %s: %w", s.Name, errNoNetwork)
+		return "", fmt.Errorf("create %s: %w", s.Name, errNoNetwork)
 	}
-	return classify("create "+s.Name, err, nil)
+	return "", classify("create "+s.Name, err, nil)
 }
 
 // errNoNetwork: the managed network vanished; the manager recreates it.
@@ -298,6 +304,12 @@ func (e *dockerEngine) Events(ctx context.Context, since time.Time, labels map[s
 	for {
 		select {
 		case msg := <-msgs:
+			if !hasLabels(msg.Actor.Attributes, labels) {
+				// Container events carry the labels in their attributes;
+				// the server filtered on them, this keeps the scope even
+				// if an engine ignored a filter (#13).
+				continue
+			}
 			ev := ctrEvent{
 				Action:  string(msg.Action),
 				ID:      msg.Actor.ID,
@@ -318,4 +330,14 @@ func (e *dockerEngine) Events(ctx context.Context, since time.Time, labels map[s
 			return ctx.Err()
 		}
 	}
+}
+
+// hasLabels reports whether attrs holds every label in labels.
+func hasLabels(attrs, labels map[string]string) bool {
+	for k, v := range labels {
+		if got, ok := attrs[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }

@@ -88,7 +88,7 @@ func TestValidID(t *testing.T) {
 		"": false, "-a": false, "a-": false, "A": false, "a_b": false, "a.b": false,
 		strings.Repeat("a", 56): false, "../x": false, "a b": false,
 	} {
-		if got := ValidID(id); got != want {
+		if got := config.ValidID(id); got != want {
 			t.Errorf("ValidID(%q): got %v, want %v", id, got, want)
 		}
 	}
@@ -99,7 +99,7 @@ func FuzzValidID(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, id string) {
-		if ValidID(id) && !dockerName.MatchString(ContainerName(id)) {
+		if config.ValidID(id) && !dockerName.MatchString(ContainerName(id)) {
 			t.Errorf("valid id %q gives invalid container name", id)
 		}
 	})

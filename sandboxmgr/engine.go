@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/previewgate/previewgate/config"
 )
 
 // engine is the part of the Docker Engine API the manager uses. Every method
@@ -11,10 +13,15 @@ import (
 type engine interface {
 	Ping(ctx context.Context) error
 	// Inspect returns the container named name; ErrNoContainer if missing.
+	// A sandbox of which only its kept workspace is left comes back Kept
+	// (Kubernetes), as does List's entry for it.
 	Inspect(ctx context.Context, name string) (ctrInfo, error)
-	// Create creates (does not start) a container. errNameTaken if the name
-	// is in use, ErrNoImage if the image is not present locally.
-	Create(ctx context.Context, spec ctrSpec) error
+	// Create creates (does not start) a container and returns its ID.
+	// errNameTaken if the name is in use, ErrNoImage if the image is not
+	// present locally.
+	Create(ctx context.Context, spec ctrSpec) (id string, err error)
+	// The calls below take a container name or ID. The manager passes the
+	// ID of a container it created or inspected and found owned (scope.go).
 	Start(ctx context.Context, name string) error   // ErrNoContainer if missing
 	Unpause(ctx context.Context, name string) error // ErrNoContainer if missing
 	Pause(ctx context.Context, name string) error   // ErrNoContainer if missing
@@ -63,6 +70,13 @@ type ctrInfo struct {
 	IP        string // on the managed network if attached, else any
 	StartedAt time.Time
 	Created   time.Time
+	// Kept: no container, only the sandbox's kept workspace (Kubernetes: a
+	// PersistentVolumeClaim without its pod). State is stateExited; a wake
+	// creates a container on it, Remove deletes it (kube_workspace.go).
+	Kept bool
+	// StoppedAt is when the runtime recorded the stop of a Kept sandbox;
+	// zero if it did not.
+	StoppedAt time.Time
 }
 
 // ctrSpec is a container to create, already resolved from a template.
@@ -78,4 +92,12 @@ type ctrSpec struct {
 	Pids     int64   // 0 = unlimited
 	CapAdd   []string
 	ReadOnly bool // read-only root with a tmpfs at /tmp
+	// Port and ReadyPath are the app's (the Kubernetes runtime declares
+	// them in the pod; Docker needs neither).
+	Port      int
+	ReadyPath string
+	// Workspace, if set, is a volume kept across stops (the Kubernetes
+	// runtime only; config refuses it with Docker, which keeps a stopped
+	// container's files anyway).
+	Workspace *config.Workspace
 }

@@ -2,8 +2,12 @@ package sandboxmgr
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"time"
+
+	"github.com/previewgate/previewgate/config"
 )
 
 // Docker events keep the cache true when something outside the manager
@@ -23,6 +27,9 @@ const (
 	evUnpause = "unpause"
 	evStart   = "start"
 	evRename  = "rename"
+	// evKept (Kubernetes only): the pod is gone, its workspace kept
+	// (kube_workspace.go): the sandbox is stopped, as after a Docker stop.
+	evKept = "kept"
 )
 
 // watchedActions are the event actions asked from Docker.
@@ -70,7 +77,7 @@ func (m *Manager) watchEvents(ctx context.Context) {
 		if !first {
 			// Replay covers events after since; listing covers everything
 			// else (a first connection after Start already listed).
-			if err := m.refreshStates(ctx); err != nil && ctx.Err() == nil {
+			if err := m.resync(ctx); err != nil && ctx.Err() == nil {
 				m.log.DebugContext(ctx, "resync after events reconnect failed", "err", err)
 			}
 		}
@@ -104,20 +111,28 @@ func idFromName(name, pool string) (string, bool) {
 		return "", false
 	}
 	id, ok := strings.CutPrefix(name, "previewgate-")
-	if !ok || !ValidID(id) {
+	if !ok || !config.ValidID(id) {
 		return "", false
 	}
 	return id, true
 }
 
 // applyEvent updates the cache from one event. Events that take a
-// container down drop its cached endpoint; the next Ensure inspects Docker
-// and wakes it. Starts and unpauses only update the state: readiness is
-// the wake's to establish.
+// container down drop its cached endpoint and report its instance gone; the
+// next Ensure inspects Docker and wakes it. Starts and unpauses only update
+// the state: readiness is the wake's to establish.
 func (m *Manager) applyEvent(ev ctrEvent) {
+	var gone []string
+	defer func() { m.gone(gone...) }() // after the unlock below
 	if ev.Action == evRename {
 		if id, ok := idFromName(ev.OldName, ev.Pool); ok {
-			m.setState(id, "")
+			m.mu.Lock()
+			if sb := m.sandboxes[id]; sb != nil {
+				sb.state = ""
+				gone = append(gone, m.dropLocked(sb))
+				sb.last = nil // that container is no longer this sandbox's
+			}
+			m.mu.Unlock()
 		}
 	}
 	id, ok := idFromName(ev.Name, ev.Pool)
@@ -135,7 +150,7 @@ func (m *Manager) applyEvent(ev ctrEvent) {
 	case evPause:
 		if sb != nil {
 			sb.state = statePaused
-			sb.ep.Store(nil)
+			gone = append(gone, m.dropLocked(sb))
 		}
 	case evDie, evStop, evOOM:
 		if sb != nil {
@@ -143,20 +158,71 @@ func (m *Manager) applyEvent(ev ctrEvent) {
 				sb.stoppedAt = m.now()
 			}
 			sb.state = stateExited
-			sb.ep.Store(nil)
+			gone = append(gone, m.dropLocked(sb))
 		}
 	case evKill: // may be followed by die; either way do not trust the endpoint
 		if sb != nil {
-			sb.ep.Store(nil)
+			gone = append(gone, m.dropLocked(sb))
+		}
+	case evKept:
+		if sb != nil && (sb.container == "" || sb.container == ev.ID) {
+			if sb.state != stateExited {
+				sb.stoppedAt = m.now()
+			}
+			sb.state = stateExited
+			gone = append(gone, m.dropLocked(sb))
+			sb.last = nil // that pod never comes back
 		}
 	case evDestroy:
 		if sb != nil && (sb.container == "" || sb.container == ev.ID) {
 			sb.state = ""
 			sb.container = ""
-			sb.ep.Store(nil)
+			gone = append(gone, m.dropLocked(sb))
+			sb.last = nil
 		}
 	case evRename:
 		// Renamed to previewgate-<id>: a pool claim. Only the claimer can
-		// take that name, and it records the sandbox itself.
+		// take that name, and it records the sandbox itself. A run recorded
+		// under the name before belonged to another container.
+		if sb != nil && sb.last != nil && instanceContainer(sb.last.Instance) != ev.ID {
+			gone = append(gone, m.dropLocked(sb))
+			sb.last = nil
+		}
 	}
+}
+
+// resync follows an events reconnect: states from one list, then one
+// inspect per cached endpoint, because a restart while the stream was down
+// keeps the container (and maybe its address) but not its run.
+func (m *Manager) resync(ctx context.Context) error {
+	if err := m.refreshStates(ctx); err != nil {
+		return err
+	}
+	type cached struct {
+		sb *sandbox
+		ep *Endpoint
+	}
+	var list []cached
+	m.mu.RLock()
+	for _, sb := range m.sandboxes {
+		if ep := sb.ep.Load(); ep != nil {
+			list = append(list, cached{sb, ep})
+		}
+	}
+	m.mu.RUnlock()
+	for _, x := range list {
+		c, err := m.eng.Inspect(ctx, instanceContainer(x.ep.Instance))
+		if err != nil && !errors.Is(err, ErrNoContainer) {
+			return fmt.Errorf("resync %s: %w", x.sb.id, err)
+		}
+		same := err == nil && instanceOf(c) == x.ep.Instance && c.State == stateRunning && c.Name == ContainerName(x.sb.id)
+		var gone string
+		m.mu.Lock()
+		if !same && x.sb.ep.Load() == x.ep { // not replaced meanwhile
+			gone = m.dropLocked(x.sb)
+		}
+		m.mu.Unlock()
+		m.gone(gone)
+	}
+	return nil
 }

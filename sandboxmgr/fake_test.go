@@ -2,6 +2,7 @@ package sandboxmgr
 
 import (
 	"context"
+	"maps"
 	"net"
 	"strconv"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/testkit"
 )
 
 // fakeEngine keeps containers in memory. Every container's app is the
@@ -29,14 +31,64 @@ type fakeEngine struct {
 	// events, if set, serves Events; unset, Events blocks until ctx ends.
 	events func(ctx context.Context, since time.Time, fn func(ctrEvent)) error
 	lists  atomic.Int64
+	clock  atomic.Int64 // start times: every start is a new, later one
 }
 
 func newFake() *fakeEngine { return &fakeEngine{ctrs: make(map[string]*ctrInfo)} }
 
+// put adds a managed container (labels plus previewgate.managed=true).
 func (f *fakeEngine) put(name, state string, labels map[string]string) {
+	labels = maps.Clone(labels)
+	if labels == nil {
+		labels = make(map[string]string)
+	}
+	labels[LabelManaged] = "true"
+	f.putForeign(name, state, labels)
+}
+
+// putForeign adds a container with exactly labels.
+func (f *fakeEngine) putForeign(name, state string, labels map[string]string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.ctrs[name] = &ctrInfo{ID: "id-" + name, Name: name, State: state, Labels: labels, IP: "127.0.0.1"}
+	c := &ctrInfo{ID: "id-" + name, Name: name, State: state, Labels: labels, IP: "127.0.0.1"}
+	if state == stateRunning || state == statePaused {
+		c.StartedAt = f.startTime()
+	}
+	f.ctrs[name] = c
+}
+
+// putKept adds a managed sandbox of which only the workspace is kept (the
+// Kubernetes runtime's claim without a pod), stopped at stopped (zero:
+// not recorded).
+func (f *fakeEngine) putKept(name string, stopped time.Time, labels map[string]string) {
+	f.put(name, stateExited, labels)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ctrs[name].Kept, f.ctrs[name].StoppedAt = true, stopped
+}
+
+// startTime is the start time of the next start: now, but always later
+// than the one before (two starts are two runs).
+func (f *fakeEngine) startTime() time.Time {
+	for {
+		last, now := f.clock.Load(), time.Now().UnixNano()
+		if now <= last {
+			now = last + 1
+		}
+		if f.clock.CompareAndSwap(last, now) {
+			return time.Unix(0, now)
+		}
+	}
+}
+
+// restart stops and starts name again (docker restart): same ID, same
+// address, a new run.
+func (f *fakeEngine) restart(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.ctrs[name]
+	c.State = stateRunning
+	c.StartedAt = f.startTime()
 }
 
 func (f *fakeEngine) state(name string) string {
@@ -48,6 +100,20 @@ func (f *fakeEngine) state(name string) string {
 	return ""
 }
 
+// findLocked resolves ref as Docker does: a name, else a container ID.
+// f.mu must be held.
+func (f *fakeEngine) findLocked(ref string) *ctrInfo {
+	if c := f.ctrs[ref]; c != nil {
+		return c
+	}
+	for _, c := range f.ctrs {
+		if c.ID == ref {
+			return c
+		}
+	}
+	return nil
+}
+
 func (f *fakeEngine) Ping(context.Context) error { return nil }
 
 func (f *fakeEngine) Inspect(ctx context.Context, name string) (ctrInfo, error) {
@@ -57,33 +123,33 @@ func (f *fakeEngine) Inspect(ctx context.Context, name string) (ctrInfo, error) 
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c := f.ctrs[name]
+	c := f.findLocked(name)
 	if c == nil {
 		return ctrInfo{}, ErrNoContainer
 	}
 	return *c, nil
 }
 
-func (f *fakeEngine) Create(ctx context.Context, s ctrSpec) error {
+func (f *fakeEngine) Create(ctx context.Context, s ctrSpec) (string, error) {
 	if f.createHook != nil {
 		if err := f.createHook(ctx, s); err != nil {
-			return err
+			return "", err
 		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.ctrs[s.Name] != nil {
-		return errNameTaken
+	if c := f.ctrs[s.Name]; c != nil && !c.Kept { // a kept workspace gets a container again
+		return "", errNameTaken
 	}
 	f.creates.Add(1)
 	f.ctrs[s.Name] = &ctrInfo{ID: "id-" + s.Name, Name: s.Name, State: stateCreated, Labels: s.Labels, IP: "127.0.0.1", Image: s.Image}
-	return nil
+	return "id-" + s.Name, nil
 }
 
 func (f *fakeEngine) setState(name, from, to string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c := f.ctrs[name]
+	c := f.findLocked(name)
 	if c == nil {
 		return ErrNoContainer
 	}
@@ -95,7 +161,17 @@ func (f *fakeEngine) setState(name, from, to string) error {
 
 func (f *fakeEngine) Start(_ context.Context, name string) error {
 	f.starts.Add(1)
-	return f.setState(name, "startable", stateRunning)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.findLocked(name)
+	if c == nil {
+		return ErrNoContainer
+	}
+	if c.State == stateCreated || c.State == stateExited {
+		c.State = stateRunning
+		c.StartedAt = f.startTime()
+	}
+	return nil
 }
 
 func (f *fakeEngine) Unpause(_ context.Context, name string) error {
@@ -105,14 +181,14 @@ func (f *fakeEngine) Unpause(_ context.Context, name string) error {
 func (f *fakeEngine) Rename(_ context.Context, container, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c := f.ctrs[container]
+	c := f.findLocked(container)
 	if c == nil {
 		return ErrNoContainer
 	}
 	if f.ctrs[name] != nil {
 		return errNameTaken
 	}
-	delete(f.ctrs, container)
+	delete(f.ctrs, c.Name)
 	c.Name = name
 	f.ctrs[name] = c
 	return nil
@@ -129,10 +205,11 @@ func (f *fakeEngine) Stop(_ context.Context, name string) error {
 func (f *fakeEngine) Remove(_ context.Context, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.ctrs[name] == nil {
+	c := f.findLocked(name)
+	if c == nil {
 		return ErrNoContainer
 	}
-	delete(f.ctrs, name)
+	delete(f.ctrs, c.Name)
 	return nil
 }
 
@@ -167,21 +244,8 @@ func (f *fakeEngine) EnsureNetwork(context.Context, string, map[string]string) e
 // length of the test and returns a template pointing at it.
 func appListener(t *testing.T) *config.Template {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	addr := testkit.ServeTCP(t, func(net.Conn) {})
+	_, port, _ := net.SplitHostPort(addr)
 	p, _ := strconv.Atoi(port)
 	return &config.Template{Name: "fake", Image: "fake:latest", Port: p, Ready: config.Ready{Timeout: config.Duration(5e9)}}
 }

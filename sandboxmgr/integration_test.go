@@ -38,9 +38,10 @@ func newID() string {
 }
 
 type env struct {
-	cli     *client.Client
-	cfg     sandboxmgr.Config
-	network string
+	cli      *client.Client
+	cfg      sandboxmgr.Config
+	listener sandboxmgr.Listener // set on the managers e makes; may be nil
+	network  string
 }
 
 func newEnv(t *testing.T) *env {
@@ -58,6 +59,7 @@ func (e *env) manager(t *testing.T) *sandboxmgr.Manager {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
+	m.SetListener(e.listener)
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatalf("Start: %v", err)
 	}

@@ -35,6 +35,10 @@ var (
 	// ErrAsleep: the sandbox is stopped, paused or absent and the caller
 	// asked not to wake it (Options.NoWake). 503 with Retry-After.
 	ErrAsleep = errors.New("sandbox is asleep")
+	// ErrForeignContainer: a container has the sandbox's name but lacks
+	// this manager's scope labels (another gateway's, or nobody's). The
+	// manager leaves it alone. 409.
+	ErrForeignContainer = errors.New("container exists but is not managed by this gateway")
 )
 
 // Labels on every managed container.
@@ -49,6 +53,10 @@ const (
 	// stays after the container is claimed (labels cannot change); the
 	// claim is recorded by renaming the container to previewgate-<id>.
 	LabelPool = "previewgate.pool"
+	// LabelInstance scopes a development gateway to the containers it
+	// made: main sets it to an id kept in the data dir, so two development
+	// gateways on one engine never touch each other's sandboxes.
+	LabelInstance = "previewgate.instance"
 )
 
 // ContainerName is the Docker name of sandbox id's container. The name is
@@ -59,9 +67,15 @@ func ContainerName(id string) string { return "previewgate-" + id }
 type Config struct {
 	Host    string // Docker host. Zero means DOCKER_HOST or the default socket.
 	Network string // bridge network for sandboxes. Zero means "previewgate".
+	// Runtime is "docker" (zero) or "kubernetes" (then Kubernetes applies
+	// and Host does not; Network names the sandboxes' NetworkPolicy).
+	Runtime    string
+	Kubernetes KubeConfig
 	// Labels are added to every container, network and image the manager
 	// creates (tests use them to clean up). They also scope the manager:
-	// Start and List only see managed containers carrying all of them.
+	// a container lacking any of them (or previewgate.managed=true) is
+	// never started, unpaused, stopped, removed, listed, reaped, adopted or
+	// proxied to; Ensure on its name fails with ErrForeignContainer.
 	Labels map[string]string
 	// MaxConcurrentStarts caps creates/starts in flight. Zero means 4.
 	// Running sandboxes never wait for it; unpausing does not take a slot.
@@ -81,14 +95,8 @@ type Config struct {
 	// Templates resolves a template by name for background work (reaper, pool).
 	// Nil means none.
 	Templates func(name string) *config.Template
-	// BeforeStop, if set, is called before the reaper stops a sandbox that
-	// still has open long-lived connections (max_socket_idle), so the
-	// gateway can close them with 1001 (going away). It must not block long.
-	BeforeStop func(id string)
-	// OnColdStart, if set, is told about every wake that made a sandbox
-	// ready that was not running: kind is "wake" (start or unpause),
-	// "create" or "pool" (claimed from the warm pool). For metrics.
-	OnColdStart func(kind string, took time.Duration)
+	// Observer, if set, is told about cold starts (metrics).
+	Observer Observer
 	// ListTemplates returns every configured template, for the warm pool
 	// (templates with Pool > 0). Nil means no pool.
 	ListTemplates func() []*config.Template
@@ -143,6 +151,13 @@ type Endpoint struct {
 	ID       string
 	Addr     string // "ip:port", dialable from the gateway
 	Template string
+	// Instance names the run of the container behind Addr:
+	// "<container ID>@<start time in unix nanoseconds>". A restart of the
+	// same container (same ID, maybe the same address) is another instance,
+	// and so is another container that inherits the address. Upstream
+	// connections belong to one instance; Listener.InstanceGone says when
+	// it ends.
+	Instance string
 }
 
 // Info describes a managed sandbox for the admin API.
@@ -157,12 +172,13 @@ type Info struct {
 
 // Manager owns the managed containers.
 type Manager struct {
-	cfg  Config
-	log  *slog.Logger
-	eng  engine
-	now  func() time.Time
-	born time.Time    // when this manager was made: activity before it is unknown
-	stop func() error // closes the Docker client
+	cfg      Config
+	log      *slog.Logger
+	eng      engine
+	now      func() time.Time
+	born     time.Time                // when this manager was made: activity before it is unknown
+	stop     func() error             // closes the Docker client
+	listener atomic.Pointer[Listener] // set by SetListener
 
 	wakes   singleflight.Group // keyed by sandbox id
 	netWake singleflight.Group // one network create at a time
@@ -181,14 +197,27 @@ type Manager struct {
 	mu        sync.RWMutex        // guards sandboxes, reserved, closed, netReady, pool
 	sandboxes map[string]*sandbox // by id; entries live until Remove
 	pool      poolState
-	reserved  int // starts in flight, counted against MaxRunning
+	wakeTimes wakeTimes // own lock; typical wake durations (failure.go)
+	reserved  int       // starts in flight, counted against MaxRunning
 	closed    bool
 	netReady  bool // the managed network is known to exist
 }
 
-// New connects to Docker (lazily; it does not fail when the engine is down).
+// New connects to the runtime (lazily; it does not fail when the Docker
+// engine or the API server is down).
 func New(cfg Config, log *slog.Logger) (*Manager, error) {
 	cfg.applyDefaults()
+	switch cfg.Runtime {
+	case "", RuntimeDocker:
+	case RuntimeKubernetes:
+		eng, err := newKubeEngine(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return newManager(cfg, log, eng), nil
+	default:
+		return nil, fmt.Errorf("unknown runtime %q (want docker or kubernetes)", cfg.Runtime)
+	}
 	cli, err := newDockerClient(cfg.Host, cfg.DialTimeout)
 	if err != nil {
 		return nil, err
@@ -233,7 +262,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err := m.ensureNetwork(ctx); err != nil {
 		return err
 	}
-	list, err := m.eng.List(ctx, m.scopeLabels())
+	list, err := m.listOwned(ctx)
 	if err != nil {
 		return err
 	}
@@ -243,7 +272,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		if m.halfMade(c) {
 			// A gateway killed between create and start left it; the next
 			// request makes a whole one.
-			if err := m.eng.Remove(ctx, c.Name); err != nil && !errors.Is(err, ErrNoContainer) {
+			if err := m.eng.Remove(ctx, c.ID); err != nil && !errors.Is(err, ErrNoContainer) {
 				m.log.WarnContext(ctx, "remove half-made container", "container", c.Name, "err", err)
 			} else {
 				removed++
@@ -258,23 +287,27 @@ func (m *Manager) Start(ctx context.Context) error {
 			continue
 		}
 		seen[id] = true
-		if c.State == stateRunning {
-			// List has no start time; running ones are worth one inspect
-			// (the reaper needs it). A failure here is not fatal.
-			if full, err := m.eng.Inspect(ctx, c.Name); err == nil {
+		if c.State == stateRunning && c.StartedAt.IsZero() {
+			// Docker's list has no start time; running ones are worth one
+			// inspect (the reaper needs it). A failure here is not fatal.
+			// Kubernetes lists whole pods: no call per sandbox.
+			if full, err := m.inspectOwned(ctx, c.ID); err == nil {
 				c = full
 			}
 		}
 		m.observe(id, c)
 	}
+	var gone []string
 	m.mu.Lock()
 	for id, sb := range m.sandboxes {
 		if !seen[id] {
-			sb.ep.Store(nil)
+			gone = append(gone, m.dropLocked(sb))
+			sb.last = nil
 			sb.state = ""
 		}
 	}
 	m.mu.Unlock()
+	m.gone(gone...)
 	m.log.InfoContext(ctx, "sandboxes adopted", "count", len(seen), "half_made_removed", removed)
 	return nil
 }
@@ -297,22 +330,15 @@ func (m *Manager) startBackground() {
 		return
 	}
 	m.bg.Go(func() { m.watchEvents(m.ctx) })
+	if rec, ok := m.eng.(activityRecorder); ok {
+		m.bg.Go(func() { m.flushLoop(m.ctx, rec) })
+	}
 	if m.cfg.ReapEvery > 0 {
 		m.bg.Go(func() { m.reapLoop(m.ctx) })
 	}
 	if m.cfg.ListTemplates != nil {
 		m.bg.Go(func() { m.poolLoop(m.ctx) })
 	}
-}
-
-// scopeLabels selects the containers this manager owns.
-func (m *Manager) scopeLabels() map[string]string {
-	l := make(map[string]string, len(m.cfg.Labels)+1)
-	for k, v := range m.cfg.Labels {
-		l[k] = v
-	}
-	l[LabelManaged] = "true"
-	return l
 }
 
 // Close stops background work and waits for it. Wakes in flight are
@@ -333,16 +359,17 @@ func (m *Manager) Close() error {
 }
 
 // Forget drops the cached endpoint of id (e.g. after a dial to addr failed),
-// so the next Ensure checks Docker again. An endpoint that no longer points
-// at addr (already replaced by a newer wake) is kept.
+// so the next Ensure checks Docker again, and reports its instance to
+// Listener.InstanceGone. An endpoint that no longer points at addr (already
+// replaced by a newer wake, which reported the old instance) is kept.
 func (m *Manager) Forget(id, addr string) {
-	sb := m.lookup(id)
-	if sb == nil {
-		return
+	var gone string
+	m.mu.Lock()
+	if sb := m.sandboxes[id]; sb != nil && sb.last != nil && sb.last.Addr == addr {
+		gone = m.dropLocked(sb)
 	}
-	if ep := sb.ep.Load(); ep != nil && ep.Addr == addr {
-		sb.ep.CompareAndSwap(ep, nil)
-	}
+	m.mu.Unlock()
+	m.gone(gone)
 }
 
 // Cached returns id's endpoint if the manager knows it as running and
@@ -354,60 +381,6 @@ func (m *Manager) Cached(id string) (Endpoint, bool) {
 		}
 	}
 	return Endpoint{}, false
-}
-
-// List returns all managed sandboxes as Docker reports them (not the
-// unclaimed warm pool).
-func (m *Manager) List(ctx context.Context) ([]Info, error) {
-	list, err := m.eng.List(ctx, m.scopeLabels())
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Info, 0, len(list))
-	for _, c := range list {
-		id, ok := idFromName(c.Name, c.Labels[LabelPool])
-		if !ok {
-			continue // an unclaimed pool container is no sandbox yet
-		}
-		info := Info{ID: id, Template: c.Labels[LabelTemplate], State: c.State, Container: c.ID}
-		if sb := m.lookup(id); sb != nil {
-			info.LastActivity = sb.lastActive()
-			m.mu.RLock()
-			info.StartedAt = sb.startedAt
-			m.mu.RUnlock()
-		}
-		out = append(out, info)
-	}
-	return out, nil
-}
-
-// Stop stops sandbox id. ErrNoContainer if there is none.
-func (m *Manager) Stop(ctx context.Context, id string) error {
-	if !ValidID(id) {
-		return ErrNoContainer
-	}
-	err := m.eng.Stop(ctx, ContainerName(id))
-	if err == nil || errors.Is(err, ErrNoContainer) {
-		m.setState(id, stateExited)
-	}
-	return err
-}
-
-// Remove force-removes sandbox id. ErrNoContainer if there is none.
-func (m *Manager) Remove(ctx context.Context, id string) error {
-	if !ValidID(id) {
-		return ErrNoContainer
-	}
-	err := m.eng.Remove(ctx, ContainerName(id))
-	if err == nil || errors.Is(err, ErrNoContainer) {
-		m.mu.Lock()
-		if sb := m.sandboxes[id]; sb != nil {
-			sb.ep.Store(nil)
-			delete(m.sandboxes, id)
-		}
-		m.mu.Unlock()
-	}
-	return err
 }
 
 // Ping reports whether Docker is reachable (ErrUnavailable if not).
@@ -444,51 +417,4 @@ func (m *Manager) ensureNetwork(ctx context.Context) error {
 	m.netReady = true
 	m.mu.Unlock()
 	return nil
-}
-
-// ValidID reports whether id is a sandbox id: lowercase letters, digits and
-// inner hyphens, 1 to 55 characters (the container name must stay a valid
-// DNS label).
-func ValidID(id string) bool {
-	if len(id) == 0 || len(id) > 55 || id[0] == '-' || id[len(id)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-// StartStats reports start slots held now and the most ever held at once
-// (never more than MaxConcurrentStarts).
-func (m *Manager) StartStats() (inFlight, peak int) {
-	return int(m.startsInFlight.Load()), int(m.peakStarts.Load())
-}
-
-// States counts the sandboxes this manager knows by their last known Docker
-// state ("unknown" when not yet seen). For metrics; no Docker call.
-func (m *Manager) States() map[string]int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make(map[string]int)
-	for _, sb := range m.sandboxes {
-		st := sb.state
-		if st == "" {
-			st = "unknown"
-		}
-		out[st]++
-	}
-	return out
-}
-
-// SetMaxRunning changes the cap on running sandboxes (a config reload).
-// Running sandboxes above a lowered cap keep running; new starts wait
-// until there is room.
-func (m *Manager) SetMaxRunning(n int) {
-	if n > 0 {
-		m.maxRunning.Store(int64(n))
-	}
 }

@@ -33,6 +33,7 @@ func poolPrefix(template string) string { return "previewgate-pool-" + template 
 
 // poolCtr is one ready, unclaimed pool container.
 type poolCtr struct {
+	id    string // container ID: calls use it, never the name (scope.go)
 	name  string
 	image string // "" when unknown (adopted): taken as matching
 }
@@ -94,8 +95,8 @@ func (m *Manager) poolLoop(ctx context.Context) {
 func (m *Manager) fillPools(ctx context.Context) {
 	now := m.now()
 	for _, tpl := range m.cfg.ListTemplates() {
-		if tpl == nil || tpl.Pool <= 0 || tpl.Image == "" {
-			continue
+		if tpl == nil || tpl.Pool <= 0 || tpl.Image == "" || tpl.Workspace != nil {
+			continue // a pool pod could not mount the workspace of the sandbox it will serve
 		}
 		m.mu.Lock()
 		need := tpl.Pool - len(m.pool.ready[tpl.Name]) - m.pool.filling[tpl.Name]
@@ -140,21 +141,23 @@ func (m *Manager) fillOne(ctx context.Context, tpl *config.Template) {
 	if err != nil {
 		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			log.WarnContext(ctx, "pool refill failed", "err", err)
-			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			_ = m.eng.Remove(rctx, spec.Name)
-			rcancel()
+			if c.ID != "" { // what this refill created, nothing else
+				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+				_ = m.eng.Remove(rctx, c.ID)
+				rcancel()
+			}
 		}
 		return // on Close the half-made one is left to the next Start
 	}
 	m.mu.Lock()
-	m.pool.ready[tpl.Name] = append(m.pool.ready[tpl.Name], poolCtr{name: spec.Name, image: tpl.Image})
+	m.pool.ready[tpl.Name] = append(m.pool.ready[tpl.Name], poolCtr{id: c.ID, name: spec.Name, image: tpl.Image})
 	m.mu.Unlock()
 	ok = true
 	log.DebugContext(ctx, "pool container ready")
 }
 
 // createPool creates and starts spec within the start cap and returns it
-// inspected.
+// inspected. Once created, the result carries its ID even on error.
 func (m *Manager) createPool(ctx context.Context, spec ctrSpec) (ctrInfo, error) {
 	release, err := m.acquireStart(ctx)
 	if err != nil {
@@ -164,13 +167,15 @@ func (m *Manager) createPool(ctx context.Context, spec ctrSpec) (ctrInfo, error)
 	if err := m.ensureNetwork(ctx); err != nil {
 		return ctrInfo{}, err
 	}
-	if err := m.eng.Create(ctx, spec); err != nil {
+	id, err := m.eng.Create(ctx, spec)
+	if err != nil {
 		return ctrInfo{}, err
 	}
-	if err := m.eng.Start(ctx, spec.Name); err != nil {
-		return ctrInfo{}, err
+	if err := m.eng.Start(ctx, id); err != nil {
+		return ctrInfo{ID: id}, err
 	}
-	c, err := m.eng.Inspect(ctx, spec.Name)
+	c, err := m.eng.Inspect(ctx, id)
+	c.ID = id
 	if err == nil && c.IP == "" {
 		err = fmt.Errorf("pool container %s has no address on network %s", spec.Name, m.cfg.Network)
 	}
@@ -187,10 +192,10 @@ func (m *Manager) claim(ctx context.Context, id string, tpl *config.Template) er
 			return errNoPool
 		}
 		if pc.image != "" && pc.image != tpl.Image {
-			m.discardPool(pc.name) // made from an older template
+			m.discardPool(pc) // made from an older template
 			continue
 		}
-		err := m.eng.Rename(ctx, pc.name, ContainerName(id))
+		err := m.eng.Rename(ctx, pc.id, ContainerName(id))
 		switch {
 		case err == nil:
 			return nil // the caller refills the pool once the claim is answered
@@ -220,7 +225,7 @@ func (m *Manager) takePool(template string) (poolCtr, bool) {
 }
 
 // discardPool removes a pool container in the background.
-func (m *Manager) discardPool(name string) {
+func (m *Manager) discardPool(pc poolCtr) {
 	m.mu.RLock()
 	closed := m.closed
 	m.mu.RUnlock()
@@ -230,18 +235,19 @@ func (m *Manager) discardPool(name string) {
 	m.bg.Go(func() {
 		ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
 		defer cancel()
-		if err := m.eng.Remove(ctx, name); err != nil && !errors.Is(err, ErrNoContainer) {
-			m.log.WarnContext(ctx, "remove stale pool container", "container", name, "err", err)
+		if err := m.eng.Remove(ctx, pc.id); err != nil && !errors.Is(err, ErrNoContainer) {
+			m.log.WarnContext(ctx, "remove stale pool container", "container", pc.name, "err", err)
 		}
 	})
 }
 
-// adoptPool takes an unclaimed pool container found at Start back into the
-// pool if it runs; one that does not is removed.
+// adoptPool takes an unclaimed pool container found at Start (owned: it
+// came from listOwned) back into the pool if it runs; one that does not is
+// removed.
 func (m *Manager) adoptPool(ctx context.Context, c ctrInfo) {
 	tpl := c.Labels[LabelPool]
 	if c.State != stateRunning {
-		if err := m.eng.Remove(ctx, c.Name); err != nil && !errors.Is(err, ErrNoContainer) {
+		if err := m.eng.Remove(ctx, c.ID); err != nil && !errors.Is(err, ErrNoContainer) {
 			m.log.WarnContext(ctx, "remove stopped pool container", "container", c.Name, "err", err)
 		}
 		return
@@ -253,7 +259,7 @@ func (m *Manager) adoptPool(ctx context.Context, c ctrInfo) {
 			return
 		}
 	}
-	m.pool.ready[tpl] = append(m.pool.ready[tpl], poolCtr{name: c.Name, image: c.Image})
+	m.pool.ready[tpl] = append(m.pool.ready[tpl], poolCtr{id: c.ID, name: c.Name, image: c.Image})
 }
 
 func randomHex() string {

@@ -1,6 +1,10 @@
 package sandboxmgr
 
-import "github.com/previewgate/previewgate/config"
+import (
+	"time"
+
+	"github.com/previewgate/previewgate/config"
+)
 
 // Wake phases, in order, as shown on the gateway's waiting page.
 const (
@@ -17,6 +21,12 @@ type Progress struct {
 	Phase string // one of the Phase constants; "" if no wake is known
 	Msg   string // detail for people, e.g. "waiting for port 3000"
 	Err   error  // PhaseFailed only: the wake's error, as Ensure returns it
+	// Logs is the container's last output (sanitized, at most
+	// LogTailLines lines): live while it starts, the final lines when it
+	// failed.
+	Logs    []string
+	Elapsed time.Duration // since the wake began; zero when failed or unknown
+	Typical time.Duration // how long wakes of its template took lately; zero: unknown
 }
 
 func (m *Manager) setPhase(id, phase, msg string) {
@@ -41,7 +51,7 @@ func (m *Manager) Progress(id string) Progress {
 		if p.Phase == PhaseReady { // ready once, dropped since (stopped, killed)
 			return Progress{}
 		}
-		return *p
+		return m.withDiag(sb, *p)
 	}
 	return Progress{}
 }
@@ -50,7 +60,7 @@ func (m *Manager) Progress(id string) Progress {
 // caller follows it with Progress. The wake is owned by the manager; Close
 // cancels and waits for it.
 func (m *Manager) Wake(id string, tpl *config.Template, opts Options) {
-	if !ValidID(id) {
+	if !config.ValidID(id) {
 		return
 	}
 	m.mu.RLock()

@@ -2,6 +2,7 @@ package sandboxmgr
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -44,8 +45,7 @@ func TestWakeProgressFailed(t *testing.T) {
 	if p.Err == nil {
 		t.Error("failed without an error")
 	}
-	var zero Progress
-	if got := m.Progress("never"); got != zero {
+	if got := m.Progress("never"); !reflect.DeepEqual(got, Progress{}) {
 		t.Errorf("got %+v for an unknown id, want zero", got)
 	}
 }

@@ -3,13 +3,14 @@ package sandboxmgr
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/previewgate/previewgate/internal/testkit"
 )
 
 func TestWaitReady(t *testing.T) {
@@ -40,7 +41,7 @@ func TestWaitReady(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			addr := closedAddr(t)
+			addr := testkit.DeadAddr(t)
 			if tc.handler != nil {
 				srv := httptest.NewServer(tc.handler)
 				t.Cleanup(srv.Close)
@@ -61,14 +62,3 @@ func TestWaitReady(t *testing.T) {
 }
 
 var errBoom = errors.New("boom")
-
-// closedAddr is a loopback address where nothing listens.
-func closedAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}

@@ -15,15 +15,17 @@ import (
 //     per idle_action);
 //   - running with open sockets but no request for max_socket_idle: stop
 //     anyway (a tab left open overnight keeps its HMR socket alive forever),
-//     calling Config.BeforeStop first so the gateway closes the sockets with
+//     calling Listener.BeforeStop first so the gateway closes the sockets with
 //     1001;
 //   - stopped (or paused) for remove_after: remove.
 //
 // Activity lives in memory. After a gateway restart a sandbox counts as
 // active from the restart (or from its container's start, if later), so a
-// restart never reaps at once what it cannot judge. A stop or pause is
-// serialized with wakes (sandbox.op): a request arriving meanwhile waits for
-// the stop and then wakes the sandbox again.
+// restart never reaps at once what it cannot judge; a kept Kubernetes
+// workspace whose stop the runtime recorded counts from that stop
+// (kube_workspace.go). A stop or pause is serialized with wakes
+// (sandbox.op): a request arriving meanwhile waits for the stop and then
+// wakes the sandbox again.
 
 // reapLoop runs the reaper every Config.ReapEvery until ctx ends.
 func (m *Manager) reapLoop(ctx context.Context) {
@@ -83,7 +85,13 @@ func (m *Manager) decideLocked(sb *sandbox, tpl *config.Template, now time.Time)
 			return reapSockets
 		}
 	case stateExited, statePaused:
-		if now.Sub(latest(last, sb.stoppedAt)) >= tpl.RemoveAfter.D() {
+		since := latest(last, sb.stoppedAt)
+		if !sb.stopRecorded.IsZero() {
+			// The runtime knows when it stopped (a kept workspace): no need
+			// to count from this manager's start.
+			since = latest(sb.lastActive(), sb.stopRecorded, sb.stoppedAt)
+		}
+		if now.Sub(since) >= tpl.RemoveAfter.D() {
 			return reapRemove
 		}
 	}
@@ -102,34 +110,60 @@ func (m *Manager) reapOne(ctx context.Context, sb *sandbox) {
 	tpl = withReapDefaults(tpl)
 	m.mu.RLock()
 	act := m.decideLocked(sb, tpl, m.now())
+	running := sb.state == stateRunning
 	m.mu.RUnlock()
-	if act == reapNothing {
-		return
-	}
-	name := ContainerName(sb.id)
-	log := m.log.With("sandbox", sb.id)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	limit := tpl.IdleTimeout.D()
+	sockets := sb.holds.Load() > 0
+	if sockets {
+		limit = tpl.MaxSocketIdle.D()
+	}
+	// A sampled signal (Docker's network counters) moves with the open
+	// sockets' own traffic too, so with sockets open it would keep the
+	// sandbox up past max_socket_idle forever: this replica's view decides.
+	shared := !sockets || !m.sharedSampled()
+	if act == reapNothing {
+		if running && shared {
+			idle := m.now().Sub(latest(sb.lastActive(), sb.startedAtRLocked(m), m.born))
+			m.sampleShared(ctx, sb, idle, limit)
+		}
+		return
+	}
+	// Idle here; maybe not on another replica (shared.go).
+	if (act == reapIdle || act == reapSockets) && shared && !m.sharedIdle(ctx, sb, limit) {
+		return
+	}
+	log := m.log.With("sandbox", sb.id)
 	var err error
 	switch act {
 	case reapIdle, reapSockets:
-		sb.ep.Store(nil) // new requests go through Ensure and wait for sb.op
+		// New requests go through Ensure and wait for sb.op. The instance
+		// is reported gone only once it is stopped: a request arriving now
+		// keeps it up.
+		sb.ep.Store(nil)
 		m.mu.RLock()
 		again := m.decideLocked(sb, tpl, m.now())
 		m.mu.RUnlock()
 		if again != act {
 			return // a request came in meanwhile; it re-probes at worst
 		}
-		if act == reapSockets && m.cfg.BeforeStop != nil {
-			m.cfg.BeforeStop(sb.id)
+		// Act on the container found under the name only if it is ours,
+		// and by its ID (scope.go).
+		var c ctrInfo
+		if c, err = m.ownedByID(ctx, sb.id); err != nil {
+			break
+		}
+		if act == reapSockets {
+			m.beforeStop(sb.id)
 		}
 		if act == reapIdle && tpl.IdleAction == config.IdlePause {
-			err = m.eng.Pause(ctx, name)
+			err = m.eng.Pause(ctx, c.ID)
 			if err == nil {
 				m.setStopped(sb, statePaused)
 			}
 		} else {
-			err = m.eng.Stop(ctx, name)
+			err = m.eng.Stop(ctx, c.ID)
 			if err == nil {
 				m.setStopped(sb, stateExited)
 			}
@@ -149,12 +183,18 @@ func (m *Manager) reapOne(ctx context.Context, sb *sandbox) {
 	log.InfoContext(ctx, "idle sandbox reaped", "action", act.String())
 }
 
+// setStopped records that the reaper stopped or paused sb (or found its
+// container gone: state "") and reports its instance gone.
 func (m *Manager) setStopped(sb *sandbox, state string) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	sb.state = state
 	sb.stoppedAt = m.now()
-	sb.ep.Store(nil)
+	gone := m.dropLocked(sb)
+	if state == "" {
+		sb.last = nil
+	}
+	m.mu.Unlock()
+	m.gone(gone)
 }
 
 func (a reapAction) String() string {

@@ -17,15 +17,21 @@ func reapWorld(t *testing.T, tpl config.Template, beforeStop func(string)) (*Man
 	f := newFake()
 	f.put(ContainerName("a"), stateRunning, map[string]string{LabelManaged: "true", LabelSandbox: "a", LabelTemplate: "t"})
 	m := newManager(Config{
-		Templates:  func(name string) *config.Template { return map[string]*config.Template{"t": &tpl}[name] },
-		BeforeStop: beforeStop,
+		Templates: func(name string) *config.Template { return map[string]*config.Template{"t": &tpl}[name] },
 	}, nil, f)
+	m.SetListener(stopListener(beforeStop))
 	t.Cleanup(func() { m.Close() })
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	return m, f
 }
+
+// stopListener is a Listener that reports BeforeStop only.
+type stopListener func(id string)
+
+func (f stopListener) BeforeStop(id string) { f(id) }
+func (stopListener) InstanceGone(string)    {}
 
 func dur(d time.Duration) config.Duration { return config.Duration(d) }
 

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"strconv"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -23,7 +21,8 @@ import (
 // existing sandbox: then a missing container is ErrNoContainer.
 //
 // Errors wrap ErrInvalidID, ErrNoContainer, ErrUnavailable, ErrCapacity,
-// ErrNotReady, ErrNoImage, or ctx's error.
+// ErrNotReady, ErrNoImage, ErrForeignContainer (the name is on a container
+// this manager does not own; it is left alone), or ctx's error.
 func (m *Manager) Ensure(ctx context.Context, id string, tpl *config.Template) (Endpoint, error) {
 	return m.EnsureWith(ctx, id, tpl, Options{})
 }
@@ -52,7 +51,7 @@ func (m *Manager) EnsureWith(ctx context.Context, id string, tpl *config.Templat
 			return *ep, nil
 		}
 	}
-	if !ValidID(id) {
+	if !config.ValidID(id) {
 		return Endpoint{}, fmt.Errorf("%w: %q", ErrInvalidID, id)
 	}
 	if opts.NoWake {
@@ -83,7 +82,7 @@ func (m *Manager) mayJoin(ctx context.Context, id string) error {
 	if sb := m.lookup(id); sb != nil && sb.waking.Load() > 0 {
 		return nil
 	}
-	c, err := m.eng.Inspect(ctx, ContainerName(id))
+	c, err := m.inspectOwned(ctx, ContainerName(id))
 	switch {
 	case errors.Is(err, ErrNoContainer):
 		return fmt.Errorf("sandbox %s: %w (no container)", id, ErrAsleep)
@@ -124,6 +123,7 @@ func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Templ
 	ctx = context.WithValue(ctx, readyClockKey{}, clock)
 
 	m.setPhase(id, PhaseQueued, "")
+	m.beginDiag(id, tpl)
 	ep, err := m.wake(ctx, id, tpl, onCreate)
 	if err == nil {
 		m.setPhase(id, PhaseReady, "")
@@ -136,6 +136,9 @@ func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Templ
 	case context.Cause(ctx) == errReadyTimeout &&
 		!errors.Is(err, ErrNotReady) && !errors.Is(err, ErrCapacity) && !errors.Is(err, ErrUnavailable):
 		err = fmt.Errorf("%w: %w: %w", ErrNotReady, errReadyTimeout, err)
+	}
+	if m.ctx.Err() == nil {
+		err = m.explainFailure(id, err, context.Cause(ctx) == errReadyTimeout)
 	}
 	return Endpoint{}, fmt.Errorf("sandbox %s: %w", id, err)
 }
@@ -198,120 +201,201 @@ func readyTimeout(tpl *config.Template) time.Duration {
 
 // wake drives id's container to running, then waits for its app.
 func (m *Manager) wake(ctx context.Context, id string, tpl *config.Template, onCreate func() error) (Endpoint, error) {
-	name := ContainerName(id)
 	log := m.log.With("sandbox", id)
 	t0 := m.now()
-	action := "found running"
-	starts := 0 // a container that exits at once is not restarted forever
+	r := runner{m: m, id: id, name: ContainerName(id), tpl: tpl, onCreate: onCreate, log: log, action: "found running"}
+	c, err := r.run(ctx)
+	if r.claimed {
+		// Refill after this wake, not during it: the refill's create and
+		// start would compete with the claim's inspect and probe for the
+		// Docker daemon.
+		defer m.kickPool()
+	}
+	if err != nil {
+		return Endpoint{}, err
+	}
+	ep, err := m.awaitApp(ctx, id, tpl, c)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	took := m.now().Sub(t0)
+	log.InfoContext(ctx, "sandbox ready", "action", r.action, "took", took, "addr", ep.Addr)
+	if kind := coldStartKind(r.action); kind != "" {
+		m.coldStart(kind, took)
+		m.wakeTimes.record(ep.Template, took)
+	}
+	return ep, nil
+}
 
-	c, err := m.eng.Inspect(ctx, name)
+// runner drives one sandbox's container to running: create (or claim from
+// the pool) when absent, unpause, start, or wait for another caller's
+// create or start. action says what it did, for the log and metrics.
+type runner struct {
+	m        *Manager
+	id, name string
+	tpl      *config.Template
+	onCreate func() error
+	log      *slog.Logger
+	action   string
+	starts   int  // a container that exits at once is not restarted forever
+	claimed  bool // claimed from the warm pool
+}
+
+// run returns the running container. Every container acted on was
+// inspected and found owned; calls take its ID, not the name another
+// container could take meanwhile.
+func (r *runner) run(ctx context.Context) (ctrInfo, error) {
+	m := r.m
+	c, err := m.inspectOwned(ctx, r.name)
 	for err != nil || c.State != stateRunning {
 		switch {
+		case errors.Is(err, ErrForeignContainer):
+			m.disown(r.id)
+			return ctrInfo{}, err
 		case errors.Is(err, ErrNoContainer):
-			if tpl == nil {
-				return Endpoint{}, fmt.Errorf("%w (no template to create it from)", ErrNoContainer)
-			}
-			if action != "adopted" {
-				action = "created"
-			}
-			if onCreate != nil {
-				if err := onCreate(); err != nil {
-					return Endpoint{}, err
-				}
-				onCreate = nil // a create that raced and is retried counts once
-			}
-			err = errNoPool
-			if tpl.Pool > 0 && action == "created" {
-				if err = m.claim(ctx, id, tpl); err == nil {
-					action = "claimed from pool"
-					// Refill after this wake, not during it: the refill's
-					// create and start would compete with the claim's
-					// inspect and probe for the Docker daemon.
-					defer m.kickPool()
-				} else if !errors.Is(err, errNameTaken) && !errors.Is(err, errNoPool) {
-					log.WarnContext(ctx, "pool claim failed, creating", "err", err)
-					err = errNoPool
-				}
-			}
-			if errors.Is(err, errNoPool) {
-				err = m.create(ctx, id, tpl)
-				if err == nil {
-					starts++
-				}
-			}
-			if errors.Is(err, errNameTaken) {
-				// Another caller, maybe another replica, owns the name and
-				// is creating it: wait for that container, never make a
-				// second. Docker reserves the name before the container can
-				// be inspected, so give the other create a moment.
-				if action != "adopted" {
-					log.InfoContext(ctx, "create raced, adopting the other container")
-				}
-				action = "adopted"
-				err = sleep(ctx, 20*time.Millisecond)
+			var final bool
+			if final, err = r.absent(ctx, false); final {
+				return ctrInfo{}, err
 			}
 		case err != nil:
-			return Endpoint{}, err
+			return ctrInfo{}, err
+		case c.Kept && r.starts >= 2:
+			return ctrInfo{}, fmt.Errorf("%w: %w: the pods of %s ended right after start", ErrNotReady, errCrashLoop, r.name)
+		case c.Kept:
+			// Kubernetes: the pod is gone, its workspace kept. A new pod
+			// on it is a wake of this sandbox, not a new one.
+			if r.tpl == nil {
+				r.tpl = m.cfg.Templates(c.Labels[LabelTemplate])
+			}
+			var final bool
+			if final, err = r.absent(ctx, true); final {
+				return ctrInfo{}, err
+			}
 		case c.State == statePaused:
-			action = "unpaused"
-			m.setPhase(id, PhaseStarting, "")
-			err = m.eng.Unpause(ctx, name)
-		case c.State == stateExited && starts >= 2:
-			return Endpoint{}, fmt.Errorf("%w: container %s exited with code %d right after start", ErrNotReady, name, c.ExitCode)
-		case c.State == stateCreated && starts > 0:
+			r.action = "unpaused"
+			m.setPhase(r.id, PhaseStarting, "")
+			err = m.eng.Unpause(ctx, c.ID)
+		case c.State == stateExited && r.starts >= 2:
+			return ctrInfo{}, fmt.Errorf("%w: %w: container %s exited with code %d right after start", ErrNotReady, errCrashLoop, r.name, c.ExitCode)
+		case c.State == stateCreated && r.starts > 0:
 			// Still "created" after a start: another caller's start (a
 			// replica that won the create) is in flight. Let it finish.
 			err = sleep(ctx, 20*time.Millisecond)
 		case c.State == stateCreated || c.State == stateExited:
-			starts++
-			action = "started"
-			err = m.start(ctx, id, name)
+			r.starts++
+			r.action = "started"
+			err = m.start(ctx, r.id, c.ID)
 		case c.State == stateRestarting || c.State == stateRemoving:
 			err = sleep(ctx, 50*time.Millisecond)
 		default:
-			return Endpoint{}, fmt.Errorf("container %s is %s (remove it to recreate)", name, c.State)
+			return ctrInfo{}, fmt.Errorf("container %s is %s (remove it to recreate)", r.name, c.State)
 		}
 		if err != nil && !errors.Is(err, ErrNoContainer) {
 			// Someone else may have changed it meanwhile (a start or
 			// unpause racing ours); it only matters if it is not running now.
-			if c2, ierr := m.eng.Inspect(ctx, name); ierr == nil && c2.State == stateRunning {
+			if c2, ierr := m.inspectOwned(ctx, r.name); ierr == nil && c2.State == stateRunning {
 				c, err = c2, nil
 				continue
 			}
-			return Endpoint{}, err
+			return ctrInfo{}, err
 		}
-		c, err = m.eng.Inspect(ctx, name)
+		c, err = m.inspectOwned(ctx, r.name)
 	}
+	return c, nil
+}
+
+// absent makes the missing container: claimed from the warm pool or
+// created; a create that raced another caller (maybe another replica)
+// waits for that one's container instead. kept: only the sandbox's
+// workspace is left, so the container is created on it, neither charged
+// as a new sandbox nor taken from the pool. final: the wake fails with
+// err (no template, the create quota), whatever the container does
+// meanwhile.
+func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) {
+	m, tpl := r.m, r.tpl
+	if tpl == nil {
+		return true, fmt.Errorf("%w (no template to create it from)", ErrNoContainer)
+	}
+	switch {
+	case kept:
+		r.action = "started"
+	case r.action != "adopted":
+		r.action = "created"
+	}
+	if r.onCreate != nil && !kept {
+		if err := r.onCreate(); err != nil {
+			return true, err
+		}
+		r.onCreate = nil // a create that raced and is retried counts once
+	}
+	err = errNoPool
+	if tpl.Pool > 0 && tpl.Workspace == nil && r.action == "created" {
+		if err = m.claim(ctx, r.id, tpl); err == nil {
+			r.action, r.claimed = "claimed from pool", true
+		} else if !errors.Is(err, errNameTaken) && !errors.Is(err, errNoPool) {
+			r.log.WarnContext(ctx, "pool claim failed, creating", "err", err)
+			err = errNoPool
+		}
+	}
+	if errors.Is(err, errNoPool) {
+		if err = m.create(ctx, r.id, tpl); err == nil {
+			r.starts++
+		}
+	}
+	if errors.Is(err, errNameTaken) {
+		// Another caller owns the name and is creating it: wait for that
+		// container, never make a second. Docker reserves the name before
+		// the container can be inspected, so give the other create a
+		// moment.
+		if r.action != "adopted" {
+			r.log.InfoContext(ctx, "create raced, adopting the other container")
+		}
+		r.action = "adopted"
+		err = sleep(ctx, 20*time.Millisecond)
+	}
+	return false, err
+}
+
+// awaitApp records running container c as id's current run, waits until
+// its app is ready and caches its endpoint.
+func (m *Manager) awaitApp(ctx context.Context, id string, tpl *config.Template, c ctrInfo) (Endpoint, error) {
+	name := ContainerName(id)
 	m.mu.Lock()
-	m.observeLocked(m.sandboxLocked(id), c)
+	gone := m.observeLocked(m.sandboxLocked(id), c)
 	m.mu.Unlock()
+	m.gone(gone) // a run we handed out before is over
 
 	eff := m.effectiveTemplate(tpl, c)
 	if c.IP == "" {
 		return Endpoint{}, fmt.Errorf("container %s has no address on network %s", name, m.cfg.Network)
 	}
-	ep := Endpoint{ID: id, Addr: endpointAddr(c, eff.Port), Template: c.Labels[LabelTemplate]}
+	inst := instanceOf(c)
+	if inst == "" {
+		return Endpoint{}, fmt.Errorf("container %s is running but reports no start time", name)
+	}
+	ep := Endpoint{ID: id, Addr: endpointAddr(c, eff.Port), Template: c.Labels[LabelTemplate], Instance: inst}
 	m.setPhase(id, PhaseWaitingPort, fmt.Sprintf("waiting for port %d", eff.Port))
-	err = waitReady(ctx, ep.Addr, eff.Ready.Path, func(ctx context.Context) error {
-		c, err := m.eng.Inspect(ctx, name)
+	stopLogs := m.watchLogs(ctx, id, c.ID) // shown live on the waiting page
+	defer stopLogs()
+	err := waitReady(ctx, ep.Addr, eff.Ready.Path, func(ctx context.Context) error {
+		now, err := m.eng.Inspect(ctx, c.ID)
 		switch {
 		case err != nil:
 			return err
-		case c.State == stateExited || c.State == stateDead:
-			return fmt.Errorf("%w: container %s %s with code %d", ErrNotReady, name, c.State, c.ExitCode)
+		case now.State == stateExited || now.State == stateDead:
+			return fmt.Errorf("%w: %w: container %s %s with code %d", ErrNotReady, errExited, name, now.State, now.ExitCode)
+		case now.Name != name:
+			return fmt.Errorf("%w: container %s was renamed to %s while starting", ErrNotReady, name, now.Name)
 		}
 		return nil
 	})
 	if err != nil {
 		return Endpoint{}, err
 	}
-	sb := m.sandboxFor(id)
-	sb.ep.Store(&ep)
-	took := m.now().Sub(t0)
-	log.InfoContext(ctx, "sandbox ready", "action", action, "took", took, "addr", ep.Addr)
-	if kind := coldStartKind(action); kind != "" && m.cfg.OnColdStart != nil {
-		m.cfg.OnColdStart(kind, took)
-	}
+	m.mu.Lock()
+	gone = m.cacheLocked(m.sandboxLocked(id), &ep)
+	m.mu.Unlock()
+	m.gone(gone)
 	return ep, nil
 }
 
@@ -340,203 +424,53 @@ func (m *Manager) effectiveTemplate(tpl *config.Template, c ctrInfo) *config.Tem
 	return &config.Template{}
 }
 
-// start starts an existing container within the start limits.
-func (m *Manager) start(ctx context.Context, id, name string) error {
+// start starts an existing container (its ID) within the start limits.
+func (m *Manager) start(ctx context.Context, id, ctr string) error {
 	release, err := m.acquireStart(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
 	m.setPhase(id, PhaseStarting, "")
-	if err := m.eng.Start(ctx, name); err != nil {
+	if err := m.eng.Start(ctx, ctr); err != nil {
 		return err
 	}
 	m.markRunning(id)
 	return nil
-}
-
-// create creates and starts id's container from tpl within the start
-// limits. errNameTaken if the name is already in use.
-func (m *Manager) create(ctx context.Context, id string, tpl *config.Template) error {
-	spec, err := m.spec(id, tpl)
-	if err != nil {
-		return err
-	}
-	release, err := m.acquireStart(ctx)
-	if err != nil {
-		return err
-	}
-	defer release()
-	if err := m.ensureNetwork(ctx); err != nil {
-		return err
-	}
-	m.setPhase(id, PhaseCreating, "")
-	err = m.eng.Create(ctx, spec)
-	if errors.Is(err, errNoNetwork) { // removed behind our back: make it again
-		m.mu.Lock()
-		m.netReady = false
-		m.mu.Unlock()
-		if err := m.ensureNetwork(ctx); err != nil {
-			return err
-		}
-		err = m.eng.Create(ctx, spec)
-	}
-	if err != nil {
-		return err
-	}
-	m.setPhase(id, PhaseStarting, "")
-	if err := m.eng.Start(ctx, spec.Name); err != nil {
-		return err
-	}
-	m.markRunning(id)
-	return nil
-}
-
-// spec resolves tpl into the container to create for id.
-func (m *Manager) spec(id string, tpl *config.Template) (ctrSpec, error) {
-	if tpl.Image == "" {
-		return ctrSpec{}, fmt.Errorf("template %q has no image", tpl.Name)
-	}
-	port := tpl.Port
-	if port <= 0 {
-		port = 3000
-	}
-	labels := maps.Clone(m.cfg.Labels)
-	if labels == nil {
-		labels = make(map[string]string, 4)
-	}
-	labels[LabelManaged] = "true"
-	labels[LabelSandbox] = id
-	labels[LabelTemplate] = tpl.Name
-	labels[LabelPort] = strconv.Itoa(port)
-	env := make([]string, 0, len(tpl.Env))
-	for k, v := range tpl.Env {
-		env = append(env, k+"="+v)
-	}
-	slices.Sort(env)
-	return ctrSpec{
-		Name:     ContainerName(id),
-		Image:    tpl.Image,
-		Cmd:      tpl.Cmd,
-		Env:      env,
-		Labels:   labels,
-		Network:  m.cfg.Network,
-		Memory:   int64(tpl.Memory),
-		CPUs:     tpl.CPUs,
-		Pids:     tpl.Pids,
-		CapAdd:   tpl.CapAdd,
-		ReadOnly: tpl.ReadOnly,
-	}, nil
-}
-
-// acquireStart takes a running-capacity reservation and a start slot.
-// The returned func gives both back; by then a started sandbox is counted
-// as running through its state.
-func (m *Manager) acquireStart(ctx context.Context) (release func(), err error) {
-	if !m.reserve() {
-		// The count may be stale (containers stopped behind our back):
-		// ask Docker once before refusing.
-		if err := m.refreshStates(ctx); err != nil {
-			return nil, err
-		}
-		if !m.reserve() {
-			return nil, fmt.Errorf("%w: %d sandboxes running or starting", ErrCapacity, m.maxRunning.Load())
-		}
-	}
-	unreserve := func() {
-		m.mu.Lock()
-		m.reserved--
-		m.mu.Unlock()
-	}
-	select {
-	case m.queued <- struct{}{}:
-	default:
-		unreserve()
-		return nil, fmt.Errorf("%w: %d starts queued", ErrCapacity, cap(m.queued))
-	}
-	// Time in the queue is capacity's, not the app's: it does not count
-	// against the wake's ready timeout.
-	if clock, _ := ctx.Value(readyClockKey{}).(*readyClock); clock != nil {
-		clock.pause()
-		defer clock.resume()
-	}
-	t := time.NewTimer(m.cfg.StartQueueTimeout)
-	defer t.Stop()
-	select {
-	case m.slots <- struct{}{}:
-		<-m.queued
-	case <-t.C:
-		<-m.queued
-		unreserve()
-		return nil, fmt.Errorf("%w: no start slot within %s", ErrCapacity, m.cfg.StartQueueTimeout)
-	case <-ctx.Done():
-		<-m.queued
-		unreserve()
-		return nil, fmt.Errorf("wait for a start slot: %w", context.Cause(ctx))
-	}
-	n := m.startsInFlight.Add(1)
-	for {
-		peak := m.peakStarts.Load()
-		if n <= peak || m.peakStarts.CompareAndSwap(peak, n) {
-			break
-		}
-	}
-	return func() {
-		m.startsInFlight.Add(-1)
-		<-m.slots
-		unreserve()
-	}, nil
-}
-
-// reserve counts a start against MaxRunning if there is room.
-func (m *Manager) reserve() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if int64(m.runningLocked()+m.reserved) >= m.maxRunning.Load() {
-		return false
-	}
-	m.reserved++
-	return true
 }
 
 // refreshStates re-reads every managed container's state from Docker.
 func (m *Manager) refreshStates(ctx context.Context) error {
-	list, err := m.eng.List(ctx, m.scopeLabels())
+	list, err := m.listOwned(ctx)
 	if err != nil {
 		return err
 	}
-	states := make(map[string]string, len(list))
+	states := make(map[string]ctrInfo, len(list))
 	for _, c := range list {
 		if id, ok := idFromName(c.Name, c.Labels[LabelPool]); ok {
-			states[id] = c.State
+			states[id] = c
 		}
 	}
+	var gone []string
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	for id, sb := range m.sandboxes {
-		sb.state = states[id]
-		if sb.state != stateRunning {
-			sb.ep.Store(nil)
+		sb.state = states[id].State
+		switch {
+		case sb.state != stateRunning:
+			if sb.ep.Load() != nil || sb.last != nil && sb.state == "" {
+				gone = append(gone, m.dropLocked(sb))
+			}
+			if sb.state == "" {
+				sb.last = nil
+			}
+		case sb.last != nil && states[id].ID != instanceContainer(sb.last.Instance):
+			gone = append(gone, m.dropLocked(sb))
+			sb.last = nil
 		}
 	}
-	return nil
-}
-
-// runningLocked counts sandboxes holding resources. m.mu must be held.
-func (m *Manager) runningLocked() int {
-	n := 0
-	for _, sb := range m.sandboxes {
-		if sb.state == stateRunning || sb.state == statePaused {
-			n++
-		}
-	}
-	return n
-}
-
-func (m *Manager) markRunning(id string) {
-	m.mu.Lock()
-	m.sandboxLocked(id).state = stateRunning
 	m.mu.Unlock()
+	m.gone(gone...)
+	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

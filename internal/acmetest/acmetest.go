@@ -4,7 +4,8 @@
 // loopback listeners and clients around them. The certs tests use it against
 // a stand-in handler, the gateway and main tests against the real gateway.
 //
-// Everything started here is stopped in t.Cleanup.
+// Everything started here is stopped in t.Cleanup; it listens on loopback
+// only and is never used outside tests.
 package acmetest
 
 import (
@@ -50,17 +51,6 @@ func (w *testWriter) Write(p []byte) (int, error) {
 		w.t.Log(strings.TrimRight(string(p), "\n"))
 	}
 	return len(p), nil
-}
-
-// Listen returns a loopback TCP listener on a random port, closed at cleanup.
-func Listen(t testing.TB) net.Listener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	return ln
 }
 
 // Port returns the port of a host:port address.
@@ -115,19 +105,6 @@ func Client(addr string, roots *x509.CertPool) *http.Client {
 			ForceAttemptHTTP2: true,
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-}
-
-// WaitFor polls cond until it holds or a generous deadline passes. It
-// bounds a hang, it does not measure speed.
-func WaitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/testkit"
 )
 
 // TSIG key of the Env's DNS server.
@@ -34,7 +35,7 @@ type Env struct {
 // at cleanup. The listeners are not served: that is the test's part.
 func NewEnv(t testing.TB, zone string) *Env {
 	t.Helper()
-	e := &Env{Zone: zone, HTTP: Listen(t), HTTPS: Listen(t)}
+	e := &Env{Zone: zone, HTTP: testkit.Listen(t), HTTPS: testkit.Listen(t)}
 	e.DNS = StartDNS(t, zone, TSIGKey, TSIGSecret)
 	e.Pebble = StartPebble(t, Port(t, e.HTTP.Addr().String()), Port(t, e.HTTPS.Addr().String()), e.DNS.Addr)
 	return e

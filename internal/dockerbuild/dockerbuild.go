@@ -1,7 +1,8 @@
 // Package dockerbuild builds images through the Docker Engine API without a
 // registry: a tar build context sent to the engine's image build, and a
 // static Go program of this module packed into a FROM scratch image (the
-// test app that integration tests and the bench run in containers).
+// test app that integration tests and the bench run in containers). It
+// never pulls: a build that needs a registry fails.
 package dockerbuild
 
 import (

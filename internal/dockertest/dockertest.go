@@ -10,7 +10,8 @@
 //	func TestMain(m *testing.M) { dockertest.Main(m) }
 //
 // Tests that need Docker fail with "docker engine unreachable: ..." when the
-// engine cannot be reached; under `go test -short` they are skipped.
+// engine cannot be reached; under `go test -short` they are skipped. It
+// never touches a Docker object without the labels of this test process.
 package dockertest
 
 import (
@@ -32,6 +33,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 
 	"github.com/previewgate/previewgate/internal/dockerbuild"
@@ -169,8 +171,8 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// Cleanup removes every container, network and image labelled with this
-// process's run id. It does nothing if the engine is unreachable.
+// Cleanup removes every container, network, volume and image labelled with
+// this process's run id. It does nothing if the engine is unreachable.
 func Cleanup() error {
 	c, err := NewClient()
 	if err != nil {
@@ -188,6 +190,13 @@ func Cleanup() error {
 	errs = append(errs, err)
 	for _, n := range nets {
 		if err := c.NetworkRemove(ctx, n.ID); err != nil && !notFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	vols, err := c.VolumeList(ctx, volume.ListOptions{Filters: f})
+	errs = append(errs, err)
+	for _, v := range vols.Volumes {
+		if err := c.VolumeRemove(ctx, v.Name, true); err != nil && !notFound(err) {
 			errs = append(errs, err)
 		}
 	}

@@ -2,7 +2,9 @@
 // built statically into a FROM scratch image by internal/dockertest.
 //
 // It listens on :3000 (env PORT overrides). LISTEN_DELAY (a duration) delays
-// listening, like a slow dev server; NEVER_LISTEN=1 never listens. Routes:
+// listening, like a slow dev server; NEVER_LISTEN=1 never listens; CRASH=msg
+// prints msg (and a line of ANSI-colored noise) to stderr and exits 1, like
+// a dev server failing on a bad import. Routes:
 //
 //	/        JSON {method, path, query, host, headers, remote_addr}
 //	/ws      WebSocket: echoes every message, pushes "tick N" every WS_PUSH (100ms)
@@ -16,6 +18,13 @@
 //	/echo    same as /
 //	/dial    ?addr=host:port: tries a TCP connect (2s timeout), answers
 //	         {"ok": bool, "err": string}
+//	/ws?flood=N  WebSocket that pushes N bytes in 64 KiB messages as fast as
+//	         the connection takes them, then keeps the socket open
+//	/file    ?name=N: GET reads, PUT writes (at most 64 KiB) file N in the
+//	         directory $FILES_DIR (files.go)
+//
+// Misbehaviour on command, as a hostile sandbox would (hostile.go): see
+// hostileRoutes.
 package main
 
 import (
@@ -36,11 +45,19 @@ import (
 )
 
 func main() {
+	if msg := os.Getenv("CRASH"); msg != "" {
+		fmt.Fprintln(os.Stdout, "testapp: starting dev server")
+		fmt.Fprintln(os.Stderr, "\x1b[31m"+msg+"\x1b[0m")
+		os.Exit(1)
+	}
 	if os.Getenv("NEVER_LISTEN") == "1" {
 		log.Print("testapp: NEVER_LISTEN=1, not listening")
-		select {}
+		for { // not select{}: with no other goroutine the runtime calls that a deadlock and exits
+			time.Sleep(time.Hour)
+		}
 	}
 	if d, err := time.ParseDuration(os.Getenv("LISTEN_DELAY")); err == nil {
+		log.Printf("testapp: compiling for %s before listening", d)
 		time.Sleep(d)
 	}
 	addr := ":3000"
@@ -63,6 +80,10 @@ func handler() http.Handler {
 	mux.HandleFunc("/echo", echo)
 	mux.HandleFunc("/page", page)
 	mux.HandleFunc("/dial", dial)
+	mux.HandleFunc("/file", file)
+	for path, h := range hostileRoutes {
+		mux.HandleFunc(path, h)
+	}
 	return mux
 }
 
@@ -88,6 +109,10 @@ func ws(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.CloseNow()
+	if n, err := strconv.Atoi(r.URL.Query().Get("flood")); err == nil {
+		flood(r.Context(), c, n)
+		return
+	}
 	every := 100 * time.Millisecond
 	if d, err := time.ParseDuration(os.Getenv("WS_PUSH")); err == nil && d > 0 {
 		every = d

@@ -1,0 +1,306 @@
+// Package admin is previewgate's admin API: health and readiness, the
+// Prometheus exposition, reading, validating and replacing the live config,
+// and listing, stopping and removing sandboxes. /healthz and /readyz are
+// open; everything else needs the configured admin token, and with none
+// configured it stays closed (401).
+//
+// It reaches the rest of the gateway only through what Options hands it:
+// the small Sandboxes interface it owns, functions that load and replace
+// the config, a readiness check and a metrics handler. It must never import
+// the gateway, never serve preview hosts, and never change the config
+// except through Options.Replace (which validates the whole file first).
+package admin
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr"
+)
+
+// Sandboxes is what the admin API needs from the sandbox manager. The
+// methods honor ctx.
+type Sandboxes interface {
+	List(ctx context.Context) ([]sandboxmgr.Info, error)
+	Stop(ctx context.Context, id string) error   // wraps sandboxmgr.ErrNoContainer if missing
+	Remove(ctx context.Context, id string) error // wraps sandboxmgr.ErrNoContainer if missing
+	Ping(ctx context.Context) error              // the container engine answers
+	// Ensure creates or wakes id from tpl and waits until it is ready
+	// (sandboxmgr errors; a failed start is a *sandboxmgr.StartError).
+	Ensure(ctx context.Context, id string, tpl *config.Template) (sandboxmgr.Endpoint, error)
+	// Logs returns id's last tail lines of output, sanitized.
+	Logs(ctx context.Context, id string, tail int) ([]string, error)
+	// FollowLogs calls fn with id's last tail lines, then new ones, until
+	// the container stops or ctx ends.
+	FollowLogs(ctx context.Context, id string, tail int, fn func(string) error) error
+	// PoolSize is how many warm containers template has ready (no engine call).
+	PoolSize(template string) int
+}
+
+// ImageChecker is optional on Sandboxes: /readyz then names templates
+// whose image the engine lacks.
+type ImageChecker interface {
+	HasImage(ctx context.Context, tag string) (bool, error)
+}
+
+var _ ImageChecker = (*sandboxmgr.Manager)(nil)
+
+var _ Sandboxes = (*sandboxmgr.Manager)(nil)
+
+// Options configure the admin API.
+type Options struct {
+	// Config returns the live config (admin token, file path).
+	Config func() *config.Config
+	// Replace validates data as the new config file, applies it, writes it
+	// atomically and stores it (config.Watcher.Replace), serialized with
+	// file reloads. It returns the settings that need a restart. Nil means
+	// there is no file (the embedded default): PUT answers 409.
+	Replace   func(data []byte) (restart []string, err error)
+	Sandboxes Sandboxes
+	// Ready reports other readiness conditions (certificates); nil means ready.
+	Ready func(ctx context.Context) error
+	// Metrics serves /metrics; nil means 404.
+	Metrics http.Handler
+	Log     *slog.Logger
+}
+
+// maxConfigBytes bounds a PUT /admin/config body: the size of a config
+// file (the parser refuses more, and deep nesting, itself).
+const maxConfigBytes = config.MaxSize
+
+type admin struct {
+	o  Options
+	ui *ui
+}
+
+// New returns the admin API handler. /healthz and /readyz are open;
+// everything else needs `Authorization: Bearer <admin_token>`, and with no
+// admin_token configured it is closed (401).
+func New(o Options) http.Handler {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	a := &admin{o: o}
+	a.ui = newUI(a)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", a.readyz)
+	if o.Metrics != nil {
+		mux.Handle("GET /metrics", a.authed(o.Metrics.ServeHTTP))
+	}
+	mux.HandleFunc("GET /admin/config", a.authed(a.getConfig))
+	mux.HandleFunc("PUT /admin/config", a.authed(a.putConfig))
+	mux.HandleFunc("POST /admin/config/validate", a.authed(a.validateConfig))
+	sbx := func(h http.HandlerFunc) http.HandlerFunc { return a.scoped(config.APIScopeSandboxes, h) }
+	mux.HandleFunc("GET /admin/sandboxes", sbx(a.listSandboxes))
+	mux.HandleFunc("PUT /admin/sandboxes/{id}", sbx(a.putSandbox))
+	mux.HandleFunc("GET /admin/sandboxes/{id}/logs", sbx(a.sandboxLogs))
+	mux.HandleFunc("POST /admin/sandboxes/{id}/stop", sbx(a.sandboxOp("stop", o.Sandboxes.Stop)))
+	mux.HandleFunc("DELETE /admin/sandboxes/{id}", sbx(a.sandboxOp("remove", o.Sandboxes.Remove)))
+	a.ui.routes(mux)
+	return mux
+}
+
+// authed admits the admin token only.
+func (a *admin) authed(h http.HandlerFunc) http.HandlerFunc { return a.scoped("", h) }
+
+// scoped admits the admin token, or (scope non-empty) an api_tokens entry
+// holding scope. Every token is compared in constant time.
+func (a *admin) scoped(scope string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		cfg := a.o.Config()
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		allowed := ok && tokenEqual(got, string(cfg.AdminToken))
+		if ok && scope != "" {
+			for _, t := range cfg.APITokens {
+				if tokenEqual(got, string(t.Token)) && slices.Contains(t.Scopes, scope) {
+					allowed = true
+				}
+			}
+		}
+		if !allowed {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="previewgate-admin"`)
+			writeJSON(w, http.StatusUnauthorized, errBody("admin token required", "unauthorized"))
+			return
+		}
+		h(w, r)
+	}
+}
+
+// tokenEqual compares a presented token with a configured one; an empty
+// configured token matches nothing.
+func tokenEqual(got, want string) bool {
+	return want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+func (a *admin) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	checks := map[string]string{"docker": "ok", "certificates": "ok"}
+	status := http.StatusOK
+	if err := a.o.Sandboxes.Ping(ctx); err != nil {
+		checks["docker"], status = err.Error(), http.StatusServiceUnavailable
+	}
+	if a.o.Ready != nil {
+		if err := a.o.Ready(ctx); err != nil {
+			checks["certificates"], status = err.Error(), http.StatusServiceUnavailable
+		}
+	}
+	// A missing image fails only its template's sandboxes: reported, not
+	// a reason to take the whole gateway out of rotation (#16).
+	if missing := a.missingImages(ctx); len(missing) > 0 {
+		checks["images"] = "missing: " + strings.Join(missing, ", ")
+	} else if checks["docker"] == "ok" {
+		checks["images"] = "ok"
+	}
+	writeJSON(w, status, checks)
+}
+
+func (a *admin) getConfig(w http.ResponseWriter, r *http.Request) {
+	b, err := a.o.Config().Redacted()
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, errBody(err.Error(), "internal"))
+		return
+	}
+	w.Header().Set("Content-Type", "application/yaml")
+	w.Write(b)
+}
+
+// parseBody decodes a config from the request body, named after the live
+// file so errors read FILE:LINE:COL. REDACTED secrets and env values stand
+// for the running ones, as in PUT.
+func (a *admin) parseBody(w http.ResponseWriter, r *http.Request) (*config.Config, []byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxConfigBytes))
+	if err != nil {
+		writeJSON(w, http.StatusRequestEntityTooLarge, errBody("config too large or unreadable: "+err.Error(), "bad_request"))
+		return nil, nil, false
+	}
+	name := a.o.Config().Path
+	if name == "" {
+		name = "request"
+	}
+	cfg, _, err := config.ParseUpdate(name, body, a.o.Config())
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, errBody(err.Error(), "invalid_config"))
+		return nil, nil, false
+	}
+	cfg.Path = a.o.Config().Path
+	return cfg, body, true
+}
+
+func (a *admin) validateConfig(w http.ResponseWriter, r *http.Request) {
+	if _, _, ok := a.parseBody(w, r); ok {
+		writeJSON(w, http.StatusOK, map[string]any{"valid": true})
+	}
+}
+
+func (a *admin) putConfig(w http.ResponseWriter, r *http.Request) {
+	if a.o.Replace == nil {
+		writeJSON(w, http.StatusConflict, errBody("running on the embedded default: there is no file to write; start with --config FILE", "no_config_file"))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxConfigBytes))
+	if err != nil {
+		writeJSON(w, http.StatusRequestEntityTooLarge, errBody("config too large or unreadable: "+err.Error(), "bad_request"))
+		return
+	}
+	restart, err := a.o.Replace(body)
+	var invalid config.ErrorList
+	switch {
+	case errors.As(err, &invalid):
+		writeJSON(w, http.StatusBadRequest, errBody(err.Error(), "invalid_config"))
+		return
+	case err != nil:
+		// Valid YAML that could not be applied (e.g. an unreadable key file):
+		// nothing changed either.
+		writeJSON(w, http.StatusBadRequest, errBody(err.Error(), "config_not_applied"))
+		return
+	}
+	a.o.Log.InfoContext(r.Context(), "config replaced through admin API", "path", a.o.Config().Path, "restart_needed", restart)
+	if restart == nil {
+		restart = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"applied": true, "restart_needed": restart})
+}
+
+func (a *admin) listSandboxes(w http.ResponseWriter, r *http.Request) {
+	list, err := a.o.Sandboxes.List(r.Context())
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error(), "unavailable"))
+		return
+	}
+	type item struct {
+		sandboxmgr.Info
+		UptimeSeconds float64 `json:"uptime_seconds,omitempty"`
+	}
+	out := make([]item, 0, len(list))
+	for _, s := range list {
+		it := item{Info: s}
+		if s.State == "running" && !s.StartedAt.IsZero() {
+			it.UptimeSeconds = time.Since(s.StartedAt).Round(time.Second).Seconds()
+		}
+		out = append(out, it)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *admin) sandboxOp(name string, op func(context.Context, string) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		if !config.ValidID(id) {
+			writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+			return
+		}
+		err := op(r.Context(), id)
+		switch {
+		case errors.Is(err, sandboxmgr.ErrNoContainer):
+			writeJSON(w, http.StatusNotFound, errBody("no such sandbox", "not_found"))
+		case err != nil:
+			writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error(), "unavailable"))
+		default:
+			a.o.Log.InfoContext(r.Context(), "sandbox "+name+" through admin API", "sandbox", id)
+			writeJSON(w, http.StatusOK, map[string]any{"id": id, name: true})
+		}
+	}
+}
+
+func errBody(msg, code string) map[string]string {
+	return map[string]string{"error": msg, "code": code}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// missingImages names the templates (as "name (image)") whose image the
+// engine lacks; nil when all are there or it cannot tell.
+func (a *admin) missingImages(ctx context.Context) []string {
+	ic, ok := a.o.Sandboxes.(ImageChecker)
+	if !ok {
+		return nil
+	}
+	cfg := a.o.Config()
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(cfg.Templates)) {
+		img := cfg.Templates[name].Image
+		if has, err := ic.HasImage(ctx, img); err == nil && !has {
+			out = append(out, name+" ("+img+")")
+		}
+	}
+	return out
+}

@@ -1,0 +1,94 @@
+package admin_test
+
+import (
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/testkit"
+)
+
+// TestAdminConfigBomb: the nesting bomb of #13 (200 KB of "[", which took
+// 68 s and 15 GB) is refused by validate and by PUT with FILE:LINE:COL,
+// cheaply, and changes nothing. Not parallel: it measures allocation.
+func TestAdminConfigBomb(t *testing.T) {
+	l := newLiveConfig(t, noSandboxes{}, testkit.ConfigFile(nil))
+	live := l.store.Load()
+	bomb := []byte(strings.Repeat("[", 200_000))
+	for _, c := range []struct{ method, path string }{
+		{"POST", "/admin/config/validate"},
+		{"PUT", "/admin/config"},
+	} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		resp, body := adminDo(t, l.admin, c.method, c.path, testkit.AdminToken, bomb)
+		runtime.ReadMemStats(&after)
+		if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+			t.Errorf("%s %s: got %d MiB allocated, want at most 64 MiB", c.method, c.path, got>>20)
+		}
+		want := l.path + ":1:33: lists and mappings nested more than 32 levels deep"
+		if resp.StatusCode != 400 || !strings.Contains(string(body), want) {
+			t.Errorf("%s %s: got %d %.300s, want 400 with %q", c.method, c.path, resp.StatusCode, body, want)
+		}
+	}
+	if l.store.Load() != live {
+		t.Errorf("the live config changed")
+	}
+}
+
+// TestAdminConfigRoundTrip: GET /admin/config shows no secret and no env
+// value, and sending its output back with PUT applies it unchanged: the
+// REDACTED markers keep the running values, in the live config and in the
+// file (#13; before, the PUT failed with "admin_token is too short").
+func TestAdminConfigRoundTrip(t *testing.T) {
+	t.Parallel()
+	const dbURL = "postgres://app:hunter2-db-password@db/app"
+	content := strings.Replace(testkit.ConfigFile(nil), "app: {image: testapp}",
+		`app: {image: testapp, env: {DATABASE_URL: "`+dbURL+`", NODE_ENV: development-mode}}`, 1)
+	l := newLiveConfig(t, noSandboxes{}, content)
+	hidden := []string{testkit.AdminToken, testkit.Secret, dbURL, "development-mode"}
+
+	resp, shown := adminDo(t, l.admin, "GET", "/admin/config", testkit.AdminToken, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET: got %d %s", resp.StatusCode, shown)
+	}
+	for _, v := range hidden {
+		if strings.Contains(string(shown), v) {
+			t.Errorf("GET shows %q:\n%s", v, shown)
+		}
+	}
+	if resp, body := adminDo(t, l.admin, "POST", "/admin/config/validate", testkit.AdminToken, shown); resp.StatusCode != 200 {
+		t.Errorf("validate the GET output: got %d %s, want 200", resp.StatusCode, body)
+	}
+	resp, body := adminDo(t, l.admin, "PUT", "/admin/config", testkit.AdminToken, shown)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"restart_needed":[]`) {
+		t.Fatalf("PUT the GET output: got %d %s, want 200 with no restart", resp.StatusCode, body)
+	}
+	check := func(when string) {
+		c := l.store.Load()
+		env := c.Templates["app"].Env
+		if string(c.AdminToken) != testkit.AdminToken || string(c.Auth.Keys[0].Secret) != testkit.Secret ||
+			env["DATABASE_URL"] != dbURL || env["NODE_ENV"] != "development-mode" {
+			t.Errorf("%s: got admin_token %d bytes, secret %d bytes, env %q; want the original values",
+				when, len(c.AdminToken), len(c.Auth.Keys[0].Secret), env)
+		}
+	}
+	check("after PUT")
+	file, err := os.ReadFile(l.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(file), config.Redacted) {
+		t.Errorf("the file keeps REDACTED:\n%s", file)
+	}
+	if err := l.watcher.Reload(); err != nil {
+		t.Fatalf("reload of the written file: %v", err)
+	}
+	check("after reloading the file")
+	if resp, again := adminDo(t, l.admin, "GET", "/admin/config", testkit.AdminToken, nil); resp.StatusCode != 200 || string(again) != string(shown) {
+		t.Errorf("GET after the round trip: got %d\n%s\nwant\n%s", resp.StatusCode, again, shown)
+	}
+}

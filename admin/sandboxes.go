@@ -1,0 +1,176 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr"
+)
+
+// The backend API for what products did by hand (#16): warm a sandbox
+// before its user opens it, read or follow its output. Usable with the
+// admin token or an api_tokens entry with scope "sandboxes".
+
+// maxPutBody bounds a PUT /admin/sandboxes/{id} body (a template name and a
+// few env values).
+const maxPutBody = 64 << 10
+
+// logWriteTimeout bounds each write of a followed log to the client.
+const logWriteTimeout = 10 * time.Second
+
+type putSandbox struct {
+	Template string            `json:"template"` // zero: default_template
+	Env      map[string]string `json:"env"`      // only names in the template's allow_env
+}
+
+// putSandbox creates (or wakes) sandbox id from a template and waits until
+// it is ready. Env applies when the container is created; an existing one
+// keeps its own.
+func (a *admin) putSandbox(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !config.ValidID(id) {
+		writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+		return
+	}
+	var req putSandbox
+	if r.ContentLength != 0 {
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxPutBody))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			writeJSON(w, http.StatusBadRequest, errBody("body: "+err.Error(), "bad_request"))
+			return
+		}
+	}
+	cfg := a.o.Config()
+	if req.Template == "" {
+		req.Template = cfg.DefaultTemplate
+	}
+	base := cfg.Templates[req.Template]
+	if base == nil {
+		writeJSON(w, http.StatusBadRequest, errBody(fmt.Sprintf("unknown template %q", req.Template), "unknown_template"))
+		return
+	}
+	tpl := *base
+	if len(req.Env) > 0 {
+		tpl.Env = maps.Clone(base.Env)
+		if tpl.Env == nil {
+			tpl.Env = make(map[string]string, len(req.Env))
+		}
+		for _, k := range slices.Sorted(maps.Keys(req.Env)) {
+			if !slices.Contains(base.AllowEnv, k) {
+				writeJSON(w, http.StatusBadRequest, errBody(fmt.Sprintf("env %q is not in template %s's allow_env", k, req.Template), "env_not_allowed"))
+				return
+			}
+			tpl.Env[k] = req.Env[k]
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), tpl.Ready.Timeout.D()+30*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	ep, err := a.o.Sandboxes.Ensure(ctx, id, &tpl)
+	if err != nil {
+		writeSandboxError(w, err)
+		return
+	}
+	a.o.Log.InfoContext(r.Context(), "sandbox warmed through admin API", "sandbox", id, "template", ep.Template)
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "template": ep.Template, "state": "running",
+		"took_seconds": time.Since(t0).Round(time.Millisecond).Seconds()})
+}
+
+// writeSandboxError answers a failed Ensure, with the reason and output of
+// a failed start.
+func writeSandboxError(w http.ResponseWriter, err error) {
+	var se *sandboxmgr.StartError
+	switch {
+	case errors.As(err, &se):
+		body := map[string]any{"error": err.Error(), "code": "start_failed", "reason": se.Reason, "logs": se.Logs}
+		if se.Reason == sandboxmgr.ReasonExited || se.Reason == sandboxmgr.ReasonCrashLoop {
+			body["exit_code"] = se.ExitCode
+		}
+		writeJSON(w, http.StatusBadGateway, body)
+	case errors.Is(err, sandboxmgr.ErrNotReady), errors.Is(err, context.DeadlineExceeded):
+		writeJSON(w, http.StatusGatewayTimeout, errBody(err.Error(), "not_ready"))
+	case errors.Is(err, sandboxmgr.ErrForeignContainer):
+		writeJSON(w, http.StatusConflict, errBody(err.Error(), "foreign_container"))
+	case errors.Is(err, sandboxmgr.ErrNoContainer):
+		writeJSON(w, http.StatusNotFound, errBody("no such sandbox", "not_found"))
+	default: // capacity, engine down
+		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error(), "unavailable"))
+	}
+}
+
+// sandboxLogs answers the last ?tail= lines (default 100, at most
+// sandboxmgr.MaxLogLines) of a sandbox's output as JSON, or with ?follow=1
+// streams them and new ones as SSE, one JSON string per event, until the
+// container stops or the client leaves. Lines are sanitized by the manager;
+// JSON keeps each event on one data line whatever they hold.
+func (a *admin) sandboxLogs(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !config.ValidID(id) {
+		writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+		return
+	}
+	tail := 100
+	if s := r.URL.Query().Get("tail"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			writeJSON(w, http.StatusBadRequest, errBody("tail must be a number of lines", "bad_request"))
+			return
+		}
+		tail = min(n, sandboxmgr.MaxLogLines)
+	}
+	if r.URL.Query().Get("follow") != "1" {
+		lines, err := a.o.Sandboxes.Logs(r.Context(), id, max(tail, 1))
+		if err != nil {
+			writeSandboxError(w, err)
+			return
+		}
+		if lines == nil {
+			lines = []string{}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"id": id, "lines": lines})
+		return
+	}
+	// Answer 404 and the like as JSON before the stream starts.
+	if _, err := a.o.Sandboxes.Logs(r.Context(), id, 1); err != nil {
+		writeSandboxError(w, err)
+		return
+	}
+	rc := http.NewResponseController(w)
+	startSSE(w)
+	_ = rc.Flush()
+	err := a.o.Sandboxes.FollowLogs(r.Context(), id, tail, func(line string) error {
+		b, _ := json.Marshal(line)
+		_ = rc.SetWriteDeadline(time.Now().Add(logWriteTimeout))
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return err
+		}
+		return rc.Flush()
+	})
+	if r.Context().Err() != nil {
+		return
+	}
+	_ = rc.SetWriteDeadline(time.Now().Add(logWriteTimeout))
+	if err != nil {
+		b, _ := json.Marshal(err.Error())
+		fmt.Fprintf(w, "event: error\ndata: %s\n\n", b)
+		return
+	}
+	fmt.Fprint(w, "event: end\ndata: {}\n\n") // the container stopped
+}
+
+func startSSE(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+}

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/previewgate/previewgate/auth"
+	"github.com/previewgate/previewgate/certs"
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr"
+)
+
+// The small subcommands: config validate, token mint, ca export, healthcheck.
+
+// validate checks one file: its errors on stderr (FILE:LINE:COL: message,
+// one a line) and the error configInvalid, or "FILE: ok" on stdout.
+func validate(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("config validate", "config validate FILE   (exit 0 if valid; else FILE:LINE:COL: message and exit 1)", args, stdout, stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return errFlags
+	}
+	path := fs.Arg(0)
+	cfg, err := config.Load(path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return errReported
+	}
+	fmt.Fprintln(stdout, path+": ok")
+	checkImages(cfg, path, stderr)
+	return nil
+}
+
+// imagesToCheck lists the templates whose image must already be on the
+// engine: all but those running the demo image, which serve builds.
+func imagesToCheck(cfg *config.Config) []*config.Template {
+	return slices.DeleteFunc(sortedTemplates(cfg), func(t *config.Template) bool { return t.Image == config.DemoImage })
+}
+
+// checkImages warns, without failing validation, about templates whose
+// image the Docker engine lacks: their sandboxes could not start (#16).
+func checkImages(cfg *config.Config, path string, stderr io.Writer) {
+	if cfg.Runtime.Kind == config.RuntimeKubernetes {
+		return // the kubelet pulls
+	}
+	mgr, err := sandboxmgr.New(sandboxmgr.Config{Host: cfg.Docker.Host, DialTimeout: 2 * time.Second}, nil)
+	if err != nil {
+		return
+	}
+	defer mgr.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	missing, err := mgr.MissingImages(ctx, imagesToCheck(cfg))
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: note: template images not checked: %v\n", path, err)
+	}
+	for _, m := range missing {
+		fmt.Fprintf(stderr, "%s: warning: template %s is not on the Docker engine; its sandboxes cannot start\n", path, m)
+	}
+}
+
+func mint(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("token mint", "token mint --sandbox ID [flags]", args, stdout, stderr)
+	sandbox := fs.String("sandbox", "", "sandbox id, or * for all (required)")
+	ttl := fs.Duration("ttl", 15*time.Minute, "token lifetime")
+	tpl := fs.String("template", "", "template to create the sandbox from")
+	sub := fs.String("subject", "cli", "who the token is for (sub)")
+	kid := fs.String("kid", "", "key to sign with (default: the first key that can sign)")
+	cfgPath := fs.String("config", "", "config file (its auth keys sign the token; default: the development key in "+config.Default().DataDir+"/"+devKeyFile+", relative to the current directory)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *sandbox == "" || (*sandbox != "*" && !config.ValidID(*sandbox)) {
+		return errors.New("token mint: --sandbox must be a valid sandbox id or *")
+	}
+	cfg, key, err := mintKey(*cfgPath, *kid, stderr)
+	if err != nil {
+		return err
+	}
+	iss := ""
+	if len(cfg.Auth.Issuers) > 0 {
+		iss = cfg.Auth.Issuers[0]
+	}
+	tok, err := auth.Mint(key, auth.MintOptions{Subject: *sub, Sandbox: *sandbox, Template: *tpl,
+		Issuer: iss, Audience: cfg.Auth.Audience, TTL: *ttl})
+	if err != nil {
+		return fmt.Errorf("token mint: %w", err)
+	}
+	fmt.Fprintln(stdout, tok)
+	return nil
+}
+
+// mintKey returns the config and key token mint signs with: from the file
+// at path, or without one the development default's key, kept in its data
+// dir by serve (relative to the working directory, as serve keeps it).
+// Environment variables the command does not need (admin_token's) may be
+// unset.
+func mintKey(path, kid string, stderr io.Writer) (*config.Config, config.Key, error) {
+	if path == "" {
+		cfg := config.Default()
+		key, err := readDevKey(cfg.DataDir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, config.Key{}, fmt.Errorf("token mint: no --config, and no development key in %s: run `previewgate serve` (the development default) in this directory first, or pass --config FILE",
+				filepath.Join(cfg.DataDir, devKeyFile))
+		}
+		if err != nil {
+			return nil, config.Key{}, fmt.Errorf("token mint: %w", err)
+		}
+		if kid != "" && kid != key.KID {
+			return nil, config.Key{}, fmt.Errorf("token mint: the development key is %q, not %q", key.KID, kid)
+		}
+		abs, _ := filepath.Abs(filepath.Join(cfg.DataDir, devKeyFile))
+		fmt.Fprintf(stderr, "token mint: signed with the development key in %s\n", abs)
+		return cfg, key, nil
+	}
+	cfg, unset, err := config.LoadPartial(path)
+	if err != nil {
+		if len(unset) > 0 {
+			return nil, config.Key{}, fmt.Errorf("%w\n(read as empty: unset environment variable(s) %s)", err, strings.Join(unset, ", "))
+		}
+		return nil, config.Key{}, err
+	}
+	key, err := signingKey(cfg, kid)
+	return cfg, key, err
+}
+
+// signingKey picks the key named kid, or the first one able to sign.
+func signingKey(cfg *config.Config, kid string) (config.Key, error) {
+	for _, k := range cfg.Auth.Keys {
+		if kid != "" && k.KID != kid {
+			continue
+		}
+		if k.Secret != "" || k.PrivateKeyFile != "" {
+			return k, nil
+		}
+	}
+	return config.Key{}, errors.New("token mint: no key in the config can sign (need a secret or private_key_file)")
+}
+
+func caExport(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("ca export", "ca export [--config FILE]", args, stdout, stderr)
+	cfgPath := fs.String("config", "", "config file (its data_dir holds the CA)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg := config.Default()
+	if *cfgPath != "" {
+		var err error
+		if cfg, err = config.Load(*cfgPath); err != nil {
+			return err
+		}
+	}
+	pem, err := certs.ExportCA(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("ca export: %w", err)
+	}
+	_, err = stdout.Write(pem)
+	return err
+}
+
+// healthcheck asks the admin listener's /healthz: at --url, else at
+// listen.admin of the config file (--config, default $PREVIEWGATE_CONFIG,
+// which the image sets), else at the development default's address.
+func healthcheck(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("healthcheck", "healthcheck [--config FILE] [--url URL]   (exit 0 if the admin /healthz answers 200)", args, stdout, stderr)
+	url := fs.String("url", "", "health endpoint (default: /healthz on --config's listen.admin if given, else on $"+adminEnv+" if set, else on $PREVIEWGATE_CONFIG's listen.admin)")
+	cfgPath := fs.String("config", os.Getenv("PREVIEWGATE_CONFIG"), "config file whose listen.admin to ask (default $PREVIEWGATE_CONFIG; none: "+config.DevListenAdmin+")")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *url == "" {
+		explicit := false
+		fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+		env, err := envAdminAddr()
+		if err != nil {
+			return fmt.Errorf("healthcheck: %w", err)
+		}
+		addr := config.DevListenAdmin
+		if env != "" && !explicit {
+			addr = env
+		} else if *cfgPath != "" {
+			cfg, unset, err := config.LoadPartial(*cfgPath)
+			if err != nil {
+				if len(unset) > 0 {
+					err = fmt.Errorf("%w\n(read as empty: unset environment variable(s) %s)", err, strings.Join(unset, ", "))
+				}
+				return fmt.Errorf("healthcheck: %w", err)
+			}
+			addr = cfg.Listen.Admin
+		}
+		*url = "http://" + dialAddr(addr) + "/healthz"
+	}
+	c := &http.Client{Timeout: 3 * time.Second}
+	resp, err := c.Get(*url)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthcheck: %s answered %s", *url, resp.Status)
+	}
+	return nil
+}
+
+// dialAddr turns a listen address into one to connect to: a wildcard
+// host (":9090", "0.0.0.0:9090", "[::]:9090") becomes loopback.
+func dialAddr(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	switch host {
+	case "", "0.0.0.0":
+		host = "127.0.0.1"
+	case "::":
+		host = "::1"
+	}
+	return net.JoinHostPort(host, port)
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/previewgate/previewgate/auth"
+	"github.com/previewgate/previewgate/config"
+)
+
+// devKeyFile is where the development default keeps its signing key,
+// inside its data dir: tokens and cookies from one run keep working after
+// a restart, and `token mint` without --config signs with it.
+const devKeyFile = "dev-key.json"
+
+// storedKey is the file's format.
+type storedKey struct {
+	KID    string `json:"kid"`
+	Alg    string `json:"alg"`
+	Secret string `json:"secret"`
+}
+
+// devKey returns the key kept in dataDir, making it on first use. Of two
+// gateways starting on one data dir, both end up with the first one's key.
+func devKey(dataDir string) (config.Key, error) {
+	path := filepath.Join(dataDir, devKeyFile)
+	for range 2 {
+		k, err := readDevKey(dataDir)
+		if err == nil || !errors.Is(err, fs.ErrNotExist) {
+			return k, err
+		}
+		if err := os.MkdirAll(dataDir, 0o700); err != nil {
+			return config.Key{}, fmt.Errorf("development key: %w", err)
+		}
+		k = auth.NewDevKey()
+		data, _ := json.Marshal(storedKey{KID: k.KID, Alg: k.Alg, Secret: string(k.Secret)})
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return config.Key{}, fmt.Errorf("development key: %w", err)
+		}
+		_, err = f.Write(append(data, '\n'))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(path)
+			return config.Key{}, fmt.Errorf("development key: %w", err)
+		}
+		return k, nil
+	}
+	return config.Key{}, fmt.Errorf("development key: %s keeps changing", path)
+}
+
+// readDevKey reads the key kept in dataDir; an error wrapping
+// fs.ErrNotExist when there is none yet.
+func readDevKey(dataDir string) (config.Key, error) {
+	path := filepath.Join(dataDir, devKeyFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return config.Key{}, fmt.Errorf("development key: %w", err)
+	}
+	var s storedKey
+	if err := json.Unmarshal(data, &s); err != nil || s.KID == "" || s.Alg != "HS256" || len(s.Secret) < 32 {
+		return config.Key{}, fmt.Errorf("development key in %s is damaged (remove it to make a new one; tokens signed with it stop working)", path)
+	}
+	return config.Key{KID: s.KID, Alg: s.Alg, Secret: config.Secret(s.Secret)}, nil
+}

@@ -1,0 +1,98 @@
+package gateway
+
+import (
+	"bytes"
+	"crypto/tls"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/previewgate/previewgate/internal/testkit"
+)
+
+// TestHTTP2AuthorityValidated: an HTTP/2 client sends a raw :authority
+// that net/http's HTTP/1.1 Host checks would never let through (a Kelvin
+// sign that lower-cases to "k", a control byte). The gateway answers 400
+// and routes nothing (#13). Go's own client would punycode the name, so
+// the request is framed by hand.
+func TestHTTP2AuthorityValidated(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	sb := &fakeSandboxes{addrs: []string{echoApp(t).Listener.Addr().String()}}
+	g, err := New(cfg, sb, Options{TLS: true}, testkit.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	s := NewServer(cfg, g, testkit.Logger(t))
+	s.TLSConfig = testkit.TLSConfig("h2")
+	srv := serve(t, s)
+	tok := testkit.Mint(t, cfg, "*", time.Minute)
+	for _, tc := range []struct {
+		authority string
+		want      int
+	}{
+		{"sandbox-kab." + testDomain, 200},
+		{"sandbox-\u212aab." + testDomain, 400},
+		{"sandbox-kab\x7f." + testDomain, 400},
+	} {
+		if got := rawH2Status(t, srv.Listener.Addr().String(), tc.authority, tok); got != tc.want && (got != 0 || tc.want == 200) {
+			t.Errorf(":authority %q: got %d, want %d", tc.authority, got, tc.want)
+		}
+	}
+	if n := sb.ensures.Load(); n != 1 {
+		t.Errorf("got %d Ensure calls, want 1 (the valid host only)", n)
+	}
+}
+
+// rawH2Status sends one GET with the given :authority over a fresh HTTP/2
+// connection and returns the response status, or 0 when the server reset
+// the stream (the HTTP/2 server's own refusal).
+func rawH2Status(t *testing.T, addr, authority, tok string) int {
+	t.Helper()
+	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", authority},
+		{":path", "/"}, {"authorization", "Bearer " + tok}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("read frame: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				fr.WriteSettingsAck()
+			}
+		case *http2.MetaHeadersFrame:
+			status, _ := strconv.Atoi(f.PseudoValue("status"))
+			return status
+		case *http2.RSTStreamFrame:
+			return 0
+		case *http2.GoAwayFrame:
+			t.Fatalf("go away: %v", f.ErrCode)
+		}
+	}
+}

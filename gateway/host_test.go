@@ -1,0 +1,100 @@
+package gateway
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/testkit"
+)
+
+func TestHostRouting(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	app := echoApp(t)
+	tok := testkit.Mint(t, cfg, "*", time.Minute)
+	tests := []struct {
+		name string
+		host string
+		want int
+	}{
+		{"sandbox host", "sandbox-abc." + testDomain, 200},
+		{"sandbox host with port", "sandbox-abc." + testDomain + ":8080", 200},
+		{"upper case host", "SANDBOX-ABC.PREVIEW.TEST", 200},
+		{"trailing dot", "sandbox-abc." + testDomain + ".", 200},
+		{"foreign host", "evil.example", 404},
+		{"bare domain", testDomain, 404},
+		{"suffix trick", "sandbox-abc.evilpreview.test", 404},
+		{"nested label", "x.sandbox-abc." + testDomain, 404},
+		{"no prefix", "abc." + testDomain, 404},
+		{"empty id", "sandbox-." + testDomain, 400},
+		{"underscore", "sandbox-a_b." + testDomain, 400},
+		{"leading hyphen", "sandbox--ab." + testDomain, 400},
+		{"trailing hyphen", "sandbox-ab-." + testDomain, 400},
+		{"too long", "sandbox-" + strings.Repeat("a", 56) + "." + testDomain, 400},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sb := &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}
+			_, srv := startGateway(t, cfg, sb)
+			resp := testkit.Request(t, srv, "GET", tc.host, "/", tok)
+			if resp.StatusCode != tc.want {
+				t.Fatalf("got %d, want %d", resp.StatusCode, tc.want)
+			}
+			if tc.want != 200 && sb.ensures.Load()+sb.lookups.Load() != 0 {
+				t.Fatalf("got %d Ensure and %d lookup calls for a rejected host, want 0", sb.ensures.Load(), sb.lookups.Load())
+			}
+		})
+	}
+}
+
+func TestServes(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.Routes = []config.Route{{Host: "docs.example.test", Upstream: "http://127.0.0.1:1"}}
+	g, err := New(cfg, &fakeSandboxes{}, Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for host, want := range map[string]bool{
+		"sandbox-abc." + testDomain: true, "docs.example.test": true, "DOCS.example.test": true,
+		"evil.example": false, "sandbox-Bad_." + testDomain: false, testDomain: false,
+		"x.sandbox-abc." + testDomain: false, "sandbox-\u212abc." + testDomain: false,
+	} {
+		if got := g.Serves(host); got != want {
+			t.Errorf("Serves(%q): got %v, want %v", host, got, want)
+		}
+	}
+}
+
+// FuzzServes: host parsing never panics, and whatever it accepts is a route
+// host or sandbox-<valid id>.<domain>.
+func FuzzServes(f *testing.F) {
+	for _, s := range []string{"sandbox-abc." + testDomain, "docs.example.test:443", "[::1]:80", "sandbox-." + testDomain,
+		"SANDBOX-A." + testDomain + ".", "sandbox-a.b." + testDomain, ":", "", "\u212a"} {
+		f.Add(s)
+	}
+	cfg := testConfig()
+	cfg.Routes = []config.Route{{Host: "docs.example.test", Upstream: "http://127.0.0.1:1"}}
+	g, err := New(cfg, &fakeSandboxes{}, Options{}, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, host string) {
+		if !g.Serves(host) {
+			return
+		}
+		h := hostname(host)
+		if h == "docs.example.test" {
+			return
+		}
+		id, ok := strings.CutSuffix(h, "."+testDomain)
+		id, ok2 := strings.CutPrefix(id, sandboxPrefix)
+		if !ok || !ok2 || !config.ValidID(id) {
+			t.Fatalf("Serves(%q) accepted %q", host, h)
+		}
+	})
+}

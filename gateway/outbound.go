@@ -1,0 +1,138 @@
+package gateway
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+
+	"github.com/previewgate/previewgate/internal/wire"
+)
+
+// The one outbound header policy (#14): what a sandbox or a fixed upstream
+// receives of a client's request head, whichever path carries it. The
+// direct path writes it straight to the connection, ReverseProxy's Rewrite
+// and the upgrade path set it on their outgoing request; all three call
+// outboundHead and outboundFields, so the rules cannot drift apart:
+//
+//   - hop-by-hop headers (RFC 9110 7.6.1, and any the client's Connection
+//     header names) are dropped; "Te: trailers" is kept when the client
+//     accepts trailers (as httputil does);
+//   - client-sent Forwarded and X-Forwarded-* are dropped, and the gateway
+//     sets X-Forwarded-For (the peer address it saw), X-Forwarded-Host and
+//     X-Forwarded-Proto;
+//   - the gateway's own X-Request-Id is sent whatever Connection says;
+//   - tokens never reach the sandbox: the verifier strips its cookie, the
+//     Authorization header and ?access_token= (auth.Verifier.Strip);
+//   - the Host is the client's unless the template rewrites it to the
+//     sandbox's address; a fixed upstream gets its own (empty: the URL's).
+
+// outboundSink receives the fields of an outbound request head. Its
+// implementations are pointer-shaped, so passing one allocates nothing.
+type outboundSink interface {
+	field(k, v string)
+	fields(k string, vv []string)
+}
+
+// headerSink collects the fields into a header map.
+type headerSink http.Header
+
+func (h headerSink) field(k, v string)            { h[k] = []string{v} }
+func (h headerSink) fields(k string, vv []string) { h[k] = vv }
+
+// lineSink writes the fields as HTTP/1.1 header lines.
+type lineSink bufio.Writer
+
+func (w *lineSink) field(k, v string) {
+	bw := (*bufio.Writer)(w)
+	bw.WriteString(k)
+	bw.WriteString(": ")
+	bw.WriteString(v)
+	bw.WriteString("\r\n")
+}
+
+func (w *lineSink) fields(k string, vv []string) {
+	for _, v := range vv {
+		w.field(k, v)
+	}
+}
+
+// outboundHead returns the Host and raw query the upstream gets for r, and
+// r's token-carrying headers as the verifier leaves them, for
+// outboundFields.
+func (p *proxy) outboundHead(r *http.Request, t *target) (host, query string, stripped http.Header) {
+	stripped, query = strippedHeaders(r, t)
+	switch {
+	case t.url != nil:
+		host = ""
+	case t.rewriteHost:
+		host = t.addr
+	default:
+		host = r.Host
+	}
+	return host, query, stripped
+}
+
+// outboundFields hands the fields the upstream gets for r to sink.
+func (p *proxy) outboundFields(r *http.Request, stripped http.Header, sink outboundSink) {
+	conn := wire.ConnectionTokens(r.Header)
+	for k, vv := range r.Header {
+		if wire.HopByHop(k, conn) || forwardedHeader(k) || k == "X-Request-Id" {
+			continue
+		}
+		if sv, ok := stripped[k]; ok {
+			vv = sv // nil: removed
+		}
+		if len(vv) > 0 {
+			sink.fields(k, vv)
+		}
+	}
+	if wire.ContainsToken(r.Header["Te"], "trailers") {
+		sink.field("Te", "trailers")
+	}
+	if id := r.Header["X-Request-Id"]; len(id) > 0 {
+		sink.field("X-Request-Id", id[0])
+	}
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		sink.field("X-Forwarded-For", ip)
+	}
+	sink.field("X-Forwarded-Host", r.Host)
+	if p.g.tls || r.TLS != nil {
+		sink.field("X-Forwarded-Proto", "https")
+	} else {
+		sink.field("X-Forwarded-Proto", "http")
+	}
+}
+
+// strippedHeaders returns r's query and the token-carrying headers as the
+// verifier leaves them (a removed header maps to nil: write no line).
+func strippedHeaders(r *http.Request, t *target) (http.Header, string) {
+	h := make(http.Header, 3)
+	for _, k := range tokenHeaders {
+		if v, ok := r.Header[k]; ok {
+			h[k] = v
+		}
+	}
+	u := *r.URL
+	t.verifier.Strip(&http.Request{Header: h, URL: &u})
+	for _, k := range tokenHeaders {
+		if _, was := r.Header[k]; was {
+			if _, still := h[k]; !still {
+				h[k] = nil
+			}
+		}
+	}
+	return h, u.RawQuery
+}
+
+// tokenHeaders are the headers auth.Verifier.Strip may change.
+var tokenHeaders = [...]string{"Cookie", "Authorization", "Referer"}
+
+// forwardedHeader reports the client-sent forwarding headers the gateway
+// replaces with its own.
+func forwardedHeader(k string) bool {
+	switch k {
+	case "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto":
+		return true
+	}
+	return false
+}

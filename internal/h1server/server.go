@@ -1,0 +1,360 @@
+package h1server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/wire"
+)
+
+// Server serves a handler over HTTP/1.1 and HTTP/2, in plain text or TLS.
+//
+// Plain keep-alive HTTP/1.1 requests for a running sandbox, the gateway's
+// hot path, are served by a lean connection loop (h1.go): one goroutine per
+// connection that parses the request head in place and writes the response
+// straight to the socket, without net/http's per-request background read,
+// context and buffers (#9). Everything else — HTTP/2, upgrades, request
+// bodies, HTTP/1.0, unusual framing, other handlers — goes to the embedded
+// net/http server, handed over with the bytes already read, so net/http's
+// behaviour is what clients see there. Once handed over, a connection stays
+// with net/http.
+type Server struct {
+	// HTTP serves what the lean loop hands over; its timeouts and header
+	// limit apply to the lean loop too. Its ConnState hook is the Server's.
+	HTTP *http.Server
+	// TLSConfig, when set, makes Serve terminate TLS (HTTP/2 by ALPN).
+	TLSConfig *tls.Config
+	// Conns caps the open connections at accept; nil means no caps.
+	// NewServer sets one from the config's limits; several preview
+	// listeners should share one, and the admin listener has none.
+	Conns *ConnLimiter
+
+	// Lean is the fast-path decision, and the switch: nil turns the lean
+	// loop off and every connection goes to net/http. For each plain
+	// bodiless HTTP/1.1 request (the parser has checked the framing) it
+	// reports whether the lean loop serves it; else the connection is
+	// handed to net/http with the bytes read so far. It may keep what it
+	// found in *slot, a value it owns that lives as long as the connection
+	// (nil at first), for the handler to read back with Hint. Set it
+	// before Serve.
+	Lean func(r *http.Request, slot *any) bool
+
+	log *slog.Logger
+	// writeTimeout bounds each write to a client (limits.write_timeout).
+	writeTimeout time.Duration
+
+	handoff     *handoffListener
+	handoffOnce sync.Once
+	sweepDone   chan struct{} // closed when the sweep goroutine has ended
+
+	closing atomic.Bool
+	leanN   atomic.Uint64 // requests served by the lean loop
+	mu      sync.Mutex    // guards lns and conns
+	lns     map[net.Listener]struct{}
+	conns   map[*h1conn]struct{}
+	wg      sync.WaitGroup // lean connection goroutines
+
+	hmu   sync.Mutex // guards heads
+	heads map[net.Conn]*headWatch
+
+	refused    atomic.Uint64 // connections closed over a cap
+	refusedLog atomic.Int64  // Unix nanoseconds of the last log of them
+}
+
+// NewServer returns a Server for h with the connection limits of cfg:
+// ReadHeaderTimeout cuts slowloris clients, IdleTimeout bounds keep-alive,
+// MaxHeaderBytes bounds header memory, BodyTimeout and BodyMinRate bound
+// slow request bodies (bodyRate), ConnectionsPerIP and MaxConnections cap
+// connections (Conns). The lean loop is off until Lean is set.
+func New(cfg *config.Config, h http.Handler, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		HTTP: &http.Server{
+			Handler:           limitBodies(h, cfg.Limits.BodyTimeout.D(), int64(cfg.Limits.BodyMinRate)),
+			ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout.D(),
+			IdleTimeout:       cfg.Limits.IdleConnTimeout.D(),
+			MaxHeaderBytes:    int(cfg.Limits.MaxHeaderBytes),
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		},
+		Conns:        NewConnLimiter(cfg.Limits),
+		writeTimeout: cfg.Limits.WriteTimeout.D(),
+		log:          log,
+		heads:        make(map[net.Conn]*headWatch),
+		sweepDone:    make(chan struct{}),
+		lns:          make(map[net.Listener]struct{}),
+		conns:        make(map[*h1conn]struct{}),
+	}
+	s.HTTP.ConnState = s.connState
+	return s
+}
+
+// LeanRequests is how many requests the lean loop served (for tests and
+// benchmarks that check which path a request took).
+func (s *Server) LeanRequests() uint64 { return s.leanN.Load() }
+
+// Serve accepts connections on ln until Shutdown or Close, then returns
+// http.ErrServerClosed. It may be called for several listeners.
+func (s *Server) Serve(ln net.Listener) error {
+	s.handoffOnce.Do(func() {
+		s.handoff = newHandoffListener(ln.Addr())
+		if s.TLSConfig != nil && s.HTTP.TLSConfig == nil {
+			// HTTP/2 for handed-over TLS connections. A copy: net/http
+			// configures HTTP/2 by writing to its TLS config when its Serve
+			// starts, while handshakes on ours may already run.
+			s.HTTP.TLSConfig = s.TLSConfig.Clone()
+		}
+		go s.HTTP.Serve(s.handoff) // ends when Shutdown or Close closes the handoff listener
+		go s.sweep()
+	})
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		ln.Close()
+		return http.ErrServerClosed
+	}
+	s.lns[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.lns, ln)
+		s.mu.Unlock()
+	}()
+	var backoff time.Duration
+	var failed int // accept failures in this burst
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return http.ErrServerClosed
+			}
+			if isTemporaryAccept(err) {
+				// Out of descriptors and the like: back off as net/http
+				// does, rather than spin, and keep serving when they free
+				// up. One log line per burst.
+				if failed == 0 {
+					s.log.Warn("accept failed; backing off until it works again", "err", err)
+				}
+				failed++
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		if failed > 0 {
+			s.log.Info("accepting again", "failed", failed)
+			failed = 0
+		}
+		backoff = 0
+		lim := s.Conns
+		var key netip.Addr
+		if lim != nil {
+			var over string
+			if key, over = lim.admit(peerOf(c)); over != "" {
+				c.Close()
+				s.overCap(over, key)
+				continue
+			}
+		}
+		s.wg.Add(1)
+		go s.serveConn(c, lim, key)
+	}
+}
+
+// overCap logs connections closed over a cap, at most once per
+// overCapLogEvery.
+func (s *Server) overCap(limit string, key netip.Addr) {
+	n := s.refused.Add(1)
+	now := time.Now().UnixNano()
+	last := s.refusedLog.Load()
+	if now-last >= int64(overCapLogEvery) && s.refusedLog.CompareAndSwap(last, now) {
+		s.log.Warn("connections over a cap closed at accept", "limit", limit, "client", key.String(), "total", n)
+	}
+}
+
+const overCapLogEvery = 10 * time.Second
+
+// handshakeTimeout bounds a TLS handshake when no header timeout is set.
+const handshakeTimeout = 10 * time.Second
+
+func isTemporaryAccept(err error) bool {
+	var ne net.Error
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ECONNABORTED) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// serveConn terminates TLS if configured, then runs the lean loop or hands
+// the connection to net/http.
+//
+// A connection's first request head is due ReadHeaderTimeout after
+// accept, TLS handshake included, whoever serves it (#13): the lean loop
+// reads it under that deadline, and a connection handed to net/http
+// before it is complete (HTTP/2, a head too long for the lean loop, a
+// server without one) is watched until it is (watchHead).
+func (s *Server) serveConn(c net.Conn, lim *ConnLimiter, key netip.Addr) {
+	defer s.wg.Done()
+	c = wire.NewRawConn(c, s.writeTimeout)
+	if lim != nil {
+		c = &countedConn{Conn: c, l: lim, key: key}
+	}
+	var headBy time.Time
+	if d := s.HTTP.ReadHeaderTimeout; d > 0 {
+		headBy = time.Now().Add(d)
+	}
+	if s.TLSConfig != nil {
+		tc := tls.Server(c, s.TLSConfig)
+		// A handshake is bounded even without a header timeout: Close
+		// waits for this goroutine.
+		hsBy := headBy
+		if hsBy.IsZero() {
+			hsBy = time.Now().Add(handshakeTimeout)
+		}
+		tc.SetDeadline(hsBy)
+		if err := tc.Handshake(); err != nil {
+			s.log.Debug("TLS handshake failed", "remote", c.RemoteAddr().String(), "err", err)
+			tc.Close()
+			return
+		}
+		tc.SetDeadline(time.Time{})
+		c = tc
+		if tc.ConnectionState().NegotiatedProtocol == "h2" || s.Lean == nil {
+			s.handOver(c, nil, headBy) // net/http sees the *tls.Conn: HTTP/2, r.TLS
+			return
+		}
+	} else if s.Lean == nil {
+		s.handOver(c, nil, headBy)
+		return
+	}
+	hc := newH1conn(s, c, headBy)
+	if !s.track(hc, true) {
+		c.Close()
+		return
+	}
+	hc.serve()
+	s.track(hc, false)
+}
+
+// track adds or removes a lean connection; adding fails once closing.
+func (s *Server) track(c *h1conn, add bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !add {
+		delete(s.conns, c)
+		return true
+	}
+	if s.closing.Load() {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+// Shutdown stops accepting, closes idle connections, and waits until every
+// request in flight has been answered or ctx ends. Like http.Server's, it
+// does not wait for upgraded (WebSocket) connections.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.stop()
+	var httpErr error
+	httpShut := make(chan struct{})
+	go func() {
+		defer close(httpShut)
+		httpErr = s.HTTP.Shutdown(ctx)
+	}()
+	leanDone := make(chan struct{})
+	go func() {
+		defer close(leanDone)
+		s.wg.Wait()
+	}()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		// Connections that went idle after finishing a request close now.
+		s.closeIdle()
+		select {
+		case <-leanDone:
+			<-httpShut
+			<-s.sweepDone
+			return httpErr
+		case <-ctx.Done():
+			s.closeAll()
+			<-httpShut
+			<-s.sweepDone
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// Close closes the listeners and every connection at once.
+func (s *Server) Close() error {
+	s.stop()
+	s.closeAll()
+	err := s.HTTP.Close()
+	s.wg.Wait()
+	<-s.sweepDone
+	return err
+}
+
+// stop marks the server closing and closes its listeners.
+func (s *Server) stop() {
+	s.mu.Lock()
+	s.closing.Store(true)
+	for ln := range s.lns {
+		ln.Close()
+	}
+	s.mu.Unlock()
+	s.handoffOnce.Do(func() { close(s.sweepDone) }) // never served: nothing to hand to, nothing to sweep
+	if s.handoff != nil {
+		s.handoff.Close()
+	}
+}
+
+func (s *Server) closeIdle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.closeIfIdle()
+	}
+}
+
+// closeAll closes every lean connection and cancels the requests on them.
+func (s *Server) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.cancel()
+		c.conn.Close()
+	}
+}
+
+// sweep watches the clients of slow lean requests (h1conn.watchIfSlow)
+// until the server stops (stop closes the handoff listener).
+func (s *Server) sweep() {
+	defer close(s.sweepDone)
+	t := time.NewTicker(watchAfter / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.handoff.done:
+			return
+		case now := <-t.C:
+			s.mu.Lock()
+			for c := range s.conns {
+				c.watchIfSlow(now)
+			}
+			s.mu.Unlock()
+		}
+	}
+}

@@ -1,0 +1,448 @@
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/previewgate/previewgate/internal/wire"
+)
+
+// Response is a sandbox's answer on the direct path (#9), read by
+// readResponse instead of http.ReadResponse, which cost about a tenth of
+// the gateway's CPU in textproto parsing and per-value allocations. The head
+// is parsed in place from the connection's read buffer: one string holds
+// every header key and value, one []string backs all values, and the
+// Header map is reused between responses. Framing, Content-Length checks,
+// trailers and connection reuse follow net/http (ReadResponse and
+// readTransfer) exactly; the few heads it accepts and we refuse are listed
+// at errHeadTooLarge.
+type Response struct {
+	Status int
+	Header http.Header
+	// ContentLength is http.Response.ContentLength: the declared length, 0
+	// when there is no body, -1 when the length is unknown (chunked or
+	// delimited by EOF; the direct path then streams).
+	ContentLength int64
+	// Close: the connection cannot carry another exchange after this one.
+	Close bool
+	// Trailer holds the declared trailer keys (nil values) once the head is
+	// read, and the trailers received once the body was read to its end;
+	// nil if neither. As http.Response.Trailer.
+	Trailer http.Header
+	Body    Body
+}
+
+// Heads net/http would accept but the direct path refuses (502). Each is
+// either beyond the connection's read buffer or a known smuggling vector
+// whose meaning differs between parsers (RFC 9112 5.1, 5.2: a proxy must
+// reject or repair them; we reject).
+var (
+	errHeadTooLarge = errors.New("head does not fit the 16 KiB read buffer")
+	errObsFold      = errors.New("header line folded onto the next (obs-fold)")
+	errSpaceInName  = wire.ErrSpaceInName
+	// errStatusCode: not three digits from 100 up (net/http also accepts
+	// "+99" and codes below 100, which no server can send on).
+	errStatusCode = errors.New("malformed status code")
+	// ErrTooManyInterim: more interim (1xx) heads than MaxInterim or
+	// MaxInterimBytes.
+	ErrTooManyInterim = errors.New("too many interim responses")
+)
+
+// MaxInterimBytes and MaxInterim bound the 1xx heads before a final
+// response, so an app cannot keep a handler busy with an endless stream of
+// them. Both proxy paths apply them (the ReverseProxy path through a
+// ClientTrace, proxy.go).
+const (
+	MaxInterimBytes = 64 << 10
+	MaxInterim      = 8
+)
+
+var responsePool = sync.Pool{New: func() any { return new(Response) }}
+
+// Release returns resp to the pool once nothing refers to it or its
+// Header map (values handed on to a ResponseWriter stay valid: they are
+// never reused).
+func Release(resp *Response) {
+	if len(resp.Header) > 32 {
+		resp.Header = nil // do not keep a large map alive for small responses
+	}
+	resp.reset()
+	responsePool.Put(resp)
+}
+
+// reset empties resp for the next parse, keeping its header map.
+func (resp *Response) reset() {
+	h := resp.Header
+	clear(h)
+	*resp = Response{Header: h}
+}
+
+// ReadFinal reads the response to a request with the given method,
+// handing each 1xx interim response except 101 to interim (nil: skip them)
+// as the Transport hands them to ReverseProxy.
+func ReadFinal(br *bufio.Reader, method string, interim func(*Response)) (*Response, error) {
+	resp := responsePool.Get().(*Response)
+	size, count := 0, 0
+	for {
+		n, err := readResponse(br, method, resp)
+		if err != nil {
+			Release(resp)
+			return nil, err
+		}
+		if resp.Status >= 200 || resp.Status == http.StatusSwitchingProtocols {
+			return resp, nil
+		}
+		if size, count = size+n, count+1; size > MaxInterimBytes || count > MaxInterim {
+			Release(resp)
+			return nil, fmt.Errorf("read response: %w", ErrTooManyInterim)
+		}
+		if interim != nil {
+			interim(resp)
+		}
+		resp.reset()
+	}
+}
+
+// readResponse reads one response head from br into resp (whose header
+// map, if any, must be empty) and sets up its body as net/http's
+// readTransfer would. It reports the size of the head.
+func readResponse(br *bufio.Reader, method string, resp *Response) (int, error) {
+	head, err := peekSection(br)
+	if err != nil {
+		return 0, fmt.Errorf("read response head: %w", err)
+	}
+	n := len(head)
+	err = resp.parseHead(head, method == http.MethodHead)
+	br.Discard(n)
+	if err != nil {
+		return n, fmt.Errorf("read response head: %w", err)
+	}
+	resp.Body.br = br
+	resp.Body.resp = resp
+	if resp.Body.kind == bodyChunked {
+		resp.Body.chunks = httputil.NewChunkedReader(br)
+	}
+	return n, nil
+}
+
+// peekSection returns the buffered bytes of br up to and including the
+// first blank line (a response head or a trailer section) without
+// consuming them. Lines end in LF, optionally preceded by CR.
+func peekSection(br *bufio.Reader) ([]byte, error) {
+	scanned, want := 0, 1
+	for {
+		buf, err := br.Peek(max(want, br.Buffered()))
+		for {
+			i := bytes.IndexByte(buf[scanned:], '\n')
+			if i < 0 {
+				break
+			}
+			line := buf[scanned : scanned+i]
+			scanned += i + 1
+			if len(line) == 0 || len(line) == 1 && line[0] == '\r' {
+				return buf[:scanned], nil
+			}
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull) || len(buf) >= br.Size():
+			return nil, errHeadTooLarge
+		case err == io.EOF:
+			return nil, io.ErrUnexpectedEOF
+		case err != nil:
+			return nil, err
+		}
+		want = len(buf) + 1
+	}
+}
+
+// parseHead parses a head ending in a blank line, as returned by
+// peekSection, and frames the body (readTransfer in net/http).
+func (resp *Response) parseHead(head []byte, isHead bool) error {
+	i := bytes.IndexByte(head, '\n')
+	if i < 0 {
+		return errors.New("unterminated status line")
+	}
+	major, minor, status, err := parseStatusLine(trimCR(head[:i]))
+	if err != nil {
+		return err
+	}
+	resp.Status = status
+	fields := head[i+1:]
+	lines := bytes.Count(fields, nlBytes) - 1 // the last is the blank line
+	if resp.Header == nil {
+		resp.Header = make(http.Header, max(lines, 0))
+	}
+	h := resp.Header
+	if err := parseFields(fields, lines, h); err != nil {
+		return err
+	}
+
+	// fixPragmaCacheControl.
+	if hp := h["Pragma"]; len(hp) > 0 && hp[0] == "no-cache" {
+		if _, ok := h["Cache-Control"]; !ok {
+			h["Cache-Control"] = []string{"no-cache"}
+		}
+	}
+	resp.Close = shouldClose(h, major, minor)
+	if major == 0 && minor == 0 {
+		major, minor = 1, 1 // readTransfer's default
+	}
+	chunked, err := transferEncoding(h, major, minor)
+	if err != nil {
+		return err
+	}
+	cl, err := contentLength(h)
+	if err != nil {
+		return err
+	}
+	return resp.frame(status, chunked, cl, isHead)
+}
+
+// shouldClose: HTTP/1.1 drops "Connection: close" from the header (and
+// closes); HTTP/1.0 keeps the connection only when asked to.
+func shouldClose(h http.Header, major, minor int) bool {
+	conn := h["Connection"]
+	hasClose := wire.ContainsToken(conn, "close")
+	switch {
+	case major < 1:
+		return true
+	case major == 1 && minor == 0:
+		return hasClose || !wire.ContainsToken(conn, "keep-alive")
+	case hasClose:
+		delete(h, "Connection")
+		return true
+	}
+	return false
+}
+
+// transferEncoding removes Transfer-Encoding from h and reports chunked
+// coding. Only a single "chunked" coding is supported, and on HTTP/1.0 the
+// header is ignored (net/http issue 12785).
+func transferEncoding(h http.Header, major, minor int) (chunked bool, err error) {
+	te, ok := h["Transfer-Encoding"]
+	if !ok {
+		return false, nil
+	}
+	delete(h, "Transfer-Encoding")
+	if major < 1 || major == 1 && minor < 1 {
+		return false, nil
+	}
+	if len(te) != 1 {
+		return false, fmt.Errorf("too many transfer encodings: %q", te)
+	}
+	if !wire.EqualFold(te[0], "chunked") {
+		return false, fmt.Errorf("unsupported transfer encoding: %q", te[0])
+	}
+	return true, nil
+}
+
+// contentLength is fixLength's check: Content-Length values must agree and
+// be valid, whatever the status; duplicates of one value collapse into
+// one. -1 when there is none.
+func contentLength(h http.Header) (int64, error) {
+	cls := h["Content-Length"]
+	if len(cls) == 0 {
+		return -1, nil
+	}
+	for _, v := range cls[1:] {
+		if v != cls[0] {
+			return 0, fmt.Errorf("multiple Content-Length headers: %q", cls)
+		}
+	}
+	if len(cls) > 1 {
+		h["Content-Length"] = cls[:1:1]
+	}
+	if cls[0] == "" {
+		return 0, errors.New("empty Content-Length")
+	}
+	n, err := strconv.ParseUint(cls[0], 10, 63)
+	if err != nil {
+		return 0, fmt.Errorf("bad Content-Length %q", cls[0])
+	}
+	return int64(n), nil
+}
+
+// frame sets the body's kind and length from the status, the coding and
+// the declared length (readTransfer's realLength), and the declared
+// trailers (fixTrailer).
+func (resp *Response) frame(status int, chunked bool, cl int64, isHead bool) error {
+	h := resp.Header
+	bodyAllowed := status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
+	var length int64
+	switch {
+	case isHead || !bodyAllowed:
+		length = 0
+	case chunked:
+		delete(h, "Content-Length")
+		length = -1
+	default:
+		length = cl
+	}
+	resp.ContentLength = length
+	if isHead {
+		resp.ContentLength = cl
+	}
+	// Declared trailers count only with chunked coding.
+	if vv, ok := h["Trailer"]; ok && chunked {
+		delete(h, "Trailer")
+		if err := resp.declareTrailers(vv); err != nil {
+			return err
+		}
+	}
+	switch {
+	case chunked && (isHead || !bodyAllowed):
+		resp.Body.kind = bodyNone
+	case chunked:
+		resp.Body.kind = bodyChunked
+	case length == 0:
+		resp.Body.kind = bodyNone
+	case length > 0:
+		resp.Body.kind, resp.Body.n = bodyLength, length
+	default:
+		// Neither length nor chunks: the body runs to EOF (RFC 9112 6.3).
+		resp.Body.kind = bodyEOF
+		resp.Close = true
+	}
+	// A 101 hands the connection to another protocol: never reuse it.
+	if status == http.StatusSwitchingProtocols {
+		resp.Close = true
+	}
+	return nil
+}
+
+// declareTrailers records the trailer keys vv declares (as net/http's
+// fixTrailer: hop-by-hop and framing fields are refused).
+func (resp *Response) declareTrailers(vv []string) error {
+	t := make(http.Header)
+	for _, v := range vv {
+		for f := range strings.SplitSeq(v, ",") {
+			f = wire.TrimOWS(f)
+			if f == "" {
+				continue
+			}
+			k := http.CanonicalHeaderKey(f)
+			switch k {
+			case "Transfer-Encoding", "Trailer", "Content-Length":
+				return fmt.Errorf("bad trailer key %q", k)
+			}
+			t[k] = nil
+		}
+	}
+	if len(t) > 0 {
+		resp.Trailer = t
+	}
+	return nil
+}
+
+var nlBytes = []byte{'\n'}
+
+// parseStatusLine parses "HTTP/x.y ddd reason" as ReadResponse does, but
+// only takes three digits from 100 up as a status code.
+func parseStatusLine(line []byte) (major, minor, status int, err error) {
+	sp := bytes.IndexByte(line, ' ')
+	if sp < 0 {
+		return 0, 0, 0, fmt.Errorf("malformed status line %q", line)
+	}
+	proto, rest := line[:sp], bytes.TrimLeft(line[sp+1:], " ")
+	if sp := bytes.IndexByte(rest, ' '); sp >= 0 {
+		rest = rest[:sp]
+	}
+	if len(rest) != 3 {
+		return 0, 0, 0, fmt.Errorf("malformed status code %q", rest)
+	}
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			return 0, 0, 0, fmt.Errorf("%w %q", errStatusCode, rest)
+		}
+		status = status*10 + int(c-'0')
+	}
+	if status < 100 {
+		return 0, 0, 0, fmt.Errorf("%w %q", errStatusCode, rest)
+	}
+	// http.ParseHTTPVersion, on bytes.
+	if len(proto) != len("HTTP/X.Y") || string(proto[:5]) != "HTTP/" || proto[6] != '.' ||
+		!isDigit(proto[5]) || !isDigit(proto[7]) {
+		return 0, 0, 0, fmt.Errorf("malformed HTTP version %q", proto)
+	}
+	return int(proto[5] - '0'), int(proto[7] - '0'), status, nil
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func trimCR(line []byte) []byte {
+	if len(line) > 0 && line[len(line)-1] == '\r' {
+		return line[:len(line)-1]
+	}
+	return line
+}
+
+// parseFields adds the field lines of sec (the given number of lines
+// ending in a blank line, as peekSection returns) to h under canonical
+// keys, with textproto's rules: a name is a non-empty token, a value has
+// no control bytes but HTAB and loses surrounding blanks. Keys and values
+// are substrings of one string copy of sec, and values sit in one backing
+// array, contiguous per key where the lines were.
+func parseFields(sec []byte, lines int, h http.Header) error {
+	if lines <= 0 {
+		return nil
+	}
+	s := string(sec)
+	vals := make([]string, lines)
+	for idx := 0; ; idx++ {
+		nl := strings.IndexByte(s, '\n')
+		if nl < 0 {
+			return errors.New("unterminated header section")
+		}
+		line := s[:nl]
+		s = s[nl+1:]
+		if len(line) > 0 && line[len(line)-1] == '\r' {
+			line = line[:len(line)-1]
+		}
+		if line == "" {
+			return nil
+		}
+		if idx >= lines {
+			return errors.New("unterminated header section")
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			if idx == 0 {
+				return fmt.Errorf("malformed header initial line %q", line)
+			}
+			return fmt.Errorf("%w: %q", errObsFold, line)
+		}
+		colon := strings.IndexByte(line, ':')
+		if colon <= 0 {
+			return fmt.Errorf("malformed header line %q", line)
+		}
+		key, err := wire.CanonicalKey(line[:colon])
+		if err != nil {
+			return err
+		}
+		v := line[colon+1:]
+		for j := 0; j < len(v); j++ {
+			if c := v[j]; c < ' ' && c != '\t' || c == 0x7f {
+				return fmt.Errorf("malformed header line %q", line)
+			}
+		}
+		v = wire.TrimOWS(v)
+
+		vals[idx] = v
+		switch vv, ok := h[key]; {
+		case !ok:
+			h[key] = vals[idx : idx+1 : idx+1]
+		case idx > 0 && len(vv) > 0 && &vv[len(vv)-1] == &vals[idx-1]:
+			// Repeated on consecutive lines (Set-Cookie): extend in place.
+			h[key] = vals[idx-len(vv) : idx+1 : idx+1]
+		default:
+			h[key] = append(vv, v)
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package upstream
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/previewgate/previewgate/internal/wire"
+)
+
+// Pool keeps HTTP/1.1 keep-alive connections to sandboxes, pooled per
+// container instance; see the package doc for its invariants.
+type Pool struct {
+	dialer      *net.Dialer
+	maxIdle     int           // idle connections kept per instance
+	idleTimeout time.Duration // an idle connection older than this is closed
+
+	mu        sync.Mutex // guards idle, gen, genOrder and lastSweep
+	idle      map[string][]*Conn
+	gen       map[string]uint64 // per instance, bumped by closeInstance; absent: 0
+	genOrder  []string          // gen's keys, oldest first (bounded by maxGens)
+	lastSweep time.Time
+}
+
+// maxGens bounds how many closed instances the pool remembers. A run that
+// ended never comes back under its key; only a connection still in use on
+// one forgotten meanwhile could be pooled under a key nobody asks for
+// again, until idleTimeout closes it.
+const maxGens = 4096
+
+// WriteTimeout bounds each write to a sandbox (a request head the
+// app does not take).
+const WriteTimeout = 30 * time.Second
+
+// Conn is one pooled upstream connection.
+type Conn struct {
+	Net      net.Conn
+	R        *bufio.Reader // reads Net, counting (Answered)
+	W        *bufio.Writer
+	instance string
+	gen      uint64 // the instance's generation when dialed
+	idleAt   time.Time
+	nread    int64 // bytes read from conn since it was taken from the pool
+}
+
+// Answered reports whether the upstream sent any byte since the connection
+// was taken from the pool: a failed exchange on a reused connection may be
+// sent again only when it did not.
+func (c *Conn) Answered() bool { return c.nread > 0 }
+
+// Read reads from the connection, counting bytes so that a failed exchange
+// can tell whether the upstream answered anything (only a silent failure on
+// a reused connection may be retried).
+func (c *Conn) Read(p []byte) (int, error) {
+	n, err := c.Net.Read(p)
+	c.nread += int64(n)
+	return n, err
+}
+
+func NewPool(dialer *net.Dialer, maxIdle int, idleTimeout time.Duration) *Pool {
+	return &Pool{dialer: dialer, maxIdle: maxIdle, idleTimeout: idleTimeout,
+		idle: make(map[string][]*Conn), gen: make(map[string]uint64)}
+}
+
+// get returns an idle connection to instance (reused: true), or dials addr;
+// fresh always dials.
+func (t *Pool) Get(ctx context.Context, instance, addr string, fresh bool) (c *Conn, reused bool, err error) {
+	now := time.Now()
+	for {
+		t.mu.Lock()
+		list := t.idle[instance]
+		if len(list) == 0 || fresh {
+			gen := t.gen[instance]
+			t.mu.Unlock()
+			return t.dial(ctx, instance, addr, gen)
+		}
+		c = list[len(list)-1]
+		list[len(list)-1] = nil
+		t.idle[instance] = list[:len(list)-1]
+		t.mu.Unlock()
+		if now.Sub(c.idleAt) < t.idleTimeout && !wire.IdleReadable(c.Net) {
+			c.nread = 0
+			return c, true, nil
+		}
+		c.Net.Close()
+	}
+}
+
+func (t *Pool) dial(ctx context.Context, instance, addr string, gen uint64) (*Conn, bool, error) {
+	conn, err := t.dialer.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, false, err
+	}
+	c := &Conn{Net: wire.NewRawConn(conn, WriteTimeout), instance: instance, gen: gen}
+	c.R = bufio.NewReaderSize(c, 16<<10)
+	c.W = bufio.NewWriterSize(c.Net, 4<<10)
+	return c, false, nil
+}
+
+// put keeps c for reuse after an exchange whose response ended exactly at
+// its framing, and now and then closes connections idle too long, so no
+// background goroutine is needed.
+func (t *Pool) Put(c *Conn) {
+	if c.R.Buffered() > 0 {
+		c.Net.Close() // the upstream sent more than its response
+		return
+	}
+	now := time.Now()
+	c.idleAt = now
+	var stale []*Conn
+	t.mu.Lock()
+	if c.gen == t.gen[c.instance] {
+		if list := t.idle[c.instance]; len(list) < t.maxIdle {
+			t.idle[c.instance] = append(list, c)
+			c = nil
+		}
+	}
+	if now.Sub(t.lastSweep) > t.idleTimeout/2 {
+		t.lastSweep = now
+		stale = t.sweepLocked(now)
+	}
+	t.mu.Unlock()
+	if c != nil {
+		c.Net.Close()
+	}
+	for _, ic := range stale {
+		ic.Net.Close()
+	}
+}
+
+// sweepLocked removes and returns the connections idle too long.
+// t.mu must be held.
+func (t *Pool) sweepLocked(now time.Time) []*Conn {
+	var stale []*Conn
+	for inst, list := range t.idle {
+		keep := list[:0]
+		for _, ic := range list {
+			if now.Sub(ic.idleAt) >= t.idleTimeout {
+				stale = append(stale, ic)
+			} else {
+				keep = append(keep, ic)
+			}
+		}
+		clear(list[len(keep):])
+		if len(keep) == 0 {
+			delete(t.idle, inst)
+		} else {
+			t.idle[inst] = keep
+		}
+	}
+	return stale
+}
+
+// closeInstance closes every idle connection of instance, and those of it
+// in use when they come back (invariant 2).
+func (t *Pool) CloseInstance(instance string) {
+	t.mu.Lock()
+	list := t.idle[instance]
+	delete(t.idle, instance)
+	if _, ok := t.gen[instance]; !ok {
+		t.genOrder = append(t.genOrder, instance)
+		if len(t.genOrder) > maxGens {
+			delete(t.gen, t.genOrder[0])
+			t.genOrder[0] = ""
+			t.genOrder = t.genOrder[1:]
+		}
+	}
+	t.gen[instance]++
+	t.mu.Unlock()
+	for _, c := range list {
+		c.Net.Close()
+	}
+}
+
+// closeIdle closes every idle connection.
+func (t *Pool) CloseIdle() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = make(map[string][]*Conn)
+	t.mu.Unlock()
+	for _, list := range idle {
+		for _, c := range list {
+			c.Net.Close()
+		}
+	}
+}

@@ -1,0 +1,11 @@
+// Package wire holds the socket and HTTP/1.1 byte-level helpers that the
+// lean server loop (internal/h1server) and the upstream client
+// (internal/upstream) share: raw-syscall TCP connections with bounded
+// writes, readability checks that consume nothing, and token and header
+// field rules.
+//
+// It promises net.Conn semantics (deadlines as timeouts, net.ErrClosed,
+// concurrent Read and Write) and that no helper allocates on the common
+// path. It knows nothing of HTTP semantics beyond tokens and fields, and
+// must never import the gateway or any policy.
+package wire

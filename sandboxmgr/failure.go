@@ -1,0 +1,173 @@
+package sandboxmgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/previewgate/previewgate/config"
+)
+
+// Why a wake failed, as StartError.Reason (#16). The gateway shows the
+// reason and the container's last output instead of a bare "could not be
+// started".
+const (
+	ReasonExited       = "exited"        // the app exited while starting
+	ReasonCrashLoop    = "crash_loop"    // it exited right after each of two starts
+	ReasonReadyTimeout = "ready_timeout" // it ran but never answered within the ready timeout
+	ReasonImageMissing = "image_missing" // the template's image is not on the engine
+)
+
+// Errors the wake wraps so the failure can be named without matching text.
+var (
+	errExited    = errors.New("app exited")
+	errCrashLoop = errors.New("app exits right after start")
+)
+
+// StartError is a failed wake explained: why, the app's exit code (if it
+// exited) and its last lines of output (sanitized, see logLines). It wraps
+// the wake's error, so errors.Is(err, ErrNotReady) and the like still hold.
+type StartError struct {
+	Reason   string   // one of the Reason constants
+	ExitCode int      // when Reason is ReasonExited or ReasonCrashLoop
+	Logs     []string // at most LogTailLines lines of LogLineMax runes
+	Err      error
+}
+
+func (e *StartError) Error() string {
+	return fmt.Sprintf("%s: %v", e.Reason, e.Err)
+}
+
+func (e *StartError) Unwrap() error { return e.Err }
+
+// failBudget bounds what explaining a failure may take (an inspect, a kill
+// and a log read), after the wake's own deadline.
+const failBudget = 5 * time.Second
+
+// explainFailure turns a failed wake's err into a *StartError when it is
+// the app's or the template's fault, and then makes sure the container is
+// not left running: an app that never became ready is killed (it would
+// otherwise hold memory behind a 504 until the reaper). Other errors
+// (capacity, engine down, quota) come back unchanged. timedOut: the wake's
+// ready timeout fired.
+func (m *Manager) explainFailure(id string, err error, timedOut bool) error {
+	se := &StartError{Err: err}
+	switch {
+	case errors.Is(err, ErrNoImage):
+		se.Reason = ReasonImageMissing
+		return se // no container was made
+	case errors.Is(err, errCrashLoop):
+		se.Reason = ReasonCrashLoop
+	case errors.Is(err, errExited):
+		se.Reason = ReasonExited
+	case timedOut || errors.Is(err, errReadyTimeout):
+		se.Reason = ReasonReadyTimeout
+	default:
+		return err
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, failBudget)
+	defer cancel()
+	log := m.log.With("sandbox", id)
+	c, ierr := m.inspectOwned(ctx, ContainerName(id))
+	if ierr != nil {
+		log.WarnContext(ctx, "inspect failed container", "err", ierr)
+		return se
+	}
+	if c.State == stateRunning || c.State == statePaused || c.State == stateRestarting {
+		m.beforeStop(id)
+		if kerr := m.kill(ctx, c.ID); kerr != nil && !errors.Is(kerr, ErrNoContainer) {
+			log.WarnContext(ctx, "stop container after failed start", "err", kerr)
+		} else {
+			m.setState(id, stateExited)
+			log.InfoContext(ctx, "stopped container after failed start", "reason", se.Reason)
+		}
+	} else {
+		se.ExitCode = c.ExitCode
+	}
+	if le, ok := m.eng.(logEngine); ok {
+		lw := newLogLines(LogTailLines, nil)
+		if lerr := le.Logs(ctx, c.ID, LogTailLines, false, lw); lerr != nil {
+			log.WarnContext(ctx, "read logs of failed container", "err", lerr)
+		}
+		lw.Flush()
+		se.Logs = lw.Lines()
+	}
+	return se
+}
+
+// kill stops ctr at once where the engine can, else gracefully.
+func (m *Manager) kill(ctx context.Context, ctr string) error {
+	if le, ok := m.eng.(logEngine); ok {
+		return le.Kill(ctx, ctr)
+	}
+	return m.eng.Stop(ctx, ctr)
+}
+
+// wakeTimes remembers how long successful wakes took, per template, for
+// the waiting page's "usually takes ..." (#16). In memory only: a rough
+// expectation, not state.
+type wakeTimes struct {
+	mu sync.Mutex               // guards ewma
+	ew map[string]time.Duration // template → moving average
+}
+
+// record folds took into template's average (weight 1/4 for the newest).
+func (w *wakeTimes) record(template string, took time.Duration) {
+	if template == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ew == nil {
+		w.ew = make(map[string]time.Duration)
+	}
+	if old, ok := w.ew[template]; ok {
+		took = (3*old + took) / 4
+	} else if len(w.ew) >= 1024 { // templates come from config; bound it anyway
+		return
+	}
+	w.ew[template] = took
+}
+
+func (w *wakeTimes) typical(template string) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ew[template]
+}
+
+// TypicalWake is how long a wake of template has taken lately (zero:
+// no wake seen yet).
+func (m *Manager) TypicalWake(template string) time.Duration {
+	return m.wakeTimes.typical(template)
+}
+
+// withDiag adds to p what the waiting page shows besides the phase: the
+// output so far, how long the wake has run, how long one usually takes.
+func (m *Manager) withDiag(sb *sandbox, p Progress) Progress {
+	if l := sb.diag.logs.Load(); l != nil {
+		p.Logs = *l
+	}
+	if t0 := sb.diag.wakeStart.Load(); t0 != 0 && p.Phase != PhaseFailed {
+		p.Elapsed = m.now().Sub(time.Unix(0, t0))
+	}
+	if tpl := sb.diag.template.Load(); tpl != nil {
+		p.Typical = m.wakeTimes.typical(*tpl)
+	}
+	var se *StartError
+	if errors.As(p.Err, &se) && len(se.Logs) > 0 {
+		p.Logs = se.Logs
+	}
+	return p
+}
+
+// beginDiag resets id's diagnostics as a wake from tpl (may be nil) begins.
+func (m *Manager) beginDiag(id string, tpl *config.Template) {
+	sb := m.sandboxFor(id)
+	sb.diag.logs.Store(nil)
+	sb.diag.wakeStart.Store(m.now().UnixNano())
+	if tpl != nil {
+		sb.diag.template.Store(&tpl.Name)
+	}
+}

@@ -1,0 +1,361 @@
+package sandboxmgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/previewgate/previewgate/config"
+)
+
+// The Kubernetes runtime (#15). A sandbox is a Pod; the API server is the
+// truth, as the Docker Engine is for the Docker runtime, and the manager's
+// wake, single-flight, start slots, readiness and reaper run unchanged on
+// top of kubeEngine, which maps the engine interface onto the API:
+//
+//   - A sandbox's pod is named previewgate-<id>, carries the manager's scope
+//     labels, and runs once (restartPolicy Never): "stop" deletes it, and
+//     the next wake creates it again. Pause is a stop; Unpause never happens.
+//   - Every sandbox also has a Lease named previewgate-<id>. Creating it is
+//     the cluster-wide lock on the id (AlreadyExists is the race signal, as a
+//     pod name or a Docker container name is); its holderIdentity names the
+//     pod that serves the sandbox, and its renewTime is the sandbox's last
+//     activity as recorded by any replica (activity.go: sharedActivity).
+//   - A warm pool pod is claimed by a label change (previewgate.claimed=<id>)
+//     guarded by the pod's resourceVersion, so two replicas never claim the
+//     same pod; then the claimer takes the Lease, so two replicas never bind
+//     two pods to one id. A claim whose Lease is taken is undone.
+//   - A container "ID" is "<pod name>/<pod UID>": every call that acts on a
+//     pod checks its UID (a delete uses a UID precondition), never acting on
+//     another pod that took the name meanwhile. The "name" of a claimed pool
+//     pod is its sandbox's, previewgate-<id>, so the manager finds it there.
+//   - Start waits on a watch of the one pod until it runs; Events is an
+//     informer on the scoped pods, translated to the events the Docker
+//     runtime reports.
+//   - A template's workspace is a PersistentVolumeClaim per sandbox, kept
+//     by a stop and deleted by a remove (kube_workspace.go).
+
+// LabelClaimed marks a warm pool pod claimed for a sandbox (Kubernetes
+// labels can change; Docker's cannot, so the Docker runtime renames).
+const LabelClaimed = "previewgate.claimed"
+
+// KubeConfig configures the Kubernetes runtime (Config.Runtime "kubernetes").
+type KubeConfig struct {
+	// Namespace holds the sandboxes' pods, leases and network policy.
+	// Zero means the namespace the gateway runs in (in cluster), else
+	// "previewgate-sandboxes".
+	Namespace string
+	// Kubeconfig is a kubeconfig file. Zero means $KUBECONFIG, then
+	// ~/.kube/config, unless InCluster.
+	Kubeconfig string
+	// InCluster uses the pod's service account.
+	InCluster bool
+	// REST, if set, is used as is (tests).
+	REST *rest.Config
+	// GatewayLabels select the gateway's pods: the sandboxes' NetworkPolicy
+	// admits traffic from them only. Zero means
+	// app.kubernetes.io/name=previewgate.
+	GatewayLabels map[string]string
+	// GatewayNamespace is where the gateway's pods run, for the same
+	// policy. Zero means Namespace.
+	GatewayNamespace string
+	// RunAsUser is the uid sandbox containers run as (runAsNonRoot). Zero
+	// means 1000; negative means the image's own user (which may be root).
+	RunAsUser int64
+	// ActivityEvery bounds how often one replica records a sandbox's
+	// activity in its Lease. Zero means 10s.
+	ActivityEvery time.Duration
+}
+
+// Runtimes.
+const (
+	RuntimeDocker     = "docker"
+	RuntimeKubernetes = "kubernetes"
+)
+
+const kubeContainer = "app"
+
+type kubeEngine struct {
+	cs    kubernetes.Interface // calls, each bounded by Timeout (30s)
+	watch kubernetes.Interface // the informer's list and watch: no client timeout
+	ns    string
+	kc    KubeConfig
+	base  map[string]string // Config.Labels, also set on leases
+}
+
+var (
+	_ engine         = (*kubeEngine)(nil)
+	_ sharedActivity = (*kubeEngine)(nil)
+)
+
+func newKubeEngine(cfg Config) (*kubeEngine, error) {
+	kc := cfg.Kubernetes
+	rc := kc.REST
+	if rc == nil {
+		var err error
+		switch {
+		case kc.InCluster:
+			rc, err = rest.InClusterConfig()
+		default:
+			rules := clientcmd.NewDefaultClientConfigLoadingRules()
+			if kc.Kubeconfig != "" {
+				rules.ExplicitPath = kc.Kubeconfig
+			}
+			rc, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes client config: %w", err)
+		}
+	}
+	rc = rest.CopyConfig(rc)
+	if rc.QPS == 0 {
+		// client-go's default, 5/s with bursts of 10, would throttle a
+		// replica that serves hundreds of sandboxes (lease renewals alone).
+		rc.QPS, rc.Burst = 50, 100
+	}
+	if rc.ContentType == "" {
+		// Protobuf, as the cluster's own controllers talk: lists and watch
+		// events of pods are a fraction of their JSON size.
+		rc.ContentType = "application/vnd.kubernetes.protobuf"
+		rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	}
+	// Watches stream for minutes (the informer asks the server to end them
+	// after 5-10); a client timeout would cut each one at 30s.
+	watchRC := rest.CopyConfig(rc)
+	if rc.Timeout == 0 {
+		rc.Timeout = 30 * time.Second
+	}
+	if kc.Namespace == "" {
+		kc.Namespace = "previewgate-sandboxes"
+		if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil && kc.InCluster {
+			kc.Namespace = strings.TrimSpace(string(b))
+		}
+	}
+	if kc.GatewayNamespace == "" {
+		kc.GatewayNamespace = kc.Namespace
+	}
+	if len(kc.GatewayLabels) == 0 {
+		kc.GatewayLabels = map[string]string{"app.kubernetes.io/name": "previewgate"}
+	}
+	if kc.RunAsUser == 0 {
+		kc.RunAsUser = 1000
+	}
+	if kc.ActivityEvery <= 0 {
+		kc.ActivityEvery = 10 * time.Second
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	watchCS, err := kubernetes.NewForConfig(watchRC)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes watch client: %w", err)
+	}
+	return &kubeEngine{cs: cs, watch: watchCS, ns: kc.Namespace, kc: kc, base: maps.Clone(cfg.Labels)}, nil
+}
+
+// kclassify maps API errors to ours: not found to notFound, conflicts on
+// create to errNameTaken, and what says the API server is unreachable or
+// overloaded to ErrUnavailable.
+func kclassify(op string, err, notFound error) error {
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err) && notFound != nil:
+		return fmt.Errorf("%s: %w", op, notFound)
+	case apierrors.IsAlreadyExists(err):
+		return fmt.Errorf("%s: %w", op, errNameTaken)
+	case apierrors.IsServerTimeout(err), apierrors.IsTimeout(err), apierrors.IsServiceUnavailable(err),
+		apierrors.IsTooManyRequests(err), apierrors.IsInternalError(err), apierrors.IsUnexpectedServerError(err):
+		return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+	}
+	var st apierrors.APIStatus
+	if errors.As(err, &st) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || strings.Contains(err.Error(), "connection refused") {
+		return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+}
+
+func kubeID(pod *corev1.Pod) string { return pod.Name + "/" + string(pod.UID) }
+
+// splitKubeID splits "<pod name>/<uid>"; a plain name has no UID.
+func splitKubeID(s string) (name string, uid types.UID) {
+	name, u, _ := strings.Cut(s, "/")
+	return name, types.UID(u)
+}
+
+// logicalName is the container name the manager knows pod by: its
+// sandbox's for a claimed pool pod, else its own.
+func logicalName(pod *corev1.Pod) string {
+	if id := pod.Labels[LabelClaimed]; id != "" {
+		return ContainerName(id)
+	}
+	return pod.Name
+}
+
+func podInfo(pod *corev1.Pod) ctrInfo {
+	c := ctrInfo{
+		ID:      kubeID(pod),
+		Name:    logicalName(pod),
+		Labels:  maps.Clone(pod.Labels),
+		IP:      pod.Status.PodIP,
+		Created: pod.CreationTimestamp.Time,
+		State:   stateCreated,
+	}
+	if len(pod.Spec.Containers) > 0 {
+		c.Image = pod.Spec.Containers[0].Image
+	}
+	var cst *corev1.ContainerStatus
+	for i := range pod.Status.ContainerStatuses {
+		if pod.Status.ContainerStatuses[i].Name == kubeContainer {
+			cst = &pod.Status.ContainerStatuses[i]
+		}
+	}
+	switch {
+	case pod.DeletionTimestamp != nil:
+		c.State = stateRemoving
+	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		c.State = stateExited
+		if cst != nil && cst.State.Terminated != nil {
+			c.ExitCode = int(cst.State.Terminated.ExitCode)
+		} else if pod.Status.Phase == corev1.PodFailed {
+			c.ExitCode = 1
+		}
+	case pod.Status.Phase == corev1.PodRunning && cst != nil && cst.State.Running != nil:
+		c.State = stateRunning
+		c.StartedAt = cst.State.Running.StartedAt.Time
+	case pod.Status.Phase == corev1.PodRunning:
+		c.State = stateRestarting
+	}
+	return c
+}
+
+func (e *kubeEngine) Ping(ctx context.Context) error {
+	err := e.cs.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error()
+	return kclassify("kubernetes api", err, nil)
+}
+
+func (e *kubeEngine) getPod(ctx context.Context, name string) (*corev1.Pod, error) {
+	pod, err := e.cs.CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, kclassify("get pod "+name, err, ErrNoContainer)
+	}
+	return pod, nil
+}
+
+// podByID returns the pod an ID or name stands for; ErrNoContainer if it is
+// gone or another pod has its name now.
+func (e *kubeEngine) podByID(ctx context.Context, id string) (*corev1.Pod, error) {
+	name, uid := splitKubeID(id)
+	pod, err := e.getPod(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if uid != "" && pod.UID != uid {
+		return nil, fmt.Errorf("pod %s: %w (replaced)", name, ErrNoContainer)
+	}
+	return pod, nil
+}
+
+func (e *kubeEngine) Inspect(ctx context.Context, name string) (ctrInfo, error) {
+	if claim, uid, ok := splitKeptID(name); ok {
+		return e.keptWorkspace(ctx, claim, uid)
+	}
+	pod, err := e.podByID(ctx, name)
+	if err == nil {
+		return podInfo(pod), nil
+	}
+	sbx, isSandbox := strings.CutPrefix(name, "previewgate-")
+	if !errors.Is(err, ErrNoContainer) || strings.Contains(name, "/") || !isSandbox || !config.ValidID(sbx) {
+		return ctrInfo{}, err
+	}
+	if pod := e.claimedPod(ctx, sbx, name); pod != nil {
+		return podInfo(pod), nil
+	}
+	// No pod serves it: maybe its workspace is kept (a stopped sandbox).
+	return e.keptWorkspace(ctx, name, "")
+}
+
+// claimedPod returns the pool pod claimed for sandbox sbx, named by its
+// lease; nil if there is none (or it cannot be told).
+func (e *kubeEngine) claimedPod(ctx context.Context, sbx, name string) *corev1.Pod {
+	holder, _, err := e.leaseHolder(ctx, sbx)
+	if err != nil || holder == "" || holder == name {
+		return nil
+	}
+	pod, err := e.getPod(ctx, holder)
+	if err != nil || pod.Labels[LabelClaimed] != sbx {
+		return nil
+	}
+	return pod
+}
+
+func (e *kubeEngine) Create(ctx context.Context, s ctrSpec) (string, error) {
+	port := 3000
+	if p := s.Port; p > 0 {
+		port = p
+	}
+	if s.Labels[LabelPool] != "" {
+		s.Workspace = nil // a pool pod serves no sandbox yet
+	}
+	if s.Workspace != nil {
+		// Before the lock: a sandbox's replicas all make or find the one
+		// claim, and the lease's holder must not wait for it.
+		if err := e.ensureWorkspace(ctx, s); err != nil {
+			return "", err
+		}
+	}
+	if s.Labels[LabelPool] == "" {
+		// A sandbox: take the id's lock first (a pool claim takes it too).
+		id := s.Labels[LabelSandbox]
+		err := e.createLease(ctx, id, s.Name)
+		if errors.Is(err, errNameTaken) {
+			var ok bool
+			if ok, err = e.takeStaleLease(ctx, id, s.Name); err == nil && !ok {
+				err = fmt.Errorf("lease %s: %w", ContainerName(id), errNameTaken)
+			}
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	pod, err := e.cs.CoreV1().Pods(e.ns).Create(ctx, e.podSpec(s, port, s.ReadyPath), metav1.CreateOptions{})
+	if err != nil {
+		return "", kclassify("create pod "+s.Name, err, ErrNoImage)
+	}
+	return kubeID(pod), nil
+}
+
+func (e *kubeEngine) List(ctx context.Context, lbls map[string]string) ([]ctrInfo, error) {
+	list, err := e.cs.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(lbls).String()})
+	if err != nil {
+		return nil, kclassify("list pods", err, nil)
+	}
+	out := make([]ctrInfo, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, podInfo(&list.Items[i]))
+	}
+	kept, err := e.listKept(ctx, lbls, out)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, kept...), nil
+}

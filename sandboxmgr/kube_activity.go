@@ -1,0 +1,49 @@
+package sandboxmgr
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+var _ activityRecorder = (*kubeEngine)(nil)
+
+// RecordActivity writes at into the renewTime of sandbox id's Lease (a merge
+// patch: one call, no read). Replicas write their own latest view, so the
+// value may step back by at most ActivityEvery; the reaper's margin is
+// idle_timeout, far longer.
+func (e *kubeEngine) RecordActivity(ctx context.Context, id string, at time.Time) error {
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"renewTime": metav1.NewMicroTime(at)}})
+	if err != nil {
+		return err
+	}
+	_, err = e.cs.CoordinationV1().Leases(e.ns).Patch(ctx, ContainerName(id), types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil // stopped meanwhile
+	}
+	return kclassify("record activity "+id, err, nil)
+}
+
+func (e *kubeEngine) recordEvery() time.Duration { return e.kc.ActivityEvery }
+
+// LastActivity reads the renewTime of sandbox id's Lease.
+func (e *kubeEngine) LastActivity(ctx context.Context, id string, _ ctrInfo) (time.Time, error) {
+	l, err := e.cs.CoordinationV1().Leases(e.ns).Get(ctx, ContainerName(id), metav1.GetOptions{})
+	if err != nil {
+		return time.Time{}, kclassify("get lease "+ContainerName(id), err, ErrNoContainer)
+	}
+	switch {
+	case l.Spec.RenewTime != nil:
+		return l.Spec.RenewTime.Time, nil
+	case l.Spec.AcquireTime != nil:
+		return l.Spec.AcquireTime.Time, nil
+	}
+	return time.Time{}, errors.New("lease has no renew time")
+}
+
+func (e *kubeEngine) sampleEarly() bool { return false }

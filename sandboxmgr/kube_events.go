@@ -1,0 +1,99 @@
+package sandboxmgr
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Events runs an informer on the scoped pods and reports their changes as
+// the container events the Docker runtime reports (#15). The informer lists
+// and then watches, and relists by itself after a broken watch, so since is
+// not needed: a relist delivers what changed meanwhile. It returns when ctx
+// ends. fn is called from the informer's one handler goroutine, in order.
+func (e *kubeEngine) Events(ctx context.Context, _ time.Time, lbls map[string]string, fn func(ctrEvent)) error {
+	sel := labels.SelectorFromSet(lbls).String()
+	f := informers.NewSharedInformerFactoryWithOptions(e.watch, 0, informers.WithNamespace(e.ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
+	inf := f.Core().V1().Pods().Informer()
+	// The cache holds every sandbox pod; managedFields (server-side apply
+	// bookkeeping) are a third of a pod and nothing here reads them.
+	if err := inf.SetTransform(stripManagedFields); err != nil {
+		return fmt.Errorf("pod informer: %w", err)
+	}
+	emit := func(action string, pod *corev1.Pod) {
+		fn(ctrEvent{Action: action, ID: kubeID(pod), Name: logicalName(pod), Pool: pod.Labels[LabelPool], Time: time.Now()})
+	}
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if pod, ok := obj.(*corev1.Pod); ok && podInfo(pod).State == stateRunning {
+				emit(evStart, pod)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			old, ok1 := oldObj.(*corev1.Pod)
+			pod, ok2 := newObj.(*corev1.Pod)
+			if !ok1 || !ok2 {
+				return
+			}
+			for _, ev := range podEvents(old, pod) {
+				ev.ID, ev.Pool, ev.Time = kubeID(pod), pod.Labels[LabelPool], time.Now()
+				fn(ev)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				action := evDestroy
+				if workspaceClaim(pod) != "" {
+					action = evKept // the sandbox is stopped, not gone
+				}
+				emit(action, pod)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("pod informer: %w", err)
+	}
+	// Run returns when ctx ends; the informer's goroutines end with it.
+	inf.Run(ctx.Done())
+	return ctx.Err()
+}
+
+func stripManagedFields(obj any) (any, error) {
+	if a, err := meta.Accessor(obj); err == nil {
+		a.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// podEvents translates one pod update into container events.
+func podEvents(old, pod *corev1.Pod) []ctrEvent {
+	var out []ctrEvent
+	if old.Labels[LabelClaimed] == "" && pod.Labels[LabelClaimed] != "" {
+		out = append(out, ctrEvent{Action: evRename, OldName: old.Name, Name: logicalName(pod)})
+	}
+	name := logicalName(pod)
+	was, now := podInfo(old), podInfo(pod)
+	switch {
+	case now.State == was.State && now.State == stateRunning && !now.StartedAt.Equal(was.StartedAt):
+		out = append(out, ctrEvent{Action: evDie, Name: name}, ctrEvent{Action: evStart, Name: name})
+	case now.State == was.State:
+	case now.State == stateRemoving:
+		out = append(out, ctrEvent{Action: evKill, Name: name})
+	case now.State == stateRunning:
+		out = append(out, ctrEvent{Action: evStart, Name: name})
+	case was.State == stateRunning:
+		out = append(out, ctrEvent{Action: evDie, Name: name})
+	}
+	return out
+}

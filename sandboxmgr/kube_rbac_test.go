@@ -1,0 +1,232 @@
+package sandboxmgr_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+
+	"github.com/previewgate/previewgate/sandboxmgr"
+)
+
+// callCounter counts API requests by verb and resource.
+type callCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *callCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		verb := r.Method
+		if r.URL.Query().Get("watch") == "true" {
+			verb = "WATCH"
+		}
+		parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+		res := parts[len(parts)-1]
+		for i, p := range parts {
+			if p == "namespaces" && i+2 < len(parts) {
+				res = parts[i+2]
+			}
+		}
+		c.mu.Lock()
+		c.n[verb+" "+res]++
+		c.mu.Unlock()
+		return rt.RoundTrip(r)
+	})
+}
+
+func (c *callCounter) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.n
+	c.n = map[string]int{}
+	return out
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// The runtime works with a ServiceAccount token bound by exactly the RBAC
+// rules in deploy/kubernetes/rbac.yaml (namespaces renamed to the test's),
+// and the test measures the API calls per new sandbox, per wake of a
+// running one and per stop (docs/kubernetes.md).
+func TestKubernetesRBACFromDeploy(t *testing.T) {
+	t.Parallel()
+	e := newKubeEnv(t)
+	gwNS := e.ns + "-gw"
+	e.cluster.Namespace(t, gwNS)
+	raw, err := os.ReadFile("../deploy/kubernetes/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	var sa string
+	roles := 0
+	for {
+		var obj struct {
+			metav1.TypeMeta   `json:",inline"`
+			metav1.ObjectMeta `json:"metadata"`
+		}
+		var doc rawDoc
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("rbac.yaml: %v", err)
+		}
+		if err := doc.into(&obj); err != nil {
+			t.Fatal(err)
+		}
+		switch obj.Kind {
+		case "ServiceAccount":
+			sa = obj.Name
+			if _, err := e.cs.CoreV1().ServiceAccounts(gwNS).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		case "Role":
+			var r rbacv1.Role
+			if err := doc.into(&r); err != nil {
+				t.Fatal(err)
+			}
+			r.Namespace = e.ns
+			if _, err := e.cs.RbacV1().Roles(e.ns).Create(t.Context(), &r, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			roles++
+		case "RoleBinding":
+			var b rbacv1.RoleBinding
+			if err := doc.into(&b); err != nil {
+				t.Fatal(err)
+			}
+			b.Namespace = e.ns
+			for i := range b.Subjects {
+				b.Subjects[i].Namespace = gwNS
+			}
+			if _, err := e.cs.RbacV1().RoleBindings(e.ns).Create(t.Context(), &b, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatalf("rbac.yaml: unexpected kind %s", obj.Kind)
+		}
+	}
+	if sa == "" || roles != 1 {
+		t.Fatalf("rbac.yaml: got service account %q and %d roles, want one each", sa, roles)
+	}
+	exp := int64(3600)
+	tr, err := e.cs.CoreV1().ServiceAccounts(gwNS).CreateToken(t.Context(), sa, &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token for %s: %v", sa, err)
+	}
+	calls := &callCounter{n: map[string]int{}}
+	rc := rest.CopyConfig(e.cluster.Config(tr.Status.Token))
+	rc.WrapTransport = calls.wrap
+	cfg := e.config()
+	cfg.Kubernetes.REST = rc
+	cfg.Kubernetes.GatewayNamespace = gwNS
+	m := e.manager(t, cfg)
+	time.Sleep(200 * time.Millisecond) // let the informer settle before counting
+	startCalls := calls.take()
+
+	tpl := testTemplate(t, nil)
+	id := newID()
+	ep, err := m.Ensure(t.Context(), id, tpl)
+	if err != nil {
+		t.Fatalf("Ensure with the deploy RBAC: %v", err)
+	}
+	get(t, ep)
+	create := calls.take()
+	m.Forget(id, ep.Addr)
+	if _, err := m.Ensure(t.Context(), id, tpl); err != nil {
+		t.Fatal(err)
+	}
+	rewake := calls.take()
+	if err := m.Stop(t.Context(), id); err != nil {
+		t.Fatalf("Stop with the deploy RBAC: %v", err)
+	}
+	e.waitNoPod(t, id, 20*time.Second)
+	stop := calls.take()
+	rows := []callRow{{"manager start", startCalls}, {"new sandbox", create}, {"re-probe of a running sandbox", rewake}, {"stop", stop}}
+	rows = append(rows, workspaceCalls(t, e, m, calls)...)
+	for _, row := range rows {
+		t.Logf("API calls, %s: %s", row.name, fmtCalls(row.n))
+	}
+}
+
+type callRow struct {
+	name string
+	n    map[string]int
+}
+
+// workspaceCalls runs a sandbox with a workspace through m (bound by the
+// deploy Role) and returns the API calls of each step: every claim verb
+// the runtime uses (a replica start lists claims too).
+func workspaceCalls(t *testing.T, e *kubeEnv, m *sandboxmgr.Manager, calls *callCounter) []callRow {
+	t.Helper()
+	tpl := workspaceTemplate(t)
+	id := newID()
+	ep, err := m.Ensure(t.Context(), id, tpl)
+	if err != nil {
+		t.Fatalf("Ensure with a workspace and the deploy RBAC: %v", err)
+	}
+	putFile(t, ep, "f", "x")
+	create := calls.take()
+	if err := m.Stop(t.Context(), id); err != nil {
+		t.Fatalf("Stop with a workspace and the deploy RBAC: %v", err)
+	}
+	e.waitNoPod(t, id, 20*time.Second)
+	stop := calls.take()
+	// Measure the wake from a pod that is gone, not one still terminating.
+	waitWithin(t, 20*time.Second, "the stopped pod gone", func() bool {
+		_, err := e.cs.CoreV1().Pods(e.ns).Get(t.Context(), sandboxmgr.ContainerName(id), metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+	ep, err = m.Ensure(t.Context(), id, tpl)
+	if err != nil {
+		t.Fatalf("Ensure of a kept workspace with the deploy RBAC: %v", err)
+	}
+	if got := fileIn(t, ep, "f"); got != "x" {
+		t.Errorf("got file %q after the stop, want x", got)
+	}
+	wake := calls.take()
+	if err := m.Remove(t.Context(), id); err != nil {
+		t.Fatalf("Remove with a workspace and the deploy RBAC: %v", err)
+	}
+	e.waitNoPod(t, id, 20*time.Second)
+	e.waitNoClaim(t, id, 20*time.Second)
+	remove := calls.take()
+	return []callRow{{"new sandbox with a workspace", create}, {"stop with a workspace", stop},
+		{"wake of a kept workspace", wake}, {"remove with a workspace", remove}}
+}
+
+func fmtCalls(n map[string]int) string {
+	keys := make([]string, 0, len(n))
+	total := 0
+	for k, v := range n {
+		keys = append(keys, fmt.Sprintf("%s=%d", k, v))
+		total += v
+	}
+	sort.Strings(keys)
+	return fmt.Sprintf("%d (%s)", total, strings.Join(keys, ", "))
+}
+
+// rawDoc keeps one YAML document as JSON to decode into several types.
+type rawDoc struct{ b []byte }
+
+func (d *rawDoc) UnmarshalJSON(b []byte) error { d.b = append([]byte(nil), b...); return nil }
+
+func (d *rawDoc) into(v any) error { return yaml.Unmarshal(d.b, v) }

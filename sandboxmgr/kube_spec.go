@@ -1,0 +1,216 @@
+package sandboxmgr
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"strings"
+	"time"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// The Kubernetes runtime's pod spec and the per-sandbox Lease that locks a
+// sandbox id across replicas and records its activity.
+
+// podSpec is s as a pod.
+func (e *kubeEngine) podSpec(s ctrSpec, port int, readyPath string) *corev1.Pod {
+	no, yes := false, true
+	var env []corev1.EnvVar
+	for _, kv := range s.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env = append(env, corev1.EnvVar{Name: k, Value: v})
+	}
+	sc := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: &no,
+		Privileged:               &no,
+		ReadOnlyRootFilesystem:   &s.ReadOnly,
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	for _, c := range s.CapAdd {
+		sc.Capabilities.Add = append(sc.Capabilities.Add, corev1.Capability(strings.TrimPrefix(strings.ToUpper(c), "CAP_")))
+	}
+	if e.kc.RunAsUser > 0 {
+		uid := e.kc.RunAsUser
+		sc.RunAsUser, sc.RunAsGroup, sc.RunAsNonRoot = &uid, &uid, &yes
+	}
+	res := corev1.ResourceRequirements{Limits: corev1.ResourceList{}, Requests: corev1.ResourceList{}}
+	if s.Memory > 0 {
+		q := *resourceBytes(s.Memory)
+		res.Limits[corev1.ResourceMemory], res.Requests[corev1.ResourceMemory] = q, q
+	}
+	if s.CPUs > 0 {
+		res.Limits[corev1.ResourceCPU] = *resourceMilli(int64(s.CPUs * 1000))
+		// A dev server idles most of its life: request a quarter.
+		res.Requests[corev1.ResourceCPU] = *resourceMilli(max(int64(s.CPUs*250), 10))
+	}
+	probe := &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intOrString(port)}}}
+	if readyPath != "" {
+		probe.ProbeHandler = corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: readyPath, Port: intOrString(port)}}
+	}
+	grace := int64(5)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: e.ns, Labels: maps.Clone(s.Labels)},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			AutomountServiceAccountToken:  &no,
+			EnableServiceLinks:            &no,
+			TerminationGracePeriodSeconds: &grace,
+			SecurityContext: &corev1.PodSecurityContext{
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			Containers: []corev1.Container{{
+				Name:            kubeContainer,
+				Image:           s.Image,
+				Args:            s.Cmd,
+				Env:             env,
+				Ports:           []corev1.ContainerPort{{Name: "app", ContainerPort: int32(port), Protocol: corev1.ProtocolTCP}},
+				Resources:       res,
+				ReadinessProbe:  probe,
+				SecurityContext: sc,
+			}},
+		},
+	}
+	if s.ReadOnly {
+		pod.Spec.Volumes = []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}
+	}
+	if s.Workspace != nil {
+		e.mountWorkspace(pod, s)
+	}
+	return pod
+}
+
+// mountWorkspace mounts s's claim (kube_workspace.go), named like the pod,
+// at the workspace path. The sandbox's user must be able to write it: the
+// volume's group is its uid (fsGroup), changed only when the volume's root
+// does not have it yet, so a large kept workspace is not walked on every
+// wake. With the image's own user (run_as_user -1) the image must see to it.
+func (e *kubeEngine) mountWorkspace(pod *corev1.Pod, s ctrSpec) {
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: workspaceVolume, VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.Name},
+	}})
+	c := &pod.Spec.Containers[0]
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: workspaceVolume, MountPath: s.Workspace.Path})
+	if e.kc.RunAsUser > 0 {
+		gid := e.kc.RunAsUser
+		policy := corev1.FSGroupChangeOnRootMismatch
+		pod.Spec.SecurityContext.FSGroup, pod.Spec.SecurityContext.FSGroupChangePolicy = &gid, &policy
+	}
+}
+
+func resourceBytes(n int64) *resource.Quantity { return resource.NewQuantity(n, resource.BinarySI) }
+
+func resourceMilli(n int64) *resource.Quantity {
+	return resource.NewMilliQuantity(n, resource.DecimalSI)
+}
+
+func intOrString(port int) intstr.IntOrString { return intstr.FromInt32(int32(port)) }
+
+func (e *kubeEngine) createLease(ctx context.Context, id, holder string) error {
+	now := metav1.NowMicro()
+	l := &coordv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: ContainerName(id), Namespace: e.ns, Labels: e.leaseLabels(id)},
+		Spec:       coordv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &now, RenewTime: &now},
+	}
+	_, err := e.cs.CoordinationV1().Leases(e.ns).Create(ctx, l, metav1.CreateOptions{})
+	return kclassify("create lease "+l.Name, err, nil)
+}
+
+func (e *kubeEngine) leaseLabels(id string) map[string]string {
+	l := maps.Clone(e.base)
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[LabelManaged] = "true"
+	l[LabelSandbox] = id
+	return l
+}
+
+// leaseHolder returns the pod named by id's lease ("" if there is no lease)
+// and the lease's resourceVersion.
+func (e *kubeEngine) leaseHolder(ctx context.Context, id string) (holder, rv string, err error) {
+	l, err := e.cs.CoordinationV1().Leases(e.ns).Get(ctx, ContainerName(id), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", "", nil
+	}
+	if err != nil {
+		return "", "", kclassify("get lease "+ContainerName(id), err, nil)
+	}
+	if l.Spec.HolderIdentity != nil {
+		holder = *l.Spec.HolderIdentity
+	}
+	return holder, l.ResourceVersion, nil
+}
+
+// takeStaleLease makes id's existing lease name holder if the pod it names
+// is not serving id: true if the lease names holder now. A pod is bound
+// (claimed, or created under its own name) before or right after its lease
+// is written, so a lease naming a missing or unbound pool pod was left by
+// a gateway that died mid-claim or mid-delete. A lease naming a pod
+// previewgate-<id> that does not exist yet may be a create in flight: a
+// claimer leaves it for leaseCreateGrace.
+func (e *kubeEngine) takeStaleLease(ctx context.Context, id, holder string) (bool, error) {
+	l, err := e.cs.CoordinationV1().Leases(e.ns).Get(ctx, ContainerName(id), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil // deleted meanwhile: the caller's retry creates it
+	}
+	if err != nil {
+		return false, kclassify("get lease "+ContainerName(id), err, nil)
+	}
+	cur := ""
+	if l.Spec.HolderIdentity != nil {
+		cur = *l.Spec.HolderIdentity
+	}
+	if cur == holder {
+		return true, nil
+	}
+	if cur == ContainerName(id) {
+		// Only a pool claimer gets here (creators share that holder name).
+		// A create in flight writes its lease a moment before its pod: a
+		// young lease without its pod is that, not a dead creator, and
+		// taking it over would make a second pod (a race the pool test
+		// caught across replicas).
+		if _, err := e.getPod(ctx, cur); !errors.Is(err, ErrNoContainer) {
+			return false, err // it exists (or we cannot tell)
+		}
+		if leaseAge(l) < leaseCreateGrace {
+			return false, nil
+		}
+	} else if p, err := e.getPod(ctx, cur); err == nil && p.Labels[LabelClaimed] == id && p.DeletionTimestamp == nil {
+		return false, nil
+	} else if err != nil && !errors.Is(err, ErrNoContainer) {
+		return false, err
+	}
+	l.Spec.HolderIdentity = &holder
+	now := metav1.NowMicro()
+	l.Spec.AcquireTime, l.Spec.RenewTime = &now, &now
+	_, err = e.cs.CoordinationV1().Leases(e.ns).Update(ctx, l, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		return false, nil
+	}
+	return err == nil, kclassify("take lease "+l.Name, err, nil)
+}
+
+// leaseCreateGrace is how long a lease may name a pod previewgate-<id>
+// that does not exist before a pool claimer takes it over: the two API
+// calls of a create take milliseconds; longer means the creator died.
+const leaseCreateGrace = 30 * time.Second
+
+// leaseAge is how long ago l was last acquired or renewed.
+func leaseAge(l *coordv1.Lease) time.Duration {
+	t := l.CreationTimestamp.Time
+	if l.Spec.AcquireTime != nil && l.Spec.AcquireTime.After(t) {
+		t = l.Spec.AcquireTime.Time
+	}
+	if l.Spec.RenewTime != nil && l.Spec.RenewTime.After(t) {
+		t = l.Spec.RenewTime.Time
+	}
+	return time.Since(t)
+}

@@ -1,0 +1,225 @@
+package sandboxmgr
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Workspaces on Kubernetes (#15). A sandbox whose template has a workspace
+// gets a PersistentVolumeClaim named like its pod, previewgate-<id>, with
+// the pod's labels (so the manager's scope and the tests' cleanup cover
+// it), mounted at the template's path in every pod of the sandbox:
+//
+//   - Create makes the claim before the Lease and the pod. AlreadyExists
+//     is the kept workspace of a stopped sandbox (or a racing replica's
+//     create): it is used as it is. A claim still being deleted (a remove
+//     a moment ago) is waited out: the sandbox then starts empty.
+//   - Stop (idle or admin) deletes the pod only, after writing the time
+//     into the claim's annotation previewgate.stopped-at. Creating a pod
+//     on the claim clears it, so the annotation is there only while the
+//     last thing that happened to the sandbox was a stop by a gateway.
+//   - A claim without a pod is a stopped sandbox: Inspect and List report
+//     it Kept, in state exited, so the reaper removes it after
+//     remove_after (counted from the annotation, across gateway restarts;
+//     without one, from the manager's start, as for a stopped Docker
+//     container) and a wake makes a new pod on it. The pod informer
+//     reports the deletion of a pod with a workspace as evKept, not
+//     evDestroy: every replica then knows the sandbox as stopped.
+//   - Remove deletes the pod, then the claim.
+//   - The warm pool does not serve templates with a workspace (config
+//     refuses the combination): a pool pod runs before it knows whose
+//     claim to mount.
+//
+// A claim the gateway may not read or list (a Role from before workspaces)
+// counts as absent: the gateway cannot have made one either.
+
+const (
+	// annStoppedAt on a workspace claim: when a gateway last stopped its
+	// sandbox (RFC 3339), absent while a pod runs on it.
+	annStoppedAt    = "previewgate.stopped-at"
+	workspaceVolume = "workspace"
+	// keptPrefix starts the "container ID" of a kept workspace:
+	// "pvc:<claim name>/<claim UID>".
+	keptPrefix = "pvc:"
+)
+
+// splitKeptID splits a kept workspace's ID; ok is false for a pod's.
+func splitKeptID(id string) (claim string, uid types.UID, ok bool) {
+	rest, ok := strings.CutPrefix(id, keptPrefix)
+	if !ok {
+		return "", "", false
+	}
+	claim, uid = splitKubeID(rest)
+	return claim, uid, true
+}
+
+// workspaceClaim is the claim pod mounts as its workspace, "" if none.
+func workspaceClaim(pod *corev1.Pod) string {
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == workspaceVolume && v.PersistentVolumeClaim != nil {
+			return v.PersistentVolumeClaim.ClaimName
+		}
+	}
+	return ""
+}
+
+// keptInfo reports a workspace claim without its pod as a stopped sandbox.
+func keptInfo(pvc *corev1.PersistentVolumeClaim) ctrInfo {
+	c := ctrInfo{
+		ID:      keptPrefix + pvc.Name + "/" + string(pvc.UID),
+		Name:    pvc.Name,
+		Labels:  maps.Clone(pvc.Labels),
+		State:   stateExited,
+		Created: pvc.CreationTimestamp.Time,
+		Kept:    true,
+	}
+	if t, err := time.Parse(time.RFC3339Nano, pvc.Annotations[annStoppedAt]); err == nil {
+		c.StoppedAt = t
+	}
+	return c
+}
+
+// workspaceSpec is the claim for s.
+func (e *kubeEngine) workspaceSpec(s ctrSpec) *corev1.PersistentVolumeClaim {
+	w := s.Workspace
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: e.ns, Labels: maps.Clone(s.Labels)},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceStorage: *resourceBytes(int64(w.Size))},
+			},
+		},
+	}
+	if w.StorageClass != "" {
+		sc := w.StorageClass
+		pvc.Spec.StorageClassName = &sc
+	}
+	return pvc
+}
+
+// ensureWorkspace makes s's claim, or takes the kept one: it must be this
+// gateway's (ErrForeignContainer otherwise), and one being deleted is
+// waited for until ctx ends.
+func (e *kubeEngine) ensureWorkspace(ctx context.Context, s ctrSpec) error {
+	pvc := e.workspaceSpec(s)
+	for {
+		_, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx, pvc, metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			return kclassify("create workspace "+s.Name, err, nil)
+		}
+		cur, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx, s.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue // deleted meanwhile: make a new one
+		case err != nil:
+			return kclassify("get workspace "+s.Name, err, nil)
+		case !e.ownsWorkspace(cur, s.Labels[LabelSandbox]):
+			return fmt.Errorf("workspace %s: %w (it lacks this gateway's labels)", s.Name, ErrForeignContainer)
+		case cur.DeletionTimestamp != nil:
+			// Removed a moment ago; its pod goes first, then the claim.
+			if err := sleep(ctx, 100*time.Millisecond); err != nil {
+				return fmt.Errorf("workspace %s is being deleted: %w", s.Name, err)
+			}
+			continue
+		}
+		if _, ok := cur.Annotations[annStoppedAt]; !ok {
+			return nil
+		}
+		return e.annotateStopped(ctx, s.Name, nil)
+	}
+}
+
+// ownsWorkspace reports whether pvc carries the manager's scope labels
+// (which are in e.base) and is sandbox id's.
+func (e *kubeEngine) ownsWorkspace(pvc *corev1.PersistentVolumeClaim, id string) bool {
+	for k, v := range e.base {
+		if pvc.Labels[k] != v {
+			return false
+		}
+	}
+	return pvc.Labels[LabelManaged] == "true" && pvc.Labels[LabelSandbox] == id
+}
+
+// annotateStopped sets (at non-nil) or clears the stop time on claim. A
+// claim that is gone needs neither.
+func (e *kubeEngine) annotateStopped(ctx context.Context, claim string, at *time.Time) error {
+	var v any // null removes the annotation in a merge patch
+	if at != nil {
+		v = at.UTC().Format(time.RFC3339Nano)
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{annStoppedAt: v}}})
+	if err != nil {
+		return err
+	}
+	_, err = e.cs.CoreV1().PersistentVolumeClaims(e.ns).Patch(ctx, claim, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return kclassify("annotate workspace "+claim, err, nil)
+}
+
+// keptWorkspace returns the claim named name as a stopped sandbox;
+// ErrNoContainer if there is none, it is being deleted or it is not uid
+// (when given).
+func (e *kubeEngine) keptWorkspace(ctx context.Context, name string, uid types.UID) (ctrInfo, error) {
+	pvc, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
+		return ctrInfo{}, fmt.Errorf("workspace %s: %w", name, ErrNoContainer)
+	case err != nil:
+		return ctrInfo{}, kclassify("get workspace "+name, err, ErrNoContainer)
+	case pvc.DeletionTimestamp != nil:
+		return ctrInfo{}, fmt.Errorf("workspace %s: %w (being deleted)", name, ErrNoContainer)
+	case uid != "" && pvc.UID != uid:
+		return ctrInfo{}, fmt.Errorf("workspace %s: %w (replaced)", name, ErrNoContainer)
+	}
+	return keptInfo(pvc), nil
+}
+
+// listKept returns the scoped workspace claims that no pod in pods uses.
+func (e *kubeEngine) listKept(ctx context.Context, lbls map[string]string, pods []ctrInfo) ([]ctrInfo, error) {
+	list, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(lbls).String()})
+	if apierrors.IsForbidden(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, kclassify("list workspaces", err, nil)
+	}
+	served := make(map[string]bool, len(pods))
+	for _, p := range pods {
+		served[p.Name] = true
+	}
+	var out []ctrInfo
+	for i := range list.Items {
+		pvc := &list.Items[i]
+		if pvc.DeletionTimestamp == nil && !served[pvc.Name] {
+			out = append(out, keptInfo(pvc))
+		}
+	}
+	return out, nil
+}
+
+// deleteWorkspace deletes claim (uid, if given: only that one).
+// ErrNoContainer if it is gone (or another has its name).
+func (e *kubeEngine) deleteWorkspace(ctx context.Context, claim string, uid types.UID) error {
+	opts := metav1.DeleteOptions{}
+	if uid != "" {
+		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+	}
+	err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx, claim, opts)
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("workspace %s: %w (replaced)", claim, ErrNoContainer)
+	}
+	return kclassify("delete workspace "+claim, err, ErrNoContainer)
+}

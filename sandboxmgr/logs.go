@@ -1,0 +1,313 @@
+package sandboxmgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+)
+
+// A sandbox's output is hostile (#16): it may carry terminal escapes,
+// control characters, invalid UTF-8, markup and lines of any length.
+// Everything the manager hands out of it went through logLines: one line per
+// element, no control characters or escapes, valid UTF-8, at most
+// LogLineMax runes, and never more lines than asked for. Callers still
+// escape it for their medium (HTML, JSON); they never need to parse it.
+const (
+	// LogTailLines is how many lines a failed wake records, and how many
+	// the waiting page shows.
+	LogTailLines = 40
+	// LogLineMax bounds a line in runes; longer ones are cut with "…".
+	LogLineMax = 200
+	// MaxLogLines bounds any tail the manager returns.
+	MaxLogLines = 1000
+	// maxRawLine bounds the bytes buffered for one line before it is
+	// sanitized: a line without newline is cut there, the rest dropped up
+	// to the next newline.
+	maxRawLine = 16 << 10
+	// maxTailBytes bounds what a non-following read takes from the engine
+	// (MaxLogLines lines of the log driver's 16 KiB chunks, and margin).
+	maxTailBytes = 4 << 20
+)
+
+// ErrNoLogs: the container runtime cannot read container output.
+var ErrNoLogs = errors.New("container logs not supported by this runtime")
+
+// logEngine is an optional engine capability: reading a container's output
+// and killing it at once. Every method honors ctx.
+type logEngine interface {
+	// Logs writes the container's stdout and stderr, demultiplexed, to w:
+	// the last tail lines, then (follow) new output until the container
+	// stops or ctx ends. ErrNoContainer if missing.
+	Logs(ctx context.Context, ctr string, tail int, follow bool, w io.Writer) error
+	// Kill sends SIGKILL (a failed start needs no graceful stop).
+	// ErrNoContainer if missing.
+	Kill(ctx context.Context, ctr string) error
+}
+
+var _ logEngine = (*dockerEngine)(nil)
+
+func (e *dockerEngine) Logs(ctx context.Context, ctr string, tail int, follow bool, w io.Writer) error {
+	rc, err := e.cli.ContainerLogs(ctx, ctr, container.LogsOptions{
+		ShowStdout: true, ShowStderr: true, Follow: follow, Tail: strconv.Itoa(tail),
+	})
+	if err != nil {
+		return classify("logs "+ctr, err, ErrNoContainer)
+	}
+	defer rc.Close()
+	var r io.Reader = rc
+	if !follow {
+		r = io.LimitReader(rc, maxTailBytes)
+	}
+	// Containers are never created with a TTY, so the stream is always
+	// multiplexed; the daemon frames each log message (16 KiB at most for
+	// the json-file and local drivers), which bounds stdcopy's buffer.
+	if _, err := stdcopy.StdCopy(w, w, r); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("logs %s: %w", ctr, err)
+	}
+	return nil
+}
+
+func (e *dockerEngine) Kill(ctx context.Context, ctr string) error {
+	return classify("kill "+ctr, e.cli.ContainerKill(ctx, ctr, "KILL"), ErrNoContainer)
+}
+
+// Logs returns the last tail lines (1 to MaxLogLines) of sandbox id's
+// output, sanitized. ErrNoContainer if there is none, ErrForeignContainer
+// if its name is on a container this manager does not own.
+func (m *Manager) Logs(ctx context.Context, id string, tail int) ([]string, error) {
+	tail = min(max(tail, 1), MaxLogLines)
+	le, ok := m.eng.(logEngine)
+	if !ok {
+		return nil, ErrNoLogs
+	}
+	c, err := m.ownedByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	lw := newLogLines(tail, nil)
+	if err := le.Logs(ctx, c.ID, tail, false, lw); err != nil {
+		return nil, err
+	}
+	return lw.Lines(), nil
+}
+
+// FollowLogs calls fn with each line of sandbox id's output, sanitized: the
+// last tail lines (0 to MaxLogLines), then new ones until the container
+// stops, ctx ends (nil) or fn fails (its error). fn runs on the caller's
+// goroutine. Errors are Logs'.
+func (m *Manager) FollowLogs(ctx context.Context, id string, tail int, fn func(line string) error) error {
+	tail = min(max(tail, 0), MaxLogLines)
+	le, ok := m.eng.(logEngine)
+	if !ok {
+		return ErrNoLogs
+	}
+	c, err := m.ownedByID(ctx, id)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	lw := newLogLines(1, func(line string) {
+		if err := fn(line); err != nil {
+			cancel(err)
+		}
+	})
+	err = le.Logs(ctx, c.ID, tail, true, lw)
+	lw.Flush()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause // fn's error
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// watchLogs follows container ctr's output while id wakes, keeping its last
+// LogTailLines lines for Progress. The returned stop ends the follow and
+// waits for it; the wake that called watchLogs owns it and calls stop.
+func (m *Manager) watchLogs(ctx context.Context, id, ctr string) (stop func()) {
+	le, ok := m.eng.(logEngine)
+	if !ok {
+		return func() {}
+	}
+	sb := m.sandboxFor(id)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var lw *logLines
+	lw = newLogLines(LogTailLines, func(string) { sb.diag.logs.Store(new(lw.linesLocked())) })
+	go func() {
+		defer close(done)
+		_ = le.Logs(ctx, ctr, LogTailLines, true, lw) // best effort: the page shows what came
+		lw.Flush()
+	}()
+	return func() { cancel(); <-done }
+}
+
+// diag is what the manager knows about a sandbox's current wake besides its
+// phase: when it began and its output so far (the waiting page shows both).
+type diag struct {
+	logs      atomic.Pointer[[]string]
+	wakeStart atomic.Int64 // unix nanoseconds
+	template  atomic.Pointer[string]
+}
+
+// logLines is an io.Writer that splits output into sanitized lines and
+// keeps the last n; onLine, if set, is called (with mu held) for each.
+type logLines struct {
+	mu      sync.Mutex // guards everything below
+	n       int
+	ring    []string
+	partial []byte
+	cut     bool // the partial line was cut at maxRawLine
+	onLine  func(string)
+}
+
+func newLogLines(n int, onLine func(string)) *logLines {
+	return &logLines{n: n, onLine: onLine}
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := len(p)
+	for len(p) > 0 {
+		i := 0
+		for i < len(p) && p[i] != '\n' {
+			i++
+		}
+		if room := maxRawLine - len(l.partial); room > 0 {
+			l.partial = append(l.partial, p[:min(i, room)]...)
+			if i > room {
+				l.cut = true
+			}
+		} else if i > 0 {
+			l.cut = true
+		}
+		if i == len(p) {
+			break
+		}
+		l.endLocked()
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+// Flush ends a last line that had no newline.
+func (l *logLines) Flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.partial) > 0 {
+		l.endLocked()
+	}
+}
+
+func (l *logLines) endLocked() {
+	line := SanitizeLine(string(l.partial), LogLineMax)
+	if l.cut && !strings.HasSuffix(line, "…") {
+		line += "…"
+	}
+	l.partial, l.cut = l.partial[:0], false
+	if len(l.ring) == l.n {
+		l.ring = append(l.ring[:0], l.ring[1:]...)
+	}
+	l.ring = append(l.ring, line)
+	if l.onLine != nil {
+		l.onLine(line)
+	}
+}
+
+// Lines returns a copy of the kept lines.
+func (l *logLines) Lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.linesLocked()
+}
+
+// linesLocked returns a copy of the kept lines. l.mu must be held.
+func (l *logLines) linesLocked() []string {
+	return append([]string(nil), l.ring...)
+}
+
+// SanitizeLine makes one line of hostile output safe to show as text: it
+// keeps what follows the last carriage return (a progress bar's final
+// state), drops terminal escape sequences (CSI, OSC, others), control and
+// bidi formatting characters, replaces invalid UTF-8 and tabs, and cuts the
+// result at max runes with "…". It does not escape for any markup.
+func SanitizeLine(s string, max int) string {
+	if i := strings.LastIndexByte(strings.TrimRight(s, "\r"), '\r'); i >= 0 {
+		s = s[i+1:]
+	}
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(s) && n < max+1; {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == 0x1b { // ESC: skip the whole sequence
+			i += escapeLen(s[i:])
+			continue
+		}
+		i += size
+		switch {
+		case r == utf8.RuneError && size == 1:
+			r = '\uFFFD'
+		case r == '\t':
+			r = ' '
+		case unicode.IsControl(r), isBidiControl(r):
+			continue
+		}
+		b.WriteRune(r)
+		n++
+	}
+	out := strings.TrimRight(b.String(), " ")
+	if n > max {
+		rs := []rune(out)
+		out = string(rs[:min(max-1, len(rs))]) + "…"
+	}
+	return out
+}
+
+// escapeLen is the length of the escape sequence at the start of s (which
+// begins with ESC): CSI up to its final byte, OSC/DCS/APC/PM/SOS up to BEL
+// or ST, else ESC and one more byte.
+func escapeLen(s string) int {
+	if len(s) < 2 {
+		return len(s)
+	}
+	switch s[1] {
+	case '[':
+		for i := 2; i < len(s); i++ {
+			if s[i] >= 0x40 && s[i] <= 0x7e {
+				return i + 1
+			}
+		}
+		return len(s)
+	case ']', 'P', '_', '^', 'X':
+		for i := 2; i < len(s); i++ {
+			if s[i] == 0x07 {
+				return i + 1
+			}
+			if s[i] == 0x1b && i+1 < len(s) && s[i+1] == '\\' {
+				return i + 2
+			}
+		}
+		return len(s)
+	}
+	_, size := utf8.DecodeRuneInString(s[1:])
+	return 1 + size
+}
+
+// isBidiControl reports characters that reorder text (a line could make
+// another look like something it is not).
+func isBidiControl(r rune) bool {
+	return r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 || r == 0x200e || r == 0x200f || r == 0x061c
+}

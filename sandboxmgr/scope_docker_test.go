@@ -1,0 +1,103 @@
+package sandboxmgr_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
+
+	"github.com/previewgate/previewgate/internal/dockertest"
+	"github.com/previewgate/previewgate/sandboxmgr"
+)
+
+// A previewgate-<id> container that lacks the manager's scope labels (here:
+// another gateway's, managed but of another scope) is neither started,
+// stopped, removed nor listed; Ensure fails with ErrForeignContainer and the
+// container is untouched afterwards (#13).
+func TestDockerForeignContainer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		start bool
+	}{
+		{"created", false},
+		{"running", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			m := e.manager(t) // also creates e.network
+			id := newID()
+			labels := dockertest.Labels() // cleanup labels, not the manager's scope
+			labels[sandboxmgr.LabelManaged] = "true"
+			labels[sandboxmgr.LabelSandbox] = id
+			r, err := e.cli.ContainerCreate(t.Context(),
+				&container.Config{Image: dockertest.TestAppImage(t), Labels: labels},
+				&container.HostConfig{NetworkMode: container.NetworkMode(e.network)},
+				&network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{e.network: {}}},
+				nil, sandboxmgr.ContainerName(id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				e.cli.ContainerRemove(t.Context(), r.ID, container.RemoveOptions{Force: true})
+			})
+			if tc.start {
+				if err := e.cli.ContainerStart(t.Context(), r.ID, container.StartOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before, err := e.cli.ContainerInspect(t.Context(), r.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			// Its start event must not count it as this manager's.
+			time.Sleep(500 * time.Millisecond)
+			if n := m.States()["running"]; n != 0 {
+				t.Errorf("got %d running sandboxes after the foreign start, want 0", n)
+			}
+			_, err = m.Ensure(t.Context(), id, testTemplate(t, nil))
+			if !errors.Is(err, sandboxmgr.ErrForeignContainer) {
+				t.Errorf("Ensure: got %v, want ErrForeignContainer", err)
+			}
+			if _, err := m.Ensure(t.Context(), id, nil); !errors.Is(err, sandboxmgr.ErrForeignContainer) {
+				t.Errorf("Ensure without template: got %v, want ErrForeignContainer", err)
+			}
+			if err := m.Stop(t.Context(), id); !errors.Is(err, sandboxmgr.ErrForeignContainer) {
+				t.Errorf("Stop: got %v, want ErrForeignContainer", err)
+			}
+			if err := m.Remove(t.Context(), id); !errors.Is(err, sandboxmgr.ErrForeignContainer) {
+				t.Errorf("Remove: got %v, want ErrForeignContainer", err)
+			}
+			list, err := m.List(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range list {
+				if s.ID == id || s.Container == r.ID {
+					t.Errorf("List: got %+v, want the foreign container left out", s)
+				}
+			}
+			// A second manager's Start (reconciliation) adopts or removes
+			// nothing of it either, even as a stale half-made container.
+			e.cfg.StaleCreate = -1
+			m2 := e.manager(t)
+			if _, ok := m2.Cached(id); ok {
+				t.Error("Start adopted the foreign container")
+			}
+
+			after, err := e.cli.ContainerInspect(t.Context(), r.ID)
+			if err != nil {
+				t.Fatalf("foreign container gone: %v", err)
+			}
+			if after.State.Status != before.State.Status || after.State.StartedAt != before.State.StartedAt ||
+				after.Name != before.Name || after.RestartCount != before.RestartCount {
+				t.Errorf("got %s %s started %s, want it untouched: %s %s started %s",
+					after.Name, after.State.Status, after.State.StartedAt, before.Name, before.State.Status, before.State.StartedAt)
+			}
+		})
+	}
+}

@@ -1,0 +1,427 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/previewgate/previewgate/admin"
+	"github.com/previewgate/previewgate/certs"
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/gateway"
+	"github.com/previewgate/previewgate/internal/h1server"
+	"github.com/previewgate/previewgate/metrics"
+	"github.com/previewgate/previewgate/sandboxmgr"
+)
+
+// serve: the gateway process, built in steps (app) and drained on a signal.
+
+func serve(args []string, stdout, stderr io.Writer) error {
+	f, err := parseServeFlags(args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	cfg, dev, err := loadServeConfig(f.config)
+	if err != nil {
+		return err
+	}
+	f.apply(cfg)
+	log := newLogger(cfg.Log, stderr)
+	labels := f.labels
+	if dev {
+		if err := scopeToDataDir(cfg, labels, log); err != nil {
+			return err
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	a := &app{cfg: cfg, dev: dev, log: log, errc: make(chan error, 3), override: f.apply}
+	defer a.close()
+	if err := a.buildRuntime(ctx, labels); err != nil {
+		return err
+	}
+	if err := a.buildCerts(); err != nil {
+		return err
+	}
+	if !dev {
+		if err := a.watchConfig(ctx); err != nil {
+			return err
+		}
+	}
+	if err := a.listenAll(); err != nil {
+		return err
+	}
+	log.Info("previewgate serving", "domains", []string(cfg.Domains), "tls", cfg.TLS.Mode, "version", version)
+	if dev {
+		printDevURL(stdout, cfg)
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-a.errc:
+		return err
+	}
+	a.drain()
+	return nil
+}
+
+// serveFlags are serve's command line. The listener and domain flags win
+// over the development default and over a file, also on its reloads.
+type serveFlags struct {
+	config                     string // "" for the development default
+	http, https, admin, domain string // "" keeps the config's
+	labels                     labelFlag
+}
+
+// adminEnv, when set, moves the admin listener for serve and tells
+// healthcheck where it is: in a container the health check runs as a
+// separate process that cannot see serve's flags.
+const adminEnv = "PREVIEWGATE_ADMIN_ADDR"
+
+// envAdminAddr returns $PREVIEWGATE_ADMIN_ADDR, "" if unset. A value that
+// is no listen address is an error that does not repeat it: a token pasted
+// into the wrong variable must not end up in a log.
+func envAdminAddr() (string, error) {
+	v := os.Getenv(adminEnv)
+	if v == "" {
+		return "", nil
+	}
+	if err := config.CheckAddr(v); err != nil {
+		return "", fmt.Errorf("$%s is not a listen address such as 127.0.0.1:9090 (its value is not shown)", adminEnv)
+	}
+	return v, nil
+}
+
+// parseServeFlags parses and checks serve's flags.
+func parseServeFlags(args []string, stdout, stderr io.Writer) (serveFlags, error) {
+	fs := newFlagSet("serve", "serve [flags]   (no --config: the embedded development default)", args, stdout, stderr)
+	f := serveFlags{labels: labelFlag{}}
+	fs.StringVar(&f.config, "config", "", "config file (default: the embedded development setup)")
+	fs.StringVar(&f.http, "http", "", "preview listener `address` (listen.http; development default "+config.DevListenHTTP+")")
+	fs.StringVar(&f.https, "https", "", "HTTPS preview listener `address` (listen.https; used when tls.mode is not off)")
+	fs.StringVar(&f.admin, "admin", "", "admin listener `address` (listen.admin; default $"+adminEnv+", which healthcheck reads too; development default "+config.DevListenAdmin+")")
+	fs.StringVar(&f.domain, "domain", "", "serve sandbox-<id>.`NAME` (replaces the config's domains; development default "+config.DevDomain+")")
+	fs.Var(f.labels, "label", "extra `key=value` label on every container, network and image this gateway creates (repeatable); it then also only adopts containers carrying them; the development default adds previewgate.instance=<id kept in its data dir>")
+	if err := parseFlags(fs, args); err != nil {
+		return f, err
+	}
+	if fs.NArg() > 0 {
+		return f, usageError(fmt.Sprintf("serve: unexpected argument %q (flags only; see serve --help)", fs.Arg(0)))
+	}
+	if f.admin == "" {
+		addr, err := envAdminAddr()
+		if err != nil {
+			return f, usageError("serve: " + err.Error())
+		}
+		f.admin = addr
+	}
+	for _, a := range []struct{ name, v string }{{"http", f.http}, {"https", f.https}, {"admin", f.admin}} {
+		if a.v == "" {
+			continue
+		}
+		if err := config.CheckAddr(a.v); err != nil {
+			return f, usageError(fmt.Sprintf("serve --%s: %v", a.name, err))
+		}
+	}
+	if f.domain != "" {
+		d, ok := config.NormalizeHost(f.domain)
+		if !ok || !config.ValidDomain(d) {
+			return f, usageError(fmt.Sprintf("serve --domain %q: want a DNS name such as preview.example.com", f.domain))
+		}
+		f.domain = d
+	}
+	return f, nil
+}
+
+// apply puts the flags' settings into c.
+func (f serveFlags) apply(c *config.Config) {
+	for _, s := range []struct {
+		v string
+		p *string
+	}{{f.http, &c.Listen.HTTP}, {f.https, &c.Listen.HTTPS}, {f.admin, &c.Listen.Admin}} {
+		if s.v != "" {
+			*s.p = s.v
+		}
+	}
+	if f.domain != "" {
+		c.Domains = config.StringList{f.domain}
+	}
+}
+
+// loadServeConfig loads path, or with no path makes the development
+// default (dev is then true): its signing key kept in its data dir, so
+// links survive a restart, and a fresh admin token.
+func loadServeConfig(path string) (cfg *config.Config, dev bool, err error) {
+	if path != "" {
+		cfg, err = config.Load(path)
+		return cfg, false, err
+	}
+	cfg = config.Default()
+	key, err := devKey(cfg.DataDir)
+	if err != nil {
+		return nil, true, err
+	}
+	cfg.Auth.Keys = []config.Key{key}
+	cfg.AdminToken = config.Secret(randomToken())
+	cfg.KeepCodeSecrets() // the admin page's copy then validates as shown
+	return cfg, true, nil
+}
+
+// scopeToDataDir labels a development gateway's containers with the id
+// kept in its data dir, unless --label set one.
+func scopeToDataDir(cfg *config.Config, labels labelFlag, log *slog.Logger) error {
+	if labels[sandboxmgr.LabelInstance] != "" {
+		return nil
+	}
+	// Without it a development gateway would own every previewgate
+	// container on the engine, another developer's gateway's too (#13).
+	inst, err := devInstanceID(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	labels[sandboxmgr.LabelInstance] = inst
+	log.Info("development gateway scoped to its data dir", "label", sandboxmgr.LabelInstance+"="+inst, "data_dir", cfg.DataDir)
+	return nil
+}
+
+// app is one running gateway: what serve builds, in the order it builds
+// it, and how it stops.
+type app struct {
+	cfg *config.Config
+	dev bool // the embedded development default: no file to watch
+	log *slog.Logger
+	// override puts serve's flags into a config read from the file.
+	override func(*config.Config)
+
+	store   *config.Store
+	metrics *metrics.Metrics
+	mgr     *sandboxmgr.Manager
+	gw      *gateway.Gateway
+	certs   *certs.Manager
+	replace func([]byte) ([]string, error) // admin PUT; nil without a file
+
+	servers   []*gateway.Server
+	errc      chan error          // a listener that failed
+	closers   []func()            // run in reverse by close
+	imageWork chan *config.Config // reloaded configs for the image worker
+}
+
+// close releases what was built, last built first.
+func (a *app) close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
+}
+
+// buildRuntime makes the metrics, the sandbox manager and the gateway, and
+// starts the manager. Both report to the metrics; the gateway listens to the
+// manager (1001 closes, pooled connections of a gone instance) and proxies
+// through it.
+func (a *app) buildRuntime(ctx context.Context, labels labelFlag) error {
+	cfg := a.cfg
+	a.store = config.NewStore(cfg)
+	a.metrics = metrics.New()
+	rk := cfg.Runtime.Kubernetes
+	mgr, err := sandboxmgr.New(sandboxmgr.Config{
+		Host:    cfg.Docker.Host,
+		Network: cfg.Docker.Network,
+		Runtime: cfg.Runtime.Kind,
+		Kubernetes: sandboxmgr.KubeConfig{Namespace: rk.Namespace, Kubeconfig: rk.Kubeconfig, InCluster: rk.InCluster,
+			GatewayLabels: rk.Labels(), GatewayNamespace: rk.GatewayNamespace,
+			RunAsUser: rk.RunAsUser, ActivityEvery: rk.ActivityEvery.D()},
+		Labels:              labels,
+		MaxConcurrentStarts: cfg.Limits.MaxConcurrentStarts,
+		StartQueue:          cfg.Limits.StartQueue,
+		StartQueueTimeout:   cfg.Limits.StartQueueTimeout.D(),
+		MaxRunning:          cfg.Limits.MaxRunning,
+		Templates:           func(name string) *config.Template { return a.store.Load().Templates[name] },
+		ListTemplates: func() []*config.Template {
+			var out []*config.Template
+			for _, t := range a.store.Load().Templates {
+				out = append(out, t)
+			}
+			return out
+		},
+		Observer: a.metrics,
+	}, a.log.With("component", "sandboxmgr"))
+	if err != nil {
+		return err
+	}
+	a.mgr = mgr
+	a.closers = append(a.closers, func() { mgr.Close() })
+	tlsOn := cfg.TLS.Mode != config.TLSOff
+	a.gw, err = gateway.New(cfg, mgr, gateway.Options{TLS: tlsOn, Metrics: a.metrics}, a.log.With("component", "gateway"))
+	if err != nil {
+		return err
+	}
+	mgr.SetListener(a.gw)
+	a.metrics.SandboxStates(mgr.States)
+	if err := mgr.Start(ctx); err != nil {
+		// Keep serving: requests answer 503 until the engine is back.
+		a.log.Warn("docker engine not reachable at start", "err", err)
+	}
+	a.prepareImages(ctx, cfg)
+	a.startImageWorker(ctx)
+	return nil
+}
+
+// buildCerts makes the TLS configs of the listeners.
+func (a *app) buildCerts() error {
+	cfg := a.cfg
+	cm, err := certs.New(certs.Config{
+		TLS: cfg.TLS, Domains: cfg.Domains, DataDir: cfg.DataDir,
+		HTTPAddr: cfg.Listen.HTTP, HTTPSAddr: cfg.Listen.HTTPS,
+		OnEvent: a.metrics.CertEvent,
+		// The gateway's live route table decides, so domains and routes
+		// added by a reload get certificates too.
+		Decide: a.gw.Serves,
+	}, a.log.With("component", "certs"))
+	if err != nil {
+		return err
+	}
+	a.certs = cm
+	a.closers = append(a.closers, cm.Close)
+	return nil
+}
+
+// watchConfig reloads the config file when it changes and on SIGHUP, and
+// lets the admin API replace it.
+func (a *app) watchConfig(ctx context.Context) error {
+	w, err := config.NewWatcher(config.WatcherConfig{Path: a.cfg.Path, Store: a.store, Apply: a.apply,
+		Override: a.override, OnResult: a.metrics.ReloadResult}, a.log.With("component", "config"))
+	if err != nil {
+		return err
+	}
+	a.closers = append(a.closers, func() { w.Close() })
+	a.replace = w.Replace
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	a.closers = append(a.closers, func() { signal.Stop(hup) })
+	go func() {
+		for {
+			select {
+			case <-hup:
+				a.log.Info("SIGHUP: reloading config")
+				w.Reload()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// apply makes a reloaded config live.
+func (a *app) apply(c *config.Config) error {
+	if err := a.gw.Apply(c); err != nil {
+		return err
+	}
+	a.mgr.SetMaxRunning(c.Limits.MaxRunning)
+	// A reload may add the demo template: build its image as start does,
+	// in the background.
+	a.queueImages(c)
+	return nil
+}
+
+// listenAll opens the admin listener, then the preview listeners: https
+// and http (ACME challenges and the redirect) with TLS, else http alone.
+func (a *app) listenAll() error {
+	cfg := a.cfg
+	// The preview listeners share one connection cap; the admin listener
+	// has none, and the cap leaves descriptors for it.
+	previewConns := h1server.NewConnLimiter(cfg.Limits)
+	a.log.Info("connection caps", "max_connections", previewConns.Max(), "connections_per_ip", cfg.Limits.ConnectionsPerIP)
+	adm := admin.New(admin.Options{Config: a.store.Load, Replace: a.replace, Sandboxes: a.mgr,
+		Ready: func(context.Context) error { return a.certs.Ready() }, Metrics: a.metrics.Handler(),
+		Log: a.log.With("component", "admin")})
+	if err := a.listen("admin", cfg.Listen.Admin, adm, nil, nil); err != nil {
+		return err
+	}
+	if err := a.listenMetrics(); err != nil {
+		return err
+	}
+	if cfg.TLS.Mode == config.TLSOff {
+		return a.listen("http", cfg.Listen.HTTP, a.gw, nil, previewConns)
+	}
+	if err := a.listen("https", cfg.Listen.HTTPS, a.gw, a.certs.TLSConfig(), previewConns); err != nil {
+		return err
+	}
+	return a.listen("http", cfg.Listen.HTTP, a.certs.HTTPHandler(a.gw), nil, previewConns)
+}
+
+// listenMetrics opens listen.metrics when set: GET /metrics alone, without
+// the admin token, for scrapers that cannot send one; everything else 404.
+func (a *app) listenMetrics() error {
+	addr := a.cfg.Listen.Metrics
+	if addr == "" {
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", a.metrics.Handler())
+	return a.listen("metrics", addr, mux, nil, nil)
+}
+
+// listen serves h on addr until drain; a listener that fails reports to
+// a.errc. conns caps its connections (nil: no cap).
+func (a *app) listen(name, addr string, h http.Handler, tc *tls.Config, conns *h1server.ConnLimiter) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen %s %s: %w", name, addr, err)
+	}
+	srv := gateway.NewServer(a.cfg, h, a.log)
+	srv.TLSConfig = tc
+	srv.Conns = conns
+	a.servers = append(a.servers, srv)
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			a.errc <- fmt.Errorf("%s listener: %w", name, err)
+		}
+	}()
+	a.log.Info("listening", "listener", name, "addr", ln.Addr().String())
+	return nil
+}
+
+// drain lets in-flight requests finish for up to shutdownGrace.
+func (a *app) drain() {
+	a.log.Info("shutting down: draining requests", "grace", shutdownGrace)
+	shutCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	// Upgraded connections are not waited for by Shutdown: the gateway closes
+	// them with 1001 while the servers finish in-flight requests.
+	go a.gw.Close()
+	var wg sync.WaitGroup
+	for _, srv := range a.servers {
+		wg.Go(func() { srv.Shutdown(shutCtx) })
+	}
+	wg.Wait()
+	a.gw.Close()
+	a.log.Info("stopped; containers keep running")
+}
+
+// shutdownGrace bounds how long in-flight requests may finish on SIGTERM.
+const shutdownGrace = 25 * time.Second
+
+// labelFlag collects repeated --label key=value flags.
+type labelFlag map[string]string
+
+func (l labelFlag) String() string { return fmt.Sprint(map[string]string(l)) }
+
+func (l labelFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("label %q: want key=value", v)
+	}
+	l[k] = val
+	return nil
+}
