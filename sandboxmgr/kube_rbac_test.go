@@ -14,11 +14,13 @@ import (
 	"time"
 
 	authv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/previewgate/previewgate/sandboxmgr"
@@ -77,6 +79,7 @@ func TestKubernetesRBACFromDeploy(t *testing.T) {
 	}
 	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
 	var sa string
+	var role rbacv1.Role
 	roles := 0
 	for {
 		var obj struct {
@@ -107,6 +110,7 @@ func TestKubernetesRBACFromDeploy(t *testing.T) {
 			if _, err := e.cs.RbacV1().Roles(e.ns).Create(t.Context(), &r, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
+			role = r
 			roles++
 		case "RoleBinding":
 			var b rbacv1.RoleBinding
@@ -134,6 +138,7 @@ func TestKubernetesRBACFromDeploy(t *testing.T) {
 	}
 	calls := &callCounter{n: map[string]int{}}
 	rc := rest.CopyConfig(e.cluster.Config(tr.Status.Token))
+	waitRulesEffective(t, rc, e.ns, role)
 	rc.WrapTransport = calls.wrap
 	cfg := e.config()
 	cfg.Kubernetes.REST = rc
@@ -164,6 +169,34 @@ func TestKubernetesRBACFromDeploy(t *testing.T) {
 	rows = append(rows, workspaceCalls(t, e, m, calls)...)
 	for _, row := range rows {
 		t.Logf("API calls, %s: %s", row.name, fmtCalls(row.n))
+	}
+}
+
+// waitRulesEffective waits until the API server's authorizer grants the
+// holder of rc every verb of role in ns. The RBAC authorizer reads Roles
+// and RoleBindings from its own informer, so a binding created a moment
+// ago can still be unknown to it (CI saw "forbidden" on the first call).
+func waitRulesEffective(t *testing.T, rc *rest.Config, ns string, role rbacv1.Role) {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rule := range role.Rules {
+		for _, group := range rule.APIGroups {
+			for _, res := range rule.Resources {
+				for _, verb := range rule.Verbs {
+					attr := &authzv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group, Resource: res}
+					what := fmt.Sprintf("%s %s.%s granted by the deploy Role", verb, res, group)
+					waitWithin(t, 10*time.Second, what, func() bool {
+						r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(t.Context(),
+							&authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: attr}},
+							metav1.CreateOptions{})
+						return err == nil && r.Status.Allowed
+					})
+				}
+			}
+		}
 	}
 }
 
