@@ -25,8 +25,10 @@
 //  3. A connection's first request head is due ReadHeaderTimeout after
 //     accept, TLS handshake included, whoever serves it; a kept-alive
 //     connection waits at most IdleTimeout for the next one.
-//  4. Every write to a client has a deadline (limits.write_timeout); a
-//     request body slower than limits.body_min_rate ends its request.
+//  4. Every write to a client has a deadline (limits.write_timeout): on the
+//     socket, and on an HTTP/2 stream whose client withholds flow-control
+//     window (the stream is reset); a request body slower than
+//     limits.body_min_rate ends its request.
 //  5. No client holds more than limits.connections_per_ip connections, and
 //     all clients together at most limits.max_connections; the accept loop
 //     backs off on EMFILE and serves again when descriptors free up.

@@ -67,6 +67,8 @@ type Server struct {
 	hmu   sync.Mutex // guards heads
 	heads map[net.Conn]*headWatch
 
+	streams streamSet // HTTP/2 streams under the write watch (h2writes.go)
+
 	refused    atomic.Uint64 // connections closed over a cap
 	refusedLog atomic.Int64  // Unix nanoseconds of the last log of them
 }
@@ -82,7 +84,6 @@ func New(cfg *config.Config, h http.Handler, log *slog.Logger) *Server {
 	}
 	s := &Server{
 		HTTP: &http.Server{
-			Handler:           limitBodies(h, cfg.Limits.BodyTimeout.D(), int64(cfg.Limits.BodyMinRate)),
 			ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout.D(),
 			IdleTimeout:       cfg.Limits.IdleConnTimeout.D(),
 			MaxHeaderBytes:    int(cfg.Limits.MaxHeaderBytes),
@@ -96,6 +97,7 @@ func New(cfg *config.Config, h http.Handler, log *slog.Logger) *Server {
 		lns:          make(map[net.Listener]struct{}),
 		conns:        make(map[*h1conn]struct{}),
 	}
+	s.HTTP.Handler = limitBodies(s.watchStreams(h), cfg.Limits.BodyTimeout.D(), int64(cfg.Limits.BodyMinRate))
 	s.HTTP.ConnState = s.connState
 	return s
 }
@@ -340,7 +342,8 @@ func (s *Server) closeAll() {
 }
 
 // sweep watches the clients of slow lean requests (h1conn.watchIfSlow)
-// until the server stops (stop closes the handoff listener).
+// and the writes of HTTP/2 streams (h2writes.go) until the server stops
+// (stop closes the handoff listener).
 func (s *Server) sweep() {
 	defer close(s.sweepDone)
 	t := time.NewTicker(watchAfter / 2)
@@ -355,6 +358,7 @@ func (s *Server) sweep() {
 				c.watchIfSlow(now)
 			}
 			s.mu.Unlock()
+			s.streams.sweep(now, s.writeTimeout)
 		}
 	}
 }

@@ -1,0 +1,157 @@
+package h1server
+
+import (
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// An HTTP/2 client can stop taking a stream's bytes without stopping to read
+// the connection: it withholds WINDOW_UPDATE (or announces an initial window
+// of 0), so the stream's writes wait for flow control, not for the socket.
+// The socket's own write deadline (wire.RawConn) never fires, and net/http's
+// HTTP/2 server waits forever: each such stream keeps its handler, and with
+// it a connection to a sandbox, for as long as the client likes, up to
+// MaxConcurrentStreams per connection times connections_per_ip per client.
+//
+// The server holds HTTP/2 streams to limits.write_timeout as the socket
+// holds HTTP/1.1 (#13): a Write or Flush by the handler that waits longer
+// than the timeout resets the stream (RST_STREAM, INTERNAL_ERROR), which
+// fails the write, so the handler ends and releases what it holds. A
+// stream idle between writes (an SSE stream, a long poll) is never reset.
+//
+// Not covered: the bytes net/http itself flushes after the handler returned
+// (the last 4 KiB at most, and END_STREAM). A client that withholds window
+// for them keeps that stream's slot, a goroutine and its buffer, but no
+// sandbox connection, until it closes the connection: bounded per
+// connection by MaxConcurrentStreams, as streams a client holds open any
+// other way are. Flushing them inside the handler, under the watch, costs
+// every response a second DATA frame: about 8 % of h2load's 1 KiB rate
+// (BENCHMARKS.md), so it is not done.
+//
+// The watch is the server's sweep (every watchAfter/2), not a timer per
+// stream: a stream costs one small allocation, two atomic stores per write
+// and one registry insert; the sweep deletes finished streams in bulk. A
+// stall is acted on between timeout and timeout + watchAfter/2.
+
+// streamWriter is the ResponseWriter of one HTTP/2 stream under watch.
+type streamWriter struct {
+	http.ResponseWriter
+	set *streamSet
+
+	since atomic.Int64 // UnixNano when the write in progress began; 0: none
+	reset atomic.Bool  // the stream was reset
+	added bool         // in the registry (the handler's goroutine only)
+
+	mu   sync.Mutex  // held while the sweep resets the stream
+	done atomic.Bool // the handler returned (set under mu): not ours to reset
+}
+
+// watchStreams wraps h so that HTTP/2 streams are under the sweep's watch.
+func (s *Server) watchStreams(h http.Handler) http.Handler {
+	if s.writeTimeout <= 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 2 {
+			h.ServeHTTP(w, r)
+			return
+		}
+		sw := &streamWriter{ResponseWriter: w, set: &s.streams}
+		defer sw.finish()
+		h.ServeHTTP(sw, r)
+	})
+}
+
+// finish ends the watch when the handler returns; the sweep forgets sw.
+func (sw *streamWriter) finish() {
+	sw.mu.Lock()
+	sw.done.Store(true)
+	sw.mu.Unlock()
+}
+
+func (sw *streamWriter) Write(p []byte) (int, error) {
+	sw.begin()
+	n, err := sw.ResponseWriter.Write(p)
+	sw.since.Store(0)
+	return n, err
+}
+
+// FlushError is what http.ResponseController.Flush calls (ReverseProxy
+// flushes that way).
+func (sw *streamWriter) FlushError() error {
+	sw.begin()
+	err := http.NewResponseController(sw.ResponseWriter).Flush()
+	sw.since.Store(0)
+	return err
+}
+
+func (sw *streamWriter) Flush() { sw.FlushError() }
+
+// Unwrap lets http.ResponseController reach the stream's other controls.
+func (sw *streamWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }
+
+// begin marks a write in progress; the first puts sw under watch.
+func (sw *streamWriter) begin() {
+	sw.since.Store(time.Now().UnixNano())
+	if !sw.added {
+		sw.added = true
+		sw.set.add(sw)
+	}
+}
+
+// resetStream resets sw's stream unless its handler has returned. Not
+// I/O: a deadline in the past queues RST_STREAM and fails the blocked
+// write.
+func (sw *streamWriter) resetStream() {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if !sw.done.Load() && !sw.reset.Swap(true) {
+		http.NewResponseController(sw.ResponseWriter).SetWriteDeadline(time.Unix(1, 0))
+	}
+}
+
+// streamSet is the registry of watched streams, sharded so that streams
+// on both cores rarely meet on a lock.
+type streamSet struct {
+	n      atomic.Uint32
+	shards [8]struct {
+		mu sync.Mutex
+		m  map[*streamWriter]struct{}
+		_  [40]byte // one shard per cache line
+	}
+}
+
+func (ss *streamSet) add(sw *streamWriter) {
+	sh := &ss.shards[ss.n.Add(1)%uint32(len(ss.shards))]
+	sh.mu.Lock()
+	if sh.m == nil {
+		sh.m = make(map[*streamWriter]struct{})
+	}
+	sh.m[sw] = struct{}{}
+	sh.mu.Unlock()
+}
+
+// sweep resets streams whose write has waited timeout and forgets those
+// whose handler returned.
+func (ss *streamSet) sweep(now time.Time, timeout time.Duration) {
+	var stalled []*streamWriter
+	for i := range ss.shards {
+		sh := &ss.shards[i]
+		sh.mu.Lock()
+		for sw := range sh.m {
+			if sw.done.Load() {
+				delete(sh.m, sw)
+				continue
+			}
+			if began := sw.since.Load(); began != 0 && now.Sub(time.Unix(0, began)) >= timeout && !sw.reset.Load() {
+				stalled = append(stalled, sw)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	for _, sw := range stalled {
+		sw.resetStream() // not under a shard's lock: it queues a frame
+	}
+}
