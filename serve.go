@@ -234,9 +234,10 @@ func (a *app) buildRuntime(ctx context.Context, labels labelFlag) error {
 	a.metrics = metrics.New()
 	rk := cfg.Runtime.Kubernetes
 	mgr, err := sandboxmgr.New(sandboxmgr.Config{
-		Host:    cfg.Docker.Host,
-		Network: cfg.Docker.Network,
-		Runtime: cfg.Runtime.Kind,
+		Host:     cfg.Docker.Host,
+		Network:  cfg.Docker.Network,
+		Replicas: cfg.Docker.Replicas,
+		Runtime:  cfg.Runtime.Kind,
 		Kubernetes: sandboxmgr.KubeConfig{Namespace: rk.Namespace, Kubeconfig: rk.Kubeconfig, InCluster: rk.InCluster,
 			GatewayLabels: rk.Labels(), GatewayNamespace: rk.GatewayNamespace,
 			RunAsUser: rk.RunAsUser, ActivityEvery: rk.ActivityEvery.D()},

@@ -63,6 +63,9 @@ func (c *Config) ApplyDefaults() {
 	if c.Docker.Network == "" {
 		c.Docker.Network = "previewgate"
 	}
+	if c.Docker.Replicas == 0 {
+		c.Docker.Replicas = 1
+	}
 	if c.DefaultTemplate == "" && len(c.Templates) == 1 {
 		for name := range c.Templates {
 			c.DefaultTemplate = name // a single template is the default

@@ -39,6 +39,7 @@ var restartOnly = []setting{
 	{"data_dir", func(c *Config) any { return &c.DataDir }},
 	{"docker.host", func(c *Config) any { return &c.Docker.Host }},
 	{"docker.network", func(c *Config) any { return &c.Docker.Network }},
+	{"docker.replicas", func(c *Config) any { return &c.Docker.Replicas }},
 	// The sandbox manager's engine (Docker client or Kubernetes clientset).
 	{"runtime", func(c *Config) any { return &c.Runtime }},
 	{"tls.mode", func(c *Config) any { return &c.TLS.Mode }},

@@ -241,7 +241,14 @@ func (d *decoder) validateDocker(c *Config) {
 	if !validName(dk.Network) {
 		d.fail(fmt.Sprintf("invalid network name %q", dk.Network), &dk.Network, dk)
 	}
+	if dk.Replicas < 1 || dk.Replicas > maxReplicas {
+		d.fail(fmt.Sprintf("invalid replicas %d (want 1 to %d)", dk.Replicas, maxReplicas), &dk.Replicas, dk)
+	}
 }
+
+// maxReplicas bounds docker.replicas: a count, not a resource, but a typo
+// such as 30000 is better caught.
+const maxReplicas = 1000
 
 // validName is a Docker-style name: a letter or digit, then letters, digits,
 // '_', '.', '-'; at most 63 bytes.

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/docker/docker/api/types/container"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/previewgate/previewgate/config"
@@ -97,7 +99,7 @@ func dockerReplicaConfig(t *testing.T) (*config.Config, sandboxmgr.Config) {
 	cfg.Limits.PerIP, cfg.Limits.PerSandbox, cfg.Limits.PerSubject = lots, lots, lots
 	cfg.Limits.ConnectionsPerIP = 2000
 	cfg.Limits.WebSocketsPerIP = 2000
-	return cfg, sandboxmgr.Config{Network: dockertest.Network(t), Labels: dockertest.ScopedLabels()}
+	return cfg, sandboxmgr.Config{Network: dockertest.Network(t), Labels: dockertest.ScopedLabels(), Replicas: 3}
 }
 
 func (r *replica) dockerContainers(t *testing.T, id string) int {
@@ -149,6 +151,15 @@ func TestDockerIdleAcrossReplicas(t *testing.T) {
 	if !c.State.Running {
 		t.Fatalf("got state %s after %v of traffic on replica B, want running (A stopped a busy sandbox)", c.State.Status, 3*idle)
 	}
+	waitIdleStop(t, id, idle)
+}
+
+// waitIdleStop waits for sandbox id's container to stop after its last
+// request: the decision comes within 1.5 x idle; docker stop then gives
+// the app 10s to exit on SIGTERM (the test app does not).
+func waitIdleStop(t *testing.T, id string, idle time.Duration) {
+	t.Helper()
+	cli := dockertest.Client(t)
 	t0 := time.Now()
 	for {
 		c, err := cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id))
@@ -158,14 +169,54 @@ func TestDockerIdleAcrossReplicas(t *testing.T) {
 		if !c.State.Running {
 			break
 		}
-		// The decision comes within 1.5 x idle; docker stop then gives the
-		// app 10s to exit on SIGTERM (the test app does not).
 		if time.Since(t0) > 2*idle+15*time.Second {
 			t.Fatalf("still running %v after the last request", time.Since(t0))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("stopped %v after the last request (idle_timeout %v, docker stop grace 10s)", time.Since(t0).Round(100*time.Millisecond), idle)
+}
+
+// One replica (docker.replicas 1, the default): a sandbox whose app keeps
+// its own traffic going still stops idle_timeout after its last request.
+// Were its network counters read, as with several replicas, it would never
+// stop, and a sandbox could keep a running slot for good (#13: a sandbox
+// may hurt only itself).
+func TestDockerChattySandboxStopsIdle(t *testing.T) {
+	cfg, mc := dockerReplicaConfig(t)
+	mc.Replicas = 1
+	idle := 3 * time.Second
+	cfg.Templates["app"].IdleTimeout = config.Duration(idle)
+	cfg.Templates["app"].Env = map[string]string{"CHATTER": "200ms"}
+	mc.ReapEvery = 200 * time.Millisecond
+	a := startReplica(t, cfg, mc)
+	id := dockertest.UniqueID("chatty")
+	tok := testkit.Mint(t, cfg, id, 5*time.Minute)
+	wantStatus(t, testkit.Request(t, a.srv, "GET", "sandbox-"+id+"."+testDomain, "/", tok), 200)
+	// The app's chatter moves the counters with no request in sight (so
+	// this test fails if they are read).
+	first := netBytes(t, id)
+	testkit.WaitFor(t, "the chatty app's network counters to move", func() bool { return netBytes(t, id) > first })
+	waitIdleStop(t, id, idle)
+}
+
+// netBytes is container id's network byte count (received and sent).
+func netBytes(t *testing.T, id string) uint64 {
+	t.Helper()
+	resp, err := dockertest.Client(t).ContainerStatsOneShot(t.Context(), sandboxmgr.ContainerName(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st container.StatsResponse
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, s := range st.Networks {
+		n += s.RxBytes + s.TxBytes
+	}
+	return n
 }
 
 // kubeReplicas starts a kube-apiserver, a node agent and n replicas with

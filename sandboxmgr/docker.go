@@ -24,6 +24,9 @@ type dockerEngine struct {
 	cli     *client.Client
 	network string // preferred network when reading a container's IP
 	samples netSamples
+	// replicated: more than one gateway replica serves this engine's
+	// sandboxes, so the network counters are the shared idle signal.
+	replicated bool
 }
 
 var _ engine = (*dockerEngine)(nil)

@@ -66,3 +66,8 @@ func (e *dockerEngine) LastActivity(ctx context.Context, _ string, c ctrInfo) (t
 }
 
 func (e *dockerEngine) sampleEarly() bool { return true }
+
+// shares: only with replicas. The counters move with the app's own traffic
+// too, so a sandbox that keeps talking (to anything) would never stop idle
+// if they counted: with one replica, its own view is the whole truth.
+func (e *dockerEngine) shares() bool { return e.replicated }

@@ -47,3 +47,6 @@ func (e *kubeEngine) LastActivity(ctx context.Context, id string, _ ctrInfo) (ti
 }
 
 func (e *kubeEngine) sampleEarly() bool { return false }
+
+// shares: always; a Lease records requests only, whatever the app does.
+func (e *kubeEngine) shares() bool { return true }

@@ -111,6 +111,11 @@ type Config struct {
 	// ReapEvery is how often the idle reaper looks at every sandbox. Zero
 	// means 1s; negative disables the reaper.
 	ReapEvery time.Duration
+	// Replicas is how many gateway replicas serve the Docker engine's
+	// sandboxes (docker.replicas). Above 1, an idle stop first reads the
+	// container's network counters (shared.go). Zero means 1. Kubernetes
+	// replicas always share activity through the Leases.
+	Replicas int
 }
 
 func (c *Config) applyDefaults() {
@@ -222,7 +227,7 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := newManager(cfg, log, &dockerEngine{cli: cli, network: cfg.Network})
+	m := newManager(cfg, log, &dockerEngine{cli: cli, network: cfg.Network, replicated: cfg.Replicas > 1})
 	m.stop = cli.Close
 	return m, nil
 }

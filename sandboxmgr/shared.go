@@ -14,11 +14,14 @@ import (
 //   - Kubernetes: each replica writes the sandbox Lease's renewTime from its
 //     own view, at most once per KubeConfig.ActivityEvery per sandbox
 //     (flushLoop), and the reaper reads it back (one GET per idle decision).
-//   - Docker: the container's own network counters (the stats API), which
-//     move whenever any replica talks to it. Nothing is written. The reaper
-//     samples them from half the idle timeout on, so a sandbox idle
-//     everywhere stops between 1 and 1.5 times idle_timeout after its last
-//     request. Traffic the app makes on its own (an npm fetch) also counts.
+//   - Docker, with Config.Replicas above 1 (docker.replicas): the
+//     container's own network counters (the stats API), which move whenever
+//     any replica talks to it. Nothing is written. The reaper samples them
+//     from half the idle timeout on, so a sandbox idle everywhere stops
+//     between 1 and 1.5 times idle_timeout after its last request. Traffic
+//     the app makes on its own (an npm fetch, or a sandbox that keeps
+//     itself awake on purpose) also counts, which is why one replica, the
+//     default, does not read them: its own view is complete.
 //
 // A sandbox is stopped only when neither this replica's view nor the shared
 // signal saw activity for idle_timeout. With sockets open, max_socket_idle
@@ -36,6 +39,14 @@ type sharedActivity interface {
 	// the idle timeout on (a sampled signal needs a baseline), not only
 	// when the sandbox looks idle.
 	sampleEarly() bool
+	// shares reports whether the signal is to be asked at all.
+	shares() bool
+}
+
+// shared returns the engine's shared activity signal, if it has one in use.
+func (m *Manager) shared() (sharedActivity, bool) {
+	sa, ok := m.eng.(sharedActivity)
+	return sa, ok && sa.shares()
 }
 
 // activityRecorder is implemented by engines where replicas publish their
@@ -84,7 +95,7 @@ func (m *Manager) flushLoop(ctx context.Context, rec activityRecorder) {
 // returns true if sb is still idle for limit, and otherwise records the
 // shared activity as sb's (so the reaper waits a full limit from it).
 func (m *Manager) sharedIdle(ctx context.Context, sb *sandbox, limit time.Duration) bool {
-	sa, ok := m.eng.(sharedActivity)
+	sa, ok := m.shared()
 	if !ok {
 		return true
 	}
@@ -107,14 +118,14 @@ func (m *Manager) sharedIdle(ctx context.Context, sb *sandbox, limit time.Durati
 // sharedSampled reports an engine whose shared signal is sampled traffic
 // counters (Docker), which cannot tell requests from socket traffic.
 func (m *Manager) sharedSampled() bool {
-	sa, ok := m.eng.(sharedActivity)
+	sa, ok := m.shared()
 	return ok && sa.sampleEarly()
 }
 
 // sampleShared lets a sampled signal take its baseline before sb looks
 // idle. Called by the reaper for a running sandbox, idle here for idle.
 func (m *Manager) sampleShared(ctx context.Context, sb *sandbox, idle, limit time.Duration) {
-	sa, ok := m.eng.(sharedActivity)
+	sa, ok := m.shared()
 	if !ok || !sa.sampleEarly() || idle < limit/2 || idle >= limit {
 		return
 	}

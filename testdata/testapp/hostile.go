@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -126,4 +128,33 @@ func flood(ctx context.Context, c *websocket.Conn, n int) {
 		}
 	}
 	<-ctx.Done()
+}
+
+// chatter sends a UDP datagram every d to the first address of the
+// container's network (Docker's bridge gateway), port 9 (discard): an app
+// that keeps its own network traffic going with no request in sight, as a
+// sandbox that wants to stay awake would (CHATTER=500ms).
+func chatter(d time.Duration) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		log.Printf("testapp: chatter: %v", err)
+		return
+	}
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || ipn.IP.IsLoopback() || ipn.IP.To4() == nil {
+			continue
+		}
+		gw := ipn.IP.Mask(ipn.Mask).To4()
+		gw[3]++
+		c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: gw, Port: 9})
+		if err != nil {
+			log.Printf("testapp: chatter: %v", err)
+			return
+		}
+		log.Printf("testapp: chattering to %s every %s", gw, d)
+		for range time.Tick(d) {
+			c.Write([]byte("still here"))
+		}
+	}
 }

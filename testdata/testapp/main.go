@@ -60,6 +60,9 @@ func main() {
 		log.Printf("testapp: compiling for %s before listening", d)
 		time.Sleep(d)
 	}
+	if d, err := time.ParseDuration(os.Getenv("CHATTER")); err == nil && d > 0 {
+		go chatter(d)
+	}
 	addr := ":3000"
 	if p := os.Getenv("PORT"); p != "" {
 		addr = ":" + p
