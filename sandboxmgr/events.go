@@ -77,14 +77,13 @@ func (m *Manager) watchEvents(ctx context.Context) {
 		if !first {
 			// Replay covers events after since; listing covers everything
 			// else (a first connection after Start already listed).
-			if err := m.resync(ctx); err != nil && ctx.Err() == nil {
-				m.log.DebugContext(ctx, "resync after events reconnect failed", "err", err)
-			}
+			m.resyncWhileUp(ctx, errc)
 		}
 		err := <-errc
 		if ctx.Err() != nil {
 			return
 		}
+		m.eventsDown.Store(true)
 		if since.IsZero() {
 			since = subscribed.Add(-time.Second) // clock slack between us and dockerd
 		}
@@ -98,6 +97,42 @@ func (m *Manager) watchEvents(ctx context.Context) {
 		backoff = min(2*backoff, eventBackoffMax)
 	}
 }
+
+// resyncWhileUp resyncs after a reconnect, retrying with backoff, until
+// the new stream breaks too (its error is left in errc) or a resync
+// succeeded and the stream stayed up streamSettle past it: then cached
+// endpoints are trusted again. (Events gives no sign that a subscription
+// took; a refused one fails well within streamSettle.)
+func (m *Manager) resyncWhileUp(ctx context.Context, errc chan error) {
+	for wait := eventBackoffMin; ; wait = min(2*wait, eventBackoffMax) {
+		err := m.resync(ctx)
+		if err != nil && ctx.Err() == nil {
+			m.log.DebugContext(ctx, "resync after events reconnect failed", "err", err, "retry in", wait)
+		}
+		if err == nil {
+			wait = streamSettle
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case err := <-errc:
+			t.Stop()
+			errc <- err // for watchEvents: the stream broke again
+			return
+		case <-t.C:
+			if err == nil {
+				m.eventsDown.Store(false)
+				return
+			}
+		}
+	}
+}
+
+// streamSettle is how long a reconnected events stream must stay up after
+// its resync before cached endpoints are trusted again.
+const streamSettle = time.Second
 
 // idFromName returns the sandbox id a container name previewgate-<id>
 // stands for; pool is the container's LabelPool value. The name, not the
@@ -215,14 +250,44 @@ func (m *Manager) resync(ctx context.Context) error {
 		if err != nil && !errors.Is(err, ErrNoContainer) {
 			return fmt.Errorf("resync %s: %w", x.sb.id, err)
 		}
-		same := err == nil && instanceOf(c) == x.ep.Instance && c.State == stateRunning && c.Name == ContainerName(x.sb.id)
-		var gone string
-		m.mu.Lock()
-		if !same && x.sb.ep.Load() == x.ep { // not replaced meanwhile
-			gone = m.dropLocked(x.sb)
+		if err != nil || !serves(c, x.sb.id, x.ep) {
+			m.dropIfCached(x.sb, x.ep)
 		}
-		m.mu.Unlock()
-		m.gone(gone)
 	}
 	return nil
+}
+
+// serves reports whether container c is still the running instance behind
+// sandbox id's endpoint ep.
+func serves(c ctrInfo, id string, ep *Endpoint) bool {
+	return instanceOf(c) == ep.Instance && c.State == stateRunning && c.Name == ContainerName(id)
+}
+
+// dropIfCached drops sb's endpoint if it is still ep (not replaced by a
+// newer wake meanwhile) and reports its instance gone.
+func (m *Manager) dropIfCached(sb *sandbox, ep *Endpoint) {
+	var gone string
+	m.mu.Lock()
+	if sb.ep.Load() == ep {
+		gone = m.dropLocked(sb)
+	}
+	m.mu.Unlock()
+	m.gone(gone)
+}
+
+// stillServes checks sb's cached endpoint ep with the engine while the
+// events stream is down: true if its instance still runs under the
+// sandbox's name; otherwise it drops ep, and Ensure wakes the sandbox as
+// if nothing were cached. An engine that cannot be asked cannot give the
+// address to another container either: ep is used then.
+func (m *Manager) stillServes(ctx context.Context, sb *sandbox, ep *Endpoint) bool {
+	c, err := m.eng.Inspect(ctx, instanceContainer(ep.Instance))
+	if errors.Is(err, ErrUnavailable) {
+		return true
+	}
+	if err != nil || !serves(c, sb.id, ep) {
+		m.dropIfCached(sb, ep)
+		return false
+	}
+	return true
 }

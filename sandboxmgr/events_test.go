@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/previewgate/previewgate/internal/testkit"
 )
 
 func TestApplyEvent(t *testing.T) {
@@ -138,4 +141,76 @@ func calls11(t0 time.Time, gaps []time.Duration) time.Time {
 		at = at.Add(g)
 	}
 	return at
+}
+
+// While the events stream is down, a cached endpoint is checked with the
+// engine before use: its container may have ended unseen, and its address
+// passed to another sandbox's container (#13). Once a resync follows the
+// reconnect, the cache is trusted again: no engine call per request.
+func TestEventsDownChecksCachedEndpoint(t *testing.T) {
+	m, f := newFakeManager(t, Config{})
+	broke, up := make(chan struct{}), make(chan struct{})
+	var subs atomic.Int64
+	f.events = func(ctx context.Context, _ time.Time, _ func(ctrEvent)) error {
+		if subs.Add(1) == 1 {
+			select {
+			case <-broke:
+				return errors.New("stream broke")
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		select {
+		case <-up: // connected: stays up
+			<-ctx.Done()
+			return ctx.Err()
+		default:
+			return ErrUnavailable
+		}
+	}
+	tpl := appListener(t)
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	first, err := m.Ensure(t.Context(), "a", tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ensureCalls := func() int64 {
+		t.Helper()
+		n := f.inspect.Load()
+		ep, err := m.Ensure(t.Context(), "a", tpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ep.Instance == first.Instance && f.state(ContainerName("a")) != stateRunning {
+			t.Fatalf("got the endpoint of a container that is %s", f.state(ContainerName("a")))
+		}
+		return f.inspect.Load() - n
+	}
+	if n := ensureCalls(); n != 0 {
+		t.Fatalf("stream up: Ensure of a cached sandbox inspected %d times, want 0", n)
+	}
+
+	close(broke)
+	testkit.WaitFor(t, "the manager to see the stream down", func() bool { return subs.Load() >= 3 })
+	if _, ok := m.Cached("a"); ok {
+		t.Error("Cached answered from the cache while the stream is down")
+	}
+	if n := ensureCalls(); n != 1 {
+		t.Errorf("stream down, container running: Ensure inspected %d times, want 1", n)
+	}
+	f.setState(ContainerName("a"), stateRunning, stateExited) // no event tells
+	if ensureCalls(); f.state(ContainerName("a")) != stateRunning {
+		t.Errorf("stream down, container exited unseen: Ensure did not wake it (state %s)", f.state(ContainerName("a")))
+	}
+
+	close(up)
+	testkit.WaitFor(t, "a resync after the reconnect", func() bool {
+		_, ok := m.Cached("a")
+		return ok
+	})
+	if n := ensureCalls(); n != 0 {
+		t.Errorf("after the resync: Ensure inspected %d times, want 0", n)
+	}
 }

@@ -7,7 +7,10 @@
 // The hot path, Ensure for a sandbox already known to be ready, reads an
 // atomic pointer under a read lock and makes no Docker call. A cached
 // endpoint can go stale (the container died); the gateway then calls Forget
-// and Ensure again, which re-inspects Docker.
+// and Ensure again, which re-inspects Docker. Events keep the cache true;
+// while the events stream is down, Ensure checks a cached endpoint with one
+// inspect before handing it out, because a container that ended unseen may
+// have passed its address to another sandbox's container (#13).
 package sandboxmgr
 
 import (
@@ -206,6 +209,12 @@ type Manager struct {
 	reserved  int       // starts in flight, counted against MaxRunning
 	closed    bool
 	netReady  bool // the managed network is known to exist
+
+	// eventsDown: the events stream broke and no resync has followed since.
+	// No event would tell of a cached endpoint's container ending, and its
+	// address may pass to another sandbox's container, so Ensure checks a
+	// cached endpoint with the engine before using it (stillServes).
+	eventsDown atomic.Bool
 }
 
 // New connects to the runtime (lazily; it does not fail when the Docker
@@ -378,8 +387,12 @@ func (m *Manager) Forget(id, addr string) {
 }
 
 // Cached returns id's endpoint if the manager knows it as running and
-// ready, without any Docker call.
+// ready, without any Docker call. While the events stream is down it knows
+// nothing for sure: false.
 func (m *Manager) Cached(id string) (Endpoint, bool) {
+	if m.eventsDown.Load() {
+		return Endpoint{}, false
+	}
 	if sb := m.lookup(id); sb != nil {
 		if ep := sb.ep.Load(); ep != nil {
 			return *ep, true

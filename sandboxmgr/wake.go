@@ -47,7 +47,7 @@ type Options struct {
 // whatever OnCreate returns.
 func (m *Manager) EnsureWith(ctx context.Context, id string, tpl *config.Template, opts Options) (Endpoint, error) {
 	if sb := m.lookup(id); sb != nil {
-		if ep := sb.ep.Load(); ep != nil {
+		if ep := sb.ep.Load(); ep != nil && (!m.eventsDown.Load() || m.stillServes(ctx, sb, ep)) {
 			return *ep, nil
 		}
 	}

@@ -96,7 +96,9 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 func echo(w http.ResponseWriter, r *http.Request) {
+	hostname, _ := os.Hostname() // in a container: its ID's first 12 characters
 	writeJSON(w, map[string]any{
+		"hostname":    hostname,
 		"method":      r.Method,
 		"path":        r.URL.Path,
 		"query":       r.URL.RawQuery,
