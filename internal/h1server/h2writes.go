@@ -17,9 +17,15 @@ import (
 //
 // The server holds HTTP/2 streams to limits.write_timeout as the socket
 // holds HTTP/1.1 (#13): a Write or Flush by the handler that waits longer
-// than the timeout resets the stream (RST_STREAM, INTERNAL_ERROR), which
-// fails the write, so the handler ends and releases what it holds. A
-// stream idle between writes (an SSE stream, a long poll) is never reset.
+// than the timeout for each 4 KiB it carries resets the stream
+// (RST_STREAM, INTERNAL_ERROR), which fails the write, so the handler ends
+// and releases what it holds. Per 4 KiB, because a socket's deadline is
+// re-armed by every send that makes progress, while a stream's Write of
+// 32 KiB (the proxy's copy buffer) may rightly take many window updates on
+// a slow link shared by many streams: a client must take 4 KiB per
+// timeout (136 bytes a second at the default 30s), as net/http's handler
+// buffer is 4 KiB. A stream idle between writes (an SSE stream, a long
+// poll) is never reset.
 //
 // Not covered: the bytes net/http itself flushes after the handler returned
 // (the last 4 KiB at most, and END_STREAM). A client that withholds window
@@ -33,14 +39,14 @@ import (
 // The watch is the server's sweep (every watchAfter/2), not a timer per
 // stream: a stream costs one small allocation, two atomic stores per write
 // and one registry insert; the sweep deletes finished streams in bulk. A
-// stall is acted on between timeout and timeout + watchAfter/2.
+// stall is acted on within watchAfter/2 of its due time.
 
 // streamWriter is the ResponseWriter of one HTTP/2 stream under watch.
 type streamWriter struct {
 	http.ResponseWriter
 	set *streamSet
 
-	since atomic.Int64 // UnixNano when the write in progress began; 0: none
+	due   atomic.Int64 // UnixNano by which the write in progress must end; 0: none
 	reset atomic.Bool  // the stream was reset
 	added bool         // in the registry (the handler's goroutine only)
 
@@ -72,18 +78,18 @@ func (sw *streamWriter) finish() {
 }
 
 func (sw *streamWriter) Write(p []byte) (int, error) {
-	sw.begin()
+	sw.begin(len(p))
 	n, err := sw.ResponseWriter.Write(p)
-	sw.since.Store(0)
+	sw.due.Store(0)
 	return n, err
 }
 
 // FlushError is what http.ResponseController.Flush calls (ReverseProxy
 // flushes that way).
 func (sw *streamWriter) FlushError() error {
-	sw.begin()
+	sw.begin(0) // a flush sends at most the 4 KiB buffered
 	err := http.NewResponseController(sw.ResponseWriter).Flush()
-	sw.since.Store(0)
+	sw.due.Store(0)
 	return err
 }
 
@@ -92,22 +98,27 @@ func (sw *streamWriter) Flush() { sw.FlushError() }
 // Unwrap lets http.ResponseController reach the stream's other controls.
 func (sw *streamWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }
 
-// begin marks a write in progress; the first puts sw under watch.
-func (sw *streamWriter) begin() {
-	sw.since.Store(time.Now().UnixNano())
+// watchUnit is how many bytes a write may take write_timeout to send.
+const watchUnit = 4 << 10
+
+// begin marks a write of n bytes in progress; the first puts sw under
+// watch.
+func (sw *streamWriter) begin(n int) {
+	units := max(1, (n+watchUnit-1)/watchUnit)
+	sw.due.Store(time.Now().Add(time.Duration(units) * sw.set.timeout).UnixNano())
 	if !sw.added {
 		sw.added = true
 		sw.set.add(sw)
 	}
 }
 
-// resetStream resets sw's stream unless its handler has returned. Not
-// I/O: a deadline in the past queues RST_STREAM and fails the blocked
-// write.
-func (sw *streamWriter) resetStream() {
+// resetStream resets sw's stream if its write is still overdue at now
+// and its handler has not returned. Not I/O: a deadline in the past queues
+// RST_STREAM and fails the blocked write.
+func (sw *streamWriter) resetStream(now time.Time) {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
-	if !sw.done.Load() && !sw.reset.Swap(true) {
+	if due := sw.due.Load(); due != 0 && now.UnixNano() >= due && !sw.done.Load() && !sw.reset.Swap(true) {
 		http.NewResponseController(sw.ResponseWriter).SetWriteDeadline(time.Unix(1, 0))
 	}
 }
@@ -115,8 +126,9 @@ func (sw *streamWriter) resetStream() {
 // streamSet is the registry of watched streams, sharded so that streams
 // on both cores rarely meet on a lock.
 type streamSet struct {
-	n      atomic.Uint32
-	shards [8]struct {
+	timeout time.Duration // limits.write_timeout
+	n       atomic.Uint32
+	shards  [8]struct {
 		mu sync.Mutex
 		m  map[*streamWriter]struct{}
 		_  [40]byte // one shard per cache line
@@ -133,9 +145,9 @@ func (ss *streamSet) add(sw *streamWriter) {
 	sh.mu.Unlock()
 }
 
-// sweep resets streams whose write has waited timeout and forgets those
-// whose handler returned.
-func (ss *streamSet) sweep(now time.Time, timeout time.Duration) {
+// sweep resets streams whose write is overdue and forgets those whose
+// handler returned.
+func (ss *streamSet) sweep(now time.Time) {
 	var stalled []*streamWriter
 	for i := range ss.shards {
 		sh := &ss.shards[i]
@@ -145,13 +157,13 @@ func (ss *streamSet) sweep(now time.Time, timeout time.Duration) {
 				delete(sh.m, sw)
 				continue
 			}
-			if began := sw.since.Load(); began != 0 && now.Sub(time.Unix(0, began)) >= timeout && !sw.reset.Load() {
+			if due := sw.due.Load(); due != 0 && now.UnixNano() >= due && !sw.reset.Load() {
 				stalled = append(stalled, sw)
 			}
 		}
 		sh.mu.Unlock()
 	}
 	for _, sw := range stalled {
-		sw.resetStream() // not under a shard's lock: it queues a frame
+		sw.resetStream(now) // not under a shard's lock: it queues a frame
 	}
 }

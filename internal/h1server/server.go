@@ -97,7 +97,11 @@ func New(cfg *config.Config, h http.Handler, log *slog.Logger) *Server {
 		lns:          make(map[net.Listener]struct{}),
 		conns:        make(map[*h1conn]struct{}),
 	}
+	s.streams.timeout = s.writeTimeout
 	s.HTTP.Handler = limitBodies(s.watchStreams(h), cfg.Limits.BodyTimeout.D(), int64(cfg.Limits.BodyMinRate))
+	// nginx's default is 128, Go's 250; each stream a client holds costs a
+	// goroutine and buffers (h2writes.go).
+	s.HTTP.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: maxStreams}
 	s.HTTP.ConnState = s.connState
 	return s
 }
@@ -187,6 +191,10 @@ func (s *Server) overCap(limit string, key netip.Addr) {
 }
 
 const overCapLogEvery = 10 * time.Second
+
+// maxStreams is the HTTP/2 streams a client may have open on one
+// connection. Browsers open up to 100 per connection.
+const maxStreams = 100
 
 // handshakeTimeout bounds a TLS handshake when no header timeout is set.
 const handshakeTimeout = 10 * time.Second
@@ -358,7 +366,7 @@ func (s *Server) sweep() {
 				c.watchIfSlow(now)
 			}
 			s.mu.Unlock()
-			s.streams.sweep(now, s.writeTimeout)
+			s.streams.sweep(now)
 		}
 	}
 }
