@@ -64,6 +64,12 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log.Info("previewgate serving", "domains", []string(cfg.Domains), "tls", cfg.TLS.Mode, "version", version)
+	if cfg.Runtime.Kind == "" || cfg.Runtime.Kind == config.RuntimeDocker {
+		// Said at start: with several replicas and the default of 1, a
+		// replica stops sandboxes busy on the others.
+		log.Info("docker runtime", "replicas", cfg.Docker.Replicas,
+			"idle_signal", map[bool]string{true: "this replica's requests and sockets", false: "containers' network counters too"}[cfg.Docker.Replicas <= 1])
+	}
 	if dev {
 		printDevURL(stdout, cfg)
 	}

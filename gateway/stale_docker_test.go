@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +44,23 @@ func TestDockerStaleEndpointEventsDown(t *testing.T) {
 	// for what follows to happen between two attempts.
 	proxy.Cut()
 	testkit.WaitFor(t, "seven refused events reconnects", func() bool { return proxy.Refused() >= 7 })
+	// A running sandbox still serves a browser's navigation while the
+	// stream is down (it once got the waiting page, which reloaded into
+	// the waiting page again).
+	nav, err := http.NewRequest("GET", f.url+"/echo?user=nav", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nav.Host = "sandbox-" + a + "." + testDomain
+	nav.Header.Set("Authorization", "Bearer "+testkit.Mint(t, cfg, a, time.Minute))
+	nav.Header.Set("Sec-Fetch-Mode", "navigate")
+	resp, err := f.client.Do(nav)
+	if err != nil {
+		t.Fatal(err)
+	}
+	navBody, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	wantEcho(t, "A's navigation, stream down", resp.StatusCode, nil, string(navBody), a, "user=nav")
 	if err := cli.ContainerKill(context.Background(), sandboxmgr.ContainerName(a), "KILL"); err != nil {
 		t.Fatal(err)
 	}

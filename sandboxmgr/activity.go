@@ -19,6 +19,7 @@ type sandbox struct {
 	flushed      atomic.Int64             // lastActivity last published (shared.go)
 	sampledAt    atomic.Int64             // last shared-activity sample (shared.go)
 	progress     atomic.Pointer[Progress] // of the last or current wake
+	checked      atomic.Pointer[checked]  // last stillServes check that found ep serving
 	diag         diag                     // the wake's output and timing (failure.go)
 	// op serializes a wake with the reaper's stop/pause/remove: a request
 	// arriving while the reaper stops the sandbox waits, then wakes it.

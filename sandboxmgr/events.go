@@ -275,19 +275,49 @@ func (m *Manager) dropIfCached(sb *sandbox, ep *Endpoint) {
 	m.gone(gone)
 }
 
+// checked records that a stillServes check found ep serving at at.
+type checked struct {
+	ep *Endpoint
+	at time.Time
+}
+
+// checkValid is how long a stillServes check that found an endpoint
+// serving stands for later requests. Far shorter than a container's
+// create, start and listen (hundreds of milliseconds here), so no other
+// sandbox's app can appear on the address within it; it bounds the
+// inspects a request flood makes while the stream is down to about ten
+// per second per sandbox.
+const checkValid = 100 * time.Millisecond
+
 // stillServes checks sb's cached endpoint ep with the engine while the
 // events stream is down: true if its instance still runs under the
-// sandbox's name; otherwise it drops ep, and Ensure wakes the sandbox as
-// if nothing were cached. An engine that cannot be asked cannot give the
-// address to another container either: ep is used then.
-func (m *Manager) stillServes(ctx context.Context, sb *sandbox, ep *Endpoint) bool {
-	c, err := m.eng.Inspect(ctx, instanceContainer(ep.Instance))
-	if errors.Is(err, ErrUnavailable) {
-		return true
+// sandbox's name. If it does not, ep is dropped and Ensure wakes the
+// sandbox as if nothing were cached. An engine that cannot be asked (or
+// answers with another error) cannot give the address to another
+// container either: ep is used then. err is the caller's context's end,
+// which never drops ep. Concurrent checks of one sandbox share one
+// inspect, detached from any one caller.
+func (m *Manager) stillServes(ctx context.Context, sb *sandbox, ep *Endpoint) (bool, error) {
+	if c := sb.checked.Load(); c != nil && c.ep == ep && m.now().Sub(c.at) < checkValid {
+		return true, nil
 	}
-	if err != nil || !serves(c, sb.id, ep) {
-		m.dropIfCached(sb, ep)
-		return false
+	ch := m.checks.DoChan(sb.id, func() (any, error) {
+		ictx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+		defer cancel()
+		c, err := m.eng.Inspect(ictx, instanceContainer(ep.Instance))
+		if errors.Is(err, ErrNoContainer) || err == nil && !serves(c, sb.id, ep) {
+			m.dropIfCached(sb, ep)
+			return false, nil
+		}
+		if err == nil {
+			sb.checked.Store(&checked{ep: ep, at: m.now()})
+		}
+		return true, nil
+	})
+	select {
+	case r := <-ch:
+		return r.Val.(bool), nil
+	case <-ctx.Done():
+		return false, context.Cause(ctx)
 	}
-	return true
 }

@@ -215,6 +215,7 @@ type Manager struct {
 	// address may pass to another sandbox's container, so Ensure checks a
 	// cached endpoint with the engine before using it (stillServes).
 	eventsDown atomic.Bool
+	checks     singleflight.Group // stillServes inspects, one per sandbox at a time
 }
 
 // New connects to the runtime (lazily; it does not fail when the Docker
@@ -387,12 +388,9 @@ func (m *Manager) Forget(id, addr string) {
 }
 
 // Cached returns id's endpoint if the manager knows it as running and
-// ready, without any Docker call. While the events stream is down it knows
-// nothing for sure: false.
+// ready, without any Docker call. (While the events stream is down, Ensure
+// checks it before use; Cached is for decisions, not for dialing.)
 func (m *Manager) Cached(id string) (Endpoint, bool) {
-	if m.eventsDown.Load() {
-		return Endpoint{}, false
-	}
 	if sb := m.lookup(id); sb != nil {
 		if ep := sb.ep.Load(); ep != nil {
 			return *ep, true

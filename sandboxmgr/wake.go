@@ -47,8 +47,17 @@ type Options struct {
 // whatever OnCreate returns.
 func (m *Manager) EnsureWith(ctx context.Context, id string, tpl *config.Template, opts Options) (Endpoint, error) {
 	if sb := m.lookup(id); sb != nil {
-		if ep := sb.ep.Load(); ep != nil && (!m.eventsDown.Load() || m.stillServes(ctx, sb, ep)) {
-			return *ep, nil
+		if ep := sb.ep.Load(); ep != nil {
+			if !m.eventsDown.Load() {
+				return *ep, nil
+			}
+			ok, err := m.stillServes(ctx, sb, ep)
+			if err != nil {
+				return Endpoint{}, fmt.Errorf("sandbox %s: %w", id, err)
+			}
+			if ok {
+				return *ep, nil
+			}
 		}
 	}
 	if !config.ValidID(id) {
