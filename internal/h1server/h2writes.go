@@ -12,8 +12,9 @@ import (
 // of 0), so the stream's writes wait for flow control, not for the socket.
 // The socket's own write deadline (wire.RawConn) never fires, and net/http's
 // HTTP/2 server waits forever: each such stream keeps its handler, and with
-// it a connection to a sandbox, for as long as the client likes, up to
-// MaxConcurrentStreams per connection times connections_per_ip per client.
+// it a connection to a sandbox, for as long as the client likes (as many
+// as the gateway's exchange caps admit: connections_per_ip per client,
+// max_connections in all).
 //
 // The server holds HTTP/2 streams to limits.write_timeout as the socket
 // holds HTTP/1.1 (#13): a Write or Flush by the handler that waits longer
