@@ -211,18 +211,23 @@ func TestKubernetesHerdThreeManagers(t *testing.T) {
 
 // Warm pool pods are claimed by a label change: across three replicas
 // claiming at once, every id gets exactly one pod and no pod two ids.
+// Each replica's pool holds as many pods as it gets first requests, so
+// both racing replicas claim (a replica whose pool ran dry creates
+// instead, and the create takes the sandbox's lease before a claim's
+// label update does: the note of session 7 says so), and every sandbox is
+// served from the pool.
 func TestKubernetesPoolClaimAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	e := newKubeEnv(t)
 	tpl := testTemplate(t, nil)
-	tpl.Pool = 2
+	tpl.Pool = 4 // each replica gets 4 of the 12 first requests
 	cfg := e.config()
 	cfg.PoolEvery = 100 * time.Millisecond
 	cfg.ListTemplates = func() []*config.Template { return []*config.Template{tpl} }
 	cfg.Templates = func(string) *config.Template { return tpl }
 	ms := []*sandboxmgr.Manager{e.manager(t, cfg), e.manager(t, cfg), e.manager(t, cfg)}
 	deadline := time.Now().Add(60 * time.Second)
-	for ms[0].PoolSize(tpl.Name) < 2 || ms[1].PoolSize(tpl.Name) < 2 || ms[2].PoolSize(tpl.Name) < 2 {
+	for ms[0].PoolSize(tpl.Name) < tpl.Pool || ms[1].PoolSize(tpl.Name) < tpl.Pool || ms[2].PoolSize(tpl.Name) < tpl.Pool {
 		if time.Now().After(deadline) {
 			t.Fatal("pools not filled within 60s")
 		}
@@ -274,10 +279,9 @@ func TestKubernetesPoolClaimAcrossReplicas(t *testing.T) {
 			claims++
 		}
 	}
-	if claims == 0 {
-		t.Errorf("no sandbox was served from the pool (pods %v)", claimedBy)
+	if claims != len(ids) {
+		t.Errorf("%d of %d sandboxes served from the pool, want all (pods %v)", claims, len(ids), claimedBy)
 	}
-	t.Logf("%d of %d sandboxes claimed from the pool", claims, len(ids))
 }
 
 // A gateway killed mid-create leaves at worst a lease naming a pod that
