@@ -67,8 +67,11 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if cfg.Runtime.Kind == "" || cfg.Runtime.Kind == config.RuntimeDocker {
 		// Said at start: with several replicas and the default of 1, a
 		// replica stops sandboxes busy on the others.
-		log.Info("docker runtime", "replicas", cfg.Docker.Replicas,
-			"idle_signal", map[bool]string{true: "this replica's requests and sockets", false: "containers' network counters too"}[cfg.Docker.Replicas <= 1])
+		signal := "this replica's requests and sockets"
+		if cfg.Docker.Replicas > 1 {
+			signal = "containers' network counters too"
+		}
+		log.Info("docker runtime", "replicas", cfg.Docker.Replicas, "idle_signal", signal)
 	}
 	if dev {
 		printDevURL(stdout, cfg)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -277,24 +276,7 @@ func extTableRows(c extCase, got map[string][]measuredExt, rounds int) []row {
 	} else {
 		note += fmt.Sprintf(", %d conns", wrkConns)
 	}
-	var spread []float64
-	for r := range rounds {
-		if g, n := got["gateway"], got["nginx"]; r < len(g) && r < len(n) && n[r].res.rps > 0 {
-			spread = append(spread, g[r].res.rps/n[r].res.rps)
-		}
-	}
-	if len(spread) > 0 {
-		note += fmt.Sprintf("; gateway ÷ nginx by round %.2f–%.2f×", slices.Min(spread), slices.Max(spread))
-	}
-	for _, n := range []string{"direct", "gateway", "nginx"} {
-		var e int64
-		for _, m := range got[n] {
-			e += m.res.errors
-		}
-		if e > 0 {
-			note += fmt.Sprintf("; %s: %d errors", n, e)
-		}
-	}
+	note += roundsNote(got, rounds, func(m measuredExt) float64 { return m.res.rps }, func(m measuredExt) int64 { return m.res.errors })
 	if bl := got["baseline"]; len(bl) > 0 {
 		var rps, cpu, allocs []float64
 		for _, m := range bl {

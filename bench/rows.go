@@ -189,26 +189,14 @@ func (b *bench) httpRows() error {
 			pick := func(f func(measured) float64) [3]float64 {
 				return medianByPath(got, func(m measured) bool { return m.res.Requests > 0 }, f)
 			}
-			rps := func(m measured) float64 { return float64(m.res.Requests) / m.res.Seconds }
-			note := fmt.Sprintf("median of %d rounds", rounds)
-			var spread []float64 // gateway ÷ nginx req/s in each round
-			for r := range rounds {
-				if g, n := got["gateway"], got["nginx"]; r < len(g) && r < len(n) && g[r].res.Requests > 0 && n[r].res.Requests > 0 {
-					spread = append(spread, rps(g[r])/rps(n[r]))
+			rps := func(m measured) float64 {
+				if m.res.Requests == 0 {
+					return 0
 				}
+				return float64(m.res.Requests) / m.res.Seconds
 			}
-			if len(spread) > 0 {
-				note += fmt.Sprintf("; gateway ÷ nginx by round %.2f–%.2f×", slices.Min(spread), slices.Max(spread))
-			}
-			for _, n := range []string{"direct", "gateway", "nginx"} {
-				var e int64
-				for _, m := range got[n] {
-					e += m.res.Errors
-				}
-				if e > 0 {
-					note += fmt.Sprintf("; %s: %d errors", n, e)
-				}
-			}
+			note := fmt.Sprintf("median of %d rounds", rounds) +
+				roundsNote(got, rounds, rps, func(m measured) int64 { return m.res.Errors })
 			b.rows = append(b.rows,
 				row{name: label + " req/s", v: pick(rps), higher: true, unit: "", note: note},
 				row{name: label + " p50 ms", v: pick(func(m measured) float64 { return m.res.P50 })},
@@ -221,8 +209,6 @@ func (b *bench) httpRows() error {
 	return nil
 }
 
-// median is the middle of xs (the mean of the two middle values when their
-// number is even), or NaN when xs is empty. It sorts xs.
 // medianByPath is, for direct, gateway and nginx in that order, the median
 // of f over the rounds in got[path] that ok accepts and f knows (not NaN).
 func medianByPath[M any](got map[string][]M, ok func(M) bool, f func(M) float64) [3]float64 {
@@ -239,6 +225,33 @@ func medianByPath[M any](got map[string][]M, ok func(M) bool, f func(M) float64)
 	return v
 }
 
+// roundsNote says how gateway ÷ nginx req/s ranged over the rounds that
+// both served, and how many errors each path had: the note of a req/s row.
+func roundsNote[M any](got map[string][]M, rounds int, rps func(M) float64, errs func(M) int64) string {
+	var note string
+	var spread []float64
+	for r := range rounds {
+		if g, n := got["gateway"], got["nginx"]; r < len(g) && r < len(n) && rps(g[r]) > 0 && rps(n[r]) > 0 {
+			spread = append(spread, rps(g[r])/rps(n[r]))
+		}
+	}
+	if len(spread) > 0 {
+		note += fmt.Sprintf("; gateway ÷ nginx by round %.2f–%.2f×", slices.Min(spread), slices.Max(spread))
+	}
+	for _, n := range []string{"direct", "gateway", "nginx"} {
+		var e int64
+		for _, m := range got[n] {
+			e += errs(m)
+		}
+		if e > 0 {
+			note += fmt.Sprintf("; %s: %d errors", n, e)
+		}
+	}
+	return note
+}
+
+// median is the middle of xs (the mean of the two middle values when their
+// number is even), or NaN when xs is empty. It sorts xs.
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return math.NaN()
