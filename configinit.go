@@ -35,6 +35,11 @@ listen:
 
 data_dir: previewgate-data    # certificates and state, relative to the working directory
 
+# This gateway's sandboxes are labelled with its scope, and it adopts only
+# sandboxes of the same scope: replicas sharing this file share them, and
+# another gateway on the same engine never takes them over (generated).
+scope: {{SCOPE}}
+
 # Bearer token for the admin API on listen.admin (generated).
 admin_token: "{{ADMIN}}"
 
@@ -100,7 +105,7 @@ func configInit(args []string, stdout, stderr io.Writer) error {
 
 // starterText is starterConfig with fresh secrets.
 func starterText() string {
-	return strings.NewReplacer("{{SECRET}}", randomSecret(), "{{ADMIN}}", randomToken()).Replace(starterConfig)
+	return strings.NewReplacer("{{SECRET}}", randomSecret(), "{{ADMIN}}", randomToken(), "{{SCOPE}}", randomScope()).Replace(starterConfig)
 }
 
 // randomSecret is an HS256 secret: 32 random bytes as 43 base64url
@@ -109,6 +114,13 @@ func randomSecret() string {
 	b := make([]byte, 32)
 	rand.Read(b)
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// randomScope is a scope name: "pg-" and 12 random hex digits.
+func randomScope() string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return fmt.Sprintf("pg-%x", b)
 }
 
 // writeNew creates path with data, mode 0600; an existing file is an error.

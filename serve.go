@@ -39,7 +39,12 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	f.apply(cfg)
 	log := newLogger(cfg.Log, stderr)
 	labels := f.labels
-	if dev {
+	switch {
+	case labels[sandboxmgr.LabelInstance] != "":
+	case cfg.Scope != "":
+		// Replicas sharing the file share the scope (#21).
+		labels[sandboxmgr.LabelInstance] = cfg.Scope
+	case dev:
 		if err := scopeToDataDir(cfg, labels, log); err != nil {
 			return err
 		}
@@ -188,11 +193,9 @@ func loadServeConfig(path string) (cfg *config.Config, dev bool, err error) {
 }
 
 // scopeToDataDir labels a development gateway's containers with the id
-// kept in its data dir, unless --label set one.
+// kept in its data dir (serve calls it unless --label or the config's
+// scope set one).
 func scopeToDataDir(cfg *config.Config, labels labelFlag, log *slog.Logger) error {
-	if labels[sandboxmgr.LabelInstance] != "" {
-		return nil
-	}
 	// Without it a development gateway would own every previewgate
 	// container on the engine, another developer's gateway's too (#13).
 	inst, err := devInstanceID(cfg.DataDir)

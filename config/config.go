@@ -15,9 +15,14 @@ import (
 type Config struct {
 	// Domains under which sandbox-<id>.<domain> hosts are served. The file
 	// accepts a single string or a list under the key "domain".
-	Domains         StringList           `yaml:"domain"`
-	Listen          Listen               `yaml:"listen"`
-	DataDir         string               `yaml:"data_dir"` // Zero means ./previewgate-data.
+	Domains StringList `yaml:"domain"`
+	Listen  Listen     `yaml:"listen"`
+	DataDir string     `yaml:"data_dir"` // Zero means ./previewgate-data.
+	// Scope names this gateway's sandboxes: it adopts only containers (or
+	// pods) made in the same scope, so replicas sharing this file share
+	// them and two gateways on one engine never take each other's (#21).
+	// Zero means none: such a gateway adopts only sandboxes of no scope.
+	Scope           string               `yaml:"scope,omitempty"`
 	AdminToken      Secret               `yaml:"admin_token"`
 	TLS             TLS                  `yaml:"tls"`
 	Auth            Auth                 `yaml:"auth"`

@@ -18,7 +18,18 @@ const MaxIDLen = 55
 // digits and inner hyphens. Such an id is always safe in a DNS label, a
 // container name and a Docker label.
 func ValidID(id string) bool {
-	if len(id) == 0 || len(id) > MaxIDLen {
+	if len(id) > MaxIDLen {
+		return false
+	}
+	return validLabelValue(id)
+}
+
+// ValidScope reports whether s may name a gateway's scope (config key
+// scope): a DNS label, so it is a valid Docker and Kubernetes label value.
+func ValidScope(s string) bool { return len(s) <= 63 && validLabelValue(s) }
+
+func validLabelValue(id string) bool {
+	if len(id) == 0 {
 		return false
 	}
 	for i := 0; i < len(id); i++ {

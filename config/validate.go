@@ -42,6 +42,9 @@ func (d *decoder) validate(c *Config) {
 	if c.AdminToken != "" && len(c.AdminToken) < 16 {
 		d.fail("admin_token is too short (use at least 16 random characters)", &c.AdminToken)
 	}
+	if c.Scope != "" && !ValidScope(c.Scope) {
+		d.fail(fmt.Sprintf("invalid scope %q (lowercase letters, digits and inner hyphens, at most 63)", c.Scope), &c.Scope)
+	}
 	d.validateTLS(c)
 	d.validateAuth(c)
 	d.validateDocker(c)

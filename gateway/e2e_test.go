@@ -65,6 +65,7 @@ type dockerEnv struct {
 	gw      *Gateway
 	server  *Server
 	srv     *httptest.Server // e.server's address
+	recheck time.Duration    // the manager's RecheckEvery; zero: its default
 }
 
 func newDockerEnv(t *testing.T, edit func(*config.Config)) *dockerEnv {
@@ -92,7 +93,7 @@ func (e *dockerEnv) start() {
 	labels := dockertest.Labels()
 	labels[dockertest.LabelCase] = e.t.Name()
 	e.metrics = metrics.New()
-	mgr, err := sandboxmgr.New(sandboxmgr.Config{Host: e.cfg.Docker.Host, Network: e.network, Labels: labels,
+	mgr, err := sandboxmgr.New(sandboxmgr.Config{Host: e.cfg.Docker.Host, Network: e.network, Labels: labels, RecheckEvery: e.recheck,
 		MaxConcurrentStarts: e.cfg.Limits.MaxConcurrentStarts, MaxRunning: e.cfg.Limits.MaxRunning,
 		Templates: func(name string) *config.Template { return e.cfg.Templates[name] },
 		ListTemplates: func() []*config.Template {

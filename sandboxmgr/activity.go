@@ -82,23 +82,36 @@ func (m *Manager) sandboxLocked(id string) *sandbox {
 	return sb
 }
 
+// Known reports whether sandbox id exists as far as the manager knows
+// (its record names a container or pod, from a wake, the adoption at
+// Start, an event or the re-check), and the template it was made from,
+// read from the instance's own labels ("" if it carries none). It makes
+// no runtime call: the gateway decides a request's policy with it.
+func (m *Manager) Known(id string) (template string, ok bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	sb := m.sandboxes[id]
+	if sb == nil || sb.container == "" {
+		return "", false
+	}
+	return sb.template, true
+}
+
 // observe records what Docker said about id's container c. A running
 // container with a known start time and an address becomes the cached
 // endpoint; anything else retires the one cached.
 func (m *Manager) observe(id string, c ctrInfo) {
 	m.mu.Lock()
 	sb := m.sandboxLocked(id)
-	gone := m.observeLocked(sb, c)
+	gone := []string{m.observeLocked(sb, c)}
 	if inst := instanceOf(c); c.State == stateRunning && c.IP != "" && inst != "" {
 		ep := &Endpoint{ID: id, Addr: endpointAddr(c, 0), Template: c.Labels[LabelTemplate], Instance: inst}
-		if g := m.cacheLocked(sb, ep); g != "" {
-			gone = g
-		}
-	} else if g := m.dropLocked(sb); g != "" {
-		gone = g
+		gone = append(gone, m.cacheLocked(sb, ep)...)
+	} else {
+		gone = append(gone, m.dropLocked(sb))
 	}
 	m.mu.Unlock()
-	m.gone(gone)
+	m.gone(gone...)
 }
 
 // observeLocked copies c's facts into sb and returns the instance they

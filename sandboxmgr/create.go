@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -61,11 +60,7 @@ func (m *Manager) spec(id string, tpl *config.Template) (ctrSpec, error) {
 	if port <= 0 {
 		port = 3000
 	}
-	labels := maps.Clone(m.cfg.Labels)
-	if labels == nil {
-		labels = make(map[string]string, 4)
-	}
-	labels[LabelManaged] = "true"
+	labels := m.createLabels()
 	labels[LabelSandbox] = id
 	labels[LabelTemplate] = tpl.Name
 	labels[LabelPort] = strconv.Itoa(port)

@@ -319,6 +319,7 @@ func (e *dockerEngine) Events(ctx context.Context, since time.Time, labels map[s
 				Name:    msg.Actor.Attributes["name"],
 				OldName: trimSlash(msg.Actor.Attributes["oldName"]),
 				Pool:    msg.Actor.Attributes[LabelPool], // labels ride in the attributes
+				Labels:  msg.Actor.Attributes,
 			}
 			if msg.TimeNano != 0 {
 				ev.Time = time.Unix(0, msg.TimeNano)

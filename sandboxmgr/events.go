@@ -30,6 +30,10 @@ const (
 	// evKept (Kubernetes only): the pod is gone, its workspace kept
 	// (kube_workspace.go): the sandbox is stopped, as after a Docker stop.
 	evKept = "kept"
+	// evWatchBroken (Kubernetes only): the informer's watch or list
+	// failed; it relists by itself, but until a re-check confirms the
+	// cache, cached endpoints are checked before use (recheck.go).
+	evWatchBroken = "watch-broken"
 )
 
 // watchedActions are the event actions asked from Docker.
@@ -42,7 +46,10 @@ type ctrEvent struct {
 	Name    string // container name now, without the slash (after a rename: the new name)
 	OldName string // rename only: the previous name, without the slash
 	Pool    string // the container's LabelPool
-	Time    time.Time
+	// Labels are the container's labels where the runtime reports them;
+	// events of containers the manager does not own are ignored.
+	Labels map[string]string
+	Time   time.Time
 }
 
 // Reconnect backoff of the events stream.
@@ -157,6 +164,13 @@ func idFromName(name, pool string) (string, bool) {
 // next Ensure inspects Docker and wakes it. Starts and unpauses only update
 // the state: readiness is the wake's to establish.
 func (m *Manager) applyEvent(ev ctrEvent) {
+	if ev.Action == evWatchBroken {
+		m.watchBroken.Store(m.now().UnixNano())
+		return
+	}
+	if ev.Labels != nil && m.foreign(ev.Labels) != "" {
+		return // another scope's container with a name like ours
+	}
 	var gone []string
 	defer func() { m.gone(gone...) }() // after the unlock below
 	if ev.Action == evRename {
@@ -182,6 +196,9 @@ func (m *Manager) applyEvent(ev ctrEvent) {
 		sb = m.sandboxLocked(id) // started elsewhere: count it as running
 		sb.state = stateRunning
 		sb.container = ev.ID
+		if t := ev.Labels[LabelTemplate]; t != "" {
+			sb.template = t // the record is rebuilt from the instance's own labels
+		}
 	case evPause:
 		if sb != nil {
 			sb.state = statePaused

@@ -1,6 +1,7 @@
 package sandboxmgr
 
 import (
+	"net"
 	"strconv"
 	"strings"
 )
@@ -24,6 +25,19 @@ import (
 //     manager does not own.
 // The record stays after a report, so a late event (a die after Forget)
 // reports it again: reports may repeat, never go missing.
+//
+// Invariant (#21): a request for sandbox A is never written to a
+// connection whose peer is not A's current instance, also while the
+// runtime's event stream is stalled, broken or lagging. An address belongs
+// to at most one record: when a wake learns the address of its running
+// container (claimAddrLocked, before it probes the app) every other record
+// cached on that address is dropped and its instance reported gone, so a
+// container that died unseen cannot pass its users to the sandbox that
+// inherits its address through this manager. What another replica or
+// anyone else starts on such an address is caught by the re-check
+// (recheck.go), which compares every cached endpoint with the runtime's own
+// list at least every Config.RecheckEvery, whether the event stream looks
+// healthy or not: a stalled stream looks exactly like a quiet one.
 
 // instanceOf names one run of container c. "" when its start time is
 // unknown (List does not report it).
@@ -44,18 +58,53 @@ func instanceContainer(inst string) string {
 // last instance. It returns the instance this retires, if any, for the
 // caller to report (after unlocking) with m.gone. m.mu must be held for
 // writing.
-func (m *Manager) cacheLocked(sb *sandbox, ep *Endpoint) (gone string) {
+func (m *Manager) cacheLocked(sb *sandbox, ep *Endpoint) (gone []string) {
 	if sb.last != nil && sb.last.Instance != ep.Instance {
-		gone = sb.last.Instance
+		gone = append(gone, sb.last.Instance)
 	}
+	gone = append(gone, m.claimAddrLocked(sb, ep.Addr)...)
 	sb.last = ep
 	sb.ep.Store(ep)
 	return gone
 }
 
+// claimAddrLocked makes addr's host sb's alone: every other record cached
+// on it is dropped, its last instance forgotten, and the instances retired
+// are returned for the caller to report. m.mu must be held for writing.
+func (m *Manager) claimAddrLocked(sb *sandbox, addr string) (gone []string) {
+	host := addrHost(addr)
+	if host == "" {
+		return nil
+	}
+	if other := m.addrs[host]; other != nil && other != sb {
+		if ep := other.ep.Load(); ep != nil && addrHost(ep.Addr) == host {
+			gone = append(gone, m.dropLocked(other))
+			other.last = nil // that instance no longer has this address
+			m.log.Warn("address passed to another sandbox: dropped the old record",
+				"addr", host, "sandbox", sb.id, "dropped", other.id)
+		}
+	}
+	m.addrs[host] = sb
+	return gone
+}
+
+// addrHost is the host part of "ip:port" ("" if malformed).
+func addrHost(addr string) string {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	return h
+}
+
 // dropLocked drops sb's cached endpoint and returns its last instance, to
 // report with m.gone. The record stays. m.mu must be held for writing.
 func (m *Manager) dropLocked(sb *sandbox) (gone string) {
+	if ep := sb.ep.Load(); ep != nil {
+		if h := addrHost(ep.Addr); m.addrs[h] == sb {
+			delete(m.addrs, h)
+		}
+	}
 	sb.ep.Store(nil)
 	if sb.last != nil {
 		return sb.last.Instance

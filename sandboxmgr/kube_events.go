@@ -29,7 +29,7 @@ func (e *kubeEngine) Events(ctx context.Context, _ time.Time, lbls map[string]st
 		return fmt.Errorf("pod informer: %w", err)
 	}
 	emit := func(action string, pod *corev1.Pod) {
-		fn(ctrEvent{Action: action, ID: kubeID(pod), Name: logicalName(pod), Pool: pod.Labels[LabelPool], Time: time.Now()})
+		fn(ctrEvent{Action: action, ID: kubeID(pod), Name: logicalName(pod), Pool: pod.Labels[LabelPool], Labels: pod.Labels, Time: time.Now()})
 	}
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
@@ -44,7 +44,7 @@ func (e *kubeEngine) Events(ctx context.Context, _ time.Time, lbls map[string]st
 				return
 			}
 			for _, ev := range podEvents(old, pod) {
-				ev.ID, ev.Pool, ev.Time = kubeID(pod), pod.Labels[LabelPool], time.Now()
+				ev.ID, ev.Pool, ev.Labels, ev.Time = kubeID(pod), pod.Labels[LabelPool], pod.Labels, time.Now()
 				fn(ev)
 			}
 		},
@@ -62,6 +62,14 @@ func (e *kubeEngine) Events(ctx context.Context, _ time.Time, lbls map[string]st
 		},
 	})
 	if err != nil {
+		return fmt.Errorf("pod informer: %w", err)
+	}
+	// A broken watch is relisted by the informer itself, but until then a
+	// pod that ended unseen may have passed its address on (#21).
+	if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		fn(ctrEvent{Action: evWatchBroken, Time: time.Now()})
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	}); err != nil {
 		return fmt.Errorf("pod informer: %w", err)
 	}
 	// Run returns when ctx ends; the informer's goroutines end with it.

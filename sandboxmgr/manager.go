@@ -114,6 +114,10 @@ type Config struct {
 	// ReapEvery is how often the idle reaper looks at every sandbox. Zero
 	// means 1s; negative disables the reaper.
 	ReapEvery time.Duration
+	// RecheckEvery bounds how long a cached endpoint goes unconfirmed by
+	// the runtime's list, whatever the events stream's health
+	// (recheck.go). Zero means 5s; negative disables it (tests).
+	RecheckEvery time.Duration
 	// Replicas is how many gateway replicas serve the Docker engine's
 	// sandboxes (docker.replicas). Above 1, an idle stop first reads the
 	// container's network counters (shared.go). Zero means 1. Kubernetes
@@ -148,6 +152,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.ReapEvery == 0 {
 		c.ReapEvery = time.Second
+	}
+	if c.RecheckEvery == 0 {
+		c.RecheckEvery = 5 * time.Second
 	}
 	if c.Templates == nil {
 		c.Templates = func(string) *config.Template { return nil }
@@ -185,6 +192,7 @@ type Manager struct {
 	eng      engine
 	now      func() time.Time
 	born     time.Time                // when this manager was made: activity before it is unknown
+	stamp    string                   // LabelScope of what it creates (scope.go)
 	stop     func() error             // closes the Docker client
 	listener atomic.Pointer[Listener] // set by SetListener
 
@@ -202,8 +210,9 @@ type Manager struct {
 	bg     sync.WaitGroup // background loops (events, reaper, pool)
 	bgOnce sync.Once      // starts the background loops
 
-	mu        sync.RWMutex        // guards sandboxes, reserved, closed, netReady, pool
+	mu        sync.RWMutex        // guards sandboxes, addrs, reserved, closed, netReady, pool
 	sandboxes map[string]*sandbox // by id; entries live until Remove
+	addrs     map[string]*sandbox // by IP: the record whose endpoint was last cached there (instance.go)
 	pool      poolState
 	wakeTimes wakeTimes // own lock; typical wake durations (failure.go)
 	reserved  int       // starts in flight, counted against MaxRunning
@@ -215,7 +224,10 @@ type Manager struct {
 	// address may pass to another sandbox's container, so Ensure checks a
 	// cached endpoint with the engine before using it (stillServes).
 	eventsDown atomic.Bool
-	checks     singleflight.Group // stillServes inspects, one per sandbox at a time
+	// watchBroken: when (unix ns) the Kubernetes watch last reported an
+	// error; 0 once a re-check after it succeeded (recheck.go).
+	watchBroken atomic.Int64
+	checks      singleflight.Group // stillServes inspects, one per sandbox at a time
 }
 
 // New connects to the runtime (lazily; it does not fail when the Docker
@@ -259,8 +271,10 @@ func newManager(cfg Config, log *slog.Logger, eng engine) *Manager {
 		ctx:       ctx,
 		cancel:    cancel,
 		sandboxes: make(map[string]*sandbox),
+		addrs:     make(map[string]*sandbox),
 		pool:      newPoolState(),
 		born:      time.Now(),
+		stamp:     scopeStamp(cfg.Labels),
 	}
 	m.maxRunning.Store(int64(cfg.MaxRunning))
 	return m
@@ -350,6 +364,9 @@ func (m *Manager) startBackground() {
 	}
 	if m.cfg.ReapEvery > 0 {
 		m.bg.Go(func() { m.reapLoop(m.ctx) })
+	}
+	if m.cfg.RecheckEvery > 0 {
+		m.bg.Go(func() { m.recheckLoop(m.ctx) })
 	}
 	if m.cfg.ListTemplates != nil {
 		m.bg.Go(func() { m.poolLoop(m.ctx) })

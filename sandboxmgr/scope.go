@@ -2,49 +2,126 @@ package sandboxmgr
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
 
-// The manager's scope (#13). A manager owns only the containers that carry
-// every scope label: previewgate.managed=true plus Config.Labels (the
-// gateway's --label, and in the development default a per-data-dir
-// instance label). A container named previewgate-<id> without them belongs
+// The manager's scope (#13, #21). Every container (or pod) the manager
+// creates carries previewgate.managed=true, its Config.Labels (the
+// gateway's --label, the config's scope as previewgate.instance, the
+// development default's per-data-dir instance id) and LabelScope, a stamp
+// of exactly those labels. A manager owns a container only if it carries
+// its stamp and every one of its labels: a gateway without labels owns only
+// containers made without any, never those of a gateway that has some.
+// Containers made before the stamp existed have none; for them the older
+// rule holds (they carry every scope label), except that a gateway without
+// labels leaves alone those that name an instance.
+//
+// A container named previewgate-<id> that the manager does not own belongs
 // to someone else, another gateway or a user: it is never started,
 // unpaused, paused, stopped, removed, renamed, listed, reaped, adopted or
-// proxied to, and Ensure on its name fails with ErrForeignContainer. The
-// name collision is reported, never "fixed" by removing the container.
+// proxied to, and Ensure on its name fails with ErrForeignContainer, whose
+// text says whose it is and what to do. The name collision is reported,
+// never "fixed" by removing the container.
 //
 // Checking labels and then acting by name would race with the name being
 // taken by another container in between, so every call that changes a
 // container takes the ID of one whose labels were checked (labels are
 // immutable) or that this manager created.
 
-// scopeLabels selects the containers this manager owns.
+// LabelScope stamps a container with the scope of the gateway that made it.
+const LabelScope = "previewgate.scope"
+
+// scopeStamp is the LabelScope value of a gateway with labels l: a digest
+// of them, so it is a valid label value on every runtime whatever they
+// hold, and equal exactly for equal scopes.
+func scopeStamp(l map[string]string) string {
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		if k == LabelManaged || k == LabelScope {
+			continue
+		}
+		fmt.Fprintf(h, "%q=%q\n", k, l[k])
+	}
+	return "s" + hex.EncodeToString(h.Sum(nil))[:15]
+}
+
+// scopeLabels selects the containers this manager may own: the runtime
+// filters lists and events by them, and owns decides.
 func (m *Manager) scopeLabels() map[string]string {
 	l := make(map[string]string, len(m.cfg.Labels)+1)
-	for k, v := range m.cfg.Labels {
-		l[k] = v
-	}
+	maps.Copy(l, m.cfg.Labels)
 	l[LabelManaged] = "true"
 	return l
 }
 
-// owns returns nil if c carries every scope label, else ErrForeignContainer
-// naming the labels it lacks (keys only: values may be an operator's).
+// createLabels are the labels of every container this manager creates.
+func (m *Manager) createLabels() map[string]string {
+	l := m.scopeLabels()
+	l[LabelScope] = m.stamp
+	return l
+}
+
+// ForeignError is the ErrForeignContainer a manager returns: the name is
+// on a container it does not own. Scope is the owning gateway's scope
+// (its previewgate.instance label), "" when it is not known by a name.
+type ForeignError struct {
+	Container string
+	Scope     string
+	Why       string // whose it is, for operators
+	Managed   bool   // made by previewgate at all
+}
+
+func (e *ForeignError) Error() string {
+	if !e.Managed {
+		return fmt.Sprintf("container %s: %v: %s; remove or rename it if nobody needs it", e.Container, ErrForeignContainer, e.Why)
+	}
+	return fmt.Sprintf("container %s: %v: %s; serve it from a gateway of that scope, or remove the container if nobody needs it",
+		e.Container, ErrForeignContainer, e.Why)
+}
+
+func (e *ForeignError) Unwrap() error { return ErrForeignContainer }
+
+// owns returns nil if this manager owns c, else a *ForeignError saying
+// whose it is and what to do about it.
 func (m *Manager) owns(c ctrInfo) error {
+	why := m.foreign(c.Labels)
+	if why == "" {
+		return nil
+	}
+	return &ForeignError{Container: c.Name, Scope: c.Labels[LabelInstance], Why: why, Managed: c.Labels[LabelManaged] == "true"}
+}
+
+// foreign says why a container with labels l is not this manager's ("" if
+// it is). Label values are named only for the instance label (a scope's
+// name): other labels may hold an operator's values.
+func (m *Manager) foreign(l map[string]string) string {
+	if l[LabelManaged] != "true" {
+		return "it was not made by previewgate (no " + LabelManaged + "=true label)"
+	}
+	owner := "another gateway's scope"
+	if inst := l[LabelInstance]; inst != "" {
+		owner = fmt.Sprintf("the gateway scope %q (config scope: %s, or --label %s=%s)", inst, inst, LabelInstance, inst)
+	}
+	stamp, stamped := l[LabelScope]
+	if stamped && stamp != m.stamp || !stamped && len(m.cfg.Labels) == 0 && l[LabelInstance] != "" {
+		return "it belongs to " + owner
+	}
 	var missing []string
-	for k, v := range m.scopeLabels() {
-		if got, ok := c.Labels[k]; !ok || got != v {
+	for k, v := range m.cfg.Labels {
+		if got, ok := l[k]; !ok || got != v {
 			missing = append(missing, k)
 		}
 	}
 	if len(missing) == 0 {
-		return nil
+		return ""
 	}
 	slices.Sort(missing)
-	return fmt.Errorf("container %s: %w (it lacks this gateway's label %s)", c.Name, ErrForeignContainer, strings.Join(missing, ", "))
+	return fmt.Sprintf("it belongs to %s (it lacks this gateway's label %s)", owner, strings.Join(missing, ", "))
 }
 
 // inspectOwned inspects container name (or ID) and checks that this
@@ -64,9 +141,9 @@ func (m *Manager) inspectOwned(ctx context.Context, name string) (ctrInfo, error
 	return c, nil
 }
 
-// listOwned lists the containers this manager owns. The engine already
-// filters by label; checking again keeps an engine that ignored a filter
-// from widening the scope.
+// listOwned lists the containers this manager owns. The runtime filters by
+// the scope labels; owns then leaves out other scopes' containers (and
+// keeps an engine that ignored a filter from widening the scope).
 func (m *Manager) listOwned(ctx context.Context) ([]ctrInfo, error) {
 	list, err := m.eng.List(ctx, m.scopeLabels())
 	if err != nil {

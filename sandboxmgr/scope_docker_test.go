@@ -2,6 +2,8 @@ package sandboxmgr_test
 
 import (
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,5 +101,64 @@ func TestDockerForeignContainer(t *testing.T) {
 					after.Name, after.State.Status, after.State.StartedAt, before.Name, before.State.Status, before.State.StartedAt)
 			}
 		})
+	}
+}
+
+// TestDockerUnlabelledGatewayLeavesScopedSandboxes (#21, 4): two gateways
+// on one engine. One has a scope (labels); one has none. The one without
+// never adopts, lists, wakes, stops or serves the other's sandboxes, and
+// its refusal says whose they are.
+func TestDockerUnlabelledGatewayLeavesScopedSandboxes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	scoped := e.manager(t)
+	id := newID()
+	if _, err := scoped.Ensure(t.Context(), id, testTemplate(t, nil)); err != nil {
+		t.Fatal(err)
+	}
+	before, err := e.cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No labels at all: it sees every managed container on the engine
+	// (other tests' too), so it must neither reap nor remove half-made ones.
+	bare, err := sandboxmgr.New(sandboxmgr.Config{Network: e.network, ReapEvery: -1, StaleCreate: 24 * time.Hour},
+		slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bare.Close() })
+	if err := bare.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := bare.Cached(id); ok {
+		t.Error("the gateway without labels adopted the scoped gateway's running sandbox")
+	}
+	if _, ok := bare.Known(id); ok {
+		t.Error("the gateway without labels knows the scoped gateway's sandbox")
+	}
+	_, err = bare.Ensure(t.Context(), id, testTemplate(t, nil))
+	if !errors.Is(err, sandboxmgr.ErrForeignContainer) || !strings.Contains(err.Error(), "scope") {
+		t.Errorf("Ensure: got %v, want ErrForeignContainer saying whose scope", err)
+	}
+	if err := bare.Stop(t.Context(), id); !errors.Is(err, sandboxmgr.ErrForeignContainer) {
+		t.Errorf("Stop: got %v, want ErrForeignContainer", err)
+	}
+	list, err := bare.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list {
+		if s.ID == id {
+			t.Errorf("List: got %+v, want the scoped gateway's sandbox left out", s)
+		}
+	}
+	after, err := e.cli.ContainerInspect(t.Context(), before.ID)
+	if err != nil || after.State.Status != "running" || after.State.StartedAt != before.State.StartedAt {
+		t.Errorf("got %v %v, want the scoped sandbox untouched and running", after.State, err)
+	}
+	// The scoped gateway still serves it.
+	if _, err := scoped.Ensure(t.Context(), id, nil); err != nil {
+		t.Errorf("scoped Ensure after: %v", err)
 	}
 }

@@ -72,7 +72,7 @@ func TestForeignContainerError(t *testing.T) {
 	m, f := newFakeManager(t, Config{Labels: map[string]string{"scope": "x"}})
 	f.putForeign(ContainerName("a"), stateRunning, map[string]string{"scope": "x"})
 	_, err := m.Ensure(t.Context(), "a", appListener(t))
-	want := "sandbox a: container previewgate-a: container exists but is not managed by this gateway (it lacks this gateway's label previewgate.managed)"
+	want := "sandbox a: container previewgate-a: container exists but is not managed by this gateway: it was not made by previewgate (no previewgate.managed=true label); remove or rename it if nobody needs it"
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v, want %s", err, want)
 	}

@@ -41,14 +41,36 @@ type Options struct {
 	// (wrapped; errors.Is sees it); the gateway charges per-subject create
 	// quotas here. In a shared wake only the caller that started it counts.
 	OnCreate func() error
+	// NoCreate: a missing sandbox is not created (nor claimed from the
+	// pool); Ensure fails with ErrNoContainer. The gateway sets it for
+	// requests without a token: public means "reachable without a token",
+	// never "anyone may create" (#21).
+	NoCreate bool
+	// MayServe, if set, is asked with the sandbox's own template (its
+	// instance's label) before a cached endpoint is handed out, before an
+	// existing container is woken, and on the endpoint a shared wake
+	// returns; its error fails Ensure (wrapped). The gateway refuses
+	// anonymous requests for sandboxes whose template is not public with
+	// it, whatever its cache said when it decided the request was public.
+	MayServe func(template string) error
 }
 
 // EnsureWith is Ensure with options. Errors are Ensure's plus ErrAsleep and
 // whatever OnCreate returns.
 func (m *Manager) EnsureWith(ctx context.Context, id string, tpl *config.Template, opts Options) (Endpoint, error) {
+	ep, err := m.ensureWith(ctx, id, tpl, opts)
+	if err == nil && opts.MayServe != nil {
+		if err = opts.MayServe(ep.Template); err != nil {
+			return Endpoint{}, fmt.Errorf("sandbox %s: %w", id, err)
+		}
+	}
+	return ep, err
+}
+
+func (m *Manager) ensureWith(ctx context.Context, id string, tpl *config.Template, opts Options) (Endpoint, error) {
 	if sb := m.lookup(id); sb != nil {
 		if ep := sb.ep.Load(); ep != nil {
-			if !m.eventsDown.Load() {
+			if !m.distrusted() {
 				return *ep, nil
 			}
 			ok, err := m.stillServes(ctx, sb, ep)
@@ -69,7 +91,7 @@ func (m *Manager) EnsureWith(ctx context.Context, id string, tpl *config.Templat
 		}
 	}
 	ch := m.wakes.DoChan(id, func() (any, error) {
-		return m.wakeDetached(ctx, id, tpl, opts.OnCreate)
+		return m.wakeDetached(ctx, id, tpl, opts)
 	})
 	select {
 	case r := <-ch:
@@ -109,7 +131,7 @@ func (m *Manager) mayJoin(ctx context.Context, id string) error {
 // wakeDetached runs one wake for id: detached from the first caller's
 // cancellation (it serves every caller), bounded by the ready timeout, and
 // canceled by Close, which waits for it.
-func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Template, onCreate func() error) (Endpoint, error) {
+func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Template, opts Options) (Endpoint, error) {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -133,7 +155,7 @@ func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Templ
 
 	m.setPhase(id, PhaseQueued, "")
 	m.beginDiag(id, tpl)
-	ep, err := m.wake(ctx, id, tpl, onCreate)
+	ep, err := m.wake(ctx, id, tpl, opts)
 	if err == nil {
 		m.setPhase(id, PhaseReady, "")
 		return ep, nil
@@ -209,10 +231,11 @@ func readyTimeout(tpl *config.Template) time.Duration {
 }
 
 // wake drives id's container to running, then waits for its app.
-func (m *Manager) wake(ctx context.Context, id string, tpl *config.Template, onCreate func() error) (Endpoint, error) {
+func (m *Manager) wake(ctx context.Context, id string, tpl *config.Template, opts Options) (Endpoint, error) {
 	log := m.log.With("sandbox", id)
 	t0 := m.now()
-	r := runner{m: m, id: id, name: ContainerName(id), tpl: tpl, onCreate: onCreate, log: log, action: "found running"}
+	r := runner{m: m, id: id, name: ContainerName(id), tpl: tpl, onCreate: opts.OnCreate, noCreate: opts.NoCreate,
+		mayServe: opts.MayServe, log: log, action: "found running"}
 	c, err := r.run(ctx)
 	if r.claimed {
 		// Refill after this wake, not during it: the refill's create and
@@ -244,6 +267,8 @@ type runner struct {
 	id, name string
 	tpl      *config.Template
 	onCreate func() error
+	noCreate bool                        // Options.NoCreate
+	mayServe func(template string) error // Options.MayServe
 	log      *slog.Logger
 	action   string
 	starts   int  // a container that exits at once is not restarted forever
@@ -256,6 +281,12 @@ type runner struct {
 func (r *runner) run(ctx context.Context) (ctrInfo, error) {
 	m := r.m
 	c, err := m.inspectOwned(ctx, r.name)
+	if err == nil && r.mayServe != nil {
+		// The instance's own template decides, before anything wakes.
+		if err := r.mayServe(c.Labels[LabelTemplate]); err != nil {
+			return ctrInfo{}, err
+		}
+	}
 	for err != nil || c.State != stateRunning {
 		switch {
 		case errors.Is(err, ErrForeignContainer):
@@ -325,6 +356,9 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 	if tpl == nil {
 		return true, fmt.Errorf("%w (no template to create it from)", ErrNoContainer)
 	}
+	if r.noCreate && !kept {
+		return true, fmt.Errorf("%w (creating it takes a token or the API)", ErrNoContainer)
+	}
 	switch {
 	case kept:
 		r.action = "started"
@@ -369,11 +403,6 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 // its app is ready and caches its endpoint.
 func (m *Manager) awaitApp(ctx context.Context, id string, tpl *config.Template, c ctrInfo) (Endpoint, error) {
 	name := ContainerName(id)
-	m.mu.Lock()
-	gone := m.observeLocked(m.sandboxLocked(id), c)
-	m.mu.Unlock()
-	m.gone(gone) // a run we handed out before is over
-
 	eff := m.effectiveTemplate(tpl, c)
 	if c.IP == "" {
 		return Endpoint{}, fmt.Errorf("container %s has no address on network %s", name, m.cfg.Network)
@@ -383,6 +412,16 @@ func (m *Manager) awaitApp(ctx context.Context, id string, tpl *config.Template,
 		return Endpoint{}, fmt.Errorf("container %s is running but reports no start time", name)
 	}
 	ep := Endpoint{ID: id, Addr: endpointAddr(c, eff.Port), Template: c.Labels[LabelTemplate], Instance: inst}
+	m.mu.Lock()
+	sb := m.sandboxLocked(id)
+	gone := []string{m.observeLocked(sb, c)} // a run we handed out before is over
+	// The address is this run's from now on, before the app answers on it:
+	// a record another sandbox left on it (its container ended unseen) must
+	// not send its users here (instance.go).
+	gone = append(gone, m.claimAddrLocked(sb, ep.Addr)...)
+	m.mu.Unlock()
+	m.gone(gone...)
+
 	m.setPhase(id, PhaseWaitingPort, fmt.Sprintf("waiting for port %d", eff.Port))
 	stopLogs := m.watchLogs(ctx, id, c.ID) // shown live on the waiting page
 	defer stopLogs()
@@ -404,7 +443,7 @@ func (m *Manager) awaitApp(ctx context.Context, id string, tpl *config.Template,
 	m.mu.Lock()
 	gone = m.cacheLocked(m.sandboxLocked(id), &ep)
 	m.mu.Unlock()
-	m.gone(gone)
+	m.gone(gone...)
 	return ep, nil
 }
 

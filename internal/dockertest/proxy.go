@@ -15,7 +15,9 @@ import (
 
 // EventsProxy serves the engine's API on a unix socket of its own and can
 // cut the events stream, which is what a client sees when its stream to
-// dockerd breaks while the rest of the API still answers.
+// dockerd breaks while the rest of the API still answers, or stall it: the
+// stream stays open and says nothing (a hung engine, a silent partition),
+// which a client cannot tell from a quiet one.
 type EventsProxy struct {
 	// Host is the proxy's address as a Docker host ("unix:///…").
 	Host string
@@ -24,6 +26,27 @@ type EventsProxy struct {
 	cut     bool
 	streams map[*http.Request]context.CancelFunc
 	refused atomic.Int64
+	stalled atomic.Bool
+}
+
+// stallWriter passes the events stream on unless the proxy is stalled:
+// then it swallows what the engine sends (and never flushes).
+type stallWriter struct {
+	http.ResponseWriter
+	p *EventsProxy
+}
+
+func (w stallWriter) Write(b []byte) (int, error) {
+	if w.p.stalled.Load() {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w stallWriter) Flush() {
+	if !w.p.stalled.Load() {
+		http.NewResponseController(w.ResponseWriter).Flush()
+	}
 }
 
 // NewEventsProxy starts a proxy in front of the engine until t ends.
@@ -70,7 +93,7 @@ func NewEventsProxy(t testing.TB) *EventsProxy {
 			delete(p.streams, r)
 			p.mu.Unlock()
 		}()
-		rp.ServeHTTP(w, r.WithContext(ctx))
+		rp.ServeHTTP(stallWriter{w, p}, r.WithContext(ctx))
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
@@ -97,3 +120,11 @@ func (p *EventsProxy) Restore() {
 
 // Refused is how many events streams were refused since the proxy started.
 func (p *EventsProxy) Refused() int64 { return p.refused.Load() }
+
+// Stall keeps the events streams open but passes none of their events on
+// until Unstall (events meanwhile are lost, as a hung engine's would be to
+// a client that reconnects only on an error).
+func (p *EventsProxy) Stall() { p.stalled.Store(true) }
+
+// Unstall lets events through again.
+func (p *EventsProxy) Unstall() { p.stalled.Store(false) }

@@ -1,0 +1,105 @@
+package sandboxmgr
+
+import (
+	"context"
+	"time"
+)
+
+// The bounded re-check (#21). Events (Docker) and the informer's watch
+// (Kubernetes) keep the cache true while they flow, but a stream that
+// stalls — the connection open, no bytes, no error: a hung engine, a
+// silent partition — looks exactly like a quiet one. So every
+// Config.RecheckEvery, whatever the stream's health, the manager lists the
+// sandboxes it owns (one runtime call) and drops every cached endpoint the
+// list does not confirm: the same container, running, on the same address.
+// That bounds how long a record can point at an address the runtime gave
+// to someone else by RecheckEvery plus one list call; addresses handed out
+// through this manager are never shared at all (instance.go).
+
+// recheckLoop runs recheck every Config.RecheckEvery until ctx ends.
+func (m *Manager) recheckLoop(ctx context.Context) {
+	t := time.NewTicker(m.cfg.RecheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, m.cfg.RecheckEvery)
+		err := m.recheck(rctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			m.log.DebugContext(ctx, "re-check of cached sandboxes failed", "err", err)
+		}
+	}
+}
+
+// recheck drops every cached endpoint that the runtime's list does not
+// confirm, and trusts a Kubernetes watch again once a re-check begun
+// streamSettle after its last reported break succeeded.
+func (m *Manager) recheck(ctx context.Context) error {
+	began := m.now()
+	list, err := m.listOwned(ctx)
+	if err != nil {
+		return err
+	}
+	byID := make(map[string]ctrInfo, len(list))
+	for _, c := range list {
+		if id, ok := idFromName(c.Name, c.Labels[LabelPool]); ok {
+			byID[id] = c
+		}
+	}
+	var gone []string
+	m.mu.Lock()
+	for id, c := range byID {
+		// Every sandbox the runtime has gets a record rebuilt from its
+		// own labels, so every replica knows its template (#21, #26).
+		sb := m.sandboxLocked(id)
+		sb.container, sb.state = c.ID, c.State
+		if t := c.Labels[LabelTemplate]; t != "" {
+			sb.template = t
+		}
+	}
+	for id, sb := range m.sandboxes {
+		if _, ok := byID[id]; !ok && sb.waking.Load() == 0 {
+			sb.container, sb.state = "", ""
+		}
+		ep := sb.ep.Load()
+		if ep == nil {
+			continue
+		}
+		c, ok := byID[id]
+		if ok && confirms(c, ep) {
+			continue
+		}
+		gone = append(gone, m.dropLocked(sb))
+		if !ok || c.ID != instanceContainer(ep.Instance) {
+			sb.last = nil // another container, or none: that run never comes back
+		}
+		m.log.InfoContext(ctx, "re-check dropped a cached endpoint the runtime does not confirm",
+			"sandbox", id, "addr", ep.Addr, "state", c.State)
+	}
+	m.mu.Unlock()
+	m.gone(gone...)
+	if at := m.watchBroken.Load(); at != 0 && began.Sub(time.Unix(0, at)) >= streamSettle {
+		m.watchBroken.CompareAndSwap(at, 0)
+	}
+	return nil
+}
+
+// confirms reports whether listed container c is still the running
+// container behind ep, on ep's address. (A list carries no start time: a
+// restart of the same container keeps it this sandbox's, and the events or
+// the next wake retire the old run.)
+func confirms(c ctrInfo, ep *Endpoint) bool {
+	return c.State == stateRunning && c.ID == instanceContainer(ep.Instance) &&
+		(c.IP == "" || c.IP == addrHost(ep.Addr))
+}
+
+// distrusted reports whether a cached endpoint must be checked with the
+// runtime before use: the events stream broke (Docker) or the watch
+// reported an error (Kubernetes) and no resync has followed.
+func (m *Manager) distrusted() bool {
+	return m.eventsDown.Load() || m.watchBroken.Load() != 0
+}
