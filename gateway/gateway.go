@@ -38,6 +38,9 @@ type Sandboxes interface {
 	EnsureWith(ctx context.Context, id string, tpl *config.Template, opts sandboxmgr.Options) (sandboxmgr.Endpoint, error)
 	// Cached returns id's endpoint if known ready, without waiting.
 	Cached(id string) (sandboxmgr.Endpoint, bool)
+	// Known reports whether sandbox id exists as far as the manager knows,
+	// and the template it was made from; no runtime call.
+	Known(id string) (template string, ok bool)
 	// Wake starts EnsureWith in the background; Progress follows it.
 	Wake(id string, tpl *config.Template, opts sandboxmgr.Options)
 	// Progress reports where id's wake stands (the waiting page).
@@ -118,9 +121,11 @@ type table struct {
 // route is what a host addresses: a sandbox or a fixed upstream.
 type route struct {
 	sandbox  string           // sandbox id, or "" for upstream routes
-	template *config.Template // template to create from; may be nil
+	template *config.Template // template to create the sandbox from; may be nil
 	upstream *url.URL         // fixed upstream, or nil
-	public   bool             // skip the access check
+	// public: the route itself is declared public (routes[].public). A
+	// sandbox is public also when its own template is (policy).
+	public bool
 }
 
 // Apply builds the table for cfg completely, then swaps it in. If any step
@@ -161,9 +166,6 @@ func (g *Gateway) buildTable(cfg *config.Config) (*table, error) {
 			rt.upstream = u
 		} else {
 			rt.template = cfg.Template(r.Template)
-			if rt.template != nil && rt.template.Public {
-				rt.public = true
-			}
 		}
 		t.routes[strings.ToLower(r.Host)] = rt
 	}
@@ -214,7 +216,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Request-Id", id)
 	sw := &statusWriter{ResponseWriter: w}
-	label, proxied := g.serve(sw, r, t, hint)
+	sandbox, label, proxied := g.serve(sw, r, t, hint)
 	status := sw.status
 	if status == 0 {
 		status = http.StatusSwitchingProtocols // hijacked by an upgrade
@@ -224,26 +226,31 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if t.cfg.Log.Access {
 		g.log.LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("id", id),
 			slog.String("method", r.Method), slog.String("host", r.Host), slog.String("path", r.URL.Path),
-			slog.Int("status", status), slog.Duration("took", took), slog.String("template", label))
+			slog.String("sandbox", sandbox), slog.String("template", label),
+			slog.Int("status", status), slog.Duration("took", took))
 	}
 }
 
-// serve handles one request and returns the metrics label (template name,
-// "upstream" or "none") and whether it reached the proxy.
-// A hint from the lean loop stands for the route and the access check.
-func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *leanHint) (label string, proxied bool) {
+// serve handles one request and returns the sandbox id, the metrics label
+// (the sandbox's own template, "upstream" or "none") and whether it
+// reached the proxy. A hint from the lean loop stands for the route, the
+// policy and the access check.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *leanHint) (sandbox, label string, proxied bool) {
 	label = "none"
 	var rt route
+	var pol policy
 	if hint != nil {
-		rt = hint.rt
+		rt, pol = hint.rt, hint.pol
 	} else {
 		var herr *httpError
 		if rt, herr = t.resolve(r.Host); herr != nil {
 			g.fail(w, r, herr)
 			return
 		}
+		pol = g.policy(t, rt)
 	}
-	tpl, sub, done := g.access(w, r, t, rt, hint)
+	sandbox = rt.sandbox
+	tpl, sub, done := g.access(w, r, t, rt, pol, hint)
 	if done {
 		return
 	}
@@ -282,20 +289,30 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	if rt.upstream != nil {
 		handedOff = true
 		g.proxy.serve(w, r, &target{url: rt.upstream, verifier: t.verifier, rewriteHost: true}, cl)
-		return label, true
+		return sandbox, label, true
 	}
 	if tpl == nil {
 		g.fail(w, r, &httpError{Status: http.StatusServiceUnavailable, Code: "no_template",
 			Msg: "No template is configured to create this sandbox."})
 		return
 	}
-	if g.coldStart(w, r, t, rt, tpl, sub) {
+	anonymous := pol.public
+	if g.coldStart(w, r, t, rt, tpl, sub, anonymous) {
 		return
 	}
-	ep, err := g.ensure(r, t, rt.sandbox, tpl, sub)
+	ep, err := g.ensure(r, t, rt, tpl, sub, anonymous)
 	if err != nil {
+		if he := anonymousError(err); anonymous && he != nil {
+			g.fail(w, r, he)
+			return
+		}
 		g.fail(w, r, ensureError(r.Context(), err))
 		return
+	}
+	if own := t.cfg.Templates[ep.Template]; own != nil && own != tpl {
+		// The manager's record was behind (another replica made it): the
+		// instance's own template governs the proxying.
+		tpl, label = own, own.Name
 	}
 	id := rt.sandbox
 	g.sb.Touch(id)
@@ -306,16 +323,18 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	handedOff = true
 	g.proxy.serve(w, r, &target{sandbox: id, addr: ep.Addr, instance: ep.Instance, tpl: tpl,
 		verifier: t.verifier, rewriteHost: tpl.HostHeader == config.HostRewrite}, cl)
-	return label, true
+	return sandbox, label, true
 }
 
-// access checks r's token for route rt (a hint from the lean loop stands
-// for the check) and returns the template to create the sandbox from and
-// the token's subject. done: r was answered (refused, or sent to the clean
-// URL after a ?access_token= exchange).
-func (g *Gateway) access(w http.ResponseWriter, r *http.Request, t *table, rt route, hint *leanHint) (tpl *config.Template, sub string, done bool) {
-	tpl = rt.template
-	if rt.public {
+// access checks r's token for route rt under policy pol (a hint from the
+// lean loop stands for the check) and returns the template whose settings
+// apply and the token's subject. A token's "tpl" claim chooses the
+// template only for a sandbox that does not exist yet. done: r was
+// answered (refused, or sent to the clean URL after a ?access_token=
+// exchange).
+func (g *Gateway) access(w http.ResponseWriter, r *http.Request, t *table, rt route, pol policy, hint *leanHint) (tpl *config.Template, sub string, done bool) {
+	tpl = pol.tpl
+	if pol.public {
 		return tpl, "", false
 	}
 	var res auth.Result
@@ -325,7 +344,11 @@ func (g *Gateway) access(w http.ResponseWriter, r *http.Request, t *table, rt ro
 		var err error
 		if res, err = t.verifier.Check(r, rt.sandbox); err != nil {
 			g.metrics.AuthFailed(auth.Reason(err))
-			g.fail(w, r, authError(err))
+			if he := createNeedsToken(pol, err); he != nil {
+				g.fail(w, r, he)
+			} else {
+				g.fail(w, r, authError(err))
+			}
 			return nil, "", true
 		}
 	}
@@ -339,7 +362,7 @@ func (g *Gateway) access(w http.ResponseWriter, r *http.Request, t *table, rt ro
 		t.verifier.Exchange(w, r, res)
 		return nil, "", true
 	}
-	if rt.sandbox != "" && rt.upstream == nil && res.Claims != nil && res.Claims.Template != "" {
+	if rt.sandbox != "" && rt.upstream == nil && !pol.exists && res.Claims != nil && res.Claims.Template != "" {
 		tpl = t.cfg.Templates[res.Claims.Template]
 		if tpl == nil {
 			g.fail(w, r, &httpError{Status: http.StatusBadRequest, Code: "unknown_template",
@@ -407,11 +430,26 @@ func ensureError(ctx context.Context, err error) *httpError {
 	case errors.Is(err, sandboxmgr.ErrForeignContainer):
 		// Another gateway's (or someone's) container holds the name: never
 		// touched, and not this gateway's to fix.
-		return &httpError{Status: http.StatusConflict, Code: "foreign_container",
-			Msg: "A container with this preview's name exists but is not managed by this gateway.", Err: err}
+		return &httpError{Status: http.StatusConflict, Code: "foreign_container", Msg: foreignMsg(err), Err: err}
 	}
 	return &httpError{Status: http.StatusBadGateway, Code: "sandbox_failed",
 		Msg: "The sandbox could not be started.", Err: err}
+}
+
+// foreignMsg tells whoever opened the preview whose container holds its
+// name and what the operator can do (#21).
+func foreignMsg(err error) string {
+	var fe *sandboxmgr.ForeignError
+	switch {
+	case errors.As(err, &fe) && fe.Scope != "":
+		return fmt.Sprintf("A container with this preview's name belongs to the gateway scope %q, not to this gateway. "+
+			"Open it through that gateway (or give this one scope: %s), or remove the container %s if nobody needs it.",
+			fe.Scope, fe.Scope, fe.Container)
+	case errors.As(err, &fe) && fe.Managed:
+		return "A container with this preview's name belongs to another gateway's scope (other labels). " +
+			"Open it through that gateway, or remove the container " + fe.Container + " if nobody needs it."
+	}
+	return "A container with this preview's name exists but was not made by previewgate. Remove or rename it to use this preview."
 }
 
 // newRequestIDPrefix returns a random per-process prefix for request ids.

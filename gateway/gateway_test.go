@@ -57,6 +57,9 @@ func (f *fakeSandboxes) Cached(id string) (sandboxmgr.Endpoint, bool) {
 	f.lookups.Add(1)
 	return sandboxmgr.Endpoint{ID: id}, true
 }
+
+// Known knows no sandbox: the route's template governs, as for a new one.
+func (f *fakeSandboxes) Known(string) (string, bool)                       { return "", false }
 func (f *fakeSandboxes) Wake(string, *config.Template, sandboxmgr.Options) { f.lookups.Add(1) }
 func (f *fakeSandboxes) Progress(string) sandboxmgr.Progress {
 	f.lookups.Add(1)

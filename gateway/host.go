@@ -44,7 +44,7 @@ func (t *table) resolve(host string) (route, *httpError) {
 		return route{}, &httpError{Status: http.StatusBadRequest, Code: "bad_sandbox_id",
 			Msg: "Sandbox ids are 1–55 lowercase letters, digits and inner hyphens."}
 	case ok:
-		return route{sandbox: id, template: t.defaultTemplate, public: t.defaultTemplate != nil && t.defaultTemplate.Public}, nil
+		return route{sandbox: id, template: t.defaultTemplate}, nil
 	}
 	return route{}, &httpError{Status: http.StatusNotFound, Code: "unknown_host",
 		Msg: "This host is not a preview served here."}
@@ -78,7 +78,8 @@ func (g *Gateway) leanRequest(r *http.Request, slot *any) bool {
 		return false
 	}
 	var res auth.Result
-	if !rt.public {
+	pol := g.policy(t, rt)
+	if !pol.public {
 		var err error
 		if res, err = t.verifier.Check(r, rt.sandbox); err != nil {
 			return false
@@ -92,7 +93,7 @@ func (g *Gateway) leanRequest(r *http.Request, slot *any) bool {
 		h = new(leanHint)
 		*slot = h
 	}
-	*h = leanHint{t: t, rt: rt, res: res}
+	*h = leanHint{t: t, rt: rt, pol: pol, res: res}
 	return true
 }
 
@@ -100,6 +101,7 @@ func (g *Gateway) leanRequest(r *http.Request, slot *any) bool {
 type leanHint struct {
 	t   *table
 	rt  route
+	pol policy // the access check skipped the token only if pol.public
 	res auth.Result
 }
 

@@ -71,6 +71,11 @@ func (e *endpoints) EnsureWith(ctx context.Context, id string, tpl *config.Templ
 	return e.Ensure(ctx, id, tpl)
 }
 
+func (e *endpoints) Known(id string) (string, bool) {
+	ep, ok := e.Cached(id)
+	return ep.Template, ok
+}
+
 func (e *endpoints) Cached(id string) (sandboxmgr.Endpoint, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -16,11 +16,11 @@ import (
 // coldStart answers a browser navigation to a cold sandbox with the waiting
 // page (template cold_start: waiting-page), and the page's status stream,
 // and reports true when it did. sub is the token subject ("" when public).
-func (g *Gateway) coldStart(w http.ResponseWriter, r *http.Request, t *table, rt route, tpl *config.Template, sub string) bool {
+func (g *Gateway) coldStart(w http.ResponseWriter, r *http.Request, t *table, rt route, tpl *config.Template, sub string, anonymous bool) bool {
 	if rt.sandbox == "" {
 		return false
 	}
-	return g.waitingPage(w, r, t, rt.sandbox, tpl, func() string { return sub })
+	return g.waitingPage(w, r, tpl, rt.sandbox, func() sandboxmgr.Options { return g.ensureOptions(r, t, rt, sub, anonymous) })
 }
 
 // ensure wakes or creates the sandbox for r, applying the wake policy and
@@ -30,15 +30,19 @@ func (g *Gateway) coldStart(w http.ResponseWriter, r *http.Request, t *table, rt
 // stopped sandbox; a browser's background fetch or WebSocket (an HMR client
 // retrying all night) may not, and gets ErrAsleep (503, Retry-After) unless
 // a wake is already in progress.
-func (g *Gateway) ensure(r *http.Request, t *table, id string, tpl *config.Template, sub string) (sandboxmgr.Endpoint, error) {
-	return g.sb.EnsureWith(r.Context(), id, tpl, g.ensureOptions(r, t, sub))
+func (g *Gateway) ensure(r *http.Request, t *table, rt route, tpl *config.Template, sub string, anonymous bool) (sandboxmgr.Endpoint, error) {
+	return g.sb.EnsureWith(r.Context(), rt.sandbox, tpl, g.ensureOptions(r, t, rt, sub, anonymous))
 }
 
-// ensureOptions is the wake policy and create quota for r.
-func (g *Gateway) ensureOptions(r *http.Request, t *table, sub string) sandboxmgr.Options {
+// ensureOptions is the wake policy and create quota for r; a request
+// without a token (anonymous) never creates (policy.go).
+func (g *Gateway) ensureOptions(r *http.Request, t *table, rt route, sub string, anonymous bool) sandboxmgr.Options {
 	opts := sandboxmgr.Options{NoWake: !mayWake(r)}
 	if n := t.cfg.Limits.CreatesPerSubjectPerHour; n > 0 && sub != "" {
 		opts.OnCreate = func() error { return g.creates.take(sub, n, t.cfg.Limits.LimiterEntries) }
+	}
+	if anonymous {
+		opts = anonymousOptions(opts, t, rt)
 	}
 	return opts
 }

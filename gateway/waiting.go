@@ -45,7 +45,7 @@ func isStatusRequest(r *http.Request) bool {
 
 // waitingPage serves the status stream, or the waiting page for a
 // navigation to a cold sandbox, and reports whether it answered.
-func (g *Gateway) waitingPage(w http.ResponseWriter, r *http.Request, t *table, id string, tpl *config.Template, sub func() string) bool {
+func (g *Gateway) waitingPage(w http.ResponseWriter, r *http.Request, tpl *config.Template, id string, opts func() sandboxmgr.Options) bool {
 	if isStatusRequest(r) {
 		g.serveStatus(w, r, id, tpl)
 		return true
@@ -56,7 +56,7 @@ func (g *Gateway) waitingPage(w http.ResponseWriter, r *http.Request, t *table, 
 	if _, ok := g.sb.Cached(id); ok {
 		return false
 	}
-	g.sb.Wake(id, tpl, g.ensureOptions(r, t, sub()))
+	g.sb.Wake(id, tpl, opts())
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")

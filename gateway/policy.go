@@ -1,0 +1,93 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/previewgate/previewgate/auth"
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr"
+)
+
+// Policy by the sandbox's own template (#21). Once a sandbox exists, every
+// decision about it — public or not, limits, max_body, host_header, cold
+// start, idle — reads the template it was made from, which the manager's
+// record holds from the instance's own labels. The route's template (a
+// configured route's, else default_template) and a token's "tpl" claim only
+// choose the template of a sandbox not made yet; a claim naming another
+// template than an existing sandbox's is ignored (docs/auth.md).
+//
+// public means "reachable without a token", never "anyone may create": a
+// sandbox the manager does not know is never public, and a request without
+// a token may wake an existing public sandbox but never creates one
+// (sandboxmgr.Options.NoCreate). The manager checks the instance's own
+// template once more before it serves or wakes it (Options.MayServe), so a
+// record that went stale between the decision and the wake cannot open a
+// private sandbox.
+
+// policy is what governs one request to a route.
+type policy struct {
+	tpl    *config.Template // whose settings apply; nil: none to create the sandbox from
+	exists bool             // the manager knows the sandbox, and tpl is its own (if still configured)
+	public bool             // no token needed
+}
+
+// policy returns the policy for rt under table t. It reads the manager's
+// record (memory only: no runtime call).
+func (g *Gateway) policy(t *table, rt route) policy {
+	if rt.sandbox == "" || rt.upstream != nil {
+		return policy{tpl: rt.template, public: rt.public}
+	}
+	name, ok := g.sb.Known(rt.sandbox)
+	if !ok {
+		return policy{tpl: rt.template}
+	}
+	own := t.cfg.Templates[name]
+	if own == nil {
+		// Made from a template since removed from the config (or from none
+		// recorded): the route's settings, and never public.
+		return policy{tpl: rt.template, exists: true}
+	}
+	return policy{tpl: own, exists: true, public: rt.public || own.Public}
+}
+
+// errNotPublic: a request without a token reached a sandbox whose own
+// template is not public.
+var errNotPublic = errors.New("sandbox is not public")
+
+// anonymousOptions restrict a wake for a request without a token: no
+// create, and only a sandbox whose own template (or route) is public.
+func anonymousOptions(opts sandboxmgr.Options, t *table, rt route) sandboxmgr.Options {
+	opts.NoCreate = true
+	opts.MayServe = func(template string) error {
+		if tp := t.cfg.Templates[template]; rt.public || tp != nil && tp.Public {
+			return nil
+		}
+		return errNotPublic
+	}
+	return opts
+}
+
+// createNeedsToken says why a request without a token for a sandbox that
+// does not exist under a public template was refused (nil otherwise: the
+// usual 401 applies).
+func createNeedsToken(pol policy, err error) *httpError {
+	if pol.exists || pol.tpl == nil || !pol.tpl.Public || !errors.Is(err, auth.ErrMissing) {
+		return nil
+	}
+	return anonymousError(fmt.Errorf("%w: %w", sandboxmgr.ErrNoContainer, err))
+}
+
+// anonymousError maps what anonymousOptions refused to an answer.
+func anonymousError(err error) *httpError {
+	switch {
+	case errors.Is(err, errNotPublic):
+		return &httpError{Status: http.StatusUnauthorized, Code: "unauthorized", Err: err,
+			Msg: "This preview needs an access token (missing). Open it again from the app that created it."}
+	case errors.Is(err, sandboxmgr.ErrNoContainer):
+		return &httpError{Status: http.StatusUnauthorized, Code: "no_sandbox", Err: err,
+			Msg: "This preview does not exist yet, and creating it takes an access token. Open it from the app that creates it."}
+	}
+	return nil
+}
