@@ -156,7 +156,16 @@ func TestDeployKubernetesConfig(t *testing.T) {
 
 	// The variables: plain values and Secret keys, the latter as
 	// documented.
-	secretName, docKeys := documentedSecret(t)
+	var secretName string
+	for _, e := range ctr.Env {
+		if ref := e.ValueFrom.SecretKeyRef; ref != nil && secretName == "" {
+			secretName = ref.Name
+		}
+	}
+	if secretName == "" {
+		t.Fatalf("%s: no variable comes from a Secret", dep.file)
+	}
+	docKeys := documentedSecret(t, dep.Metadata.Namespace, secretName)
 	env := map[string]string{} // name → plain value, or "" for a secret
 	var secretEnv []string
 	for _, e := range ctr.Env {
@@ -405,33 +414,34 @@ func readYAMLDocs[T any](t *testing.T, file string) []T {
 	}
 }
 
-// documentedSecret returns the name and keys of the Secret that
-// docs/kubernetes.md creates (kubectl create secret generic NAME
+// documentedSecret returns the keys of the Secret name in namespace ns as
+// docs/kubernetes.md creates it (kubectl -n NS create secret generic NAME
 // --from-literal=KEY=...), and checks that every key the docs read back
-// ({.data.KEY}) is one of them.
-func documentedSecret(t *testing.T) (name string, keys []string) {
+// from it (-n NS get secret NAME ... {.data.KEY}) is one of them.
+func documentedSecret(t *testing.T, ns, name string) (keys []string) {
 	t.Helper()
 	raw, err := os.ReadFile("docs/kubernetes.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := strings.ReplaceAll(string(raw), "\\\n", " ")
-	m := regexp.MustCompile(`create secret generic ([a-z0-9.-]+)([^\n]*)`).FindAllStringSubmatch(doc, -1)
+	q := regexp.QuoteMeta
+	m := regexp.MustCompile(`-n `+q(ns)+` create secret generic `+q(name)+`\s([^\n]*)`).FindAllStringSubmatch(doc, -1)
 	if len(m) != 1 {
-		t.Fatalf("docs/kubernetes.md: got %d `kubectl create secret generic` commands, want 1", len(m))
+		t.Fatalf("docs/kubernetes.md: got %d `kubectl -n %s create secret generic %s` commands, want 1", len(m), ns, name)
 	}
-	for _, k := range regexp.MustCompile(`--from-literal=([^=\s]+)=`).FindAllStringSubmatch(m[0][2], -1) {
+	for _, k := range regexp.MustCompile(`--from-literal=([^=\s]+)=`).FindAllStringSubmatch(m[0][1], -1) {
 		keys = append(keys, k[1])
 	}
 	if len(keys) == 0 {
 		t.Fatalf("docs/kubernetes.md: %q sets no --from-literal key", m[0][0])
 	}
-	for _, r := range regexp.MustCompile(`get secret [^\n]*?\{\.data\.([^}]+)\}`).FindAllStringSubmatch(doc, -1) {
+	for _, r := range regexp.MustCompile(`-n `+q(ns)+` get secret `+q(name)+`\s[^\n]*?\{\.data\.([^}]+)\}`).FindAllStringSubmatch(doc, -1) {
 		if k := strings.ReplaceAll(r[1], `\.`, "."); !slices.Contains(keys, k) {
-			t.Errorf("docs/kubernetes.md reads {.data.%s} of the Secret; it creates keys %q", r[1], keys)
+			t.Errorf("docs/kubernetes.md reads {.data.%s} of Secret %s; it creates keys %q", r[1], name, keys)
 		}
 	}
-	return m[0][1], keys
+	return keys
 }
 
 // checkEnvProvided fails when text refers to a variable (${NAME}, without
