@@ -161,8 +161,13 @@ func TestBodyTimeoutStatus(t *testing.T) {
 					case <-time.After(10 * time.Second):
 						t.Fatal("no request recorded within 10s")
 					}
-					if want := fmt.Sprintf("path=%s status=%d", path, tc.want); !strings.Contains(logs.String(), want) {
-						t.Errorf("access log lacks %q:\n%s", want, logs.String())
+					// The access log line follows the metrics.
+					want := fmt.Sprintf("path=%s status=%d", path, tc.want)
+					for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), want); {
+						if time.Now().After(deadline) {
+							t.Fatalf("access log lacks %q:\n%s", want, logs.String())
+						}
+						time.Sleep(10 * time.Millisecond)
 					}
 				})
 			}
