@@ -1,15 +1,20 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/tls"
+	"io"
+	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testkit"
 )
 
@@ -94,5 +99,81 @@ func rawH2Status(t *testing.T, addr, authority, tok string) int {
 		case *http2.GoAwayFrame:
 			t.Fatalf("go away: %v", f.ErrCode)
 		}
+	}
+}
+
+// TestHTTP2HostFieldNotForwarded: an HTTP/2 client may send a regular
+// "host" field besides :authority. Routing follows :authority; the app
+// must see exactly one Host line, the one the host policy chose, never the
+// client's field (#24, item 8), on the direct path and through
+// ReverseProxy, with the Host preserved or rewritten.
+func TestHTTP2HostFieldNotForwarded(t *testing.T) {
+	t.Parallel()
+	heads := make(chan string, 1)
+	addr := testkit.ServeTCP(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
+			var head strings.Builder
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					return
+				}
+				head.WriteString(line)
+				if line == "\r\n" {
+					break
+				}
+			}
+			heads <- head.String()
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	authority := "sandbox-abc." + testDomain
+	for _, tc := range []struct {
+		name     string
+		rewrite  bool
+		noDirect bool
+		want     string
+	}{
+		{"preserve", false, false, authority},
+		{"preserve/reverseproxy", false, true, authority},
+		{"rewrite", true, false, addr},
+		{"rewrite/reverseproxy", true, true, addr},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			if tc.rewrite {
+				cfg.Templates["app"].HostHeader = config.HostRewrite
+			}
+			g, err := New(cfg, &fakeSandboxes{addrs: []string{addr}}, Options{TLS: true}, testkit.Logger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(g.Close)
+			g.proxy.noDirect = tc.noDirect
+			s := NewServer(cfg, g, testkit.Logger(t))
+			s.TLSConfig = testkit.TLSConfig("h2")
+			c := testkit.DialH2(t, serve(t, s).Listener.Addr().String(), 65535)
+			c.Get(1, authority, "/", [2]string{"host", "evil.example"},
+				[2]string{"authorization", "Bearer " + testkit.Mint(t, cfg, "abc", time.Minute)})
+			if got, n := c.StreamEnd(1, 10*time.Second); got != "end" || n != 2 {
+				t.Fatalf("stream %s after %d bytes, want end after 2", got, n)
+			}
+			var head string
+			select {
+			case head = <-heads:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the app got no request")
+			}
+			var hosts []string
+			for _, line := range strings.Split(head, "\r\n") {
+				if k, v, ok := strings.Cut(line, ":"); ok && strings.EqualFold(k, "host") {
+					hosts = append(hosts, strings.TrimSpace(v))
+				}
+			}
+			if len(hosts) != 1 || hosts[0] != tc.want {
+				t.Errorf("got Host lines %q, want exactly [%q]; head:\n%s", hosts, tc.want, head)
+			}
+		})
 	}
 }

@@ -217,12 +217,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Request-Id", id)
 	sw := &statusWriter{ResponseWriter: w}
 	sandbox, label, proxied := g.serve(sw, r, t, hint)
-	status := sw.status
-	if status == 0 {
-		status = http.StatusSwitchingProtocols // hijacked by an upgrade
-	}
+	status := sw.final(r)
 	took := time.Since(start)
-	g.metrics.Request(label, status, took, proxied && status != http.StatusSwitchingProtocols)
+	g.metrics.Request(label, status, took, proxied && !sw.hijacked)
 	if t.cfg.Log.Access {
 		g.log.LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("id", id),
 			slog.String("method", r.Method), slog.String("host", r.Host), slog.String("path", r.URL.Path),

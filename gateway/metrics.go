@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"bufio"
+	"net"
 	"net/http"
 	"time"
 )
@@ -42,7 +44,34 @@ func orNoMetrics(m Metrics) Metrics {
 // statusWriter records the status of a response for metrics and logs.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	status   int
+	hijacked bool // an upgrade took the connection (its 101 is written raw)
+}
+
+// Hijack lets http.ResponseController reach the connection and notes that
+// the request was upgraded.
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil {
+		w.hijacked = true
+	}
+	return c, brw, err
+}
+
+// final is the status the request is recorded with: 101 for an upgrade;
+// when nothing was written, 499 if the client went away (fail writes
+// nothing then), else the 200 net/http sends for a handler that wrote
+// nothing.
+func (w *statusWriter) final(r *http.Request) int {
+	switch {
+	case w.hijacked:
+		return http.StatusSwitchingProtocols
+	case w.status != 0:
+		return w.status
+	case r.Context().Err() != nil:
+		return statusClientClosed
+	}
+	return http.StatusOK
 }
 
 func (w *statusWriter) WriteHeader(code int) {

@@ -25,6 +25,9 @@ import (
 //     Authorization header and ?access_token= (auth.Verifier.Strip);
 //   - the Host is the client's unless the template rewrites it to the
 //     sandbox's address; a fixed upstream gets its own (empty: the URL's).
+//     It is the only Host sent: a "host" field an HTTP/2 client sends
+//     besides :authority stays in r.Header and is dropped (#24), or a dev
+//     server's host check would see two.
 
 // outboundSink receives the fields of an outbound request head. Its
 // implementations are pointer-shaped, so passing one allocates nothing.
@@ -76,7 +79,7 @@ func (p *proxy) outboundHead(r *http.Request, t *target) (host, query string, st
 func (p *proxy) outboundFields(r *http.Request, stripped http.Header, sink outboundSink) {
 	conn := wire.ConnectionTokens(r.Header)
 	for k, vv := range r.Header {
-		if wire.HopByHop(k, conn) || forwardedHeader(k) || k == "X-Request-Id" {
+		if k == "Host" || wire.HopByHop(k, conn) || forwardedHeader(k) || k == "X-Request-Id" {
 			continue
 		}
 		if sv, ok := stripped[k]; ok {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/h1server"
 	"github.com/previewgate/previewgate/internal/upstream"
 	"github.com/previewgate/previewgate/internal/wire"
 )
@@ -150,6 +151,13 @@ func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 		p.g.limit.rejected(rejectBody)
 		herr = &httpError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
 			Msg: "The request body is larger than this preview accepts.", Err: err}
+	case h1server.BodyTimedOut(r):
+		// Before the context check: on HTTP/1.1 the timed-out read
+		// cancelled r's context, while the client still waits. The
+		// Transport returns only once its write loop is done with the
+		// body, so the flag is set by then.
+		herr = &httpError{Status: http.StatusRequestTimeout, Code: "body_timeout",
+			Msg: "The request body did not arrive in time.", Err: err}
 	case r.Context().Err() != nil:
 		herr = &httpError{Status: statusClientClosed, Code: "client_closed", Err: err}
 	case isTimeout(err):

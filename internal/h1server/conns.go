@@ -1,6 +1,7 @@
 package h1server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -172,6 +173,24 @@ type bodyRate struct {
 	read    int64
 	waited  time.Duration
 	ended   bool
+	// timedOut: the body ended because its client stopped sending it in
+	// time (BodyTimedOut). Set by whoever reads the body (the proxy's
+	// transport reads it on a goroutine of its own).
+	timedOut atomic.Bool
+}
+
+type bodyRateKey struct{}
+
+// BodyTimedOut reports whether r's body ended because its client did not
+// send it in time (limits.body_timeout, limits.body_min_rate), as opposed
+// to a client that left. Such a client still waits for an answer: 408.
+// Ask this before r's context: on HTTP/1.1 a read of the connection that
+// times out cancels the request's context too, just as a client leaving
+// does. The flag is set before the failed Read returns, so a reader that
+// has seen the error sees it set.
+func BodyTimedOut(r *http.Request) bool {
+	b, _ := r.Context().Value(bodyRateKey{}).(*bodyRate)
+	return b != nil && b.timedOut.Load()
 }
 
 func (b *bodyRate) Read(p []byte) (int, error) {
@@ -184,6 +203,7 @@ func (b *bodyRate) Read(p []byte) (int, error) {
 		wait = min(wait, budget)
 	}
 	if wait <= 0 {
+		b.timedOut.Store(true)
 		return 0, fmt.Errorf("%w: %d bytes in %v", errBodyTooSlow, b.read, b.waited.Round(time.Millisecond))
 	}
 	t0 := time.Now()
@@ -196,6 +216,7 @@ func (b *bodyRate) Read(p []byte) (int, error) {
 	b.read += int64(n)
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
+		b.timedOut.Store(true)
 		err = fmt.Errorf("%w: %d bytes in %v: %w", errBodyTooSlow, b.read, b.waited.Round(time.Millisecond), err)
 	case err != nil:
 		b.ended = true
@@ -215,13 +236,18 @@ func (b *bodyRate) Read(p []byte) (int, error) {
 // headers, or when content-length: 0 was sent, which the HTTP/2 server
 // enforces (more DATA is a stream error). A request that declares
 // trailers keeps its reader.
+//
+// A request with a body carries its bodyRate in its context, for
+// BodyTimedOut: one more allocation, on requests that have a body only.
 func limitBodies(h http.Handler, timeout time.Duration, minRate int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor == 2 && r.ContentLength == 0 && r.Trailer == nil && r.Body != nil && r.Body != http.NoBody {
 			r.Body = http.NoBody
 		}
 		if timeout > 0 && r.Body != nil && r.Body != http.NoBody {
-			r.Body = &bodyRate{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: timeout, minRate: float64(minRate)}
+			b := &bodyRate{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: timeout, minRate: float64(minRate)}
+			r.Body = b
+			r = r.WithContext(context.WithValue(r.Context(), bodyRateKey{}, b))
 		}
 		h.ServeHTTP(w, r)
 	})

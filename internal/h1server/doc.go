@@ -27,8 +27,10 @@
 //     connection waits at most IdleTimeout for the next one.
 //  4. Every write to a client has a deadline (limits.write_timeout): on the
 //     socket, and on an HTTP/2 stream whose client withholds flow-control
-//     window (the stream is reset); a request body slower than
-//     limits.body_min_rate ends its request.
+//     window (the stream is reset; while Shutdown drains, within
+//     drainWriteTimeout per 4 KiB); a request body slower than
+//     limits.body_min_rate ends its request, and BodyTimedOut tells that
+//     from a client that left.
 //  5. No client holds more than limits.connections_per_ip connections, and
 //     all clients together at most limits.max_connections; the accept loop
 //     backs off on EMFILE and serves again when descriptors free up.

@@ -41,6 +41,13 @@ import (
 // stream: a stream costs one small allocation, two atomic stores per write
 // and one registry insert; the sweep deletes finished streams in bulk. A
 // stall is acted on within watchAfter/2 of its due time.
+//
+// The watch goes on until Shutdown returns, and a drain tightens it
+// (#24): net/http's Shutdown waits for every open stream, and a stalled
+// one would otherwise hold it until its deadline (the default write
+// timeout outlasts the process's shutdown grace). From Shutdown on, a
+// write may take drainWriteTimeout per 4 KiB; writes in progress keep the
+// same share of what they had left.
 
 // streamWriter is the ResponseWriter of one HTTP/2 stream under watch.
 type streamWriter struct {
@@ -105,11 +112,24 @@ const watchUnit = 4 << 10
 // begin marks a write of n bytes in progress; the first puts sw under
 // watch.
 func (sw *streamWriter) begin(n int) {
-	units := max(1, (n+watchUnit-1)/watchUnit)
-	sw.due.Store(time.Now().Add(time.Duration(units) * sw.set.timeout).UnixNano())
 	if !sw.added {
+		// Registered before its first due is set, so a drain that does
+		// not find the due (streamSet.drain) finds the flag.
 		sw.added = true
 		sw.set.add(sw)
+	}
+	units := time.Duration(max(1, (n+watchUnit-1)/watchUnit))
+	now := time.Now()
+	ss := sw.set
+	draining := ss.draining.Load()
+	if draining {
+		sw.due.Store(now.Add(units * ss.drainTimeout).UnixNano())
+		return
+	}
+	sw.due.Store(now.Add(units * ss.timeout).UnixNano())
+	if ss.draining.Load() {
+		// The drain began meanwhile and may have passed this due by.
+		sw.due.Store(now.Add(units * ss.drainTimeout).UnixNano())
 	}
 }
 
@@ -124,12 +144,20 @@ func (sw *streamWriter) resetStream(now time.Time) {
 	}
 }
 
+// drainWriteTimeout bounds each 4 KiB of an HTTP/2 stream's writes once
+// the server drains (or write_timeout, if shorter). A client that takes
+// less than 4 KiB a second while the server shuts down is taken for
+// stalled.
+const drainWriteTimeout = time.Second
+
 // streamSet is the registry of watched streams, sharded so that streams
 // on both cores rarely meet on a lock.
 type streamSet struct {
-	timeout time.Duration // limits.write_timeout
-	n       atomic.Uint32
-	shards  [8]struct {
+	timeout      time.Duration // limits.write_timeout
+	drainTimeout time.Duration // min(timeout, drainWriteTimeout)
+	draining     atomic.Bool   // Shutdown began: writes get drainTimeout
+	n            atomic.Uint32
+	shards       [8]struct {
 		mu sync.Mutex
 		m  map[*streamWriter]struct{}
 		_  [40]byte // one shard per cache line
@@ -144,6 +172,29 @@ func (ss *streamSet) add(sw *streamWriter) {
 	}
 	sh.m[sw] = struct{}{}
 	sh.mu.Unlock()
+}
+
+// drain holds watched writes to drainTimeout per 4 KiB from now on: a
+// write in progress keeps the same share of the time it had left. Writes
+// that begin later take drainTimeout (streamWriter.begin); one that began
+// as the flag was set finds it on its second look, or is found here.
+func (ss *streamSet) drain(now time.Time) {
+	if ss.draining.Swap(true) || ss.drainTimeout >= ss.timeout {
+		return
+	}
+	share := float64(ss.drainTimeout) / float64(ss.timeout)
+	for i := range ss.shards {
+		sh := &ss.shards[i]
+		sh.mu.Lock()
+		for sw := range sh.m {
+			if due := sw.due.Load(); due > now.UnixNano() {
+				// Lost to the writer: that write ended, or began under
+				// the drain's bound.
+				sw.due.CompareAndSwap(due, now.UnixNano()+int64(float64(due-now.UnixNano())*share))
+			}
+		}
+		sh.mu.Unlock()
+	}
 }
 
 // sweep resets streams whose write is overdue and forgets those whose

@@ -2,6 +2,7 @@ package h1server
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -82,4 +83,64 @@ func TestStalledHTTP2StreamReset(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestShutdownEndsStalledHTTP2Stream: a graceful Shutdown does not wait
+// until its deadline for an HTTP/2 stream whose client withholds its
+// window (#24, item 8): the write watch keeps going while the server
+// drains, and at the default write_timeout too, the stalled write is
+// reset long before the deadline.
+func TestShutdownEndsStalledHTTP2Stream(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig() // write_timeout at its default, longer than a drain should take
+	ended := make(chan error, 1)
+	s := New(cfg, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, err := w.Write(bytes.Repeat([]byte("x"), 8<<10)) // blocks: no window
+		ended <- err
+	}), nil)
+	s.TLSConfig = testkit.TLSConfig("h2")
+	c := testkit.DialH2(t, serve(t, s).Listener.Addr().String(), 0)
+	c.Get(1, "sandbox-a.preview.test", "/")
+	testkit.WaitFor(t, "the stream's write under watch", func() bool { return s.streams.writing() > 0 })
+
+	const deadline = 30 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(ctx) }()
+	if got, _ := c.StreamEnd(1, deadline/3); got == "end" {
+		t.Fatalf("stalled stream ended normally, want it reset")
+	}
+	select {
+	case err := <-shut:
+		if err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+	case <-time.After(deadline / 3):
+		t.Fatalf("Shutdown still waiting %v into its %v deadline", deadline/3, deadline)
+	}
+	select {
+	case err := <-ended:
+		if err == nil {
+			t.Error("the stalled write succeeded, want it failed")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler did not return")
+	}
+}
+
+// writing counts the watched streams with a write in progress.
+func (ss *streamSet) writing() int {
+	n := 0
+	for i := range ss.shards {
+		sh := &ss.shards[i]
+		sh.mu.Lock()
+		for sw := range sh.m {
+			if sw.due.Load() != 0 {
+				n++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return n
 }

@@ -55,6 +55,8 @@ type Server struct {
 
 	handoff     *handoffListener
 	handoffOnce sync.Once
+	sweepStop   chan struct{} // closed when Shutdown or Close is done: ends the sweep
+	stopOnce    sync.Once     // closes sweepStop
 	sweepDone   chan struct{} // closed when the sweep goroutine has ended
 
 	closing atomic.Bool
@@ -93,11 +95,13 @@ func New(cfg *config.Config, h http.Handler, log *slog.Logger) *Server {
 		writeTimeout: cfg.Limits.WriteTimeout.D(),
 		log:          log,
 		heads:        make(map[net.Conn]*headWatch),
+		sweepStop:    make(chan struct{}),
 		sweepDone:    make(chan struct{}),
 		lns:          make(map[net.Listener]struct{}),
 		conns:        make(map[*h1conn]struct{}),
 	}
 	s.streams.timeout = s.writeTimeout
+	s.streams.drainTimeout = min(s.writeTimeout, drainWriteTimeout)
 	s.HTTP.Handler = limitBodies(s.watchStreams(h), cfg.Limits.BodyTimeout.D(), int64(cfg.Limits.BodyMinRate))
 	// nginx's default is 128, Go's 250; each stream a client holds costs a
 	// goroutine and buffers (h2writes.go).
@@ -273,9 +277,12 @@ func (s *Server) track(c *h1conn, add bool) bool {
 
 // Shutdown stops accepting, closes idle connections, and waits until every
 // request in flight has been answered or ctx ends. Like http.Server's, it
-// does not wait for upgraded (WebSocket) connections.
+// does not wait for upgraded (WebSocket) connections. Writes stay under
+// watch until it returns, HTTP/2 streams' at a drain's tighter bound
+// (h2writes.go), so a stalled client does not hold it until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stop()
+	s.streams.drain(time.Now())
 	var httpErr error
 	httpShut := make(chan struct{})
 	go func() {
@@ -295,12 +302,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		select {
 		case <-leanDone:
 			<-httpShut
-			<-s.sweepDone
+			s.endSweep()
 			return httpErr
 		case <-ctx.Done():
 			s.closeAll()
 			<-httpShut
-			<-s.sweepDone
+			s.endSweep()
 			return ctx.Err()
 		case <-tick.C:
 		}
@@ -313,8 +320,14 @@ func (s *Server) Close() error {
 	s.closeAll()
 	err := s.HTTP.Close()
 	s.wg.Wait()
-	<-s.sweepDone
+	s.endSweep()
 	return err
+}
+
+// endSweep stops the sweep and waits for it.
+func (s *Server) endSweep() {
+	s.stopOnce.Do(func() { close(s.sweepStop) })
+	<-s.sweepDone
 }
 
 // stop marks the server closing and closes its listeners.
@@ -350,15 +363,16 @@ func (s *Server) closeAll() {
 }
 
 // sweep watches the clients of slow lean requests (h1conn.watchIfSlow)
-// and the writes of HTTP/2 streams (h2writes.go) until the server stops
-// (stop closes the handoff listener).
+// and the writes of HTTP/2 streams (h2writes.go) until Shutdown or Close
+// is done: while Shutdown waits, the requests it waits for are still
+// held to their bounds (#24).
 func (s *Server) sweep() {
 	defer close(s.sweepDone)
 	t := time.NewTicker(watchAfter / 2)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.handoff.done:
+		case <-s.sweepStop:
 			return
 		case now := <-t.C:
 			s.mu.Lock()
