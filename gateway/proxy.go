@@ -88,11 +88,10 @@ func newProxy(g *Gateway) *proxy {
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true, // pass encodings through untouched
-		// A response head is bounded as on the direct path, not by
-		// net/http's 10 MiB default (#13).
-		MaxResponseHeaderBytes: 64 << 10,
-		WriteBufferSize:        32 << 10,
-		ReadBufferSize:         32 << 10,
+		// Response heads: upstream.NewTransports sets
+		// upstream.MaxResponseHead, the bound of every path.
+		WriteBufferSize: 32 << 10,
+		ReadBufferSize:  32 << 10,
 	}
 	p := &proxy{g: g, tr: upstream.NewTransports(tr, instanceOf), pool: upstream.NewPool(dialer, tr.MaxIdleConnsPerHost, tr.IdleConnTimeout)}
 	p.rp = &httputil.ReverseProxy{
@@ -120,9 +119,9 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, t *target, cl clos
 	if !p.noDirect && p.serveDirect(w, r, t) {
 		return
 	}
-	// The interim bound's trace goes in before ReverseProxy adds its own:
-	// composed traces return the older hook's error.
-	p.rp.ServeHTTP(&interimGuard{ResponseWriter: w}, r.WithContext(upstream.BoundInterim(context.WithValue(r.Context(), targetKey{}, t))))
+	// The heads' trace goes in before ReverseProxy adds its own: composed
+	// traces return the older hook's error.
+	p.rp.ServeHTTP(&interimGuard{ResponseWriter: w}, r.WithContext(upstream.BoundHeads(context.WithValue(r.Context(), targetKey{}, t))))
 }
 
 func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
