@@ -151,6 +151,11 @@ func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 			Msg: "The request body is larger than this preview accepts.", Err: err}
 	case r.Context().Err() != nil:
 		herr = &httpError{Status: statusClientClosed, Code: "client_closed", Err: err}
+	case errors.Is(err, upstream.ErrHeadTooLarge):
+		// The same answer on every path (#21): the direct path, ReverseProxy,
+		// the upgrade handshake, a final head or a 1xx.
+		herr = &httpError{Status: http.StatusBadGateway, Code: "upstream_head_too_large",
+			Msg: fmt.Sprintf("The app sent a response head (status line and headers) larger than %d KiB.", upstream.MaxResponseHead>>10), Err: err}
 	case isTimeout(err):
 		herr = &httpError{Status: http.StatusGatewayTimeout, Code: "upstream_timeout",
 			Msg: "The app did not answer in time.", Err: err}
