@@ -9,14 +9,15 @@ import (
 
 // interimGuard is the ResponseWriter ReverseProxy gets. ReverseProxy
 // forwards each interim (1xx) answer from its own trace hook, which runs
-// before upstream.BoundInterim counts it and copies every header it has;
+// before upstream.BoundHeads counts it and copies every header it has;
 // the guard applies the direct path's rules before anything reaches the
 // client: end-to-end headers only, at most upstream.MaxInterim answers
-// and upstream.MaxInterimBytes of their headers (beyond that an answer is
-// dropped, and BoundInterim fails the exchange with a 502).
+// (beyond that an answer is dropped, and BoundHeads fails the exchange
+// with a 502). Each head is within upstream.MaxResponseHead: net/http
+// read it under that bound.
 type interimGuard struct {
 	http.ResponseWriter
-	n, size int
+	n int
 }
 
 func (g *interimGuard) WriteHeader(code int) {
@@ -27,9 +28,7 @@ func (g *interimGuard) WriteHeader(code int) {
 	// ReverseProxy has copied the interim answer's headers into Header();
 	// it clears them after this call.
 	h := g.ResponseWriter.Header()
-	g.n++
-	g.size += upstream.HeaderSize(h)
-	if g.n > upstream.MaxInterim || g.size > upstream.MaxInterimBytes {
+	if g.n++; g.n > upstream.MaxInterim {
 		return
 	}
 	conn := wire.ConnectionTokens(h)

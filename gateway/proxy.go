@@ -89,11 +89,10 @@ func newProxy(g *Gateway) *proxy {
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true, // pass encodings through untouched
-		// A response head is bounded as on the direct path, not by
-		// net/http's 10 MiB default (#13).
-		MaxResponseHeaderBytes: 64 << 10,
-		WriteBufferSize:        32 << 10,
-		ReadBufferSize:         32 << 10,
+		// Response heads: upstream.NewTransports sets
+		// upstream.MaxResponseHead, the bound of every path.
+		WriteBufferSize: 32 << 10,
+		ReadBufferSize:  32 << 10,
 	}
 	p := &proxy{g: g, tr: upstream.NewTransports(tr, instanceOf), pool: upstream.NewPool(dialer, tr.MaxIdleConnsPerHost, tr.IdleConnTimeout)}
 	p.rp = &httputil.ReverseProxy{
@@ -121,9 +120,9 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, t *target, cl clos
 	if !p.noDirect && p.serveDirect(w, r, t) {
 		return
 	}
-	// The interim bound's trace goes in before ReverseProxy adds its own:
-	// composed traces return the older hook's error.
-	p.rp.ServeHTTP(&interimGuard{ResponseWriter: w}, r.WithContext(upstream.BoundInterim(context.WithValue(r.Context(), targetKey{}, t))))
+	// The heads' trace goes in before ReverseProxy adds its own: composed
+	// traces return the older hook's error.
+	p.rp.ServeHTTP(&interimGuard{ResponseWriter: w}, r.WithContext(upstream.BoundHeads(context.WithValue(r.Context(), targetKey{}, t))))
 }
 
 func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
@@ -160,6 +159,11 @@ func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 			Msg: "The request body did not arrive in time.", Err: err}
 	case r.Context().Err() != nil:
 		herr = &httpError{Status: statusClientClosed, Code: "client_closed", Err: err}
+	case errors.Is(err, upstream.ErrHeadTooLarge):
+		// The same answer on every path (#21): the direct path, ReverseProxy,
+		// the upgrade handshake, a final head or a 1xx.
+		herr = &httpError{Status: http.StatusBadGateway, Code: "upstream_head_too_large",
+			Msg: fmt.Sprintf("The app sent a response head (status line and headers) larger than %d KiB.", upstream.MaxResponseHead>>10), Err: err}
 	case isTimeout(err):
 		herr = &httpError{Status: http.StatusGatewayTimeout, Code: "upstream_timeout",
 			Msg: "The app did not answer in time.", Err: err}

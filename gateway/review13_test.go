@@ -79,7 +79,7 @@ func TestReviewUpgradeHeaderBomb(t *testing.T) {
 	t.Logf("sandbox sent %d MiB of response head; gateway heap in use grew to %d MiB (from %d MiB)",
 		sent.Load()>>20, peak>>20, before.HeapInuse>>20)
 	if sent.Load() >= limit {
-		t.Fatalf("the gateway took %d MiB of header from a sandbox on the upgrade path without refusing it (direct path: 16 KiB)", sent.Load()>>20)
+		t.Fatalf("the gateway took %d MiB of header from a sandbox on the upgrade path without refusing it (bound: upstream.MaxResponseHead)", sent.Load()>>20)
 	}
 }
 

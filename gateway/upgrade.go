@@ -82,6 +82,7 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 	}
 	client, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
+		upstream.Release(res)
 		p.errorHandler(w, r, fmt.Errorf("hijack for protocol switch: %w", err))
 		return
 	}
@@ -90,8 +91,12 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 			res.Header[k] = v
 		}
 	}
-	res.Body = nil
-	if err := res.Write(client); err != nil {
+	// The app's 101 with its headers (hop-by-hop Connection and Upgrade
+	// included: they are the switch), written by net/http's rules.
+	head := &http.Response{StatusCode: res.Status, ProtoMajor: 1, ProtoMinor: 1, Header: res.Header, Request: out}
+	err = head.Write(client)
+	upstream.Release(res)
+	if err != nil {
 		client.Close()
 		return
 	}
@@ -121,62 +126,41 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 // handshake sends the upgrade request on back and reads the answer. It
 // reports false, having answered w, unless the app switched to the
 // protocol asked for: an app that refuses the upgrade has its answer
-// passed through.
-func (p *proxy) handshake(w http.ResponseWriter, r, out *http.Request, back net.Conn) (*http.Response, *bufio.Reader, bool) {
+// passed through. The caller releases the response.
+func (p *proxy) handshake(w http.ResponseWriter, r, out *http.Request, back net.Conn) (*upstream.Response, *bufio.Reader, bool) {
 	back.SetDeadline(time.Now().Add(30 * time.Second)) // the handshake, not the socket
 	if err := out.Write(back); err != nil {
 		p.errorHandler(w, r, fmt.Errorf("write upgrade request: %w", err))
 		return nil, nil, false
 	}
-	// The heads are read within the direct path's bounds: an app cannot
-	// make the gateway buffer an endless header (#13). Bytes after the
-	// 101 that the reader took are forwarded before the splice.
-	lim := &io.LimitedReader{R: back, N: upgradeHeadBytes}
-	br := bufio.NewReaderSize(lim, 4<<10)
-	res, err := readUpgradeResponse(w, br, out)
+	// The heads are read by the direct path's reader, within its bounds
+	// (upstream.MaxResponseHead each, upstream.MaxInterim interim ones
+	// forwarded as the other paths do): an app cannot make the gateway
+	// buffer an endless header (#13), and a head fits here exactly when it
+	// fits there (#21). Bytes after the 101 that the reader took are
+	// forwarded before the splice.
+	br := bufio.NewReaderSize(back, 4<<10)
+	res, err := upstream.ReadFinal(br, out.Method, func(ir *upstream.Response) { forwardInterim(w, ir.Status, ir.Header) })
 	if err != nil {
 		p.errorHandler(w, r, fmt.Errorf("read upgrade response: %w", err))
 		return nil, nil, false
 	}
 	back.SetDeadline(time.Time{})
-	if res.StatusCode != http.StatusSwitchingProtocols {
-		defer res.Body.Close()
+	if res.Status != http.StatusSwitchingProtocols {
 		copyEndToEnd(w.Header(), res.Header)
-		w.WriteHeader(res.StatusCode)
+		w.WriteHeader(res.Status)
 		buf := p.rp.BufferPool.Get()
-		io.CopyBuffer(w, res.Body, buf)
+		upstream.CopyBody(w, &res.Body, buf, nil)
 		p.rp.BufferPool.Put(buf)
+		upstream.Release(res)
 		return nil, nil, false
 	}
 	if want, got := out.Header.Get("Upgrade"), res.Header.Get("Upgrade"); !strings.EqualFold(want, got) {
+		upstream.Release(res)
 		p.errorHandler(w, r, fmt.Errorf("backend switched to protocol %q when %q was requested", got, want))
 		return nil, nil, false
 	}
 	return res, br, true
-}
-
-// upgradeHeadBytes bounds what the upgrade handshake reads of the app's
-// heads: interim answers and the final head together, as the direct path
-// bounds them (upstream.MaxInterimBytes plus one head).
-const upgradeHeadBytes = upstream.MaxInterimBytes + 16<<10
-
-// readUpgradeResponse reads the app's answer to an upgrade request,
-// forwarding up to upstream.MaxInterim interim (1xx) answers to w as the
-// other paths do; one more fails the handshake.
-func readUpgradeResponse(w http.ResponseWriter, br *bufio.Reader, out *http.Request) (*http.Response, error) {
-	for n := 0; ; n++ {
-		res, err := http.ReadResponse(br, out)
-		if err != nil {
-			return nil, err
-		}
-		if res.StatusCode >= 200 || res.StatusCode == http.StatusSwitchingProtocols {
-			return res, nil
-		}
-		if n == upstream.MaxInterim {
-			return nil, upstream.ErrTooManyInterim
-		}
-		forwardInterim(w, res.StatusCode, res.Header)
-	}
 }
 
 // splice copies both ways until either side ends, then closes both. It

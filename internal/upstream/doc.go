@@ -34,10 +34,24 @@
 //     idleTimeout; every write to a sandbox has a deadline (WriteTimeout);
 //     no lock is held while a connection is dialed, read, written or
 //     closed.
-//  6. At most MaxInterim interim (1xx) heads, MaxInterimBytes in all, are
-//     read before a final response, on both paths (BoundInterim for
-//     ReverseProxy); a 101 is returned to the caller, which refuses it
-//     unless it asked for an upgrade.
+//  6. At most MaxInterim interim (1xx) heads are read before a final
+//     response, on both paths (BoundHeads for ReverseProxy); a 101 is
+//     returned to the caller, which refuses it unless it asked for an
+//     upgrade.
+//  7. Every response head, final or interim, is at most MaxResponseHead
+//     (64 KiB) as sent, status line and blank line included, on every
+//     path: ReadFinal for the direct path and the upgrade handshake
+//     (which the gateway reads with it), MaxResponseHeaderBytes on the
+//     Transports it makes for ReverseProxy (HTTP/1.1 and HTTP/2 clients
+//     alike: the sandbox side is HTTP/1.1). One byte more fails the
+//     exchange with ErrHeadTooLarge (RoundTrip wraps net/http's refusal
+//     in it), which the gateway answers 502 upstream_head_too_large. No
+//     more than one head is held at a time. A head is parsed in place
+//     from the connection's 16 KiB read buffer; a longer one is copied
+//     out line by line, the only allocation it adds. On ReverseProxy,
+//     bytes net/http read ahead past a 1xx head count against that head,
+//     so the head after a 1xx may exceed the bound by up to that read-
+//     ahead (the Transport's read buffer, 32 KiB).
 //
 // It must never decide policy (which requests take which path, statuses,
 // retries beyond "may be sent again") nor know about sandboxes beyond an
@@ -55,9 +69,9 @@
 //     connection). An upgrade request (gateway/upgrade.go) takes a 101 as
 //     its switch and anything else as an ordinary response.
 //   - Other 1xx (103 Early Hints and the like): relayed to the client with
-//     their end-to-end headers only, at most MaxInterim of them and
-//     MaxInterimBytes of their headers, then the exchange fails (502): the
-//     direct path and the upgrade path as they read them, ReverseProxy
-//     through the gateway's interimGuard (ReverseProxy's own hook
-//     forwards an answer before BoundInterim counts it).
+//     their end-to-end headers only, at most MaxInterim of them, then the
+//     exchange fails (502): the direct path and the upgrade path as they
+//     read them, ReverseProxy through the gateway's interimGuard
+//     (ReverseProxy's own hook forwards an answer before BoundHeads
+//     counts it).
 package upstream

@@ -23,7 +23,9 @@ import (
 // Header map is reused between responses. Framing, Content-Length checks,
 // trailers and connection reuse follow net/http (ReadResponse and
 // readTransfer) exactly; the few heads it accepts and we refuse are listed
-// at errHeadTooLarge.
+// at ErrHeadTooLarge. A head longer than the connection's read buffer is
+// copied out of it (readLongHead): the rare long head allocates, the
+// common one does not.
 type Response struct {
 	Status int
 	Header http.Header
@@ -41,27 +43,44 @@ type Response struct {
 }
 
 // Heads net/http would accept but the direct path refuses (502). Each is
-// either beyond the connection's read buffer or a known smuggling vector
-// whose meaning differs between parsers (RFC 9112 5.1, 5.2: a proxy must
-// reject or repair them; we reject).
+// either beyond MaxResponseHead or a known smuggling vector whose meaning
+// differs between parsers (RFC 9112 5.1, 5.2: a proxy must reject or
+// repair them; we reject).
 var (
-	errHeadTooLarge = errors.New("head does not fit the 16 KiB read buffer")
+	// ErrHeadTooLarge: a response head (final or interim) longer than
+	// MaxResponseHead, on every path (RoundTrip wraps net/http's own
+	// refusal in it).
+	ErrHeadTooLarge = fmt.Errorf("response head larger than %d KiB", MaxResponseHead>>10)
 	errObsFold      = errors.New("header line folded onto the next (obs-fold)")
 	errSpaceInName  = wire.ErrSpaceInName
 	// errStatusCode: not three digits from 100 up (net/http also accepts
 	// "+99" and codes below 100, which no server can send on).
 	errStatusCode = errors.New("malformed status code")
-	// ErrTooManyInterim: more interim (1xx) heads than MaxInterim or
-	// MaxInterimBytes.
+	// ErrTooManyInterim: more interim (1xx) heads than MaxInterim.
 	ErrTooManyInterim = errors.New("too many interim responses")
+	// errBufferFull: a section that does not fit the read buffer; a head
+	// is then read by readLongHead, a trailer section is refused.
+	errBufferFull = errors.New("section does not fit the read buffer")
 )
 
-// MaxInterimBytes and MaxInterim bound the 1xx heads before a final
-// response, so an app cannot keep a handler busy with an endless stream of
-// them. Both proxy paths apply them (the ReverseProxy path through a
-// ClientTrace, proxy.go).
+// MaxResponseHead bounds each response head a sandbox sends, the final
+// one and every interim (1xx) one alike, counted as sent: status line,
+// header lines and the blank line, with their line ends. Every proxy path
+// applies it (see the package doc); one byte more is ErrHeadTooLarge.
+//
+// 64 KiB: what the ReverseProxy path has allowed since #13, so no app
+// that works there breaks; four times what the direct path allowed (a
+// Next.js or Vite page with a large Content-Security-Policy, Link preload
+// list or a stack of Set-Cookie fits); the same as the request head bound
+// (limits.max_header_bytes) and Envoy's 60 KiB default. net/http's own
+// default (10 MiB) is far more than one app's page needs and lets one
+// sandbox make the gateway hold megabytes per request.
+//
+// MaxInterim bounds how many 1xx heads may come before the final one, so
+// an app cannot keep a handler busy with an endless stream of them: one
+// exchange reads at most (MaxInterim+1) heads, and holds one at a time.
 const (
-	MaxInterimBytes = 64 << 10
+	MaxResponseHead = 64 << 10
 	MaxInterim      = 8
 )
 
@@ -90,17 +109,15 @@ func (resp *Response) reset() {
 // as the Transport hands them to ReverseProxy.
 func ReadFinal(br *bufio.Reader, method string, interim func(*Response)) (*Response, error) {
 	resp := responsePool.Get().(*Response)
-	size, count := 0, 0
-	for {
-		n, err := readResponse(br, method, resp)
-		if err != nil {
+	for count := 1; ; count++ {
+		if err := readResponse(br, method, resp); err != nil {
 			Release(resp)
 			return nil, err
 		}
 		if resp.Status >= 200 || resp.Status == http.StatusSwitchingProtocols {
 			return resp, nil
 		}
-		if size, count = size+n, count+1; size > MaxInterimBytes || count > MaxInterim {
+		if count > MaxInterim {
 			Release(resp)
 			return nil, fmt.Errorf("read response: %w", ErrTooManyInterim)
 		}
@@ -113,24 +130,60 @@ func ReadFinal(br *bufio.Reader, method string, interim func(*Response)) (*Respo
 
 // readResponse reads one response head from br into resp (whose header
 // map, if any, must be empty) and sets up its body as net/http's
-// readTransfer would. It reports the size of the head.
-func readResponse(br *bufio.Reader, method string, resp *Response) (int, error) {
+// readTransfer would.
+func readResponse(br *bufio.Reader, method string, resp *Response) error {
 	head, err := peekSection(br)
-	if err != nil {
-		return 0, fmt.Errorf("read response head: %w", err)
+	inBuffer := err == nil
+	switch {
+	case errors.Is(err, errBufferFull):
+		head, err = readLongHead(br)
+	case inBuffer && len(head) > MaxResponseHead: // a reader with a larger buffer
+		err = ErrHeadTooLarge
 	}
-	n := len(head)
-	err = resp.parseHead(head, method == http.MethodHead)
-	br.Discard(n)
 	if err != nil {
-		return n, fmt.Errorf("read response head: %w", err)
+		return fmt.Errorf("read response head: %w", err)
+	}
+	err = resp.parseHead(head, method == http.MethodHead)
+	if inBuffer {
+		br.Discard(len(head))
+	}
+	if err != nil {
+		return fmt.Errorf("read response head: %w", err)
 	}
 	resp.Body.br = br
 	resp.Body.resp = resp
 	if resp.Body.kind == bodyChunked {
 		resp.Body.chunks = httputil.NewChunkedReader(br)
 	}
-	return n, nil
+	return nil
+}
+
+// readLongHead reads a head that does not fit br's buffer, line by line
+// into a buffer of its own, up to MaxResponseHead bytes; beyond that it
+// stops reading and returns ErrHeadTooLarge. Lines end in LF, optionally
+// preceded by CR, as in peekSection.
+func readLongHead(br *bufio.Reader) ([]byte, error) {
+	var head []byte
+	lineStart := 0
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(head)+len(chunk) > MaxResponseHead {
+			return nil, ErrHeadTooLarge
+		}
+		head = append(head, chunk...)
+		switch {
+		case err == nil:
+			if line := head[lineStart:]; len(line) == 1 || len(line) == 2 && line[0] == '\r' {
+				return head, nil
+			}
+			lineStart = len(head)
+		case errors.Is(err, bufio.ErrBufferFull): // the line goes on
+		case err == io.EOF:
+			return nil, io.ErrUnexpectedEOF
+		default:
+			return nil, err
+		}
+	}
 }
 
 // peekSection returns the buffered bytes of br up to and including the
@@ -153,7 +206,7 @@ func peekSection(br *bufio.Reader) ([]byte, error) {
 		}
 		switch {
 		case errors.Is(err, bufio.ErrBufferFull) || len(buf) >= br.Size():
-			return nil, errHeadTooLarge
+			return nil, errBufferFull
 		case err == io.EOF:
 			return nil, io.ErrUnexpectedEOF
 		case err != nil:

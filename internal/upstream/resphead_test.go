@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/previewgate/previewgate/internal/testkit"
 )
 
 // readResult is what the direct path (or, for comparison, net/http) makes
@@ -94,7 +96,7 @@ func sameHeader(a, b http.Header) bool {
 }
 
 // stricter reports whether err is one of the deliberate refusals of heads
-// net/http accepts (see errHeadTooLarge), and it fits data and what
+// net/http accepts (see ErrHeadTooLarge), and it fits data and what
 // net/http made of it, so a bug cannot hide behind one.
 func stricter(err error, data []byte, theirs *readResult) bool {
 	anyKey := func(h http.Header, bad func(string) bool) bool {
@@ -106,8 +108,8 @@ func stricter(err error, data []byte, theirs *readResult) bool {
 		return false
 	}
 	switch {
-	case errors.Is(err, errHeadTooLarge):
-		return len(data) > 16<<10
+	case errors.Is(err, ErrHeadTooLarge):
+		return len(data) > MaxResponseHead
 	case errors.Is(err, errObsFold):
 		return bytes.Contains(data, []byte("\n ")) || bytes.Contains(data, []byte("\n\t"))
 	case errors.Is(err, errSpaceInName):
@@ -116,7 +118,7 @@ func stricter(err error, data []byte, theirs *readResult) bool {
 	case errors.Is(err, errStatusCode):
 		return theirs.Status < 100
 	case errors.Is(err, ErrTooManyInterim):
-		return len(data) > MaxInterimBytes || interimHeads(data) > MaxInterim
+		return interimHeads(data) > MaxInterim
 	}
 	return false
 }
@@ -274,7 +276,7 @@ var respHeadCases = []respHeadCase{
 		in:     "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\nraw",
 		status: 101, header: http.Header{"Upgrade": {"x"}}, cl: 0, close: true, rest: "raw"},
 	{name: "too many interim", method: "GET",
-		in:      strings.Repeat("HTTP/1.1 102 Processing\r\n\r\n", MaxInterimBytes/20) + "HTTP/1.1 200 OK\r\n\r\n",
+		in:      strings.Repeat("HTTP/1.1 102 Processing\r\n\r\n", MaxInterim+1) + "HTTP/1.1 200 OK\r\n\r\n",
 		wantErr: true, errIs: ErrTooManyInterim},
 	{name: "connection close", method: "GET",
 		in:     "HTTP/1.1 200 OK\r\nConnection: X-A, Close\r\nX-A: 1\r\nContent-Length: 0\r\n\r\n",
@@ -300,9 +302,31 @@ var respHeadCases = []respHeadCase{
 	{name: "obs-text value", method: "GET",
 		in:     "HTTP/1.1 200 OK\r\nX-A: caf\xc3\xa9\r\nContent-Length: 0\r\n\r\n",
 		status: 200, header: http.Header{"X-A": {"caf\xc3\xa9"}, "Content-Length": {"0"}}, cl: 0},
-	{name: "oversize head", method: "GET",
-		in:      "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("a", 16<<10) + "\r\n\r\n",
-		wantErr: true, errIs: errHeadTooLarge},
+	// Heads longer than the 16 KiB read buffer are read line by line,
+	// up to MaxResponseHead.
+	{name: "head over the read buffer", method: "GET",
+		in:     testkit.SizedHead("200 OK", "Content-Length: 2\r\n", 20<<10) + "ok",
+		status: 200, header: http.Header{"Content-Length": {"2"}, "X-Big": {strings.Repeat("b", testkit.SizedHeadPad("200 OK", "Content-Length: 2\r\n", 20<<10))}}, cl: 2, body: "ok"},
+	{name: "head at the bound", method: "GET",
+		in:     testkit.SizedHead("200 OK", "Content-Length: 2\r\n", MaxResponseHead) + "ok",
+		status: 200, header: http.Header{"Content-Length": {"2"}, "X-Big": {strings.Repeat("b", testkit.SizedHeadPad("200 OK", "Content-Length: 2\r\n", MaxResponseHead))}}, cl: 2, body: "ok"},
+	{name: "head over the bound", method: "GET",
+		in:      testkit.SizedHead("200 OK", "Content-Length: 2\r\n", MaxResponseHead+1) + "ok",
+		wantErr: true, errIs: ErrHeadTooLarge},
+	{name: "one long line over the bound", method: "GET",
+		in:      "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("a", 100<<10) + "\r\n\r\n",
+		wantErr: true, errIs: ErrHeadTooLarge},
+	{name: "long head, bare LF, many lines", method: "GET",
+		in:     "HTTP/1.1 200 OK\n" + strings.Repeat("X-A: "+strings.Repeat("a", 90)+"\n", 300) + "Content-Length: 0\n\n",
+		status: 200, header: http.Header{"X-A": slices.Repeat([]string{strings.Repeat("a", 90)}, 300), "Content-Length": {"0"}}, cl: 0},
+	{name: "interim at the bound", method: "GET",
+		in:     testkit.SizedHead("103 Early Hints", "", MaxResponseHead) + "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+		status: 200, header: http.Header{"Content-Length": {"2"}}, cl: 2, body: "ok"},
+	{name: "interim over the bound", method: "GET",
+		in:      testkit.SizedHead("103 Early Hints", "", MaxResponseHead+1) + "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+		wantErr: true, errIs: ErrHeadTooLarge},
+	{name: "long head cut short", method: "GET",
+		in: "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("a", 20<<10), wantErr: true},
 	{name: "obs-fold", method: "GET",
 		in: "HTTP/1.1 200 OK\r\nX-A: 1\r\n  2\r\nContent-Length: 0\r\n\r\n", wantErr: true, errIs: errObsFold},
 	{name: "obs-fold tab", method: "GET",

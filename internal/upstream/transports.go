@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
@@ -34,33 +35,84 @@ type Transports struct {
 const maxTransports = 4096
 
 // NewTransports returns a RoundTripper that sends each request on the
-// transport of the instance key names (cloned from base on first use), and
-// requests key does not name on base.
+// transport of the instance key names (cloned from a copy of base on
+// first use), and requests key does not name on that copy. The copy
+// bounds response heads by MaxResponseHead whatever base says, and counts
+// what its connections read (countConn), so that RoundTrip can tell a head
+// over the bound from other failures.
 func NewTransports(base *http.Transport, key func(*http.Request) (string, bool)) *Transports {
+	base = base.Clone()
+	base.MaxResponseHeaderBytes = MaxResponseHead
+	dial := base.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	base.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &countConn{Conn: c}, nil
+	}
 	return &Transports{base: base, key: key, byID: make(map[string]*http.Transport)}
 }
 
-// RoundTrip sends req on the transport of its target's instance.
+// RoundTrip sends req on the transport of its target's instance. A head
+// over MaxResponseHead fails with ErrHeadTooLarge (net/http's own error
+// for it has no type to check), for requests whose context went through
+// BoundHeads.
 func (ts *Transports) RoundTrip(req *http.Request) (*http.Response, error) {
 	tr := ts.base
 	if k, ok := ts.key(req); ok {
 		tr = ts.forInstance(k)
 	}
-	return tr.RoundTrip(req)
+	resp, err := tr.RoundTrip(req)
+	if err != nil && headTooLarge(req.Context()) {
+		err = fmt.Errorf("%w: %w", ErrHeadTooLarge, err)
+	}
+	return resp, err
 }
 
-// BoundInterim bounds the interim (1xx) answers a sandbox may send before
+// countConn counts the bytes read from a connection. net/http's Transport
+// reads through it alone, so the count since a head began is what net/http
+// counts against MaxResponseHeaderBytes (persistConn.readLimit).
+type countConn struct {
+	net.Conn
+	n atomic.Int64
+}
+
+func (c *countConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// BoundHeads bounds the interim (1xx) answers a sandbox may send before
 // its response on the ReverseProxy path, as the direct path does
-// (MaxInterim): one more fails the exchange (502). ReverseProxy composes
-// its own trace (which forwards each 1xx to the client) over this one, and
-// a composed hook returns the older hook's error.
-func BoundInterim(ctx context.Context) context.Context {
-	st := new(interimState)
-	ctx = context.WithValue(ctx, interimKey{}, st)
+// (MaxInterim): one more fails the exchange (502). It also follows the
+// exchange's connection, so that RoundTrip can report a head over
+// MaxResponseHead as ErrHeadTooLarge. ReverseProxy composes its own trace
+// (which forwards each 1xx to the client) over this one, and a composed
+// hook returns the older hook's error.
+func BoundHeads(ctx context.Context) context.Context {
+	st := new(exchangeState)
+	ctx = context.WithValue(ctx, exchangeKey{}, st)
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		// Each attempt (net/http retries on a new connection) starts a
+		// head at what its connection has read so far: a pooled one has
+		// read its last response to the end, and nothing since.
+		GotConn: func(info httptrace.GotConnInfo) {
+			if c, ok := info.Conn.(*countConn); ok {
+				st.headFrom.Store(c.n.Load())
+				st.conn.Store(c)
+			}
+		},
+		// After a 1xx net/http starts counting the next head afresh.
 		Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
-			st.size.Add(int64(HeaderSize(http.Header(h))))
-			if st.n.Add(1) > MaxInterim || st.size.Load() > MaxInterimBytes {
+			if c := st.conn.Load(); c != nil {
+				st.headFrom.Store(c.n.Load())
+			}
+			if st.n.Add(1) > MaxInterim {
 				return fmt.Errorf("%d: %w", code, ErrTooManyInterim)
 			}
 			return nil
@@ -68,27 +120,31 @@ func BoundInterim(ctx context.Context) context.Context {
 	})
 }
 
-// HeaderSize is what h counts against MaxInterimBytes: each field as
-// "Key: value\r\n".
-func HeaderSize(h http.Header) int {
-	n := 0
-	for k, vv := range h {
-		for _, v := range vv {
-			n += len(k) + len(v) + 4
-		}
-	}
-	return n
+// exchangeState is what BoundHeads learns of one exchange.
+type exchangeState struct {
+	n        atomic.Int64 // interim answers received
+	conn     atomic.Pointer[countConn]
+	headFrom atomic.Int64 // conn's count where the head being read began
 }
 
-// interimState counts the interim answers of one exchange.
-type interimState struct{ n, size atomic.Int64 }
+type exchangeKey struct{}
 
-type interimKey struct{}
+// headTooLarge reports whether the exchange of ctx read MaxResponseHead
+// bytes or more of its last head: net/http's own condition (readLimit
+// exhausted) for "server response headers exceeded".
+func headTooLarge(ctx context.Context) bool {
+	st, ok := ctx.Value(exchangeKey{}).(*exchangeState)
+	if !ok {
+		return false
+	}
+	c := st.conn.Load()
+	return c != nil && c.n.Load()-st.headFrom.Load() >= MaxResponseHead
+}
 
 // InterimSeen reports how many interim (1xx) answers the exchange whose
-// context went through BoundInterim has received.
+// context went through BoundHeads has received.
 func InterimSeen(ctx context.Context) int {
-	if st, ok := ctx.Value(interimKey{}).(*interimState); ok {
+	if st, ok := ctx.Value(exchangeKey{}).(*exchangeState); ok {
 		return int(st.n.Load())
 	}
 	return 0
