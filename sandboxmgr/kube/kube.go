@@ -80,6 +80,13 @@ type Config struct {
 	// GatewayNamespace is where the gateway's pods run, for the same
 	// policy. Zero means Namespace.
 	GatewayNamespace string
+	// GatewayCIDRs also may reach sandboxes: a gateway outside the
+	// cluster (its nodes' or its NAT's addresses).
+	GatewayCIDRs []string
+	// Egress is what sandboxes may reach (network.go): EgressInternet
+	// (zero), EgressNone or EgressOpen; EgressAllow adds CIDRs.
+	Egress      string
+	EgressAllow []string
 	// RunAsUser is the uid sandbox containers run as (runAsNonRoot). Zero
 	// means 1000; negative means the image's own user (which may be root).
 	RunAsUser int64
