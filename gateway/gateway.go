@@ -359,12 +359,18 @@ func (g *Gateway) access(w http.ResponseWriter, r *http.Request, t *table, rt ro
 		t.verifier.Exchange(w, r, res)
 		return nil, "", true
 	}
-	if rt.sandbox != "" && rt.upstream == nil && !pol.exists && res.Claims != nil && res.Claims.Template != "" {
-		tpl = t.cfg.Templates[res.Claims.Template]
-		if tpl == nil {
+	if rt.sandbox != "" && rt.upstream == nil && res.Claims != nil && res.Claims.Template != "" {
+		// A name the config lacks is the backend's mistake, whether or not
+		// the sandbox exists yet; a valid one picks the template of a new
+		// sandbox only (policy.go).
+		named := t.cfg.Templates[res.Claims.Template]
+		if named == nil {
 			g.fail(w, r, &httpError{Status: http.StatusBadRequest, Code: "unknown_template",
 				Msg: "The access token names a template this gateway does not have."})
 			return nil, "", true
+		}
+		if !pol.exists {
+			tpl = named
 		}
 	}
 	return tpl, sub, false

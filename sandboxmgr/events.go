@@ -151,6 +151,21 @@ func (m *Manager) applyEvent(ev ctrEvent) {
 	if ev.Labels != nil && m.foreign(ev.Labels) != "" {
 		return // another scope's container with a name like ours
 	}
+	if ev.Pool != "" {
+		switch ev.Action {
+		case evRename, evDie, evStop, evKill, evOOM, evDestroy, evPause:
+			m.mu.Lock()
+			m.dropPoolLocked(ev.ID) // claimed (maybe by another replica) or ended
+			m.mu.Unlock()
+		case evStart:
+			if m.caps.SharedPool && strings.HasPrefix(strings.TrimPrefix(ev.Name, "/"), poolPrefix(ev.Pool)) {
+				m.mu.Lock()
+				m.addPoolLocked(ev.Pool, poolCtr{id: ev.ID, name: strings.TrimPrefix(ev.Name, "/"), added: m.now()})
+				m.mu.Unlock()
+				return
+			}
+		}
+	}
 	var gone []string
 	defer func() { m.gone(gone...) }() // after the unlock below
 	if ev.Action == evRename {

@@ -93,7 +93,73 @@ func BenchmarkKubernetesThousandSandboxes(b *testing.B) {
 		b.ReportMetric(float64(ctr.watchBytes.Load()-w0)/n, "watch-B/event")
 		b.ReportMetric(float64(startCalls), "start-calls")
 		m.Close()
+
+		calls, kinds := serveAndIdleStop(b, c, kcfg, tpl, n)
+		b.Logf("serve and idle stop of %d sandboxes: %d calls %v", n, calls, kinds)
+		b.ReportMetric(float64(calls)/n, "idle-stop-calls/sandbox")
 	}
+}
+
+// serveAndIdleStop takes the n running sandboxes through a request each
+// (served from the cache: no API call) and the idle reaper of a fresh
+// replica, and returns the API calls that cost. The pods have no node
+// agent, so a deleted pod stays Terminating: its deletionTimestamp counts
+// as stopped.
+func serveAndIdleStop(b *testing.B, c *k8stest.Cluster, kcfg func(*rest.Config) Config, tpl *config.Template, n int) (int64, map[string]int) {
+	b.Helper()
+	idle := *tpl
+	idle.IdleTimeout = config.Duration(2 * time.Second)
+	var ctr traffic
+	rc := c.Config(c.AdminToken)
+	rc.WrapTransport = ctr.wrap
+	cfg := kcfg(rc)
+	cfg.ReapEvery = 200 * time.Millisecond
+	cfg.Templates = func(string) *config.Template { return &idle }
+	m, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.Start(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	c0 := ctr.calls.Load()
+	k0 := ctr.kinds()
+	for i := range n {
+		id := fmt.Sprintf("scale-%04d", i)
+		if _, err := m.Ensure(b.Context(), id, &idle); err != nil {
+			b.Fatalf("serve %s: %v", id, err)
+		}
+		m.Touch(id)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		pods, err := c.Admin(b).CoreV1().Pods(cfg.Kubernetes.Namespace).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		left := 0
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil {
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d sandboxes still running 3 minutes after the last request", left, n)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	kinds := ctr.kinds()
+	for k, v := range k0 {
+		kinds[k] -= v
+		if kinds[k] == 0 {
+			delete(kinds, k)
+		}
+	}
+	return ctr.calls.Load() - c0, kinds
 }
 
 // makeSandboxes creates n sandboxes through the runtime's Create and writes

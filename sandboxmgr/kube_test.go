@@ -209,35 +209,36 @@ func TestKubernetesHerdThreeManagers(t *testing.T) {
 	}
 }
 
-// Warm pool pods are claimed by a label change: across three replicas
-// claiming at once, every id gets exactly one pod and no pod two ids.
-// Each replica's pool holds as many pods as it gets first requests, so
-// both racing replicas claim (a replica whose pool ran dry creates
-// instead, and the create takes the sandbox's lease before a claim's
-// label update does: the note of session 7 says so), and every sandbox is
-// served from the pool.
+// One warm pool per cluster (#26, 5): pool: 6 means six warm pods for
+// three replicas together (it made 18 when each replica kept its own), each
+// replica sees all six, and two replicas racing for each of six new ids
+// both claim (none creates), so every sandbox is served from the pool.
 func TestKubernetesPoolClaimAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	e := newKubeEnv(t)
 	tpl := testTemplate(t, nil)
-	tpl.Pool = 4 // each replica gets 4 of the 12 first requests
+	tpl.Pool = 6
 	cfg := e.config()
 	cfg.PoolEvery = 100 * time.Millisecond
+	cfg.RecheckEvery = 300 * time.Millisecond // how soon a replica sees another's pool pods
 	cfg.ListTemplates = func() []*config.Template { return []*config.Template{tpl} }
 	cfg.Templates = func(string) *config.Template { return tpl }
 	ms := []*sandboxmgr.Manager{e.manager(t, cfg), e.manager(t, cfg), e.manager(t, cfg)}
 	deadline := time.Now().Add(60 * time.Second)
 	for ms[0].PoolSize(tpl.Name) < tpl.Pool || ms[1].PoolSize(tpl.Name) < tpl.Pool || ms[2].PoolSize(tpl.Name) < tpl.Pool {
 		if time.Now().After(deadline) {
-			t.Fatal("pools not filled within 60s")
+			t.Fatalf("pools not seen whole within 60s: %d %d %d", ms[0].PoolSize(tpl.Name), ms[1].PoolSize(tpl.Name), ms[2].PoolSize(tpl.Name))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	time.Sleep(time.Second) // an overfill would show by now
 	all, err := e.cs.CoreV1().Pods(e.ns).List(t.Context(), metav1.ListOptions{LabelSelector: sandboxmgr.LabelPool})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d pool pods before the claims", len(all.Items))
+	if n := len(all.Items); n != tpl.Pool {
+		t.Errorf("got %d pool pods for 3 replicas, want %d: one pool per cluster", n, tpl.Pool)
+	}
 	ids := make([]string, 6)
 	var wg sync.WaitGroup
 	errs := make([]error, len(ids))
@@ -265,6 +266,9 @@ func TestKubernetesPoolClaimAcrossReplicas(t *testing.T) {
 		pods := e.pods(t, id)
 		if len(pods) != 1 {
 			t.Errorf("sandbox %s: got %d pods, want 1", id, len(pods))
+			for _, p := range pods {
+				t.Logf("  pod %s labels %v", p.Name, p.Labels)
+			}
 		}
 		for _, p := range pods {
 			if other, ok := claimedBy[p.Name]; ok {

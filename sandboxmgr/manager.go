@@ -200,15 +200,17 @@ type Info struct {
 
 // Manager owns the managed containers.
 type Manager struct {
-	cfg      Config
-	log      *slog.Logger
-	eng      engine
-	now      func() time.Time
-	born     time.Time                // when this manager was made: activity before it is unknown
-	stamp    string                   // LabelScope of what it creates (scope.go)
-	stop     func() error             // closes the runtime's client
-	caps     runtime.Capabilities     // what the runtime can do beyond engine
-	listener atomic.Pointer[Listener] // set by SetListener
+	cfg   Config
+	log   *slog.Logger
+	eng   engine
+	now   func() time.Time
+	born  time.Time // when this manager was made: activity before it is unknown
+	stamp string    // LabelScope of what it creates (scope.go)
+	// replicaID names this manager among the replicas (runtime.Locks).
+	replicaID string
+	stop      func() error             // closes the runtime's client
+	caps      runtime.Capabilities     // what the runtime can do beyond engine
+	listener  atomic.Pointer[Listener] // set by SetListener
 
 	wakes   singleflight.Group // keyed by sandbox id
 	netWake singleflight.Group // one network create at a time
@@ -312,6 +314,7 @@ func newManager(cfg Config, log *slog.Logger, eng engine) *Manager {
 		pool:      newPoolState(),
 		born:      time.Now(),
 		stamp:     scopeStamp(cfg.Labels),
+		replicaID: randomHex(),
 	}
 	m.maxRunning.Store(int64(cfg.MaxRunning))
 	return m

@@ -6,6 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/previewgate/previewgate/config"
@@ -23,6 +26,17 @@ import (
 // each within the start cap (MaxConcurrentStarts, MaxRunning while
 // starting). A ready pool container is not counted against MaxRunning.
 //
+// One pool per deployment (#26), where the runtime's claims are atomic
+// across replicas (Capabilities.SharedPool: Kubernetes): pool: N means N
+// warm instances for all replicas together. Every replica's view of the
+// pool is the runtime's (the unclaimed instances its Start and every
+// re-check list, and claims undone, less those events say were claimed or
+// ended), so any replica claims any of them, and only the replica holding
+// the "pool" lock (Capabilities.Locks) fills, against that shared count.
+// On Docker a claim is a rename, which would take over a container
+// another replica claimed a moment before: each replica keeps a pool of
+// its own there, of the containers it made.
+//
 // A claim charges Options.OnCreate like a create. Pool containers of a
 // template whose image changed are removed when met instead of claimed; a
 // pool size lowered by a reload leaves the extra containers until claimed
@@ -36,6 +50,7 @@ type poolCtr struct {
 	id    string // container ID: calls use it, never the name (scope.go)
 	name  string
 	image string // "" when unknown (adopted): taken as matching
+	added time.Time
 }
 
 // poolState is guarded by Manager.mu.
@@ -91,8 +106,12 @@ func (m *Manager) poolLoop(ctx context.Context) {
 	}
 }
 
-// fillPools starts the refills each template needs.
+// fillPools starts the refills each template needs, if this replica is
+// the one that fills.
 func (m *Manager) fillPools(ctx context.Context) {
+	if !m.fillsPool(ctx) {
+		return
+	}
 	now := m.now()
 	for _, tpl := range m.cfg.ListTemplates() {
 		if tpl == nil || tpl.Pool <= 0 || tpl.Image == "" || tpl.Workspace != nil {
@@ -110,6 +129,63 @@ func (m *Manager) fillPools(ctx context.Context) {
 		for range need {
 			m.bg.Go(func() { m.fillOne(ctx, tpl) })
 		}
+	}
+}
+
+// poolLockTTL: a pool filler that stopped renewing its lock (gone, or cut
+// off) is replaced after this long.
+const poolLockTTL = 10 * time.Second
+
+// fillsPool reports whether this replica fills the pools: always without
+// runtime Locks, else while it holds the "pool" lock.
+func (m *Manager) fillsPool(ctx context.Context) bool {
+	if m.caps.Locks == nil {
+		return true
+	}
+	lctx, cancel := context.WithTimeout(ctx, poolLockTTL/2)
+	defer cancel()
+	held, err := m.caps.Locks.Hold(lctx, "pool", m.replicaID, poolLockTTL)
+	if err != nil && ctx.Err() == nil {
+		m.log.DebugContext(ctx, "pool lock", "err", err)
+	}
+	return held
+}
+
+// syncPoolLocked makes the pool view the runtime's: the running, unclaimed
+// pool instances in list (owned; from a re-check that began at listed).
+// An entry added after listed (a refill that finished meanwhile) stays.
+// m.mu must be held.
+func (m *Manager) syncPoolLocked(list []ctrInfo, listed time.Time) {
+	seen := make(map[string]map[string]bool)
+	for _, c := range list {
+		tpl := c.Labels[LabelPool]
+		if tpl == "" || c.State != stateRunning || !strings.HasPrefix(c.Name, poolPrefix(tpl)) {
+			continue
+		}
+		if seen[tpl] == nil {
+			seen[tpl] = make(map[string]bool)
+		}
+		seen[tpl][c.ID] = true
+		m.addPoolLocked(tpl, poolCtr{id: c.ID, name: c.Name, image: c.Image, added: listed})
+	}
+	for tpl, list := range m.pool.ready {
+		m.pool.ready[tpl] = slices.DeleteFunc(list, func(pc poolCtr) bool { return !seen[tpl][pc.id] && pc.added.Before(listed) })
+	}
+}
+
+// addPoolLocked adds pc to template's pool unless it is there already.
+// m.mu must be held.
+func (m *Manager) addPoolLocked(template string, pc poolCtr) {
+	if !slices.ContainsFunc(m.pool.ready[template], func(x poolCtr) bool { return x.id == pc.id }) {
+		m.pool.ready[template] = append(m.pool.ready[template], pc)
+	}
+}
+
+// dropPoolLocked forgets pool instance id (claimed or ended, as an event
+// says). m.mu must be held.
+func (m *Manager) dropPoolLocked(id string) {
+	for tpl, list := range m.pool.ready {
+		m.pool.ready[tpl] = slices.DeleteFunc(list, func(pc poolCtr) bool { return pc.id == id })
 	}
 }
 
@@ -150,7 +226,7 @@ func (m *Manager) fillOne(ctx context.Context, tpl *config.Template) {
 		return // on Close the half-made one is left to the next Start
 	}
 	m.mu.Lock()
-	m.pool.ready[tpl.Name] = append(m.pool.ready[tpl.Name], poolCtr{id: c.ID, name: spec.Name, image: tpl.Image})
+	m.addPoolLocked(tpl.Name, poolCtr{id: c.ID, name: spec.Name, image: tpl.Image, added: m.now()})
 	m.mu.Unlock()
 	ok = true
 	log.DebugContext(ctx, "pool container ready")
@@ -186,8 +262,17 @@ func (m *Manager) createPool(ctx context.Context, spec ctrSpec) (ctrInfo, error)
 // previewgate-<id>. errNoPool if there is none; errNameTaken if the name
 // was taken meanwhile (the pool container goes back).
 func (m *Manager) claim(ctx context.Context, id string, tpl *config.Template) error {
+	relisted := false
 	for {
 		pc, ok := m.takePool(tpl.Name)
+		if !ok && m.caps.SharedPool && !relisted {
+			// Claims of other replicas may have used up this replica's
+			// view while pool instances remain: look once more.
+			relisted = true
+			if err := m.relistPool(ctx); err == nil {
+				continue
+			}
+		}
 		if !ok {
 			return errNoPool
 		}
@@ -201,7 +286,7 @@ func (m *Manager) claim(ctx context.Context, id string, tpl *config.Template) er
 			return nil // the caller refills the pool once the claim is answered
 		case errors.Is(err, errNameTaken):
 			m.mu.Lock()
-			m.pool.ready[tpl.Name] = append(m.pool.ready[tpl.Name], pc)
+			m.addPoolLocked(tpl.Name, pc)
 			m.mu.Unlock()
 			return err
 		case errors.Is(err, ErrNoContainer):
@@ -212,6 +297,8 @@ func (m *Manager) claim(ctx context.Context, id string, tpl *config.Template) er
 	}
 }
 
+// takePool takes one of template's pool instances out of the view: a
+// random one, so that replicas sharing one view seldom reach for the same.
 func (m *Manager) takePool(template string) (poolCtr, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -219,9 +306,23 @@ func (m *Manager) takePool(template string) (poolCtr, bool) {
 	if len(list) == 0 {
 		return poolCtr{}, false
 	}
-	pc := list[0]
-	m.pool.ready[template] = list[1:]
+	i := mrand.IntN(len(list))
+	pc := list[i]
+	m.pool.ready[template] = slices.Delete(list, i, i+1)
 	return pc, true
+}
+
+// relistPool makes the pool view the runtime's list of now.
+func (m *Manager) relistPool(ctx context.Context) error {
+	began := m.now()
+	list, err := m.listOwned(ctx)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.syncPoolLocked(list, began)
+	m.mu.Unlock()
+	return nil
 }
 
 // discardPool removes a pool container in the background.
@@ -259,7 +360,7 @@ func (m *Manager) adoptPool(ctx context.Context, c ctrInfo) {
 			return
 		}
 	}
-	m.pool.ready[tpl] = append(m.pool.ready[tpl], poolCtr{id: c.ID, name: c.Name, image: c.Image})
+	m.pool.ready[tpl] = append(m.pool.ready[tpl], poolCtr{id: c.ID, name: c.Name, image: c.Image, added: m.now()})
 }
 
 func randomHex() string {

@@ -52,6 +52,9 @@ func (m *Manager) recheck(ctx context.Context) error {
 	}
 	var gone []string
 	m.mu.Lock()
+	if m.caps.SharedPool {
+		m.syncPoolLocked(list, began)
+	}
 	for id, c := range byID {
 		// Every sandbox the runtime has gets a record rebuilt from its
 		// own labels, so every replica knows its template (#21, #26).

@@ -373,7 +373,7 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 		r.onCreate = nil // a create that raced and is retried counts once
 	}
 	err = errNoPool
-	if tpl.Pool > 0 && tpl.Workspace == nil && r.action == "created" {
+	if tpl.Pool > 0 && tpl.Workspace == nil && (r.action == "created" || r.action == "adopted") {
 		if err = m.claim(ctx, r.id, tpl); err == nil {
 			r.action, r.claimed = "claimed from pool", true
 		} else if !errors.Is(err, errNameTaken) && !errors.Is(err, errNoPool) {

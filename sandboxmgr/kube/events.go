@@ -96,6 +96,11 @@ func podEvents(old, pod *corev1.Pod) []ctrEvent {
 	if old.Labels[LabelClaimed] == "" && pod.Labels[LabelClaimed] != "" {
 		out = append(out, ctrEvent{Action: evRename, OldName: old.Name, Name: logicalName(pod)})
 	}
+	if old.Labels[LabelClaimed] != "" && pod.Labels[LabelClaimed] == "" && podInfo(pod).State == stateRunning {
+		// A claim undone (it lost the sandbox's Lease): the pod is back in
+		// the pool, for every replica to claim.
+		out = append(out, ctrEvent{Action: evStart, Name: pod.Name})
+	}
 	name := logicalName(pod)
 	was, now := podInfo(old), podInfo(pod)
 	switch {

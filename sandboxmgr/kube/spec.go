@@ -185,6 +185,8 @@ func (e *Runtime) takeStaleLease(ctx context.Context, id, holder string) (bool, 
 		}
 	} else if p, err := e.getPod(ctx, cur); err == nil && p.Labels[LabelClaimed] == id && p.DeletionTimestamp == nil {
 		return false, nil
+	} else if err == nil && p.Labels[LabelClaimed] == "" && p.DeletionTimestamp == nil && leaseAge(l) < leaseCreateGrace {
+		return false, nil // a claim in flight: the claimer binds the pod right after its Lease
 	} else if err != nil && !errors.Is(err, ErrNoContainer) {
 		return false, err
 	}

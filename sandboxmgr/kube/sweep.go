@@ -60,7 +60,7 @@ func (e *Runtime) sweepLeases(ctx context.Context, lbls map[string]string) (int,
 	n := 0
 	for i := range leases.Items {
 		l := &leases.Items[i]
-		if !staleLease(l, live) {
+		if l.Labels[LabelLock] != "" || !staleLease(l, live) {
 			continue
 		}
 		rv := l.ResourceVersion

@@ -197,6 +197,22 @@ type Capabilities struct {
 	Pause bool
 	// Workspaces: Spec.Workspace is honored.
 	Workspaces bool
+	// Locks are shared by the replicas of one deployment; nil: the
+	// runtime has none (each replica acts alone).
+	Locks Locks
+	// SharedPool: Claim of a pool instance that another replica claimed
+	// fails (ErrNotFound) instead of taking it over, so every replica may
+	// claim from the whole pool. (Docker's claim is a rename, which would
+	// take a claimed container over: its replicas keep pools of their own.)
+	SharedPool bool
+}
+
+// Locks are leases the replicas of one deployment share.
+type Locks interface {
+	// Hold takes lock key for holder, or renews it if holder has it, for
+	// ttl; true if holder has it now. A lock not renewed for ttl may be
+	// taken by another holder.
+	Hold(ctx context.Context, key, holder string, ttl time.Duration) (bool, error)
 }
 
 // Images builds and checks images where the runtime runs them.

@@ -1,0 +1,61 @@
+package kube
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// LabelLock marks a Lease that is a replicas' lock (runtime.Locks), not a
+// sandbox's: the sweep leaves it alone.
+const LabelLock = "previewgate.lock"
+
+// Hold takes or renews the Lease previewgate-lock-<key> for holder (#26:
+// one replica fills the warm pool for the whole deployment). Every write
+// is guarded by the Lease's resourceVersion, so two replicas never both
+// think they hold it.
+func (e *Runtime) Hold(ctx context.Context, key, holder string, ttl time.Duration) (bool, error) {
+	name := "previewgate-lock-" + key
+	leases := e.cs.CoordinationV1().Leases(e.ns)
+	now := metav1.NowMicro()
+	l, err := leases.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		lbls := maps.Clone(e.base)
+		if lbls == nil {
+			lbls = map[string]string{}
+		}
+		lbls[LabelManaged], lbls[LabelLock] = "true", key
+		secs := int32(ttl / time.Second)
+		_, err = leases.Create(ctx, &coordv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls},
+			Spec:       coordv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &now, RenewTime: &now, LeaseDurationSeconds: &secs},
+		}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return false, nil
+		}
+		return err == nil, kclassify("create lease "+name, err, nil)
+	}
+	if err != nil {
+		return false, kclassify("get lease "+name, err, nil)
+	}
+	cur := ""
+	if l.Spec.HolderIdentity != nil {
+		cur = *l.Spec.HolderIdentity
+	}
+	if cur != holder && leaseAge(l) < ttl {
+		return false, nil
+	}
+	if cur != holder {
+		l.Spec.AcquireTime = &now
+	}
+	l.Spec.HolderIdentity, l.Spec.RenewTime = &holder, &now
+	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		return false, nil // another replica wrote it first
+	}
+	return err == nil, kclassify("update lease "+name, err, nil)
+}
