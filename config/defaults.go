@@ -135,7 +135,7 @@ func (t *Template) applyDefaults() {
 		t.ColdStart = ColdStartWaitingPage
 	}
 	if t.HostHeader == "" {
-		t.HostHeader = HostPreserve
+		t.HostHeader = HostLocal
 	}
 	if t.MaxBodyBytes == 0 {
 		t.MaxBodyBytes = 100 << 20

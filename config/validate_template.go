@@ -50,8 +50,8 @@ func (d *decoder) validateTemplates(c *Config) {
 		if t.ColdStart != ColdStartWaitingPage && t.ColdStart != ColdStartBlock {
 			d.fail(fmt.Sprintf("invalid cold_start %q (want waiting-page or block)", t.ColdStart), &t.ColdStart)
 		}
-		if t.HostHeader != HostPreserve && t.HostHeader != HostRewrite {
-			d.fail(fmt.Sprintf("invalid host_header %q (want preserve or rewrite)", t.HostHeader), &t.HostHeader)
+		if t.HostHeader != HostLocal && t.HostHeader != HostPreserve && t.HostHeader != HostRewrite {
+			d.fail(fmt.Sprintf("invalid host_header %q (want local, preserve or rewrite)", t.HostHeader), &t.HostHeader)
 		}
 		if t.Pool < 0 {
 			d.fail(fmt.Sprintf("pool must not be negative, got %d", t.Pool), &t.Pool)

@@ -59,7 +59,7 @@ func (p *proxy) serveDirect(w http.ResponseWriter, r *http.Request, t *target) b
 			p.errorHandler(w, r, err)
 			return true
 		}
-		p.copyDirectResponse(w, resp, c, stop)
+		p.copyDirectResponse(w, resp, c, stop, t)
 		return true
 	}
 }
@@ -135,10 +135,11 @@ func idempotent(m string) bool {
 
 // copyDirectResponse sends resp to the client and returns the connection
 // to the pool when the body was read to its end.
-func (p *proxy) copyDirectResponse(w http.ResponseWriter, resp *upstream.Response, c *upstream.Conn, stop func() bool) {
+func (p *proxy) copyDirectResponse(w http.ResponseWriter, resp *upstream.Response, c *upstream.Conn, stop func() bool, t *target) {
 	reuse := !resp.Close
 	h := w.Header()
 	copyEndToEnd(h, resp.Header)
+	t.mapLocation(h)
 	if len(resp.Trailer) > 0 {
 		names := make([]string, 0, len(resp.Trailer))
 		for k := range resp.Trailer {

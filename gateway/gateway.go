@@ -285,7 +285,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	cl = append(cl, release)
 	if rt.upstream != nil {
 		handedOff = true
-		g.proxy.serve(w, r, &target{url: rt.upstream, verifier: t.verifier, rewriteHost: true}, cl)
+		g.proxy.serve(w, r, &target{url: rt.upstream, verifier: t.verifier, host: hostMode{rewrite: true}}, cl)
 		return sandbox, label, true
 	}
 	if tpl == nil {
@@ -319,7 +319,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	cl = append(cl, func() { g.sb.Touch(id) })
 	handedOff = true
 	g.proxy.serve(w, r, &target{sandbox: id, addr: ep.Addr, instance: ep.Instance, tpl: tpl,
-		verifier: t.verifier, rewriteHost: tpl.HostHeader == config.HostRewrite}, cl)
+		verifier: t.verifier, host: g.hostModeFor(tpl, r)}, cl)
 	return sandbox, label, true
 }
 

@@ -23,8 +23,11 @@ import (
 //   - the gateway's own X-Request-Id is sent whatever Connection says;
 //   - tokens never reach the sandbox: the verifier strips its cookie, the
 //     Authorization header and ?access_token= (auth.Verifier.Strip);
-//   - the Host is the client's unless the template rewrites it to the
-//     sandbox's address; a fixed upstream gets its own (empty: the URL's).
+//   - the Host is the template's host mode's (hostmode.go): in the local
+//     mode localhost:<app port>, and an upgrade's own Origin becomes
+//     http://localhost:<app port>; in preserve the client's; in rewrite
+//     the sandbox's address; a fixed upstream gets its own (empty: the
+//     URL's).
 //     It is the only Host sent: a "host" field an HTTP/2 client sends
 //     besides :authority stays in r.Header and is dropped (#24), or a dev
 //     server's host check would see two.
@@ -67,8 +70,20 @@ func (p *proxy) outboundHead(r *http.Request, t *target) (host, query string, st
 	switch {
 	case t.url != nil:
 		host = ""
-	case t.rewriteHost:
+	case t.host.rewrite:
 		host = t.addr
+	case t.host.local:
+		if host = localAuthority(t.addr); host == "" {
+			host = r.Host
+			break
+		}
+		// Only an Origin the gateway recognizes as the preview's own, and
+		// only on an upgrade (the HMR socket a dev server guards): a plain
+		// request's Origin stays, since Next.js compares a Server Action's
+		// Origin with X-Forwarded-Host, the real host.
+		if isUpgrade(r) && t.verifier.OwnOrigin(r) {
+			stripped["Origin"] = []string{"http://" + host}
+		}
 	default:
 		host = r.Host
 	}

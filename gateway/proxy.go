@@ -22,13 +22,13 @@ import (
 
 // target is where one request goes; it travels in the request context.
 type target struct {
-	sandbox     string // "" for fixed upstreams
-	addr        string // sandbox endpoint "ip:port"
-	instance    string // sandboxmgr.Endpoint.Instance: the container run addr belongs to
-	url         *url.URL
-	tpl         *config.Template
-	verifier    *auth.Verifier
-	rewriteHost bool
+	sandbox  string // "" for fixed upstreams
+	addr     string // sandbox endpoint "ip:port"
+	instance string // sandboxmgr.Endpoint.Instance: the container run addr belongs to
+	url      *url.URL
+	tpl      *config.Template
+	verifier *auth.Verifier
+	host     hostMode // what Host (and Origin) the app sees (hostmode.go)
 }
 
 type targetKey struct{}
@@ -252,6 +252,11 @@ func copyEndToEnd(dst, src http.Header) {
 func checkResponse(resp *http.Response) error {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		return errUnrequestedSwitch
+	}
+	if resp.Request != nil {
+		if t := targetFrom(resp.Request.Context()); t != nil {
+			t.mapLocation(resp.Header)
+		}
 	}
 	return keepRequestID(resp)
 }

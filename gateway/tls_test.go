@@ -83,8 +83,10 @@ func (g *tlsGateway) get(t *testing.T, id, path string) *http.Response {
 	if err := json.Unmarshal(body, &echo); err != nil {
 		t.Fatalf("got body %s (%v), want the test app's JSON echo", body, err)
 	}
-	if echo.Path != path || echo.Host != host {
-		t.Errorf("app saw path %q host %q, want %q %q", echo.Path, echo.Host, path, host)
+	// The default host mode (local): the app sees its local identity, the
+	// real host in X-Forwarded-Host.
+	if fwd := echo.Headers.Get("X-Forwarded-Host"); echo.Path != path || echo.Host != "localhost:3000" || fwd != host {
+		t.Errorf("app saw path %q host %q X-Forwarded-Host %q, want %q localhost:3000 %q", echo.Path, echo.Host, fwd, path, host)
 	}
 	if got := echo.Headers.Get("X-Forwarded-Proto"); got != "https" {
 		t.Errorf("app saw X-Forwarded-Proto %q, want https", got)
