@@ -115,6 +115,9 @@ func (c *Config) ApplyDefaults() {
 
 func (t *Template) applyDefaults() {
 	setInt(&t.Port, 3000)
+	if len(t.Ports) == 0 {
+		t.Ports = []int{t.Port}
+	}
 	if t.Memory == 0 {
 		t.Memory = 1 << 30
 	}

@@ -27,6 +27,19 @@ func (d *decoder) validateTemplates(c *Config) {
 		if t.Port < 1 || t.Port > 65535 {
 			d.fail(fmt.Sprintf("port %d out of range 1-65535", t.Port), &t.Port)
 		}
+		seenPort := make(map[int]bool, len(t.Ports))
+		for _, p := range t.Ports {
+			switch {
+			case p < 1 || p > 65535:
+				d.fail(fmt.Sprintf("ports: %d out of range 1-65535", p), &t.Ports)
+			case seenPort[p]:
+				d.fail(fmt.Sprintf("ports: %d listed twice", p), &t.Ports)
+			}
+			seenPort[p] = true
+		}
+		if len(t.Ports) > 0 && !seenPort[t.Port] {
+			d.fail(fmt.Sprintf("ports must include port (%d), the one sandbox-<id> reaches", t.Port), &t.Ports)
+		}
 		for k := range t.Env {
 			if k == "" || strings.ContainsAny(k, "=\x00") {
 				d.fail(fmt.Sprintf("invalid environment variable name %q", k), &t.Env)

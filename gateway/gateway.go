@@ -121,6 +121,7 @@ type table struct {
 // route is what a host addresses: a sandbox or a fixed upstream.
 type route struct {
 	sandbox  string           // sandbox id, or "" for upstream routes
+	port     int              // <port>-sandbox-<id>: that port of the sandbox; 0: its template's port
 	template *config.Template // template to create the sandbox from; may be nil
 	upstream *url.URL         // fixed upstream, or nil
 	// public: the route itself is declared public (routes[].public). A
@@ -251,6 +252,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	if done {
 		return
 	}
+	if herr := portError(rt, tpl); herr != nil {
+		g.fail(w, r, herr)
+		return
+	}
 	if rt.upstream != nil {
 		label = "upstream"
 	} else if tpl != nil {
@@ -310,6 +315,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 		// The manager's record was behind (another replica made it): the
 		// instance's own template governs the proxying.
 		tpl, label = own, own.Name
+		if herr := portError(rt, tpl); herr != nil {
+			g.fail(w, r, herr)
+			return
+		}
 	}
 	id := rt.sandbox
 	g.sb.Touch(id)
@@ -318,7 +327,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	}
 	cl = append(cl, func() { g.sb.Touch(id) })
 	handedOff = true
-	g.proxy.serve(w, r, &target{sandbox: id, addr: ep.Addr, instance: ep.Instance, tpl: tpl,
+	g.proxy.serve(w, r, &target{sandbox: id, port: rt.port, addr: portAddr(ep.Addr, rt.port), instance: ep.Instance, tpl: tpl,
 		verifier: t.verifier, host: g.hostModeFor(tpl, r)}, cl)
 	return sandbox, label, true
 }
