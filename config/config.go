@@ -159,12 +159,12 @@ const (
 
 // Template describes how to create a sandbox container.
 type Template struct {
-	Name          string            `yaml:"-"` // the key in templates
-	Image         string            `yaml:"image"`
-	Port          int               `yaml:"port"` // Zero means 3000.
+	Name  string `yaml:"-"` // the key in templates
+	Image string `yaml:"image"`
+	Port  int    `yaml:"port"` // Zero means 3000.
 	// Ports are the ports reachable at <port>-sandbox-<id>.<domain> (#22);
 	// Port is among them and also at sandbox-<id>. Empty means [Port].
-	Ports []int `yaml:"ports,omitempty"`
+	Ports         []int             `yaml:"ports,omitempty"`
 	Cmd           []string          `yaml:"cmd"`
 	Env           map[string]string `yaml:"env"`
 	Memory        ByteSize          `yaml:"memory"` // Zero means 1GiB.
