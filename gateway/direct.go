@@ -140,6 +140,7 @@ func (p *proxy) copyDirectResponse(w http.ResponseWriter, resp *upstream.Respons
 	h := w.Header()
 	copyEndToEnd(h, resp.Header)
 	t.mapLocation(h)
+	t.timing.addServerTiming(h)
 	if len(resp.Trailer) > 0 {
 		names := make([]string, 0, len(resp.Trailer))
 		for k := range resp.Trailer {

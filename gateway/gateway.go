@@ -73,6 +73,7 @@ type Gateway struct {
 	reqSeq    atomic.Uint64 // request ids
 	reqPfx    string
 
+	wakes    wakeWatches    // wakes requests wait for (waketiming.go)
 	upgrades sync.WaitGroup // upgraded (WebSocket) requests in flight
 	draining context.Context
 	drain    context.CancelFunc
@@ -302,7 +303,17 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	if g.coldStart(w, r, t, rt, tpl, sub, anonymous) {
 		return
 	}
+	var timing *wakeTiming
+	var endWatch func() []phaseSpan
+	// The lean loop found the sandbox ready (hint); otherwise a request
+	// that is about to wait is timed.
+	if _, ready := g.sb.Cached(rt.sandbox); hint == nil && !ready {
+		endWatch = g.watchWake(rt.sandbox, tpl.Name)
+	}
 	ep, err := g.ensure(r, t, rt, tpl, sub, anonymous)
+	if endWatch != nil {
+		timing = &wakeTiming{spans: endWatch(), proxyStart: time.Now()}
+	}
 	if err != nil {
 		if he := anonymousError(err); anonymous && he != nil {
 			g.fail(w, r, he)
@@ -328,7 +339,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	cl = append(cl, func() { g.sb.Touch(id) })
 	handedOff = true
 	g.proxy.serve(w, r, &target{sandbox: id, port: rt.port, addr: portAddr(ep.Addr, rt.port), instance: ep.Instance, tpl: tpl,
-		verifier: t.verifier, host: g.hostModeFor(tpl, r)}, cl)
+		verifier: t.verifier, host: g.hostModeFor(tpl, r), timing: timing}, cl)
 	return sandbox, label, true
 }
 

@@ -29,7 +29,8 @@ type target struct {
 	url      *url.URL
 	tpl      *config.Template
 	verifier *auth.Verifier
-	host     hostMode // what Host (and Origin) the app sees (hostmode.go)
+	host     hostMode    // what Host (and Origin) the app sees (hostmode.go)
+	timing   *wakeTiming // the request waited for a wake: Server-Timing; else nil
 }
 
 type targetKey struct{}
@@ -270,6 +271,7 @@ func checkResponse(resp *http.Response) error {
 	if resp.Request != nil {
 		if t := targetFrom(resp.Request.Context()); t != nil {
 			t.mapLocation(resp.Header)
+			t.timing.addServerTiming(resp.Header)
 		}
 	}
 	return keepRequestID(resp)
