@@ -88,7 +88,9 @@ func (g *Gateway) watchWake(id, template string) (end func() []phaseSpan) {
 	}
 }
 
-// run notes each phase change until stopped or the wake ended.
+// run notes each phase change until stopped or the wake ended; when
+// stopped (the last waiting request got its answer, which is when Ensure
+// returned) it reads the phase once more, so a wake that ended is recorded.
 func (w *wakeWatch) run(g *Gateway, id, template string) {
 	defer close(w.done)
 	tick := time.NewTicker(wakePoll)
@@ -96,24 +98,35 @@ func (w *wakeWatch) run(g *Gateway, id, template string) {
 	for {
 		select {
 		case <-w.stop:
+			w.observe(g, id, template, time.Now())
 			return
 		case now := <-tick.C:
-			p := g.sb.Progress(id).Phase
-			w.mu.Lock()
-			last := w.marks[len(w.marks)-1]
-			if p != last.phase {
-				w.marks = append(w.marks, phaseMark{p, now})
-			}
-			marks := w.marks
-			w.mu.Unlock()
-			if p != last.phase && (p == sandboxmgr.PhaseReady || p == sandboxmgr.PhaseFailed) {
-				// Phases whose start and end were both seen: all but the first.
-				for i := 1; i+1 < len(marks); i++ {
-					g.metrics.WakePhase(template, timingName(marks[i].phase), marks[i+1].at.Sub(marks[i].at))
-				}
+			if w.observe(g, id, template, now) {
+				return
 			}
 		}
 	}
+}
+
+// observe notes id's phase at now, and records the wake's phases in the
+// metrics when it has ended (reported true).
+func (w *wakeWatch) observe(g *Gateway, id, template string, now time.Time) (ended bool) {
+	p := g.sb.Progress(id).Phase
+	w.mu.Lock()
+	changed := p != w.marks[len(w.marks)-1].phase
+	if changed {
+		w.marks = append(w.marks, phaseMark{p, now})
+	}
+	marks := w.marks
+	w.mu.Unlock()
+	ended = p == sandboxmgr.PhaseReady || p == sandboxmgr.PhaseFailed
+	if changed && ended {
+		// Phases whose start and end were both seen: all but the first.
+		for i := 1; i+1 < len(marks); i++ {
+			g.metrics.WakePhase(template, timingName(marks[i].phase), marks[i+1].at.Sub(marks[i].at))
+		}
+	}
+	return ended
 }
 
 // phaseSpan is the part of a request's wait spent in one phase.
