@@ -27,8 +27,9 @@ import (
 //   - X-Forwarded-Host, -Proto and -For carry the real host, scheme and
 //     client (as in every mode);
 //   - a Location header pointing at the local identity (http://,
-//     https:// or //localhost:<port>) is mapped back to the preview's own
-//     origin, so a redirect the app builds from Host stays on the preview.
+//     https:// or //localhost:<port>) is mapped back to the preview
+//     (scheme-relative, //<preview host>/..., so the browser keeps its
+//     scheme), and a redirect the app builds from Host stays on the preview.
 //
 // preserve sends the preview's own Host and Origin; rewrite sends the
 // container's address as Host (kept unchanged for configs that name it).
@@ -36,7 +37,7 @@ import (
 // hostMode is what a target's template asks of the outbound head.
 type hostMode struct {
 	local   bool   // the local mode: the app is reached as localhost:<port of addr>
-	origin  string // the preview's own origin, for Location mapping (local mode)
+	origin  string // "//" + the preview's host, for Location mapping (local mode)
 	rewrite bool   // Host is the container address (rewrite mode, fixed upstreams)
 }
 
@@ -48,11 +49,9 @@ func (g *Gateway) hostModeFor(tpl *config.Template, r *http.Request) hostMode {
 	case config.HostPreserve:
 		return hostMode{}
 	}
-	scheme := "http://"
-	if g.tls || r.TLS != nil {
-		scheme = "https://"
-	}
-	return hostMode{local: true, origin: scheme + strings.ToLower(r.Host)}
+	// Scheme-relative: the browser keeps the scheme it used, also behind
+	// a proxy that terminates TLS in front of a plain-HTTP gateway.
+	return hostMode{local: true, origin: "//" + strings.ToLower(r.Host)}
 }
 
 // localAuthority is the app's local identity, localhost:<port of addr>

@@ -171,10 +171,10 @@ func TestHostLocalLocation(t *testing.T) {
 		g.proxy.noDirect = noDirect
 		tok := testkit.Mint(t, cfg, "abc", time.Minute)
 		for _, tc := range []struct{ to, want string }{
-			{"http://localhost:" + port + "/next?x=1", "http://" + preview + "/next?x=1"},
-			{"http://LocalHost:" + port, "http://" + preview},
-			{"//localhost:" + port + "/p", "http://" + preview + "/p"},
-			{"https://localhost:" + port + "#f", "http://" + preview + "#f"},
+			{"http://localhost:" + port + "/next?x=1", "//" + preview + "/next?x=1"},
+			{"http://LocalHost:" + port, "//" + preview},
+			{"//localhost:" + port + "/p", "//" + preview + "/p"},
+			{"https://localhost:" + port + "#f", "//" + preview + "#f"},
 			{"http://localhost:" + port + "1/other-port", "http://localhost:" + port + "1/other-port"},
 			{"http://localhost/no-port", "http://localhost/no-port"},
 			{"/relative", "/relative"},
