@@ -114,9 +114,7 @@ func TestBrowserStockDevServers(t *testing.T) {
 				id := rule + "-" + mode
 				preview := fmt.Sprintf("https://sandbox-%s.%s:%s", id, devDomain, port)
 				tok := testkit.Mint(t, cfg, id, 10*time.Minute)
-				if err := chromedp.Do(ctx, chromedp.Navigate(preview+"/?access_token="+tok)); err != nil {
-					t.Fatalf("navigate: %v", err)
-				}
+				navigate(t, ctx, preview+"/?access_token="+tok)
 				state := pollPage(t, ctx, `(() => {
   const app = document.getElementById("app");
   if (!app) return document.body ? "page: " + document.body.innerText.slice(0, 200) : null;
@@ -139,6 +137,15 @@ func TestBrowserStockDevServers(t *testing.T) {
 				if state != "rendered hmr open" {
 					t.Fatalf("got %q, want the app rendered and its HMR socket open", state)
 				}
+				// A redirect the app builds from Host (http://localhost:<port>/)
+				// lands back on the preview, over https. (In rewrite mode it
+				// leaves for the container's address.)
+				if mode == "default" {
+					navigate(t, ctx, preview+"/__redirect")
+					if got := pollPage(t, ctx, `document.getElementById("app") && window.__hmr === "open" ? location.href : null`); got != preview+"/" {
+						t.Errorf("after the app's redirect the browser is at %q, want %q", got, preview+"/")
+					}
+				}
 				seq := edit(t, servers[rule])
 				want := fmt.Sprintf("edit-%d", seq)
 				if got := pollPage(t, ctx, `(t => t === "`+want+`" ? t : null)(document.getElementById("hmr").textContent)`); got != want {
@@ -146,6 +153,20 @@ func TestBrowserStockDevServers(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// navigate loads url, once more after ERR_NETWORK_CHANGED: Chromium
+// reports it when a network interface appears, as the bridges other
+// tests' Docker networks add.
+func navigate(t *testing.T, ctx context.Context, url string) {
+	t.Helper()
+	err := chromedp.Do(ctx, chromedp.Navigate(url))
+	if err != nil && strings.Contains(err.Error(), "ERR_NETWORK_CHANGED") {
+		err = chromedp.Do(ctx, chromedp.Navigate(url))
+	}
+	if err != nil {
+		t.Fatalf("navigate to %s: %v", url, err)
 	}
 }
 

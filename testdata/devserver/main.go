@@ -26,7 +26,8 @@
 // Both serve / (an index whose module script renders #app = "rendered"
 // and opens the HMR socket: window.__hmr is "open", then "closed" or
 // "error"), and POST /__edit pushes an update; the page's #hmr shows
-// "edit-N" once the updated module ran. PORT (default 3000) is the port,
+// "edit-N" once the updated module ran. /__redirect redirects to / by an
+// absolute URL built from Host. PORT (default 3000) is the port,
 // HOSTNAME (default 0.0.0.0) Next.js's configured hostname.
 package main
 
@@ -143,6 +144,8 @@ ws.onmessage = async (e) => {
 		js(w, fmt.Sprintf("export const v = \"edit-%d\";\n", s.seq.Load()))
 	case "/__edit":
 		s.edit(w, r)
+	case "/__redirect":
+		redirectHome(w, r)
 	default:
 		http.NotFound(w, r)
 	}
@@ -222,6 +225,8 @@ ws.onmessage = (e) => { const m = JSON.parse(e.data); if (m.type === "update") d
 		s.hmr(w, r, "")
 	case "/__edit":
 		s.edit(w, r)
+	case "/__redirect":
+		redirectHome(w, r)
 	default:
 		http.NotFound(w, r)
 	}
@@ -363,6 +368,12 @@ func js(w http.ResponseWriter, body string) {
 	w.Header().Set("Content-Type", "text/javascript")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Write([]byte(body))
+}
+
+// redirectHome redirects to / by an absolute URL built from Host, as
+// frameworks do for a trailing-slash or login redirect.
+func redirectHome(w http.ResponseWriter, r *http.Request) {
+	http.Redirect(w, r, "http://"+r.Host+"/", http.StatusFound)
 }
 
 // hangUp closes the connection without an answer.
