@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 )
 
@@ -37,7 +38,14 @@ type Kubernetes struct {
 	GatewayLabels    []string `yaml:"gateway_labels,omitempty"`
 	GatewayNamespace string   `yaml:"gateway_namespace,omitempty"` // Zero means namespace.
 	RunAsUser        int64    `yaml:"run_as_user,omitempty"`       // Zero means 1000; -1 means the image's user.
-	ActivityEvery    Duration `yaml:"activity_every,omitempty"`    // Zero means 10s.
+	ActivityEvery    Duration `yaml:"activity_every,omitempty"`    // Zero means 10s; a template's idle_timeout/4 if shorter.
+	// GatewayCIDRs may also reach sandboxes: a gateway outside the cluster.
+	GatewayCIDRs []string `yaml:"gateway_cidrs,omitempty"`
+	// Egress is what sandboxes may reach: internet (zero: DNS and public
+	// addresses, no private, link-local or metadata range), none (DNS
+	// only) or open (the cluster's own policy); EgressAllow adds CIDRs.
+	Egress      string   `yaml:"egress,omitempty"`
+	EgressAllow []string `yaml:"egress_allow,omitempty"`
 }
 
 // Labels returns GatewayLabels as a map (validated: every entry has "=").
@@ -75,6 +83,18 @@ func (d *decoder) validateRuntime(c *Config) {
 	for i := range k.GatewayLabels {
 		if key, v, ok := strings.Cut(k.GatewayLabels[i], "="); !ok || key == "" || len(v) > 63 {
 			d.fail(fmt.Sprintf("invalid gateway label %q (want key=value)", k.GatewayLabels[i]), &k.GatewayLabels[i], &k.GatewayLabels, k)
+		}
+	}
+	switch k.Egress {
+	case "", "internet", "none", "open":
+	default:
+		d.fail(fmt.Sprintf("invalid egress %q (want internet, none or open)", k.Egress), &k.Egress, k)
+	}
+	for _, list := range []*[]string{&k.GatewayCIDRs, &k.EgressAllow} {
+		for i := range *list {
+			if _, err := netip.ParsePrefix((*list)[i]); err != nil {
+				d.fail(fmt.Sprintf("invalid CIDR %q (e.g. 10.0.0.0/8)", (*list)[i]), &(*list)[i], list, k)
+			}
 		}
 	}
 	if k.RunAsUser < -1 {
