@@ -28,6 +28,12 @@ func portApp(t *testing.T, name string) (*httptest.Server, int) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { w.Write(say(r)) })
+	mux.HandleFunc("/sse", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: %s\n\n", say(r))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
 	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
 		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 		if err != nil {
@@ -95,6 +101,48 @@ func TestPortHosts(t *testing.T) {
 		if err != nil || got != want[host] {
 			t.Errorf("WebSocket to %s: got %+v (%v), want %+v", host, got, err, want[host])
 		}
+	}
+}
+
+// TestPortHostStreamsAndLimits: SSE streams on a port host, and a port
+// host counts against its sandbox's limits (one WebSocket per sandbox
+// here, open on the plain host, refuses one on the port host) (#22).
+func TestPortHostStreamsAndLimits(t *testing.T) {
+	t.Parallel()
+	main, mainPort := portApp(t, "main")
+	_, otherPort := portApp(t, "other")
+	cfg := testConfig()
+	cfg.Templates["app"].Port = mainPort
+	cfg.Templates["app"].Ports = []int{mainPort, otherPort}
+	cfg.Limits.WebSocketsPerSandbox = 1
+	_, srv := startGateway(t, cfg, &idSandboxes{addrs: map[string]string{"abc": main.Listener.Addr().String()}})
+	tok := testkit.Mint(t, cfg, "abc", time.Minute)
+	other := fmt.Sprintf("%d-sandbox-abc.%s", otherPort, testDomain)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/sse", nil)
+	req.Host = other
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 256)
+	n, _ := resp.Body.Read(buf)
+	resp.Body.Close()
+	if !strings.Contains(string(buf[:n]), `"app":"other"`) {
+		t.Errorf("SSE on %s: got %q, want the other port's first event", other, buf[:n])
+	}
+
+	c, _, err := dialSocket(ctx, srv, "sandbox-abc."+testDomain, tok)
+	if err != nil {
+		t.Fatalf("first WebSocket: %v", err)
+	}
+	defer c.CloseNow()
+	if _, resp, err := dialSocket(ctx, srv, other, tok); err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("second WebSocket of the sandbox, on its port host: got %v %v, want 429", resp, err)
 	}
 }
 
