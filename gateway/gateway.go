@@ -307,8 +307,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	var endWatch func() []phaseSpan
 	// The lean loop found the sandbox ready (hint); otherwise a request
 	// that is about to wait is timed.
-	if _, ready := g.sb.Cached(rt.sandbox); hint == nil && !ready {
-		endWatch = g.watchWake(rt.sandbox, tpl.Name)
+	if hint == nil {
+		if _, ready := g.sb.Cached(rt.sandbox); !ready {
+			endWatch = g.watchWake(rt.sandbox, tpl.Name)
+		}
 	}
 	ep, err := g.ensure(r, t, rt, tpl, sub, anonymous)
 	if endWatch != nil {

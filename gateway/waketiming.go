@@ -36,7 +36,7 @@ type phaseMark struct {
 
 // wakeWatch follows one sandbox's wake for the requests waiting on it.
 type wakeWatch struct {
-	mu    sync.Mutex  // guards marks and refs
+	mu    sync.Mutex  // guards marks and refs; taken after wakeWatches.mu
 	marks []phaseMark // in order; never empty
 	refs  int
 	stop  chan struct{}
@@ -70,17 +70,19 @@ func (g *Gateway) watchWake(id, template string) (end func() []phaseSpan) {
 	ws.mu.Unlock()
 	return func() []phaseSpan {
 		stopAt := time.Now()
+		// ws.mu, then w.mu, as when joining: the last one out removes the
+		// watch before anyone can join it again, so stop is closed once.
+		ws.mu.Lock()
 		w.mu.Lock()
 		spans := clip(w.marks, begin, stopAt)
 		w.refs--
 		last := w.refs == 0
-		w.mu.Unlock()
 		if last {
-			ws.mu.Lock()
-			if ws.m[id] == w {
-				delete(ws.m, id)
-			}
-			ws.mu.Unlock()
+			delete(ws.m, id)
+		}
+		w.mu.Unlock()
+		ws.mu.Unlock()
+		if last {
 			close(w.stop)
 			<-w.done
 		}

@@ -101,3 +101,30 @@ func TestServerTimingAfterWake(t *testing.T) {
 		}
 	}
 }
+
+// TestWakeWatchJoinLeave: requests joining and leaving one sandbox's watch
+// in every order share one watch, which stops once with the last of them.
+func TestWakeWatchJoinLeave(t *testing.T) {
+	t.Parallel()
+	g, err := New(testConfig(), &fakeSandboxes{}, Options{}, testkit.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			end := g.watchWake("abc", "app")
+			if i%3 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			end()
+		})
+	}
+	wg.Wait()
+	g.wakes.mu.Lock()
+	defer g.wakes.mu.Unlock()
+	if len(g.wakes.m) != 0 {
+		t.Errorf("got %d watches left, want 0", len(g.wakes.m))
+	}
+}
