@@ -75,12 +75,13 @@ func (p *proxy) directExchange(c *upstream.Conn, w http.ResponseWriter, r *http.
 		uri = "/"
 	}
 	bw.WriteString(uri)
-	host, query, stripped := p.outboundHead(r, t)
+	hostPfx, host, query, stripped := p.outboundHead(r, t)
 	if query != "" {
 		bw.WriteByte('?')
 		bw.WriteString(query)
 	}
 	bw.WriteString(" HTTP/1.1\r\nHost: ")
+	bw.WriteString(hostPfx)
 	bw.WriteString(host)
 	bw.WriteString("\r\n")
 	p.outboundFields(r, stripped, (*lineSink)(bw))

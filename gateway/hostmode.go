@@ -54,6 +54,9 @@ func (g *Gateway) hostModeFor(tpl *config.Template, r *http.Request) hostMode {
 	return hostMode{local: true, origin: "//" + strings.ToLower(r.Host)}
 }
 
+// localhostPrefix starts the app's local identity, localhost:<port>.
+const localhostPrefix = "localhost:"
+
 // localAuthority is the app's local identity, localhost:<port of addr>
 // ("" if addr has no port).
 func localAuthority(addr string) string {
@@ -61,7 +64,7 @@ func localAuthority(addr string) string {
 	if err != nil {
 		return ""
 	}
-	return "localhost:" + port
+	return localhostPrefix + port
 }
 
 // mapLocation points a Location at t's local identity back at the

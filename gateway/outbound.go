@@ -62,10 +62,11 @@ func (w *lineSink) fields(k string, vv []string) {
 	}
 }
 
-// outboundHead returns the Host and raw query the upstream gets for r, and
-// r's token-carrying headers as the verifier leaves them, for
-// outboundFields.
-func (p *proxy) outboundHead(r *http.Request, t *target) (host, query string, stripped http.Header) {
+// outboundHead returns the Host (hostPfx+host: the local mode's
+// "localhost:" and the port, so the direct path writes it without
+// building a string) and raw query the upstream gets for r, and r's
+// token-carrying headers as the verifier leaves them, for outboundFields.
+func (p *proxy) outboundHead(r *http.Request, t *target) (hostPfx, host, query string, stripped http.Header) {
 	stripped, query = strippedHeaders(r, t)
 	switch {
 	case t.url != nil:
@@ -73,21 +74,23 @@ func (p *proxy) outboundHead(r *http.Request, t *target) (host, query string, st
 	case t.host.rewrite:
 		host = t.addr
 	case t.host.local:
-		if host = localAuthority(t.addr); host == "" {
+		_, port, err := net.SplitHostPort(t.addr)
+		if err != nil {
 			host = r.Host
 			break
 		}
+		hostPfx, host = localhostPrefix, port
 		// Only an Origin the gateway recognizes as the preview's own, and
 		// only on an upgrade (the HMR socket a dev server guards): a plain
 		// request's Origin stays, since Next.js compares a Server Action's
 		// Origin with X-Forwarded-Host, the real host.
 		if isUpgrade(r) && t.verifier.OwnOrigin(r) {
-			stripped["Origin"] = []string{"http://" + host}
+			stripped["Origin"] = []string{"http://" + localhostPrefix + port}
 		}
 	default:
 		host = r.Host
 	}
-	return host, query, stripped
+	return hostPfx, host, query, stripped
 }
 
 // outboundFields hands the fields the upstream gets for r to sink.

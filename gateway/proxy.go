@@ -135,8 +135,8 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.URL.Scheme = "http"
 		pr.Out.URL.Host = t.addr
 	}
-	host, query, stripped := p.outboundHead(pr.In, t)
-	pr.Out.Host = host
+	hostPfx, host, query, stripped := p.outboundHead(pr.In, t)
+	pr.Out.Host = hostPfx + host
 	pr.Out.URL.RawQuery = query
 	h := make(http.Header, len(pr.In.Header)+4)
 	p.outboundFields(pr.In, stripped, headerSink(h))
