@@ -67,6 +67,10 @@ templates:
     image: previewgate-demo:latest
     port: 3000                # the port the app listens on in the container
     ready: {path: /, timeout: 30s}
+    # local: the app sees Host localhost:<port> (and that Origin on its
+    # WebSockets), which stock Vite and Next.js dev servers accept; the
+    # real host is in X-Forwarded-Host. preserve: the preview's own host.
+    host_header: local
     idle_timeout: 15m         # stop after this long without traffic
     memory: 1GiB
     cpus: 1.0

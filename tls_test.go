@@ -72,12 +72,16 @@ templates:
 // s.host and path.
 func (s *tlsServer) wantEcho(t *testing.T, body []byte, path string) {
 	t.Helper()
-	var echo struct{ Host, Path string }
+	var echo struct {
+		Path    string
+		Headers http.Header
+	}
 	if err := json.Unmarshal(body, &echo); err != nil {
 		t.Fatalf("got body %q (%v), want the test app's JSON echo", body, err)
 	}
-	if echo.Path != path || hostOnly(echo.Host) != s.host {
-		t.Fatalf("app saw host %q path %q, want %s %s", echo.Host, echo.Path, s.host, path)
+	// The real host reaches the app in X-Forwarded-Host in every host mode.
+	if fwd := echo.Headers.Get("X-Forwarded-Host"); echo.Path != path || hostOnly(fwd) != s.host {
+		t.Fatalf("app saw X-Forwarded-Host %q path %q, want %s %s", fwd, echo.Path, s.host, path)
 	}
 }
 

@@ -131,11 +131,24 @@ func (v *Verifier) originAllowed(r *http.Request) bool {
 	if o == "" || o == "null" {
 		return false
 	}
-	if v.origins[o] {
-		return true
-	}
-	host := strings.ToLower(r.Host)
-	if host == "" {
+	return v.origins[o] || v.ownOrigin(r.Host, o)
+}
+
+// OwnOrigin reports whether r carries exactly one Origin header and it is
+// the preview's own origin (the rule of the cookie-authenticated upgrade
+// check, without allowed_origins). The gateway's local host mode shows
+// the app only such an Origin as its local one (#22).
+func (v *Verifier) OwnOrigin(r *http.Request) bool {
+	vals := r.Header["Origin"]
+	return len(vals) == 1 && v.ownOrigin(r.Host, normalizeOrigin(vals[0]))
+}
+
+// ownOrigin reports whether the normalized origin o is host's own. Over
+// TLS only https://host is; without TLS (plain HTTP, or TLS terminated in
+// front of us) both schemes are.
+func (v *Verifier) ownOrigin(host, o string) bool {
+	host = strings.ToLower(host)
+	if host == "" || o == "" || o == "null" {
 		return false
 	}
 	if o == normalizeOrigin("https://"+host) {

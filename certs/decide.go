@@ -5,7 +5,8 @@ import (
 )
 
 // SandboxHostDecider returns the host decision for on-demand certificates:
-// it approves sandbox-<valid id>.<domain> for each of domains, and any host
+// it approves sandbox-<valid id>.<domain> and <port>-sandbox-<valid id>.<domain>
+// (a port preview, #22; the label fits 63 characters) for each of domains, and any host
 // that routeHosts lists (nil means no routes). routeHosts is called on every
 // decision, so it can read the live route table; it should be cheap.
 //
@@ -23,7 +24,7 @@ func SandboxHostDecider(domains []string, routeHosts func() []string) func(host 
 		if host == "" {
 			return false
 		}
-		if _, ok, _ := config.SandboxFromHost(host, ds); ok {
+		if _, _, ok, _ := config.SandboxPortFromHost(host, ds); ok {
 			return true
 		}
 		if routeHosts != nil {

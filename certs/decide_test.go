@@ -21,6 +21,13 @@ func TestSandboxHostDecider(t *testing.T) {
 		{"sandbox-a-b-9.preview.local", true},
 		{"sandbox-" + strings.Repeat("a", 55) + ".preview.test", true},
 		{"sandbox-" + strings.Repeat("a", 56) + ".preview.test", false},
+		{"8000-sandbox-abc.preview.test", true},
+		{"65535-sandbox-abc.preview.test", true},
+		{"8000-sandbox-" + strings.Repeat("a", 50) + ".preview.test", true},
+		{"8000-sandbox-" + strings.Repeat("a", 51) + ".preview.test", false}, // label over 63
+		{"0-sandbox-abc.preview.test", false},
+		{"08000-sandbox-abc.preview.test", false},
+		{"8000-abc.preview.test", false},
 		{"docs-preview.example.com", true},
 		{"status.preview.test", true},
 		{"evil.example", false},

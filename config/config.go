@@ -136,10 +136,19 @@ const (
 	ColdStartBlock       = "block"
 )
 
-// Host header policies.
+// Host header policies (#22): what identity the app sees.
 const (
+	// HostLocal presents the app as reached on localhost:<port>: Host
+	// (plain requests and upgrades), and the Origin of an upgrade from
+	// the preview's own origin. Stock dev servers (Vite's host check,
+	// Next.js's dev-origin check) accept it. The default.
+	HostLocal = "local"
+	// HostPreserve sends the preview's own Host and Origin.
 	HostPreserve = "preserve"
-	HostRewrite  = "rewrite"
+	// HostRewrite sends the container's address as Host (an IP: Vite
+	// accepts it, Next.js's origin check does not). Kept unchanged for
+	// configs that name it.
+	HostRewrite = "rewrite"
 )
 
 // Idle actions.
@@ -150,9 +159,12 @@ const (
 
 // Template describes how to create a sandbox container.
 type Template struct {
-	Name          string            `yaml:"-"` // the key in templates
-	Image         string            `yaml:"image"`
-	Port          int               `yaml:"port"` // Zero means 3000.
+	Name  string `yaml:"-"` // the key in templates
+	Image string `yaml:"image"`
+	Port  int    `yaml:"port"` // Zero means 3000.
+	// Ports are the ports reachable at <port>-sandbox-<id>.<domain> (#22);
+	// Port is among them and also at sandbox-<id>. Empty means [Port].
+	Ports         []int             `yaml:"ports,omitempty"`
 	Cmd           []string          `yaml:"cmd"`
 	Env           map[string]string `yaml:"env"`
 	Memory        ByteSize          `yaml:"memory"` // Zero means 1GiB.
@@ -165,7 +177,7 @@ type Template struct {
 	RemoveAfter   Duration          `yaml:"remove_after"`    // Zero means 24h.
 	Pool          int               `yaml:"pool"`
 	ColdStart     string            `yaml:"cold_start"`  // Zero means waiting-page.
-	HostHeader    string            `yaml:"host_header"` // Zero means preserve.
+	HostHeader    string            `yaml:"host_header"` // Zero means local.
 	Public        bool              `yaml:"public"`
 	MaxBodyBytes  ByteSize          `yaml:"max_body"`  // Zero means 100MiB.
 	ReadOnly      bool              `yaml:"read_only"` // read-only root with a tmpfs at /tmp

@@ -152,6 +152,9 @@ func (c *Config) ApplyDefaults() {
 
 func (t *Template) applyDefaults() {
 	setInt(&t.Port, 3000)
+	if len(t.Ports) == 0 {
+		t.Ports = []int{t.Port}
+	}
 	if t.Memory == 0 {
 		t.Memory = 1 << 30
 	}
@@ -172,7 +175,7 @@ func (t *Template) applyDefaults() {
 		t.ColdStart = ColdStartWaitingPage
 	}
 	if t.HostHeader == "" {
-		t.HostHeader = HostPreserve
+		t.HostHeader = HostLocal
 	}
 	if t.MaxBodyBytes == 0 {
 		t.MaxBodyBytes = 100 << 20

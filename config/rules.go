@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -67,23 +68,81 @@ func NormalizeHost(host string) (h string, ok bool) {
 // sandbox-<id>.<domain> for one of domains (lower-case, as a validated
 // config holds them). ok: it is one, with a valid id. malformed: it has
 // that shape (one label starting "sandbox-" under a domain) but the id is
-// not valid. Neither: the host is not a sandbox host.
+// not valid. Neither: the host is not a sandbox host. A port host
+// (SandboxPortFromHost) is neither here.
 func SandboxFromHost(host string, domains []string) (id string, ok, malformed bool) {
+	id, port, ok, malformed := SandboxPortFromHost(host, domains)
+	if port != 0 {
+		return "", false, false
+	}
+	return id, ok, malformed
+}
+
+// MaxLabelLen is the longest DNS label.
+const MaxLabelLen = 63
+
+// SandboxPortFromHost is SandboxFromHost that also reads a port host,
+// <port>-sandbox-<id>.<domain> (#22): one label, so the one wildcard
+// certificate covers it, with the port in decimal (1–65535, no leading
+// zero) first. A label that starts with a digit is never a plain
+// sandbox-<id>. port is 0 for a plain sandbox host, -1 for a port label
+// whose port is not valid (with malformed). malformed: the shape
+// is a sandbox host's but the id or port is not valid, or the label is
+// longer than MaxLabelLen (an id longer than PortIDMax(port) has no port
+// hosts; see PortLabelFits).
+func SandboxPortFromHost(host string, domains []string) (id string, port int, ok, malformed bool) {
 	for _, d := range domains {
 		label, found := strings.CutSuffix(host, "."+d)
-		if !found || d == "" {
-			continue
-		}
-		rest, sandbox := strings.CutPrefix(label, SandboxPrefix)
-		if !sandbox || strings.IndexByte(label, '.') >= 0 {
+		if !found || d == "" || strings.IndexByte(label, '.') >= 0 {
 			continue // another host under d, or under a subdomain of d
 		}
-		if !ValidID(rest) {
-			return "", false, true
+		if label != "" && label[0] >= '0' && label[0] <= '9' {
+			digits, rest, cut := strings.Cut(label, "-")
+			id, sandbox := strings.CutPrefix(rest, SandboxPrefix)
+			if !cut || !sandbox || !allDigits(digits) {
+				continue // "3000-foo": not a sandbox host
+			}
+			p := 0
+			for i := 0; i < len(digits) && p <= 65535; i++ {
+				p = p*10 + int(digits[i]-'0')
+			}
+			if digits[0] == '0' || p < 1 || p > 65535 {
+				return id, -1, false, true
+			}
+			if !ValidID(id) || len(label) > MaxLabelLen {
+				return id, p, false, true
+			}
+			return id, p, true, false
 		}
-		return rest, true, false
+		rest, sandbox := strings.CutPrefix(label, SandboxPrefix)
+		if !sandbox {
+			continue
+		}
+		if !ValidID(rest) {
+			return "", 0, false, true
+		}
+		return rest, 0, true, false
 	}
-	return "", false, false
+	return "", 0, false, false
+}
+
+// PortIDMax is the longest id that has a port host for port: the label
+// <port>-sandbox-<id> must fit MaxLabelLen. With a 4-digit port ids of up
+// to 50 characters have one, with a 5-digit port 49.
+func PortIDMax(port int) int {
+	return MaxLabelLen - len(strconv.Itoa(port)) - 1 - len(SandboxPrefix)
+}
+
+func allDigits(s string) bool {
+	if s == "" || len(s) > 5 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // Algorithms are the JWT algorithms a key in auth.keys may name.

@@ -54,6 +54,50 @@ func TestSandboxFromHost(t *testing.T) {
 	}
 }
 
+// TestSandboxPortFromHost: port hosts, <port>-sandbox-<id>.<domain> (#22).
+func TestSandboxPortFromHost(t *testing.T) {
+	t.Parallel()
+	domains := []string{"example.com"}
+	long := strings.Repeat("a", PortIDMax(8000)) // the longest id with a port-8000 host
+	tests := []struct {
+		name, host    string
+		id            string
+		port          int
+		ok, malformed bool
+	}{
+		{"plain", "sandbox-abc.example.com", "abc", 0, true, false},
+		{"port", "8000-sandbox-abc.example.com", "abc", 8000, true, false},
+		{"port 1", "1-sandbox-abc.example.com", "abc", 1, true, false},
+		{"port 65535", "65535-sandbox-abc.example.com", "abc", 65535, true, false},
+		{"port 0", "0-sandbox-abc.example.com", "abc", -1, false, true},
+		{"port 65536", "65536-sandbox-abc.example.com", "abc", -1, false, true},
+		{"leading zero", "08000-sandbox-abc.example.com", "abc", -1, false, true},
+		{"six digits", "100000-sandbox-abc.example.com", "", 0, false, false},
+		{"digits, not a sandbox", "8000-abc.example.com", "", 0, false, false},
+		{"digits only", "8000.example.com", "", 0, false, false},
+		{"bad id", "8000-sandbox-a_b.example.com", "a_b", 8000, false, true},
+		{"longest id for the label", "8000-sandbox-" + long + ".example.com", long, 8000, true, false},
+		{"label over 63", "8000-sandbox-" + long + "a.example.com", long + "a", 8000, false, true},
+		{"nested", "8000-sandbox-a.b.example.com", "", 0, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			id, port, ok, malformed := SandboxPortFromHost(tt.host, domains)
+			if id != tt.id || port != tt.port || ok != tt.ok || malformed != tt.malformed {
+				t.Errorf("SandboxPortFromHost(%q): got (%q, %d, %v, %v), want (%q, %d, %v, %v)",
+					tt.host, id, port, ok, malformed, tt.id, tt.port, tt.ok, tt.malformed)
+			}
+			if _, plainOK, _ := SandboxFromHost(tt.host, domains); plainOK && port != 0 {
+				t.Errorf("SandboxFromHost(%q) took a port host for a plain one", tt.host)
+			}
+		})
+	}
+	if got := PortIDMax(8000); got != 50 {
+		t.Errorf("PortIDMax(8000): got %d, want 50", got)
+	}
+}
+
 func TestTSIGAlgorithm(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct{ in, want, err string }{

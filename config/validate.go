@@ -282,7 +282,7 @@ func (d *decoder) validateRoutes(c *Config) {
 			d.fail(fmt.Sprintf("duplicate route host %q", r.Host), &r.Host)
 		default:
 			for _, dom := range c.Domains {
-				if _, ok, malformed := SandboxFromHost(r.Host, []string{dom}); ok || malformed {
+				if _, _, ok, malformed := SandboxPortFromHost(r.Host, []string{dom}); ok || malformed {
 					d.fail(fmt.Sprintf("host %q is a sandbox host of domain %s; use another name", r.Host, dom), &r.Host)
 				}
 			}

@@ -27,6 +27,19 @@ func (d *decoder) validateTemplates(c *Config) {
 		if t.Port < 1 || t.Port > 65535 {
 			d.fail(fmt.Sprintf("port %d out of range 1-65535", t.Port), &t.Port)
 		}
+		seenPort := make(map[int]bool, len(t.Ports))
+		for _, p := range t.Ports {
+			switch {
+			case p < 1 || p > 65535:
+				d.fail(fmt.Sprintf("ports: %d out of range 1-65535", p), &t.Ports)
+			case seenPort[p]:
+				d.fail(fmt.Sprintf("ports: %d listed twice", p), &t.Ports)
+			}
+			seenPort[p] = true
+		}
+		if len(t.Ports) > 0 && !seenPort[t.Port] {
+			d.fail(fmt.Sprintf("ports must include port (%d), the one sandbox-<id> reaches", t.Port), &t.Ports)
+		}
 		for k := range t.Env {
 			if k == "" || strings.ContainsAny(k, "=\x00") {
 				d.fail(fmt.Sprintf("invalid environment variable name %q", k), &t.Env)
@@ -50,8 +63,8 @@ func (d *decoder) validateTemplates(c *Config) {
 		if t.ColdStart != ColdStartWaitingPage && t.ColdStart != ColdStartBlock {
 			d.fail(fmt.Sprintf("invalid cold_start %q (want waiting-page or block)", t.ColdStart), &t.ColdStart)
 		}
-		if t.HostHeader != HostPreserve && t.HostHeader != HostRewrite {
-			d.fail(fmt.Sprintf("invalid host_header %q (want preserve or rewrite)", t.HostHeader), &t.HostHeader)
+		if t.HostHeader != HostLocal && t.HostHeader != HostPreserve && t.HostHeader != HostRewrite {
+			d.fail(fmt.Sprintf("invalid host_header %q (want local, preserve or rewrite)", t.HostHeader), &t.HostHeader)
 		}
 		if t.Pool < 0 {
 			d.fail(fmt.Sprintf("pool must not be negative, got %d", t.Pool), &t.Pool)

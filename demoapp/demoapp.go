@@ -31,7 +31,8 @@ func Handler(log *slog.Logger) http.Handler {
 	})
 	mux.HandleFunc("GET /ws", func(w http.ResponseWriter, r *http.Request) {
 		// The gateway already checked the origin of cookie-authenticated
-		// upgrades; the Host seen here is the preview host.
+		// upgrades. In the default host mode (local) Host and Origin are
+		// localhost:3000 here; with preserve they are the preview's.
 		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 		if err != nil {
 			return

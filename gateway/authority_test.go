@@ -129,22 +129,23 @@ func TestHTTP2HostFieldNotForwarded(t *testing.T) {
 		}
 	})
 	authority := "sandbox-abc." + testDomain
+	_, port, _ := net.SplitHostPort(addr)
 	for _, tc := range []struct {
 		name     string
-		rewrite  bool
+		mode     string
 		noDirect bool
 		want     string
 	}{
-		{"preserve", false, false, authority},
-		{"preserve/reverseproxy", false, true, authority},
-		{"rewrite", true, false, addr},
-		{"rewrite/reverseproxy", true, true, addr},
+		{"preserve", config.HostPreserve, false, authority},
+		{"preserve/reverseproxy", config.HostPreserve, true, authority},
+		{"rewrite", config.HostRewrite, false, addr},
+		{"rewrite/reverseproxy", config.HostRewrite, true, addr},
+		{"local", config.HostLocal, false, "localhost:" + port},
+		{"local/reverseproxy", config.HostLocal, true, "localhost:" + port},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig()
-			if tc.rewrite {
-				cfg.Templates["app"].HostHeader = config.HostRewrite
-			}
+			cfg.Templates["app"].HostHeader = tc.mode
 			g, err := New(cfg, &fakeSandboxes{addrs: []string{addr}}, Options{TLS: true}, testkit.Logger(t))
 			if err != nil {
 				t.Fatal(err)

@@ -59,7 +59,7 @@ func (p *proxy) serveDirect(w http.ResponseWriter, r *http.Request, t *target) b
 			p.errorHandler(w, r, err)
 			return true
 		}
-		p.copyDirectResponse(w, resp, c, stop)
+		p.copyDirectResponse(w, resp, c, stop, t)
 		return true
 	}
 }
@@ -75,12 +75,13 @@ func (p *proxy) directExchange(c *upstream.Conn, w http.ResponseWriter, r *http.
 		uri = "/"
 	}
 	bw.WriteString(uri)
-	host, query, stripped := p.outboundHead(r, t)
+	hostPfx, host, query, stripped := p.outboundHead(r, t)
 	if query != "" {
 		bw.WriteByte('?')
 		bw.WriteString(query)
 	}
 	bw.WriteString(" HTTP/1.1\r\nHost: ")
+	bw.WriteString(hostPfx)
 	bw.WriteString(host)
 	bw.WriteString("\r\n")
 	p.outboundFields(r, stripped, (*lineSink)(bw))
@@ -135,10 +136,12 @@ func idempotent(m string) bool {
 
 // copyDirectResponse sends resp to the client and returns the connection
 // to the pool when the body was read to its end.
-func (p *proxy) copyDirectResponse(w http.ResponseWriter, resp *upstream.Response, c *upstream.Conn, stop func() bool) {
+func (p *proxy) copyDirectResponse(w http.ResponseWriter, resp *upstream.Response, c *upstream.Conn, stop func() bool, t *target) {
 	reuse := !resp.Close
 	h := w.Header()
 	copyEndToEnd(h, resp.Header)
+	t.mapLocation(h)
+	t.timing.addServerTiming(h)
 	if len(resp.Trailer) > 0 {
 		names := make([]string, 0, len(resp.Trailer))
 		for k := range resp.Trailer {

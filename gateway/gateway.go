@@ -73,6 +73,7 @@ type Gateway struct {
 	reqSeq    atomic.Uint64 // request ids
 	reqPfx    string
 
+	wakes    wakeWatches    // wakes requests wait for (waketiming.go)
 	upgrades sync.WaitGroup // upgraded (WebSocket) requests in flight
 	draining context.Context
 	drain    context.CancelFunc
@@ -121,6 +122,7 @@ type table struct {
 // route is what a host addresses: a sandbox or a fixed upstream.
 type route struct {
 	sandbox  string           // sandbox id, or "" for upstream routes
+	port     int              // <port>-sandbox-<id>: that port of the sandbox; 0: its template's port
 	template *config.Template // template to create the sandbox from; may be nil
 	upstream *url.URL         // fixed upstream, or nil
 	// public: the route itself is declared public (routes[].public). A
@@ -251,6 +253,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	if done {
 		return
 	}
+	if herr := portError(rt, tpl); herr != nil {
+		g.fail(w, r, herr)
+		return
+	}
 	if rt.upstream != nil {
 		label = "upstream"
 	} else if tpl != nil {
@@ -285,7 +291,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	cl = append(cl, release)
 	if rt.upstream != nil {
 		handedOff = true
-		g.proxy.serve(w, r, &target{url: rt.upstream, verifier: t.verifier, rewriteHost: true}, cl)
+		g.proxy.serve(w, r, &target{url: rt.upstream, verifier: t.verifier, host: hostMode{rewrite: true}}, cl)
 		return sandbox, label, true
 	}
 	if tpl == nil {
@@ -297,7 +303,19 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	if g.coldStart(w, r, t, rt, tpl, sub, anonymous) {
 		return
 	}
+	var timing *wakeTiming
+	var endWatch func() []phaseSpan
+	// The lean loop found the sandbox ready (hint); otherwise a request
+	// that is about to wait is timed.
+	if hint == nil {
+		if _, ready := g.sb.Cached(rt.sandbox); !ready {
+			endWatch = g.watchWake(rt.sandbox, tpl.Name)
+		}
+	}
 	ep, err := g.ensure(r, t, rt, tpl, sub, anonymous)
+	if endWatch != nil {
+		timing = &wakeTiming{spans: endWatch(), proxyStart: time.Now()}
+	}
 	if err != nil {
 		if he := anonymousError(err); anonymous && he != nil {
 			g.fail(w, r, he)
@@ -310,6 +328,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 		// The manager's record was behind (another replica made it): the
 		// instance's own template governs the proxying.
 		tpl, label = own, own.Name
+		if herr := portError(rt, tpl); herr != nil {
+			g.fail(w, r, herr)
+			return
+		}
 	}
 	id := rt.sandbox
 	g.sb.Touch(id)
@@ -318,8 +340,8 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	}
 	cl = append(cl, func() { g.sb.Touch(id) })
 	handedOff = true
-	g.proxy.serve(w, r, &target{sandbox: id, addr: ep.Addr, instance: ep.Instance, tpl: tpl,
-		verifier: t.verifier, rewriteHost: tpl.HostHeader == config.HostRewrite}, cl)
+	g.proxy.serve(w, r, &target{sandbox: id, port: rt.port, addr: portAddr(ep.Addr, rt.port), instance: ep.Instance, tpl: tpl,
+		verifier: t.verifier, host: g.hostModeFor(tpl, r), timing: timing}, cl)
 	return sandbox, label, true
 }
 

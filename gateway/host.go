@@ -1,7 +1,11 @@
 package gateway
 
 import (
+	"fmt"
+	"net"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/previewgate/previewgate/auth"
@@ -39,19 +43,52 @@ func (t *table) resolve(host string) (route, *httpError) {
 	if rt, ok := t.routes[h]; ok {
 		return *rt, nil
 	}
-	switch id, ok, malformed := config.SandboxFromHost(h, t.domains); {
+	switch id, port, ok, malformed := config.SandboxPortFromHost(h, t.domains); {
+	case malformed && port > 0 && config.ValidID(id) && len(id) > config.PortIDMax(port):
+		// The label <port>-sandbox-<id> would pass 63 characters: no DNS
+		// name or certificate can hold it (#22).
+		return route{}, &httpError{Status: http.StatusBadRequest, Code: "id_too_long_for_port",
+			Msg: fmt.Sprintf("Port %d of this sandbox has no preview address: its id is %d characters, and a port address <port>-sandbox-<id> fits one 63-character DNS label only with ids of up to %d. Use an id of at most %d characters to reach its other ports.",
+				port, len(id), config.PortIDMax(port), config.PortIDMax(65535))}
+	case malformed && port < 0:
+		return route{}, &httpError{Status: http.StatusBadRequest, Code: "bad_port",
+			Msg: "A port address is <port>-sandbox-<id>, with the port 1–65535 and no leading zero."}
 	case malformed:
 		return route{}, &httpError{Status: http.StatusBadRequest, Code: "bad_sandbox_id",
 			Msg: "Sandbox ids are 1–55 lowercase letters, digits and inner hyphens."}
 	case ok:
-		return route{sandbox: id, template: t.defaultTemplate}, nil
+		return route{sandbox: id, port: port, template: t.defaultTemplate}, nil
 	}
 	return route{}, &httpError{Status: http.StatusNotFound, Code: "unknown_host",
 		Msg: "This host is not a preview served here."}
 }
 
+// portError refuses a port host for a port tpl does not list (404): the
+// sandbox's own template, once it exists (policy.go).
+func portError(rt route, tpl *config.Template) *httpError {
+	if rt.port == 0 || tpl == nil || slices.Contains(tpl.Ports, rt.port) {
+		return nil
+	}
+	return &httpError{Status: http.StatusNotFound, Code: "unknown_port",
+		Msg: fmt.Sprintf("Port %d is not one this preview exposes (its template lists %v).", rt.port, tpl.Ports)}
+}
+
+// portAddr is the address of port on the sandbox endpoint addr (its IP,
+// that port); port 0 is addr itself.
+func portAddr(addr string, port int) string {
+	if port == 0 {
+		return addr
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}
+
 // Serves reports whether host is one the gateway answers for: a configured
-// route or sandbox-<valid id>.<domain> of the live config. It is the
+// route, sandbox-<valid id>.<domain> or <port>-sandbox-<valid id>.<domain>
+// of the live config. It is the
 // on-demand TLS decision: no certificate is requested for anything else.
 // Non-ASCII names are refused before any case folding (the Kelvin sign
 // lower-cases to "k").

@@ -63,6 +63,9 @@ func TestServes(t *testing.T) {
 		"sandbox-abc." + testDomain: true, "docs.example.test": true, "DOCS.example.test": true,
 		"evil.example": false, "sandbox-Bad_." + testDomain: false, testDomain: false,
 		"x.sandbox-abc." + testDomain: false, "sandbox-\u212abc." + testDomain: false,
+		"8000-sandbox-abc." + testDomain: true, "8000-sandbox-abc." + testDomain + ":443": true,
+		"0-sandbox-abc." + testDomain: false, "8000-abc." + testDomain: false,
+		"8000-sandbox-" + strings.Repeat("a", 51) + "." + testDomain: false,
 	} {
 		if got := g.Serves(host); got != want {
 			t.Errorf("Serves(%q): got %v, want %v", host, got, want)
@@ -91,8 +94,12 @@ func FuzzServes(f *testing.F) {
 		if h == "docs.example.test" {
 			return
 		}
-		id, ok := strings.CutSuffix(h, "."+testDomain)
-		id, ok2 := strings.CutPrefix(id, sandboxPrefix)
+		label, ok := strings.CutSuffix(h, "."+testDomain)
+		if digits, rest, cut := strings.Cut(label, "-"); cut && digits != "" && strings.Trim(digits, "0123456789") == "" {
+			label = rest // a port host: <port>-sandbox-<id> (#22)
+			ok = ok && len(digits)+1+len(rest) <= config.MaxLabelLen
+		}
+		id, ok2 := strings.CutPrefix(label, sandboxPrefix)
 		if !ok || !ok2 || !config.ValidID(id) {
 			t.Fatalf("Serves(%q) accepted %q", host, h)
 		}

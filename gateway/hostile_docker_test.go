@@ -79,9 +79,12 @@ func (e *dockerEnv) do(f front, method, id, path string) (int, []string, string)
 // with no cookie planted.
 func wantEcho(t *testing.T, who string, code int, cookies []string, body, id, query string) {
 	t.Helper()
-	var echo struct{ Host, Query string }
+	var echo struct {
+		Query   string
+		Headers http.Header
+	}
 	if code != 200 || json.Unmarshal([]byte(body), &echo) != nil || len(cookies) > 0 ||
-		echo.Host != "sandbox-"+id+"."+testDomain || echo.Query != query {
+		echo.Headers.Get("X-Forwarded-Host") != "sandbox-"+id+"."+testDomain || echo.Query != query {
 		t.Fatalf("%s got %d %q (cookies %q), want sandbox %s's echo of ?%s", who, code, body, cookies, id, query)
 	}
 }

@@ -182,7 +182,7 @@ func TestHostileAddressReuse(t *testing.T) {
 					io.WriteString(w, "HTTP/1.1 200 OK\r\nSet-Cookie: planted=1\r\nContent-Length: 7\r\n\r\nplanted")
 					return true
 				}
-				io.WriteString(w, okResponse("fresh "+r.Host))
+				io.WriteString(w, okResponse("fresh "+r.Header.Get("X-Forwarded-Host")))
 				return true
 			})
 			eps := &endpoints{}

@@ -23,8 +23,11 @@ import (
 //   - the gateway's own X-Request-Id is sent whatever Connection says;
 //   - tokens never reach the sandbox: the verifier strips its cookie, the
 //     Authorization header and ?access_token= (auth.Verifier.Strip);
-//   - the Host is the client's unless the template rewrites it to the
-//     sandbox's address; a fixed upstream gets its own (empty: the URL's).
+//   - the Host is the template's host mode's (hostmode.go): in the local
+//     mode localhost:<app port>, and an upgrade's own Origin becomes
+//     http://localhost:<app port>; in preserve the client's; in rewrite
+//     the sandbox's address; a fixed upstream gets its own (empty: the
+//     URL's).
 //     It is the only Host sent: a "host" field an HTTP/2 client sends
 //     besides :authority stays in r.Header and is dropped (#24), or a dev
 //     server's host check would see two.
@@ -59,20 +62,35 @@ func (w *lineSink) fields(k string, vv []string) {
 	}
 }
 
-// outboundHead returns the Host and raw query the upstream gets for r, and
-// r's token-carrying headers as the verifier leaves them, for
-// outboundFields.
-func (p *proxy) outboundHead(r *http.Request, t *target) (host, query string, stripped http.Header) {
+// outboundHead returns the Host (hostPfx+host: the local mode's
+// "localhost:" and the port, so the direct path writes it without
+// building a string) and raw query the upstream gets for r, and r's
+// token-carrying headers as the verifier leaves them, for outboundFields.
+func (p *proxy) outboundHead(r *http.Request, t *target) (hostPfx, host, query string, stripped http.Header) {
 	stripped, query = strippedHeaders(r, t)
 	switch {
 	case t.url != nil:
 		host = ""
-	case t.rewriteHost:
+	case t.host.rewrite:
 		host = t.addr
+	case t.host.local:
+		_, port, err := net.SplitHostPort(t.addr)
+		if err != nil {
+			host = r.Host
+			break
+		}
+		hostPfx, host = localhostPrefix, port
+		// Only an Origin the gateway recognizes as the preview's own, and
+		// only on an upgrade (the HMR socket a dev server guards): a plain
+		// request's Origin stays, since Next.js compares a Server Action's
+		// Origin with X-Forwarded-Host, the real host.
+		if isUpgrade(r) && t.verifier.OwnOrigin(r) {
+			stripped["Origin"] = []string{"http://" + localhostPrefix + port}
+		}
 	default:
 		host = r.Host
 	}
-	return host, query, stripped
+	return hostPfx, host, query, stripped
 }
 
 // outboundFields hands the fields the upstream gets for r to sink.

@@ -22,13 +22,15 @@ import (
 
 // target is where one request goes; it travels in the request context.
 type target struct {
-	sandbox     string // "" for fixed upstreams
-	addr        string // sandbox endpoint "ip:port"
-	instance    string // sandboxmgr.Endpoint.Instance: the container run addr belongs to
-	url         *url.URL
-	tpl         *config.Template
-	verifier    *auth.Verifier
-	rewriteHost bool
+	sandbox  string // "" for fixed upstreams
+	port     int    // a port host's port (addr has it); 0: the template's port
+	addr     string // sandbox endpoint "ip:port"
+	instance string // sandboxmgr.Endpoint.Instance: the container run addr belongs to
+	url      *url.URL
+	tpl      *config.Template
+	verifier *auth.Verifier
+	host     hostMode    // what Host (and Origin) the app sees (hostmode.go)
+	timing   *wakeTiming // the request waited for a wake: Server-Timing; else nil
 }
 
 type targetKey struct{}
@@ -133,8 +135,8 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.URL.Scheme = "http"
 		pr.Out.URL.Host = t.addr
 	}
-	host, query, stripped := p.outboundHead(pr.In, t)
-	pr.Out.Host = host
+	hostPfx, host, query, stripped := p.outboundHead(pr.In, t)
+	pr.Out.Host = hostPfx + host
 	pr.Out.URL.RawQuery = query
 	h := make(http.Header, len(pr.In.Header)+4)
 	p.outboundFields(pr.In, stripped, headerSink(h))
@@ -182,15 +184,28 @@ func isTimeout(err error) bool {
 // reensure is the answer to a failed dial to a sandbox: its container
 // died or moved. It drops the cached endpoint, runs Ensure again and points
 // t at the new address; the error is ready for errorHandler.
+//
+// On another port than the one the manager watches (a port host, #22), a
+// refused dial says only that nothing listens there: the record and the
+// pool stay, and unless the manager names another instance the answer is
+// 502 port_refused.
 func (p *proxy) reensure(ctx context.Context, t *target) error {
-	p.instanceGone(t.poolKey())
-	p.g.sb.Forget(t.sandbox, t.addr)
+	if t.port == 0 {
+		p.instanceGone(t.poolKey())
+		p.g.sb.Forget(t.sandbox, t.addr)
+	}
 	ep, err := p.g.sb.Ensure(ctx, t.sandbox, t.tpl)
 	if err != nil {
 		return ensureError(ctx, fmt.Errorf("re-ensure after dial failure: %w", err))
 	}
-	p.g.log.InfoContext(ctx, "sandbox endpoint changed, retrying", "sandbox", t.sandbox, "old", t.addr, "new", ep.Addr)
-	t.addr, t.instance = ep.Addr, ep.Instance
+	if t.port != 0 && ep.Instance == t.instance && t.instance != "" {
+		return &httpError{Status: http.StatusBadGateway, Code: "port_refused",
+			Msg: fmt.Sprintf("Nothing in the sandbox accepts connections on port %d.", t.port),
+			Err: fmt.Errorf("dial %s: refused, instance unchanged", t.addr)}
+	}
+	addr := portAddr(ep.Addr, t.port)
+	p.g.log.InfoContext(ctx, "sandbox endpoint changed, retrying", "sandbox", t.sandbox, "old", t.addr, "new", addr)
+	t.addr, t.instance = addr, ep.Instance
 	return nil
 }
 
@@ -252,6 +267,12 @@ func copyEndToEnd(dst, src http.Header) {
 func checkResponse(resp *http.Response) error {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		return errUnrequestedSwitch
+	}
+	if resp.Request != nil {
+		if t := targetFrom(resp.Request.Context()); t != nil {
+			t.mapLocation(resp.Header)
+			t.timing.addServerTiming(resp.Header)
+		}
 	}
 	return keepRequestID(resp)
 }

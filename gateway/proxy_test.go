@@ -19,6 +19,7 @@ import (
 func TestProxyHeaders(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()
+	cfg.Templates["app"].HostHeader = config.HostPreserve
 	app := echoApp(t)
 	_, srv := startGateway(t, cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}})
 	tok := testkit.Mint(t, cfg, "abc", time.Minute)

@@ -64,7 +64,12 @@ func startTLSGateway(t *testing.T, strategy string) *tlsGateway {
 // echo of that path and host.
 func (g *tlsGateway) get(t *testing.T, id, path string) *http.Response {
 	t.Helper()
-	host := "sandbox-" + id + "." + testDomain
+	return g.getHost(t, "sandbox-"+id+"."+testDomain, id, path)
+}
+
+// getHost is get on another host of sandbox id (a port host).
+func (g *tlsGateway) getHost(t *testing.T, host, id, path string) *http.Response {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, "https://"+host+path, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -83,8 +88,10 @@ func (g *tlsGateway) get(t *testing.T, id, path string) *http.Response {
 	if err := json.Unmarshal(body, &echo); err != nil {
 		t.Fatalf("got body %s (%v), want the test app's JSON echo", body, err)
 	}
-	if echo.Path != path || echo.Host != host {
-		t.Errorf("app saw path %q host %q, want %q %q", echo.Path, echo.Host, path, host)
+	// The default host mode (local): the app sees its local identity, the
+	// real host in X-Forwarded-Host.
+	if fwd := echo.Headers.Get("X-Forwarded-Host"); echo.Path != path || echo.Host != "localhost:3000" || fwd != host {
+		t.Errorf("app saw path %q host %q X-Forwarded-Host %q, want %q localhost:3000 %q", echo.Path, echo.Host, fwd, path, host)
 	}
 	if got := echo.Headers.Get("X-Forwarded-Proto"); got != "https" {
 		t.Errorf("app saw X-Forwarded-Proto %q, want https", got)
@@ -129,6 +136,12 @@ func TestTLSOnDemandThroughGateway(t *testing.T) {
 	t.Run("http redirects", func(t *testing.T) {
 		acmetest.WantRedirect(t, g.HTTP.Addr().String(), g.httpsAddr, http.MethodGet, "http://"+host+"/a/b?c=d")
 	})
+
+	// A port host (#22) is approved too, and gets its own certificate.
+	portHost := "3000-" + host
+	if got := g.getHost(t, portHost, id, "/port").TLS.PeerCertificates[0].DNSNames; !slices.Equal(got, []string{portHost}) {
+		t.Errorf("port host leaf names: got %v, want [%s]", got, portHost)
+	}
 }
 
 // TestTLSWildcardThroughGateway: *.<domain> obtained via DNS-01 (TXT placed

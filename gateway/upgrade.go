@@ -148,6 +148,9 @@ func (p *proxy) handshake(w http.ResponseWriter, r, out *http.Request, back net.
 	back.SetDeadline(time.Time{})
 	if res.Status != http.StatusSwitchingProtocols {
 		copyEndToEnd(w.Header(), res.Header)
+		if t := targetFrom(out.Context()); t != nil {
+			t.mapLocation(w.Header())
+		}
 		w.WriteHeader(res.Status)
 		buf := p.rp.BufferPool.Get()
 		upstream.CopyBody(w, &res.Body, buf, nil)

@@ -170,8 +170,8 @@ pre:empty{display:none}
 </style></head>
 <body><main id="main"><h1 id="title">Starting the preview…</h1><p id="msg" class="mute">Waking the sandbox.</p>
 <div class="bar"><div id="fill"></div></div><p id="time" class="mute"></p>
-<ol id="phases"><li data-p="queued">Queued</li><li data-p="creating">Creating</li>
-<li data-p="starting">Starting</li><li data-p="waiting for port">Waiting for the app</li><li data-p="ready">Ready</li></ol>
+<ol id="phases"><li data-p="queued">Queued<span></span></li><li data-p="creating">Creating<span></span></li>
+<li data-p="starting">Starting<span></span></li><li data-p="waiting for port">Waiting for the app<span></span></li><li data-p="ready">Ready</li></ol>
 <pre id="logs"></pre><p><button id="retry" onclick="location.reload()">Retry</button></p>
 <p class="mute">previewgate</p></main>
 <script>
@@ -179,7 +179,7 @@ pre:empty{display:none}
   var order = ["queued", "creating", "starting", "waiting for port", "ready"];
   var $ = function (id) { return document.getElementById(id); };
   var es = new EventSource("/__previewgate/status");
-  var done = false, base = 0, at = Date.now(), typical = 0, timer;
+  var done = false, base = 0, at = Date.now(), typical = 0, timer, seen = {};
   function tick() {
     var s = (base + Date.now() - at) / 1000, t = typical / 1000;
     $("time").textContent = s.toFixed(1) + " s" + (t ? " · usually about " + t.toFixed(1) + " s" : "");
@@ -203,10 +203,18 @@ pre:empty{display:none}
       $("fill").style.width = "100%";
       return;
     }
-    var i = order.indexOf(ev.phase);
+    var i = order.indexOf(ev.phase), now = base + Date.now() - at;
+    if (i >= 0 && seen[i] === undefined) seen[i] = now;
     document.querySelectorAll("#phases li").forEach(function (li) {
       var j = order.indexOf(li.getAttribute("data-p"));
       li.className = j < i ? "done" : (j === i ? "now" : "");
+      // How long each phase took, as the phases of the requests'
+      // Server-Timing (#22): from its first sight to the next phase's.
+      var next;
+      for (var k = j + 1; k <= i; k++) { if (seen[k] !== undefined) { next = seen[k]; break; } }
+      if (j < i && seen[j] !== undefined && next !== undefined && j < 4) {
+        li.querySelector("span").textContent = " · " + ((next - seen[j]) / 1000).toFixed(1) + " s";
+      }
     });
     $("msg").textContent = ev.message || "Waking the sandbox.";
     tick();

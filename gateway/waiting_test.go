@@ -112,6 +112,11 @@ func TestBrowserWaitingPage(t *testing.T) {
 		chromedp.WithPollingTimeout(20*time.Second))); err != nil {
 		t.Errorf("the waiting page did not show the app's output while it started: %v", err)
 	}
+	// While the app compiles, the phases before it show how long they took.
+	if took, err := chromedp.Run(ctx, chromedp.Poll[string](`Array.from(document.querySelectorAll("#phases li span")).map(s => s.textContent).join("") || null`,
+		chromedp.WithPollingTimeout(10*time.Second))); err != nil || !strings.HasSuffix(took, " s") {
+		t.Errorf("the waiting page showed no phase durations (%q, %v)", took, err)
+	}
 	// The reload interrupts a poll in flight ("target navigated"): poll again.
 	var got string
 	deadline := time.Now().Add(60 * time.Second)

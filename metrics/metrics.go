@@ -37,8 +37,9 @@ type Metrics struct {
 	coldStarts *prometheus.CounterVec   // kind
 	coldTime   *prometheus.HistogramVec // kind
 	websockets prometheus.Gauge
-	certEvents *prometheus.CounterVec // event
-	byTemplate sync.Map               // template name → *templateSeries
+	certEvents *prometheus.CounterVec   // event
+	wakePhases *prometheus.HistogramVec // template, phase
+	byTemplate sync.Map                 // template name → *templateSeries
 	// states is the source of the sandboxes-by-state gauge (SandboxStates).
 	states atomic.Pointer[func() map[string]int]
 }
@@ -72,10 +73,14 @@ func New() *Metrics {
 	m.coldTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "previewgate_cold_start_duration_seconds",
 		Help:    "Time from the start of a cold start until the app was ready, by kind.",
 		Buckets: []float64{.05, .1, .25, .5, 1, 2, 5, 10, 20, 40, 60}}, []string{"kind"})
+	m.wakePhases = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "previewgate_wake_phase_duration_seconds",
+		Help:    "Time a wake spent in each phase (queued, create, start, app: waiting for the app's port), as requests waiting for it saw it.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2, 5, 10, 20, 40, 60}}, []string{"template", "phase"})
 	m.websockets = prometheus.NewGauge(prometheus.GaugeOpts{Name: "previewgate_websockets_open",
 		Help: "Open proxied WebSocket connections."})
 	m.certEvents = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "previewgate_certificate_events_total",
 		Help: "Certificate events (obtained, renewed, failed)."}, []string{"event"})
+	m.reg.MustRegister(m.wakePhases)
 	m.reg.MustRegister(m.requests, m.proxyTime, m.rejections, m.reloads, m.authFails, m.coldStarts, m.coldTime,
 		m.websockets, m.certEvents, &stateCollector{m: m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -149,6 +154,11 @@ func (m *Metrics) WebSocketOpened() { m.websockets.Inc() }
 
 // WebSocketClosed counts a proxied WebSocket opened before as closed.
 func (m *Metrics) WebSocketClosed() { m.websockets.Dec() }
+
+// WakePhase records how long one phase of a wake of template took.
+func (m *Metrics) WakePhase(template, phase string, d time.Duration) {
+	m.wakePhases.WithLabelValues(labelValue(template), labelValue(phase)).Observe(d.Seconds())
+}
 
 // ColdStart records a cold start of kind (wake, create, pool) that took d.
 // It makes *Metrics a sandboxmgr.Observer.

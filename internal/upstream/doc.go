@@ -14,7 +14,10 @@
 //     pooled under it, never under its address alone. A container that
 //     inherits an address (Docker hands a dead container's IP to the next
 //     one) never gets an old connection; on the ReverseProxy path each
-//     instance has its own http.Transport.
+//     instance has its own http.Transport. Within its instance a
+//     connection serves only the address it was dialed to: a container
+//     exposes several ports (#22), and a connection to one never carries
+//     a request for another (net/http's Transport keys by address too).
 //  2. CloseInstance closes every idle connection of an instance, and every
 //     connection of it in use then is closed, not pooled, when its
 //     exchange ends (each connection carries the instance's generation at

@@ -40,6 +40,7 @@ type Conn struct {
 	R        *bufio.Reader // reads Net, counting (Answered)
 	W        *bufio.Writer
 	instance string
+	addr     string // what it was dialed to: it serves only requests for addr
 	gen      uint64 // the instance's generation when dialed
 	idleAt   time.Time
 	nread    int64 // bytes read from conn since it was taken from the pool
@@ -64,19 +65,25 @@ func NewPool(dialer *net.Dialer, maxIdle int, idleTimeout time.Duration) *Pool {
 		idle: make(map[string][]*Conn), gen: make(map[string]uint64)}
 }
 
-// get returns an idle connection to instance (reused: true), or dials addr;
-// fresh always dials.
+// Get returns an idle connection of instance to addr (reused: true), or
+// dials addr; fresh always dials. An instance's idle connections to its
+// other ports are never handed out for addr (invariant 1).
 func (t *Pool) Get(ctx context.Context, instance, addr string, fresh bool) (c *Conn, reused bool, err error) {
 	now := time.Now()
 	for {
 		t.mu.Lock()
 		list := t.idle[instance]
-		if len(list) == 0 || fresh {
+		i := len(list) - 1
+		for i >= 0 && list[i].addr != addr {
+			i-- // most recent first; an instance has few ports
+		}
+		if i < 0 || fresh {
 			gen := t.gen[instance]
 			t.mu.Unlock()
 			return t.dial(ctx, instance, addr, gen)
 		}
-		c = list[len(list)-1]
+		c = list[i]
+		copy(list[i:], list[i+1:])
 		list[len(list)-1] = nil
 		t.idle[instance] = list[:len(list)-1]
 		t.mu.Unlock()
@@ -93,7 +100,7 @@ func (t *Pool) dial(ctx context.Context, instance, addr string, gen uint64) (*Co
 	if err != nil {
 		return nil, false, err
 	}
-	c := &Conn{Net: wire.NewRawConn(conn, WriteTimeout), instance: instance, gen: gen}
+	c := &Conn{Net: wire.NewRawConn(conn, WriteTimeout), instance: instance, addr: addr, gen: gen}
 	c.R = bufio.NewReaderSize(c, 16<<10)
 	c.W = bufio.NewWriterSize(c.Net, 4<<10)
 	return c, false, nil

@@ -1,0 +1,198 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/browsertest"
+	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/sandboxmgr"
+)
+
+// devDomain is a preview domain that is not localhost: a dev server's
+// own localhost allowances cannot hide a host problem there (#22).
+const devDomain = "preview.example"
+
+// startDevServer builds testdata/devserver once per test and runs it with
+// rule (vite or next) on a loopback port; it returns the address.
+func startDevServer(t *testing.T, bin, rule string) string {
+	t.Helper()
+	cmd := exec.Command(bin)
+	cmd.Env = []string{"RULE=" + rule, "ADDR=127.0.0.1:0"}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start devserver: %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("devserver %s: %v", rule, err)
+	}
+	return strings.TrimSpace(line[strings.LastIndexByte(line, ' ')+1:])
+}
+
+func buildDevServer(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "devserver")
+	build := exec.Command("go", "build", "-o", bin, "./testdata/devserver")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build testdata/devserver: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// idSandboxes hands out the endpoint named by a sandbox id's prefix.
+type idSandboxes struct {
+	fakeSandboxes
+	addrs map[string]string // id prefix → address
+}
+
+func (s *idSandboxes) Ensure(ctx context.Context, id string, tpl *config.Template) (sandboxmgr.Endpoint, error) {
+	for pfx, addr := range s.addrs {
+		if strings.HasPrefix(id, pfx) {
+			return sandboxmgr.Endpoint{ID: id, Addr: addr, Template: tpl.Name, Instance: "inst-" + pfx}, nil
+		}
+	}
+	return sandboxmgr.Endpoint{}, sandboxmgr.ErrUnavailable
+}
+
+func (s *idSandboxes) EnsureWith(ctx context.Context, id string, tpl *config.Template, _ sandboxmgr.Options) (sandboxmgr.Endpoint, error) {
+	return s.Ensure(ctx, id, tpl)
+}
+
+// TestBrowserStockDevServers: through the gateway on a non-localhost
+// preview domain over TLS, with the default template settings, a dev
+// server that enforces Vite's host rule and HMR token renders and
+// hot-reloads, and one that enforces Next.js's origin rule on its HMR
+// socket connects (and hot-reloads). With host_header: preserve, the
+// default before #22, the Vite one answers every request 403 and the
+// Next.js one refuses the HMR socket; with rewrite, Next.js still does.
+func TestBrowserStockDevServers(t *testing.T) {
+	ctx := browsertest.New(t, 120*time.Second,
+		chromedp.Flag("ignore-certificate-errors", true),
+		chromedp.Flag("host-resolver-rules", "MAP *."+devDomain+" 127.0.0.1"),
+		chromedp.Flag("no-proxy-server", true))
+	bin := buildDevServer(t)
+	servers := map[string]string{"vite": startDevServer(t, bin, "vite"), "next": startDevServer(t, bin, "next")}
+
+	for _, mode := range []string{"default", config.HostPreserve, config.HostRewrite} {
+		cfg := testConfig()
+		cfg.Domains = config.StringList{devDomain}
+		if mode != "default" {
+			cfg.Templates["app"].HostHeader = mode
+		}
+		if mode == "default" && cfg.Templates["app"].HostHeader != config.HostLocal {
+			t.Fatalf("default host_header %q, want local", cfg.Templates["app"].HostHeader)
+		}
+		g, err := New(cfg, &idSandboxes{addrs: servers}, Options{TLS: true}, testkit.Logger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(g.Close)
+		s := NewServer(cfg, g, testkit.Logger(t))
+		s.TLSConfig = testkit.TLSConfig("h2", "http/1.1")
+		srv := serve(t, s)
+		_, port, _ := strings.Cut(srv.Listener.Addr().String(), ":")
+
+		for _, rule := range []string{"vite", "next"} {
+			t.Run(mode+"/"+rule, func(t *testing.T) {
+				id := rule + "-" + mode
+				preview := fmt.Sprintf("https://sandbox-%s.%s:%s", id, devDomain, port)
+				tok := testkit.Mint(t, cfg, id, 10*time.Minute)
+				navigate(t, ctx, preview+"/?access_token="+tok)
+				state := pollPage(t, ctx, `(() => {
+  const app = document.getElementById("app");
+  if (!app) return document.body ? "page: " + document.body.innerText.slice(0, 200) : null;
+  if (window.__hmr === "connecting" || window.__hmr === undefined) return null;
+  return app.textContent + " hmr " + window.__hmr;
+})()`)
+				// rewrite sends an IP as Host, which Vite accepts; the Origin
+				// stays the preview's, which Next.js refuses.
+				if works := mode == "default" || mode == config.HostRewrite && rule == "vite"; !works {
+					// The app's own check refuses the preview.
+					want := "rendered hmr error"
+					if rule == "vite" {
+						want = `page: Blocked request. This host ("sandbox-` + id + "." + devDomain + `") is not allowed.`
+					}
+					if !strings.HasPrefix(state, want) {
+						t.Errorf("with host_header %s: got %q, want %q (the dev server refuses)", mode, state, want)
+					}
+					return
+				}
+				if state != "rendered hmr open" {
+					t.Fatalf("got %q, want the app rendered and its HMR socket open", state)
+				}
+				// A redirect the app builds from Host (http://localhost:<port>/)
+				// lands back on the preview, over https. (In rewrite mode it
+				// leaves for the container's address.)
+				if mode == "default" {
+					navigate(t, ctx, preview+"/__redirect")
+					if got := pollPage(t, ctx, `document.getElementById("app") && window.__hmr === "open" ? location.href : null`); got != preview+"/" {
+						t.Errorf("after the app's redirect the browser is at %q, want %q", got, preview+"/")
+					}
+				}
+				seq := edit(t, servers[rule])
+				want := fmt.Sprintf("edit-%d", seq)
+				if got := pollPage(t, ctx, `(t => t === "`+want+`" ? t : null)(document.getElementById("hmr").textContent)`); got != want {
+					t.Errorf("after an edit the page shows %q, want %q (hot reload)", got, want)
+				}
+			})
+		}
+	}
+}
+
+// navigate loads url, once more after ERR_NETWORK_CHANGED: Chromium
+// reports it when a network interface appears, as the bridges other
+// tests' Docker networks add.
+func navigate(t *testing.T, ctx context.Context, url string) {
+	t.Helper()
+	err := chromedp.Do(ctx, chromedp.Navigate(url))
+	if err != nil && strings.Contains(err.Error(), "ERR_NETWORK_CHANGED") {
+		err = chromedp.Do(ctx, chromedp.Navigate(url))
+	}
+	if err != nil {
+		t.Fatalf("navigate to %s: %v", url, err)
+	}
+}
+
+// pollPage evaluates expr until it gives a non-null string, for 20s.
+func pollPage(t *testing.T, ctx context.Context, expr string) string {
+	t.Helper()
+	got, err := chromedp.Run(ctx, chromedp.Poll[string](expr, chromedp.WithPollingTimeout(20*time.Second)))
+	if err != nil {
+		html, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.documentElement.outerHTML`))
+		t.Fatalf("polling %s: %v; page: %s", expr, err, html)
+	}
+	return got
+}
+
+// edit makes the dev server at addr push an HMR update; it returns its
+// sequence number.
+func edit(t *testing.T, addr string) int {
+	t.Helper()
+	resp, err := http.Post("http://"+addr+"/__edit", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct{ Seq, Sockets int }
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || r.Sockets == 0 {
+		t.Fatalf("edit: %+v %v, want an update pushed to an open socket", r, err)
+	}
+	return r.Seq
+}

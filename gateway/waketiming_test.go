@@ -1,0 +1,130 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/sandboxmgr"
+)
+
+// slowWake is a sandbox that is cold and wakes through the phases, each
+// taking its time, as the manager reports them.
+type slowWake struct {
+	fakeSandboxes
+	mu      sync.Mutex // guards began, took
+	began   time.Time
+	took    time.Duration
+	phases  []string
+	perStep time.Duration
+}
+
+func (s *slowWake) Cached(string) (sandboxmgr.Endpoint, bool) { return sandboxmgr.Endpoint{}, false }
+
+func (s *slowWake) Progress(string) sandboxmgr.Progress {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.began.IsZero() {
+		return sandboxmgr.Progress{}
+	}
+	i := int(time.Since(s.began) / s.perStep)
+	if i >= len(s.phases) {
+		return sandboxmgr.Progress{Phase: sandboxmgr.PhaseReady}
+	}
+	return sandboxmgr.Progress{Phase: s.phases[i]}
+}
+
+func (s *slowWake) EnsureWith(ctx context.Context, id string, tpl *config.Template, _ sandboxmgr.Options) (sandboxmgr.Endpoint, error) {
+	t0 := time.Now()
+	s.mu.Lock()
+	s.began = t0
+	s.mu.Unlock()
+	time.Sleep(time.Duration(len(s.phases)) * s.perStep)
+	ep, err := s.fakeSandboxes.Ensure(ctx, id, tpl)
+	s.mu.Lock()
+	s.took = time.Since(t0)
+	s.mu.Unlock()
+	return ep, err
+}
+
+// TestServerTimingAfterWake: a request that waited for a wake carries
+// Server-Timing with each phase it waited through and the proxy's time;
+// the phases add up to the wait within a few ms (#22).
+func TestServerTimingAfterWake(t *testing.T) {
+	t.Parallel()
+	app := echoApp(t)
+	cfg := testConfig()
+	sb := &slowWake{fakeSandboxes: fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}, perStep: 60 * time.Millisecond,
+		phases: []string{sandboxmgr.PhaseQueued, sandboxmgr.PhaseCreating, sandboxmgr.PhaseStarting, sandboxmgr.PhaseWaitingPort}}
+	for _, noDirect := range []bool{false, true} {
+		sb.mu.Lock()
+		sb.began = time.Time{} // a new wake
+		sb.mu.Unlock()
+		g, srv := startGateway(t, cfg, sb)
+		g.proxy.noDirect = noDirect
+		// An API client (no Accept: text/html) is held through the wake.
+		resp := testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/", testkit.Mint(t, cfg, "abc", time.Minute))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("got %d, want 200", resp.StatusCode)
+		}
+		st := resp.Header.Values("Server-Timing")
+		if len(st) != 1 {
+			t.Fatalf("got Server-Timing %q, want one", st)
+		}
+		var names []string
+		var sum float64
+		for _, part := range strings.Split(st[0], ", ") {
+			name, dur, ok := strings.Cut(part, ";dur=")
+			d, err := strconv.ParseFloat(dur, 64)
+			if !ok || err != nil {
+				t.Fatalf("Server-Timing %q: bad part %q", st[0], part)
+			}
+			names = append(names, name)
+			if name != "proxy" {
+				sum += d
+			}
+		}
+		if got, want := strings.Join(names, ","), "queued,create,start,app,proxy"; got != want {
+			t.Errorf("got phases %s, want %s (%q)", got, want, st[0])
+		}
+		sb.mu.Lock()
+		took := float64(sb.took.Microseconds()) / 1000
+		sb.mu.Unlock()
+		if sum < took-5 || sum > took+5 {
+			t.Errorf("phases add up to %.1f ms, the wake took %.1f ms: want within 5 ms (%q)", sum, took, st[0])
+		}
+	}
+}
+
+// TestWakeWatchJoinLeave: requests joining and leaving one sandbox's watch
+// in every order share one watch, which stops once with the last of them.
+func TestWakeWatchJoinLeave(t *testing.T) {
+	t.Parallel()
+	g, err := New(testConfig(), &fakeSandboxes{}, Options{}, testkit.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			end := g.watchWake("abc", "app")
+			if i%3 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			end()
+		})
+	}
+	wg.Wait()
+	g.wakes.mu.Lock()
+	defer g.wakes.mu.Unlock()
+	if len(g.wakes.m) != 0 {
+		t.Errorf("got %d watches left, want 0", len(g.wakes.m))
+	}
+}
