@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+
+	"github.com/goccy/go-yaml/token"
 )
 
 // maxNodes bounds the work done on one file, including alias expansion, so
@@ -118,6 +120,9 @@ type decoder struct {
 	// hidden holds the scalar each secret and env value was decoded from,
 	// by hiddenKey (see redact.go).
 	hidden map[string]*node
+	// first is the document's first token: from it, goccy's tokens give
+	// back the text as written (see rewrite).
+	first *token.Token
 }
 
 // loc is where a value (and the key naming it) sits in the file.
