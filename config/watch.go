@@ -59,6 +59,12 @@ type WatcherConfig struct {
 // A file that fails to parse, validate or apply is logged and the old config
 // keeps serving. Settings that need a restart keep their running values and
 // are logged as a warning.
+//
+// No lock is held across reading or writing the file, nor across Prepare
+// (a JWKS fetch may take seconds), so a SIGHUP reload never waits for an
+// admin PUT (#25). Reloads and replaces take turns instead: one overtaken
+// by a newer one going live is dropped, so the live config is always that
+// of the latest file.
 type Watcher struct {
 	cfg    WatcherConfig
 	log    *slog.Logger
