@@ -34,7 +34,7 @@ type Sandboxes interface {
 	List(ctx context.Context) ([]sandboxmgr.Info, error)
 	Stop(ctx context.Context, id string) error   // wraps sandboxmgr.ErrNoContainer if missing
 	Remove(ctx context.Context, id string) error // wraps sandboxmgr.ErrNoContainer if missing
-	Ping(ctx context.Context) error              // the container engine answers
+	Ping(ctx context.Context) error              // the sandbox runtime answers
 	// Ensure creates or wakes id from tpl and waits until it is ready
 	// (sandboxmgr errors; a failed start is a *sandboxmgr.StartError).
 	Ensure(ctx context.Context, id string, tpl *config.Template) (sandboxmgr.Endpoint, error)
@@ -148,10 +148,10 @@ func tokenEqual(got, want string) bool {
 func (a *admin) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
-	checks := map[string]string{"docker": "ok", "certificates": "ok"}
+	checks := map[string]string{"runtime": "ok", "certificates": "ok"}
 	status := http.StatusOK
 	if err := a.o.Sandboxes.Ping(ctx); err != nil {
-		checks["docker"], status = err.Error(), http.StatusServiceUnavailable
+		checks["runtime"], status = err.Error(), http.StatusServiceUnavailable
 	}
 	if a.o.Ready != nil {
 		if err := a.o.Ready(ctx); err != nil {
@@ -162,7 +162,7 @@ func (a *admin) readyz(w http.ResponseWriter, r *http.Request) {
 	// a reason to take the whole gateway out of rotation (#16).
 	if missing := a.missingImages(ctx); len(missing) > 0 {
 		checks["images"] = "missing: " + strings.Join(missing, ", ")
-	} else if checks["docker"] == "ok" {
+	} else if checks["runtime"] == "ok" {
 		checks["images"] = "ok"
 	}
 	writeJSON(w, status, checks)

@@ -263,11 +263,11 @@ func (u *ui) base(r *http.Request, session string) pageData {
 			d.Pools = append(d.Pools, poolRow{Template: name, Ready: u.a.o.Sandboxes.PoolSize(name), Max: n})
 		}
 	}
-	docker := "ok"
+	rt := "ok"
 	if err := u.a.o.Sandboxes.Ping(r.Context()); err != nil {
-		docker = err.Error()
+		rt = err.Error()
 	}
-	d.Checks = append(d.Checks, check{"Container engine", docker})
+	d.Checks = append(d.Checks, check{"Sandbox runtime", rt})
 	if missing := u.a.missingImages(r.Context()); len(missing) > 0 {
 		d.Checks = append(d.Checks, check{"Images", "missing: " + strings.Join(missing, ", ")})
 	}

@@ -225,7 +225,7 @@ func NewVerifier(cfg config.Auth, tls bool, opts ...Option) (*Verifier, error) {
 		o(v)
 	}
 	if v.aud == "" {
-		v.aud = "previewgate"
+		v.aud = config.DefaultAudience
 	}
 	for _, iss := range cfg.Issuers {
 		v.issuers[iss] = true

@@ -72,7 +72,7 @@ func Mint(key config.Key, o MintOptions) (string, error) {
 	}
 	aud := o.Audience
 	if aud == "" {
-		aud = "previewgate"
+		aud = config.DefaultAudience
 	}
 	c := Claims{
 		RegisteredClaims: jwt.RegisteredClaims{

@@ -12,6 +12,43 @@ const (
 	DemoImage = "previewgate-demo:latest"
 )
 
+// Defaults that packages below config read rather than define (#21: one
+// definition of each default). Everything else a file leaves zero is
+// filled by ApplyDefaults; DefaultLimits and DefaultTemplateSettings hand
+// out its values to callers that build their settings without a file.
+const (
+	DefaultAudience = "previewgate"
+	DefaultNetwork  = "previewgate"
+	// DefaultSandboxNamespace holds the sandboxes when the gateway runs
+	// outside a cluster and runtime.kubernetes.namespace is unset.
+	DefaultSandboxNamespace = "previewgate-sandboxes"
+	// DefaultGatewayLabel selects the gateway's pods for the sandboxes'
+	// NetworkPolicy.
+	DefaultGatewayLabel  = "app.kubernetes.io/name=previewgate"
+	DefaultRunAsUser     = 1000
+	DefaultActivityEvery = 10 * time.Second
+	defaultMaxStarts     = 4
+	defaultStartQueue    = 64
+	defaultMaxRunning    = 50
+	defaultReadyTimeout  = 60 * time.Second
+	defaultQueueTimeout  = 30 * time.Second
+)
+
+// DefaultLimits returns the limits of a file that sets none.
+func DefaultLimits() Limits {
+	var c Config
+	c.ApplyDefaults()
+	return c.Limits
+}
+
+// DefaultTemplateSettings returns a template's settings where a file sets
+// none (port, resources, ready timeout, idle, ...).
+func DefaultTemplateSettings() Template {
+	var t Template
+	t.applyDefaults()
+	return t
+}
+
 // Default returns the embedded development configuration: plain HTTP on
 // 127.0.0.1:8080, domain localhost, one "demo" template. The caller supplies
 // the signing key (a fresh one per run) through Auth.Keys.
@@ -20,7 +57,7 @@ func Default() *Config {
 		Domains: StringList{DevDomain},
 		Listen:  Listen{HTTP: DevListenHTTP, Admin: DevListenAdmin},
 		TLS:     TLS{Mode: TLSOff},
-		Auth:    Auth{Audience: "previewgate", Issuers: []string{"previewgate-dev"}},
+		Auth:    Auth{Audience: DefaultAudience, Issuers: []string{"previewgate-dev"}},
 		Templates: map[string]*Template{
 			DemoTemplate: {Image: DemoImage, Ready: Ready{Path: "/", Timeout: Duration(30 * time.Second)}},
 		},
@@ -58,10 +95,10 @@ func (c *Config) ApplyDefaults() {
 		c.TLS.ACME.RFC2136.TSIGAlg = "hmac-sha256"
 	}
 	if c.Auth.Audience == "" {
-		c.Auth.Audience = "previewgate"
+		c.Auth.Audience = DefaultAudience
 	}
 	if c.Docker.Network == "" {
-		c.Docker.Network = "previewgate"
+		c.Docker.Network = DefaultNetwork
 	}
 	if c.Docker.Replicas == 0 {
 		c.Docker.Replicas = 1
@@ -80,10 +117,10 @@ func (c *Config) ApplyDefaults() {
 		t.applyDefaults()
 	}
 	l := &c.Limits
-	setInt(&l.MaxConcurrentStarts, 4)
-	setInt(&l.StartQueue, 64)
-	setDur(&l.StartQueueTimeout, 30*time.Second)
-	setInt(&l.MaxRunning, 50)
+	setInt(&l.MaxConcurrentStarts, defaultMaxStarts)
+	setInt(&l.StartQueue, defaultStartQueue)
+	setDur(&l.StartQueueTimeout, defaultQueueTimeout)
+	setInt(&l.MaxRunning, defaultMaxRunning)
 	// On by default (#13): otherwise one subject with a sbx "*" token can
 	// take every max_running slot. Half of max_running, so that within an
 	// hour one subject can take at most half of the slots. Unlimited is an
@@ -124,7 +161,7 @@ func (t *Template) applyDefaults() {
 	if t.Pids == 0 {
 		t.Pids = 512
 	}
-	setDur(&t.Ready.Timeout, 60*time.Second)
+	setDur(&t.Ready.Timeout, defaultReadyTimeout)
 	setDur(&t.IdleTimeout, 15*time.Minute)
 	if t.IdleAction == "" {
 		t.IdleAction = IdleStop

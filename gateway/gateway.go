@@ -243,8 +243,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if t.cfg.Log.Access {
 		g.log.LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("id", id),
 			slog.String("method", r.Method), slog.String("host", r.Host), slog.String("path", r.URL.Path),
-			slog.String("sandbox", sandbox), slog.String("template", label),
-			slog.Int("status", status), slog.Duration("took", took))
+			slog.Int("status", status), slog.Duration("took", took),
+			slog.String("sandbox", sandbox), slog.String("template", label))
 	}
 }
 
@@ -443,7 +443,7 @@ func ensureError(ctx context.Context, err error) *httpError {
 			Msg: "The preview service is busy. Try again in a moment.", Err: err}
 	case errors.Is(err, sandboxmgr.ErrUnavailable):
 		return &httpError{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: 5,
-			Msg: "The preview service cannot reach its container engine right now.", Err: err}
+			Msg: "The preview service cannot reach its sandbox runtime right now.", Err: err}
 	case errors.Is(err, sandboxmgr.ErrForeignContainer):
 		// Another gateway's (or someone's) container holds the name: never
 		// touched, and not this gateway's to fix.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/network"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/previewgate/previewgate/config"
@@ -25,6 +26,7 @@ type kubeRecordEnv struct {
 	ns    string
 	proxy *k8stest.WatchProxy
 	agent *k8stest.Agent
+	net   string // the node's Docker network, with room for one pod
 	cfg   *config.Config
 	r     *replica
 }
@@ -46,7 +48,7 @@ func newKubeRecordEnv(t *testing.T, recheck time.Duration, edit func(*config.Con
 	mc := sandboxmgr.Config{Runtime: sandboxmgr.RuntimeKubernetes, Network: "previewgate-sandboxes", RecheckEvery: recheck,
 		Labels:     map[string]string{dockertest.LabelTest: "1", dockertest.LabelRun: dockertest.RunID()},
 		Kubernetes: sandboxmgr.KubeConfig{Namespace: ns, REST: proxy.Config(c.AdminToken)}}
-	return &kubeRecordEnv{c: c, ns: ns, proxy: proxy, agent: agent, cfg: cfg, r: startReplica(t, cfg, mc)}
+	return &kubeRecordEnv{c: c, ns: ns, proxy: proxy, agent: agent, net: net, cfg: cfg, r: startReplica(t, cfg, mc)}
 }
 
 // echo sends method to sandbox id (token: with one) and returns the status
@@ -86,7 +88,10 @@ func TestKubernetesStalledWatchAddressReuse(t *testing.T) {
 	if err := admin.CoreV1().Pods(e.ns).Delete(t.Context(), pods.Items[0].Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, "A's container gone from the node", func() bool { return e.agent.Containers() == 0 })
+	testkit.WaitFor(t, "A's container and its address gone from the node", func() bool {
+		n, err := dockertest.Client(t).NetworkInspect(t.Context(), e.net, network.InspectOptions{})
+		return e.agent.Containers() == 0 && err == nil && len(n.Containers) == 0
+	})
 	code, hostB := e.echo(t, "GET", b, true)
 	if code != 200 || hostB == "" || hostB == hostA {
 		t.Fatalf("B: got %d from %q, want B's echo", code, hostB)

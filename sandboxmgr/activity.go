@@ -8,15 +8,38 @@ import (
 	"time"
 )
 
-// sandbox is the manager's in-memory record of one sandbox: its cached
-// endpoint and its activity. Docker stays the truth for everything else.
+// sandbox is the manager's record of one sandbox (#21): which instance
+// (container ID or pod), at which address, from which template, in which
+// state, plus its activity. The runtime is the truth: the record is
+// rebuilt from the instance's own labels on adoption (Start), from events,
+// by every re-check and by every wake; scope is decided before a record is
+// made (scope.go), so every record is of an owned instance. Every decision
+// about an existing sandbox reads it: the gateway's policy (Known), the
+// reaper, the pool, the admin list. A wake passes its record down rather
+// than looking the id up again.
+//
+// Lock discipline, in three kinds of field:
+//   - what the runtime said (last, state, template, container, startedAt,
+//     stoppedAt, stopRecorded) is guarded by Manager.mu, like the map
+//     that holds the record and the address index (addrs);
+//   - what every request reads or writes (ep, lastActivity, holds) is
+//     atomic, so the hot path takes only Manager.mu's read lock to find
+//     the record; ep is only ever stored under Manager.mu (cacheLocked,
+//     dropLocked), so it never disagrees with last and addrs for longer
+//     than a reader's load;
+//   - the wake's own bookkeeping (waking, progress, checked, diag,
+//     flushed, sampledAt) is atomic and written by the one goroutine that
+//     owns that step; op serializes a wake with the reaper's stop.
+//
+// No lock is held across a runtime call.
 type sandbox struct {
 	id           string
-	ep           atomic.Pointer[Endpoint] // ready endpoint; nil: ask Docker
+	ep           atomic.Pointer[Endpoint] // ready endpoint; nil: ask the runtime
 	lastActivity atomic.Int64             // unix nanoseconds
 	holds        atomic.Int64             // open WebSockets / SSE streams
 	waking       atomic.Int32             // wakes in progress (0 or 1)
 	flushed      atomic.Int64             // lastActivity last published (shared.go)
+	flushedAt    atomic.Int64             // when it was (unix ns)
 	sampledAt    atomic.Int64             // last shared-activity sample (shared.go)
 	progress     atomic.Pointer[Progress] // of the last or current wake
 	checked      atomic.Pointer[checked]  // last stillServes check that found ep serving

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 
 	"github.com/previewgate/previewgate/config"
 )
@@ -43,7 +44,7 @@ func (m *Manager) Stop(ctx context.Context, id string) error {
 	c, err := m.ownedByID(ctx, id)
 	if err == nil {
 		m.beforeStop(id)
-		err = m.eng.Stop(ctx, c.ID)
+		err = m.eng.Sleep(ctx, c.ID, runtime.SleepStop)
 	}
 	if err == nil || errors.Is(err, ErrNoContainer) {
 		m.setState(id, stateExited)
@@ -78,7 +79,10 @@ func (m *Manager) Remove(ctx context.Context, id string) error {
 		m.mu.Lock()
 		if sb := m.sandboxes[id]; sb != nil {
 			gone = m.dropLocked(sb)
-			delete(m.sandboxes, id)
+			sb.last, sb.state, sb.container = nil, "", ""
+			if sb.waking.Load() == 0 {
+				delete(m.sandboxes, id) // a wake in flight keeps the record it passes down
+			}
 		}
 		m.mu.Unlock()
 		m.gone(gone)
@@ -127,7 +131,7 @@ func (m *Manager) MissingImages(ctx context.Context, tpls []*config.Template) ([
 		if t == nil || t.Image == "" {
 			continue
 		}
-		ok, err := m.eng.HasImage(ctx, t.Image)
+		ok, err := m.HasImage(ctx, t.Image)
 		if err != nil {
 			return out, fmt.Errorf("image %s: %w", t.Image, err)
 		}

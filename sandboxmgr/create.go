@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"slices"
 	"strconv"
 	"time"
@@ -14,10 +15,10 @@ import (
 // Creating a container from a template, and the start slots and running
 // count that bound how many start at once.
 
-// create creates and starts id's container from tpl within the start
+// create creates and starts sb's container from tpl within the start
 // limits. errNameTaken if the name is already in use.
-func (m *Manager) create(ctx context.Context, id string, tpl *config.Template) error {
-	spec, err := m.spec(id, tpl)
+func (m *Manager) create(ctx context.Context, sb *sandbox, tpl *config.Template) error {
+	spec, err := m.spec(sb.id, tpl)
 	if err != nil {
 		return err
 	}
@@ -29,9 +30,9 @@ func (m *Manager) create(ctx context.Context, id string, tpl *config.Template) e
 	if err := m.ensureNetwork(ctx); err != nil {
 		return err
 	}
-	m.setPhase(id, PhaseCreating, "")
+	m.setPhase(sb, PhaseCreating, "")
 	ctr, err := m.eng.Create(ctx, spec)
-	if errors.Is(err, errNoNetwork) { // removed behind our back: make it again
+	if errors.Is(err, runtime.ErrNoNetwork) { // removed behind our back: make it again
 		m.mu.Lock()
 		m.netReady = false
 		m.mu.Unlock()
@@ -43,11 +44,11 @@ func (m *Manager) create(ctx context.Context, id string, tpl *config.Template) e
 	if err != nil {
 		return err
 	}
-	m.setPhase(id, PhaseStarting, "")
+	m.setPhase(sb, PhaseStarting, "")
 	if err := m.eng.Start(ctx, ctr); err != nil {
 		return err
 	}
-	m.markRunning(id)
+	m.markRunning(sb)
 	return nil
 }
 
@@ -83,7 +84,7 @@ func (m *Manager) spec(id string, tpl *config.Template) (ctrSpec, error) {
 		ReadOnly:  tpl.ReadOnly,
 		Port:      port,
 		ReadyPath: tpl.Ready.Path,
-		Workspace: tpl.Workspace,
+		Workspace: workspaceSpec(tpl.Workspace),
 	}, nil
 }
 
@@ -168,8 +169,16 @@ func (m *Manager) runningLocked() int {
 	return n
 }
 
-func (m *Manager) markRunning(id string) {
+func (m *Manager) markRunning(sb *sandbox) {
 	m.mu.Lock()
-	m.sandboxLocked(id).state = stateRunning
+	sb.state = stateRunning
 	m.mu.Unlock()
+}
+
+// workspaceSpec is a template's workspace in the runtime's words.
+func workspaceSpec(w *config.Workspace) *runtime.Workspace {
+	if w == nil {
+		return nil
+	}
+	return &runtime.Workspace{Size: int64(w.Size), Path: w.Path, StorageClass: w.StorageClass}
 }

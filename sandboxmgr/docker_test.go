@@ -1,19 +1,15 @@
 package sandboxmgr
 
 import (
-	"errors"
 	"fmt"
-	"maps"
-	"net"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/previewgate/previewgate/config"
 )
 
-func TestSpecAndDockerConfig(t *testing.T) {
+func TestSpec(t *testing.T) {
 	m := newManager(Config{Network: "pg", Labels: map[string]string{"team": "x", LabelSandbox: "spoof"}}, nil, newFake())
 	defer m.Close()
 	tpl := &config.Template{
@@ -25,33 +21,26 @@ func TestSpecAndDockerConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, host, nc := dockerConfig(s)
 	checks := []struct {
 		name      string
 		got, want any
 	}{
 		{"name", s.Name, "previewgate-abc"},
-		{"image", cfg.Image, "img:1"},
-		{"cmd", fmt.Sprint(cfg.Cmd), "[serve]"},
-		{"env", fmt.Sprint(cfg.Env), "[A=1 B=2]"},
-		{"label managed", cfg.Labels[LabelManaged], "true"},
-		{"label sandbox (not spoofable by cfg.Labels)", cfg.Labels[LabelSandbox], "abc"},
-		{"label template", cfg.Labels[LabelTemplate], "web"},
-		{"label port", cfg.Labels[LabelPort], "8080"},
-		{"extra label", cfg.Labels["team"], "x"},
-		{"no published ports", len(host.PortBindings) + len(cfg.ExposedPorts), 0},
-		{"no mounts", len(host.Mounts) + len(host.Binds) + len(host.VolumesFrom), 0},
-		{"network", string(host.NetworkMode), "pg"},
-		{"endpoint", len(nc.EndpointsConfig["pg"].Aliases), 0},
-		{"no-new-privileges", fmt.Sprint(host.SecurityOpt), "[no-new-privileges:true]"},
-		{"cap drop", fmt.Sprint(host.CapDrop), "[ALL]"},
-		{"cap add", fmt.Sprint(host.CapAdd), "[NET_BIND_SERVICE]"},
-		{"memory", host.Memory, int64(256 << 20)},
-		{"cpus", host.NanoCPUs, int64(5e8)},
-		{"pids", *host.PidsLimit, int64(100)},
-		{"read-only", host.ReadonlyRootfs, true},
-		{"tmpfs", slices.Collect(maps.Keys(host.Tmpfs)), []string{"/tmp"}},
-		{"not privileged", host.Privileged, false},
+		{"image", s.Image, "img:1"},
+		{"cmd", fmt.Sprint(s.Cmd), "[serve]"},
+		{"env", fmt.Sprint(s.Env), "[A=1 B=2]"},
+		{"label managed", s.Labels[LabelManaged], "true"},
+		{"label sandbox (not spoofable by cfg.Labels)", s.Labels[LabelSandbox], "abc"},
+		{"label template", s.Labels[LabelTemplate], "web"},
+		{"label port", s.Labels[LabelPort], "8080"},
+		{"label scope", s.Labels[LabelScope] != "", true},
+		{"extra label", s.Labels["team"], "x"},
+		{"network", s.Network, "pg"},
+		{"cap add", fmt.Sprint(s.CapAdd), "[NET_BIND_SERVICE]"},
+		{"memory", s.Memory, int64(256 << 20)},
+		{"cpus", s.CPUs, 0.5},
+		{"pids", s.Pids, int64(100)},
+		{"read-only", s.ReadOnly, true},
 	}
 	for _, c := range checks {
 		if fmt.Sprint(c.got) != fmt.Sprint(c.want) {
@@ -60,23 +49,6 @@ func TestSpecAndDockerConfig(t *testing.T) {
 	}
 	if _, err := m.spec("abc", &config.Template{Name: "empty"}); err == nil {
 		t.Error("got no error for a template without image")
-	}
-}
-
-func TestClassify(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		err  error
-		want error
-	}{
-		{"dial error", &net.OpError{Op: "dial", Net: "unix", Err: errors.New("no such file")}, ErrUnavailable},
-		{"other", errBoom, errBoom},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := classify("op", tc.err, ErrNoContainer); !errors.Is(got, tc.want) {
-				t.Errorf("got %v, want %v", got, tc.want)
-			}
-		})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Docker events keep the cache true when something outside the manager
@@ -18,39 +19,18 @@ import (
 
 // Event actions the manager follows.
 const (
-	evDie     = "die"
-	evOOM     = "oom"
-	evStop    = "stop"
-	evKill    = "kill"
-	evDestroy = "destroy"
-	evPause   = "pause"
-	evUnpause = "unpause"
-	evStart   = "start"
-	evRename  = "rename"
-	// evKept (Kubernetes only): the pod is gone, its workspace kept
-	// (kube_workspace.go): the sandbox is stopped, as after a Docker stop.
-	evKept = "kept"
-	// evWatchBroken (Kubernetes only): the informer's watch or list
-	// failed; it relists by itself, but until a re-check confirms the
-	// cache, cached endpoints are checked before use (recheck.go).
-	evWatchBroken = "watch-broken"
+	evDie         = runtime.EventDie
+	evOOM         = runtime.EventOOM
+	evStop        = runtime.EventStop
+	evKill        = runtime.EventKill
+	evDestroy     = runtime.EventDestroy
+	evPause       = runtime.EventPause
+	evUnpause     = runtime.EventUnpause
+	evStart       = runtime.EventStart
+	evRename      = runtime.EventRename
+	evKept        = runtime.EventKept
+	evWatchBroken = runtime.EventWatchBroken
 )
-
-// watchedActions are the event actions asked from Docker.
-var watchedActions = []string{evDie, evOOM, evStop, evKill, evDestroy, evPause, evUnpause, evStart, evRename}
-
-// ctrEvent is one container event.
-type ctrEvent struct {
-	Action  string
-	ID      string // container id
-	Name    string // container name now, without the slash (after a rename: the new name)
-	OldName string // rename only: the previous name, without the slash
-	Pool    string // the container's LabelPool
-	// Labels are the container's labels where the runtime reports them;
-	// events of containers the manager does not own are ignored.
-	Labels map[string]string
-	Time   time.Time
-}
 
 // Reconnect backoff of the events stream.
 const (
@@ -73,7 +53,7 @@ func (m *Manager) watchEvents(ctx context.Context) {
 		got := false
 		errc := make(chan error, 1)
 		go func() {
-			errc <- m.eng.Events(ctx, since, m.scopeLabels(), func(ev ctrEvent) {
+			errc <- m.eng.Watch(ctx, since, m.scopeLabels(), func(ev ctrEvent) {
 				got = true
 				if !ev.Time.IsZero() {
 					since = ev.Time
@@ -199,6 +179,11 @@ func (m *Manager) applyEvent(ev ctrEvent) {
 		if t := ev.Labels[LabelTemplate]; t != "" {
 			sb.template = t // the record is rebuilt from the instance's own labels
 		}
+		if ev.Action == evStart && ev.Time.After(sb.startedAt) {
+			// Idle is judged from here at the earliest: a start another
+			// replica made is no idle time (#26).
+			sb.startedAt = ev.Time
+		}
 	case evPause:
 		if sb != nil {
 			sb.state = statePaused
@@ -263,7 +248,7 @@ func (m *Manager) resync(ctx context.Context) error {
 	}
 	m.mu.RUnlock()
 	for _, x := range list {
-		c, err := m.eng.Inspect(ctx, instanceContainer(x.ep.Instance))
+		c, err := m.eng.Lookup(ctx, instanceContainer(x.ep.Instance))
 		if err != nil && !errors.Is(err, ErrNoContainer) {
 			return fmt.Errorf("resync %s: %w", x.sb.id, err)
 		}
@@ -321,7 +306,7 @@ func (m *Manager) stillServes(ctx context.Context, sb *sandbox, ep *Endpoint) (b
 	ch := m.checks.DoChan(sb.id, func() (any, error) {
 		ictx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 		defer cancel()
-		c, err := m.eng.Inspect(ictx, instanceContainer(ep.Instance))
+		c, err := m.eng.Lookup(ictx, instanceContainer(ep.Instance))
 		if errors.Is(err, ErrNoContainer) || err == nil && !serves(c, sb.id, ep) {
 			m.dropIfCached(sb, ep)
 			return false, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"sync"
 	"time"
 
@@ -86,7 +87,7 @@ func (m *Manager) explainFailure(id string, err error, timedOut bool) error {
 	} else {
 		se.ExitCode = c.ExitCode
 	}
-	if le, ok := m.eng.(logEngine); ok {
+	if le := m.caps.Logs; le != nil {
 		lw := newLogLines(LogTailLines, nil)
 		if lerr := le.Logs(ctx, c.ID, LogTailLines, false, lw); lerr != nil {
 			log.WarnContext(ctx, "read logs of failed container", "err", lerr)
@@ -97,12 +98,9 @@ func (m *Manager) explainFailure(id string, err error, timedOut bool) error {
 	return se
 }
 
-// kill stops ctr at once where the engine can, else gracefully.
+// kill stops ctr at once.
 func (m *Manager) kill(ctx context.Context, ctr string) error {
-	if le, ok := m.eng.(logEngine); ok {
-		return le.Kill(ctx, ctr)
-	}
-	return m.eng.Stop(ctx, ctr)
+	return m.eng.Sleep(ctx, ctr, runtime.SleepKill)
 }
 
 // wakeTimes remembers how long successful wakes took, per template, for
@@ -163,8 +161,7 @@ func (m *Manager) withDiag(sb *sandbox, p Progress) Progress {
 }
 
 // beginDiag resets id's diagnostics as a wake from tpl (may be nil) begins.
-func (m *Manager) beginDiag(id string, tpl *config.Template) {
-	sb := m.sandboxFor(id)
+func (m *Manager) beginDiag(sb *sandbox, tpl *config.Template) {
 	sb.diag.logs.Store(nil)
 	sb.diag.wakeStart.Store(m.now().UnixNano())
 	if tpl != nil {

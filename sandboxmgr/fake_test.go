@@ -12,6 +12,7 @@ import (
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // fakeEngine keeps containers in memory. Every container's app is the
@@ -116,7 +117,7 @@ func (f *fakeEngine) findLocked(ref string) *ctrInfo {
 
 func (f *fakeEngine) Ping(context.Context) error { return nil }
 
-func (f *fakeEngine) Inspect(ctx context.Context, name string) (ctrInfo, error) {
+func (f *fakeEngine) Lookup(ctx context.Context, name string) (ctrInfo, error) {
 	f.inspect.Add(1)
 	if err := ctx.Err(); err != nil {
 		return ctrInfo{}, err
@@ -174,11 +175,11 @@ func (f *fakeEngine) Start(_ context.Context, name string) error {
 	return nil
 }
 
-func (f *fakeEngine) Unpause(_ context.Context, name string) error {
+func (f *fakeEngine) Resume(_ context.Context, name string) error {
 	return f.setState(name, statePaused, stateRunning)
 }
 
-func (f *fakeEngine) Rename(_ context.Context, container, name string) error {
+func (f *fakeEngine) Claim(_ context.Context, container, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c := f.findLocked(container)
@@ -194,13 +195,17 @@ func (f *fakeEngine) Rename(_ context.Context, container, name string) error {
 	return nil
 }
 
-func (f *fakeEngine) Pause(_ context.Context, name string) error {
-	return f.setState(name, stateRunning, statePaused)
-}
-
-func (f *fakeEngine) Stop(_ context.Context, name string) error {
+func (f *fakeEngine) Sleep(_ context.Context, name string, mode runtime.SleepMode) error {
+	if mode == runtime.SleepPause {
+		return f.setState(name, stateRunning, statePaused)
+	}
 	return f.setState(name, "", stateExited)
 }
+
+// Capabilities: a pause that keeps memory, nothing else.
+func (f *fakeEngine) Capabilities() runtime.Capabilities { return runtime.Capabilities{Pause: true} }
+
+func (f *fakeEngine) Close() error { return nil }
 
 func (f *fakeEngine) Remove(_ context.Context, name string) error {
 	f.mu.Lock()
@@ -213,7 +218,7 @@ func (f *fakeEngine) Remove(_ context.Context, name string) error {
 	return nil
 }
 
-func (f *fakeEngine) Events(ctx context.Context, since time.Time, _ map[string]string, fn func(ctrEvent)) error {
+func (f *fakeEngine) Watch(ctx context.Context, since time.Time, _ map[string]string, fn func(ctrEvent)) error {
 	if f.events != nil {
 		return f.events(ctx, since, fn)
 	}
@@ -238,7 +243,7 @@ next:
 	return out, nil
 }
 
-func (f *fakeEngine) EnsureNetwork(context.Context, string, map[string]string) error { return nil }
+func (f *fakeEngine) Isolate(context.Context, string, map[string]string) error { return nil }
 
 // appListener serves TCP on 127.0.0.1 (accepting and closing) for the
 // length of the test and returns a template pointing at it.

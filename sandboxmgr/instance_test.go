@@ -2,6 +2,7 @@ package sandboxmgr
 
 import (
 	"context"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -147,7 +148,7 @@ func TestInstanceGoneTriggers(t *testing.T) {
 			}
 		}},
 		{"resync finds it stopped", func(t *testing.T, m *Manager, f *fakeEngine) {
-			f.Stop(t.Context(), ContainerName("a"))
+			f.Sleep(t.Context(), ContainerName("a"), runtime.SleepStop)
 			if err := m.resync(t.Context()); err != nil {
 				t.Fatal(err)
 			}
@@ -280,7 +281,7 @@ func TestInstanceAdoptedAtStart(t *testing.T) {
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	c, _ := f.Inspect(t.Context(), ContainerName("a"))
+	c, _ := f.Lookup(t.Context(), ContainerName("a"))
 	ep, ok := m.Cached("a")
 	if !ok || ep.Instance != instanceOf(c) || ep.Instance == "" {
 		t.Errorf("got %+v, %v, want instance %q", ep, ok, instanceOf(c))

@@ -186,7 +186,8 @@ func waitRulesEffective(t *testing.T, rc *rest.Config, ns string, role rbacv1.Ro
 		for _, group := range rule.APIGroups {
 			for _, res := range rule.Resources {
 				for _, verb := range rule.Verbs {
-					attr := &authzv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group, Resource: res}
+					resource, sub, _ := strings.Cut(res, "/") // pods/log: a subresource
+					attr := &authzv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: group, Resource: resource, Subresource: sub}
 					what := fmt.Sprintf("%s %s.%s granted by the deploy Role", verb, res, group)
 					waitWithin(t, 10*time.Second, what, func() bool {
 						r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(t.Context(),

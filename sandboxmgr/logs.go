@@ -3,17 +3,11 @@ package sandboxmgr
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/pkg/stdcopy"
 )
 
 // A sandbox's output is hostile (#16): it may carry terminal escapes,
@@ -34,60 +28,18 @@ const (
 	// sanitized: a line without newline is cut there, the rest dropped up
 	// to the next newline.
 	maxRawLine = 16 << 10
-	// maxTailBytes bounds what a non-following read takes from the engine
-	// (MaxLogLines lines of the log driver's 16 KiB chunks, and margin).
-	maxTailBytes = 4 << 20
 )
 
 // ErrNoLogs: the container runtime cannot read container output.
 var ErrNoLogs = errors.New("container logs not supported by this runtime")
-
-// logEngine is an optional engine capability: reading a container's output
-// and killing it at once. Every method honors ctx.
-type logEngine interface {
-	// Logs writes the container's stdout and stderr, demultiplexed, to w:
-	// the last tail lines, then (follow) new output until the container
-	// stops or ctx ends. ErrNoContainer if missing.
-	Logs(ctx context.Context, ctr string, tail int, follow bool, w io.Writer) error
-	// Kill sends SIGKILL (a failed start needs no graceful stop).
-	// ErrNoContainer if missing.
-	Kill(ctx context.Context, ctr string) error
-}
-
-var _ logEngine = (*dockerEngine)(nil)
-
-func (e *dockerEngine) Logs(ctx context.Context, ctr string, tail int, follow bool, w io.Writer) error {
-	rc, err := e.cli.ContainerLogs(ctx, ctr, container.LogsOptions{
-		ShowStdout: true, ShowStderr: true, Follow: follow, Tail: strconv.Itoa(tail),
-	})
-	if err != nil {
-		return classify("logs "+ctr, err, ErrNoContainer)
-	}
-	defer rc.Close()
-	var r io.Reader = rc
-	if !follow {
-		r = io.LimitReader(rc, maxTailBytes)
-	}
-	// Containers are never created with a TTY, so the stream is always
-	// multiplexed; the daemon frames each log message (16 KiB at most for
-	// the json-file and local drivers), which bounds stdcopy's buffer.
-	if _, err := stdcopy.StdCopy(w, w, r); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("logs %s: %w", ctr, err)
-	}
-	return nil
-}
-
-func (e *dockerEngine) Kill(ctx context.Context, ctr string) error {
-	return classify("kill "+ctr, e.cli.ContainerKill(ctx, ctr, "KILL"), ErrNoContainer)
-}
 
 // Logs returns the last tail lines (1 to MaxLogLines) of sandbox id's
 // output, sanitized. ErrNoContainer if there is none, ErrForeignContainer
 // if its name is on a container this manager does not own.
 func (m *Manager) Logs(ctx context.Context, id string, tail int) ([]string, error) {
 	tail = min(max(tail, 1), MaxLogLines)
-	le, ok := m.eng.(logEngine)
-	if !ok {
+	le := m.caps.Logs
+	if le == nil {
 		return nil, ErrNoLogs
 	}
 	c, err := m.ownedByID(ctx, id)
@@ -107,8 +59,8 @@ func (m *Manager) Logs(ctx context.Context, id string, tail int) ([]string, erro
 // goroutine. Errors are Logs'.
 func (m *Manager) FollowLogs(ctx context.Context, id string, tail int, fn func(line string) error) error {
 	tail = min(max(tail, 0), MaxLogLines)
-	le, ok := m.eng.(logEngine)
-	if !ok {
+	le := m.caps.Logs
+	if le == nil {
 		return ErrNoLogs
 	}
 	c, err := m.ownedByID(ctx, id)
@@ -136,12 +88,11 @@ func (m *Manager) FollowLogs(ctx context.Context, id string, tail int, fn func(l
 // watchLogs follows container ctr's output while id wakes, keeping its last
 // LogTailLines lines for Progress. The returned stop ends the follow and
 // waits for it; the wake that called watchLogs owns it and calls stop.
-func (m *Manager) watchLogs(ctx context.Context, id, ctr string) (stop func()) {
-	le, ok := m.eng.(logEngine)
-	if !ok {
+func (m *Manager) watchLogs(ctx context.Context, sb *sandbox, ctr string) (stop func()) {
+	le := m.caps.Logs
+	if le == nil {
 		return func() {}
 	}
-	sb := m.sandboxFor(id)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	var lw *logLines

@@ -1,16 +1,29 @@
-// Package sandboxmgr wakes, creates and stops preview containers through the
-// Docker Engine API. Docker is the source of truth: every managed container
-// carries labels and the name previewgate-<id>; the manager only caches.
-// A wake is shared by all requests for a sandbox (single-flight) and bounded
-// by the template's ready timeout; a caller giving up never cancels it.
+// Package sandboxmgr owns the sandbox record (#21) — which instance, at
+// which address, from which template, of which scope, in which state — and
+// the lifecycle: single-flight wake, readiness, idle reaper, warm pool,
+// reconciliation. It talks to a runtime through an interface of its own
+// (engine.go: look up, create, start, resume, sleep, claim, remove,
+// isolate, watch) implemented by one package per runtime:
+// sandboxmgr/docker (the Docker Engine API) and sandboxmgr/kube (the
+// Kubernetes API); what a runtime can do beyond it is declared in
+// runtime.Capabilities, never found by type assertion. The runtime is the
+// source of truth: the manager only caches, and rebuilds every record
+// from the instances' own labels.
 //
-// The hot path, Ensure for a sandbox already known to be ready, reads an
-// atomic pointer under a read lock and makes no Docker call. A cached
-// endpoint can go stale (the container died); the gateway then calls Forget
-// and Ensure again, which re-inspects Docker. Events keep the cache true;
-// while the events stream is down, Ensure checks a cached endpoint with one
-// inspect before handing it out, because a container that ended unseen may
-// have passed its address to another sandbox's container (#13).
+// A wake is shared by all requests for a sandbox (single-flight) and
+// bounded by the template's ready timeout; a caller giving up never
+// cancels it. The hot path, Ensure for a sandbox known ready, reads an
+// atomic pointer under a read lock and makes no runtime call. A cached
+// endpoint can go stale; instance.go and recheck.go say what bounds that
+// and why no request of one sandbox reaches another's instance.
+//
+// Defaults (one definition each): what a config file sets (network,
+// limits, a template's ready timeout, the Kubernetes namespace, gateway
+// labels, run_as_user, activity_every) is defined in package config
+// (config.ApplyDefaults and the Default* constants) and read from there;
+// the manager's own timers, which no file sets (DialTimeout, PoolEvery,
+// StaleCreate, ReapEvery, RecheckEvery), are defined in Config.applyDefaults
+// and nowhere else.
 package sandboxmgr
 
 import (
@@ -25,15 +38,18 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/docker"
+	"github.com/previewgate/previewgate/sandboxmgr/kube"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Errors returned by the manager. The gateway maps them to statuses.
 var (
-	ErrUnavailable = errors.New("docker engine unavailable")    // 503
+	ErrUnavailable = runtime.ErrUnavailable                     // 503
 	ErrNotReady    = errors.New("sandbox did not become ready") // 504
 	ErrCapacity    = errors.New("at capacity")                  // 503
-	ErrNoContainer = errors.New("no such sandbox")              // 404 on admin calls
-	ErrNoImage     = errors.New("image not found locally")      // 500: a template names an image that is not there
+	ErrNoContainer = runtime.ErrNotFound                        // 404 on admin calls
+	ErrNoImage     = runtime.ErrNoImage                         // 500: a template names an image that is not there
 	ErrInvalidID   = errors.New("invalid sandbox id")           // 400
 	// ErrAsleep: the sandbox is stopped, paused or absent and the caller
 	// asked not to wake it (Options.NoWake). 503 with Retry-After.
@@ -41,35 +57,28 @@ var (
 	// ErrForeignContainer: a container has the sandbox's name but lacks
 	// this manager's scope labels (another gateway's, or nobody's). The
 	// manager leaves it alone. 409.
-	ErrForeignContainer = errors.New("container exists but is not managed by this gateway")
+	ErrForeignContainer = runtime.ErrForeign
 )
 
-// Labels on every managed container.
+// Labels on every managed instance (package runtime says what each means).
 const (
-	LabelManaged  = "previewgate.managed"
-	LabelSandbox  = "previewgate.sandbox"
-	LabelTemplate = "previewgate.template"
-	// LabelPort records the app port at creation, so a container keeps
-	// being reached on its own port when its template changes later.
-	LabelPort = "previewgate.port"
-	// LabelPool marks a warm pool container with its template's name. It
-	// stays after the container is claimed (labels cannot change); the
-	// claim is recorded by renaming the container to previewgate-<id>.
-	LabelPool = "previewgate.pool"
-	// LabelInstance scopes a development gateway to the containers it
-	// made: main sets it to an id kept in the data dir, so two development
-	// gateways on one engine never touch each other's sandboxes.
-	LabelInstance = "previewgate.instance"
+	LabelManaged  = runtime.LabelManaged
+	LabelSandbox  = runtime.LabelSandbox
+	LabelTemplate = runtime.LabelTemplate
+	LabelPort     = runtime.LabelPort
+	LabelPool     = runtime.LabelPool
+	LabelInstance = runtime.LabelInstance
+	LabelScope    = runtime.LabelScope
 )
 
-// ContainerName is the Docker name of sandbox id's container. The name is
-// unique in an engine, which makes it the lock between racing creators.
-func ContainerName(id string) string { return "previewgate-" + id }
+// ContainerName is the name of sandbox id's container or pod. The name is
+// unique in a runtime, which makes it the lock between racing creators.
+func ContainerName(id string) string { return runtime.ContainerName(id) }
 
 // Config configures a Manager. Zero values work.
 type Config struct {
 	Host    string // Docker host. Zero means DOCKER_HOST or the default socket.
-	Network string // bridge network for sandboxes. Zero means "previewgate".
+	Network string // bridge network for sandboxes. Zero means config.DefaultNetwork.
 	// Runtime is "docker" (zero) or "kubernetes" (then Kubernetes applies
 	// and Host does not; Network names the sandboxes' NetworkPolicy).
 	Runtime    string
@@ -80,17 +89,17 @@ type Config struct {
 	// never started, unpaused, stopped, removed, listed, reaped, adopted or
 	// proxied to; Ensure on its name fails with ErrForeignContainer.
 	Labels map[string]string
-	// MaxConcurrentStarts caps creates/starts in flight. Zero means 4.
+	// MaxConcurrentStarts caps creates/starts in flight. Zero means
+	// config's default (limits.max_concurrent_starts), as for the limits
+	// below.
 	// Running sandboxes never wait for it; unpausing does not take a slot.
 	MaxConcurrentStarts int
 	// StartQueue caps wakes waiting for a start slot; beyond it Ensure fails
-	// with ErrCapacity at once. Zero means 64.
+	// with ErrCapacity at once.
 	StartQueue int
 	// StartQueueTimeout bounds the wait for a start slot (ErrCapacity).
-	// Zero means 30s.
 	StartQueueTimeout time.Duration
-	// MaxRunning caps running sandboxes (as known to this manager). Zero
-	// means 50.
+	// MaxRunning caps running sandboxes (as known to this manager).
 	MaxRunning int
 	// DialTimeout bounds connecting to the Docker engine, so a dead engine is
 	// reported quickly. Zero means 1s.
@@ -125,21 +134,25 @@ type Config struct {
 	Replicas int
 }
 
+// applyDefaults fills zero fields. Those a config file sets come from
+// config's one definition (config.DefaultLimits, DefaultNetwork); the
+// manager's own timers, which no file sets, are defined here only.
 func (c *Config) applyDefaults() {
+	lim := config.DefaultLimits()
 	if c.Network == "" {
-		c.Network = "previewgate"
+		c.Network = config.DefaultNetwork
 	}
 	if c.MaxConcurrentStarts <= 0 {
-		c.MaxConcurrentStarts = 4
+		c.MaxConcurrentStarts = lim.MaxConcurrentStarts
 	}
 	if c.StartQueue <= 0 {
-		c.StartQueue = 64
+		c.StartQueue = lim.StartQueue
 	}
 	if c.StartQueueTimeout <= 0 {
-		c.StartQueueTimeout = 30 * time.Second
+		c.StartQueueTimeout = lim.StartQueueTimeout.D()
 	}
 	if c.MaxRunning <= 0 {
-		c.MaxRunning = 50
+		c.MaxRunning = lim.MaxRunning
 	}
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = time.Second
@@ -193,7 +206,8 @@ type Manager struct {
 	now      func() time.Time
 	born     time.Time                // when this manager was made: activity before it is unknown
 	stamp    string                   // LabelScope of what it creates (scope.go)
-	stop     func() error             // closes the Docker client
+	stop     func() error             // closes the runtime's client
+	caps     runtime.Capabilities     // what the runtime can do beyond engine
 	listener atomic.Pointer[Listener] // set by SetListener
 
 	wakes   singleflight.Group // keyed by sandbox id
@@ -230,29 +244,51 @@ type Manager struct {
 	checks      singleflight.Group // stillServes inspects, one per sandbox at a time
 }
 
+// errPulls: the runtime pulls its images (Kubernetes); it builds none.
+var errPulls = errors.New("this runtime pulls its images from a registry and cannot build one; push the image where the cluster pulls from")
+
+// Runtimes.
+const (
+	RuntimeDocker     = "docker"
+	RuntimeKubernetes = "kubernetes"
+)
+
+// KubeConfig configures the Kubernetes runtime (package kube).
+type KubeConfig = kube.Config
+
 // New connects to the runtime (lazily; it does not fail when the Docker
 // engine or the API server is down).
 func New(cfg Config, log *slog.Logger) (*Manager, error) {
 	cfg.applyDefaults()
+	var eng engine
 	switch cfg.Runtime {
 	case "", RuntimeDocker:
-	case RuntimeKubernetes:
-		eng, err := newKubeEngine(cfg)
+		rt, err := docker.New(docker.Options{Host: cfg.Host, Network: cfg.Network, DialTimeout: cfg.DialTimeout, Replicas: cfg.Replicas})
 		if err != nil {
 			return nil, err
 		}
-		return newManager(cfg, log, eng), nil
+		eng = rt
+	case RuntimeKubernetes:
+		kc := cfg.Kubernetes
+		if kc.Log == nil {
+			kc.Log = log
+		}
+		rt, err := kube.New(kc, cfg.Labels)
+		if err != nil {
+			return nil, err
+		}
+		eng = rt
 	default:
 		return nil, fmt.Errorf("unknown runtime %q (want docker or kubernetes)", cfg.Runtime)
 	}
-	cli, err := newDockerClient(cfg.Host, cfg.DialTimeout)
-	if err != nil {
-		return nil, err
-	}
-	m := newManager(cfg, log, &dockerEngine{cli: cli, network: cfg.Network, replicated: cfg.Replicas > 1})
-	m.stop = cli.Close
-	return m, nil
+	return newManager(cfg, log, eng), nil
 }
+
+// The runtimes implement the manager's interface.
+var (
+	_ engine = (*docker.Runtime)(nil)
+	_ engine = (*kube.Runtime)(nil)
+)
 
 func newManager(cfg Config, log *slog.Logger, eng engine) *Manager {
 	cfg.applyDefaults()
@@ -265,7 +301,8 @@ func newManager(cfg Config, log *slog.Logger, eng engine) *Manager {
 		log:       log,
 		eng:       eng,
 		now:       time.Now,
-		stop:      func() error { return nil },
+		stop:      eng.Close,
+		caps:      eng.Capabilities(),
 		slots:     make(chan struct{}, cfg.MaxConcurrentStarts),
 		queued:    make(chan struct{}, cfg.StartQueue),
 		ctx:       ctx,
@@ -359,8 +396,8 @@ func (m *Manager) startBackground() {
 		return
 	}
 	m.bg.Go(func() { m.watchEvents(m.ctx) })
-	if rec, ok := m.eng.(activityRecorder); ok {
-		m.bg.Go(func() { m.flushLoop(m.ctx, rec) })
+	if a := m.caps.Activity; a != nil && a.RecordEvery() > 0 {
+		m.bg.Go(func() { m.flushLoop(m.ctx, a) })
 	}
 	if m.cfg.ReapEvery > 0 {
 		m.bg.Go(func() { m.reapLoop(m.ctx) })
@@ -423,12 +460,18 @@ func (m *Manager) Ping(ctx context.Context) error { return m.eng.Ping(ctx) }
 // its root), labelled with cfg.Labels. It reads the build output to its end
 // and returns the build's own error if a step failed.
 func (m *Manager) BuildImage(ctx context.Context, tag string, buildContext []byte) error {
-	return m.eng.BuildImage(ctx, tag, buildContext, m.cfg.Labels)
+	if m.caps.Images == nil {
+		return fmt.Errorf("build %s: %w", tag, errPulls)
+	}
+	return m.caps.Images.Build(ctx, tag, buildContext, m.cfg.Labels)
 }
 
 // HasImage reports whether image tag exists locally.
 func (m *Manager) HasImage(ctx context.Context, tag string) (bool, error) {
-	return m.eng.HasImage(ctx, tag)
+	if m.caps.Images == nil {
+		return true, nil // the runtime pulls: a missing image shows at start
+	}
+	return m.caps.Images.Has(ctx, tag)
 }
 
 // ensureNetwork creates the managed network once per manager; concurrent
@@ -441,7 +484,7 @@ func (m *Manager) ensureNetwork(ctx context.Context) error {
 		return nil
 	}
 	_, err, _ := m.netWake.Do("net", func() (any, error) {
-		return nil, m.eng.EnsureNetwork(ctx, m.cfg.Network, m.scopeLabels())
+		return nil, m.eng.Isolate(ctx, m.cfg.Network, m.scopeLabels())
 	})
 	if err != nil {
 		return fmt.Errorf("network %s: %w", m.cfg.Network, err)

@@ -174,7 +174,7 @@ func (m *Manager) createPool(ctx context.Context, spec ctrSpec) (ctrInfo, error)
 	if err := m.eng.Start(ctx, id); err != nil {
 		return ctrInfo{ID: id}, err
 	}
-	c, err := m.eng.Inspect(ctx, id)
+	c, err := m.eng.Lookup(ctx, id)
 	c.ID = id
 	if err == nil && c.IP == "" {
 		err = fmt.Errorf("pool container %s has no address on network %s", spec.Name, m.cfg.Network)
@@ -195,7 +195,7 @@ func (m *Manager) claim(ctx context.Context, id string, tpl *config.Template) er
 			m.discardPool(pc) // made from an older template
 			continue
 		}
-		err := m.eng.Rename(ctx, pc.id, ContainerName(id))
+		err := m.eng.Claim(ctx, pc.id, ContainerName(id))
 		switch {
 		case err == nil:
 			return nil // the caller refills the pool once the claim is answered

@@ -41,7 +41,7 @@ func TestPoolClaimRefillRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := f.Inspect(t.Context(), ContainerName("new"))
+	c, err := f.Lookup(t.Context(), ContainerName("new"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestPoolSkipsStaleImage(t *testing.T) {
 	if _, err := m.Ensure(t.Context(), "x", tpl); err != nil {
 		t.Fatal(err)
 	}
-	c, _ := f.Inspect(t.Context(), ContainerName("x"))
+	c, _ := f.Lookup(t.Context(), ContainerName("x"))
 	if c.Labels[LabelPool] != "" {
 		t.Errorf("claimed a pool container of an older image")
 	}

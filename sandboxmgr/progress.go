@@ -29,12 +29,12 @@ type Progress struct {
 	Typical time.Duration // how long wakes of its template took lately; zero: unknown
 }
 
-func (m *Manager) setPhase(id, phase, msg string) {
-	m.sandboxFor(id).progress.Store(&Progress{Phase: phase, Msg: msg})
+func (m *Manager) setPhase(sb *sandbox, phase, msg string) {
+	sb.progress.Store(&Progress{Phase: phase, Msg: msg})
 }
 
-func (m *Manager) setFailed(id string, err error) {
-	m.sandboxFor(id).progress.Store(&Progress{Phase: PhaseFailed, Msg: "the sandbox could not be started", Err: err})
+func (m *Manager) setFailed(sb *sandbox, err error) {
+	sb.progress.Store(&Progress{Phase: PhaseFailed, Msg: "the sandbox could not be started", Err: err})
 }
 
 // Progress reports id's wake: PhaseReady if its endpoint is cached, else the

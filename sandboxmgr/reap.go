@@ -3,6 +3,7 @@ package sandboxmgr
 import (
 	"context"
 	"errors"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"time"
 
 	"github.com/previewgate/previewgate/config"
@@ -141,10 +142,10 @@ func (m *Manager) reapOne(ctx context.Context, sb *sandbox) {
 		// New requests go through Ensure and wait for sb.op. The instance
 		// is reported gone only once it is stopped: a request arriving now
 		// keeps it up.
+		m.mu.Lock()
 		sb.ep.Store(nil)
-		m.mu.RLock()
 		again := m.decideLocked(sb, tpl, m.now())
-		m.mu.RUnlock()
+		m.mu.Unlock()
 		if again != act {
 			return // a request came in meanwhile; it re-probes at worst
 		}
@@ -158,12 +159,12 @@ func (m *Manager) reapOne(ctx context.Context, sb *sandbox) {
 			m.beforeStop(sb.id)
 		}
 		if act == reapIdle && tpl.IdleAction == config.IdlePause {
-			err = m.eng.Pause(ctx, c.ID)
+			err = m.eng.Sleep(ctx, c.ID, runtime.SleepPause)
 			if err == nil {
 				m.setStopped(sb, statePaused)
 			}
 		} else {
-			err = m.eng.Stop(ctx, c.ID)
+			err = m.eng.Sleep(ctx, c.ID, runtime.SleepStop)
 			if err == nil {
 				m.setStopped(sb, stateExited)
 			}

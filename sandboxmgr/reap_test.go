@@ -139,7 +139,7 @@ func TestReaperThenWake(t *testing.T) {
 		if err := f.Start(t.Context(), ContainerName("a")); err != nil {
 			t.Fatal(err)
 		}
-		m.markRunning("a")
+		m.markRunning(sb)
 		time.Sleep(10 * time.Second) // a slow wake, far past idle_timeout
 		wantState(t, f, stateRunning)
 		sb.waking.Add(-1)

@@ -33,9 +33,6 @@ import (
 // container takes the ID of one whose labels were checked (labels are
 // immutable) or that this manager created.
 
-// LabelScope stamps a container with the scope of the gateway that made it.
-const LabelScope = "previewgate.scope"
-
 // scopeStamp is the LabelScope value of a gateway with labels l: a digest
 // of them, so it is a valid label value on every runtime whatever they
 // hold, and equal exactly for equal scopes.
@@ -128,7 +125,7 @@ func (m *Manager) foreign(l map[string]string) string {
 // manager owns it: ErrNoContainer if missing, ErrForeignContainer if it is
 // someone else's.
 func (m *Manager) inspectOwned(ctx context.Context, name string) (ctrInfo, error) {
-	c, err := m.eng.Inspect(ctx, name)
+	c, err := m.eng.Lookup(ctx, name)
 	if err != nil {
 		return ctrInfo{}, err
 	}

@@ -32,7 +32,7 @@ func TestForeignContainerIsLeftAlone(t *testing.T) {
 				tpl := appListener(t)
 				name := ContainerName("a")
 				f.putForeign(name, state, tc.labels)
-				before, _ := f.Inspect(t.Context(), name)
+				before, _ := f.Lookup(t.Context(), name)
 				if err := m.Start(t.Context()); err != nil {
 					t.Fatal(err)
 				}
@@ -55,7 +55,7 @@ func TestForeignContainerIsLeftAlone(t *testing.T) {
 				if err != nil || len(list) != 0 {
 					t.Errorf("List: got %+v, %v, want none", list, err)
 				}
-				after, err := f.Inspect(t.Context(), name)
+				after, err := f.Lookup(t.Context(), name)
 				if err != nil || after.State != before.State || after.ID != before.ID {
 					t.Errorf("got %+v, %v, want it untouched: %+v", after, err, before)
 				}

@@ -2,6 +2,7 @@ package sandboxmgr
 
 import (
 	"context"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"time"
 )
 
@@ -12,8 +13,11 @@ import (
 // the latest activity any replica could have caused:
 //
 //   - Kubernetes: each replica writes the sandbox Lease's renewTime from its
-//     own view, at most once per KubeConfig.ActivityEvery per sandbox
-//     (flushLoop), and the reaper reads it back (one GET per idle decision).
+//     own view, at most once per KubeConfig.ActivityEvery or a quarter of
+//     the template's idle timeout, whichever is shorter, per sandbox
+//     (flushLoop), and the reaper reads it back (one GET per idle
+//     decision). A wake that made a sandbox ready records that moment, so
+//     a slow re-create is not judged idle from when it began.
 //   - Docker, with Config.Replicas above 1 (docker.replicas): the
 //     container's own network counters (the stats API), which move whenever
 //     any replica talks to it. Nothing is written. The reaper samples them
@@ -29,37 +33,20 @@ import (
 // this replica's view alone: the counters move with the sockets' own
 // traffic.
 
-// sharedActivity is implemented by engines whose replicas can see each
-// other's traffic.
-type sharedActivity interface {
-	// LastActivity returns the latest activity of sandbox id (container c)
-	// that any replica caused, as far as the engine knows; zero if unknown.
-	LastActivity(ctx context.Context, id string, c ctrInfo) (time.Time, error)
-	// sampleEarly reports whether LastActivity should be asked from half
-	// the idle timeout on (a sampled signal needs a baseline), not only
-	// when the sandbox looks idle.
-	sampleEarly() bool
-	// shares reports whether the signal is to be asked at all.
-	shares() bool
+// shared returns the runtime's shared activity signal, if it declares one
+// (runtime.Capabilities.Activity).
+func (m *Manager) shared() (runtime.Activity, bool) {
+	return m.caps.Activity, m.caps.Activity != nil
 }
 
-// shared returns the engine's shared activity signal, if it has one in use.
-func (m *Manager) shared() (sharedActivity, bool) {
-	sa, ok := m.eng.(sharedActivity)
-	return sa, ok && sa.shares()
-}
-
-// activityRecorder is implemented by engines where replicas publish their
-// activity (Kubernetes). RecordActivity is called at most once per every
-// per sandbox by each replica.
-type activityRecorder interface {
-	RecordActivity(ctx context.Context, id string, at time.Time) error
-	recordEvery() time.Duration
-}
-
-// flushLoop publishes this replica's activity until ctx ends.
-func (m *Manager) flushLoop(ctx context.Context, rec activityRecorder) {
-	t := time.NewTicker(rec.recordEvery())
+// flushLoop publishes this replica's activity until ctx ends. A sandbox's
+// activity is written at most once per recordPeriod: ActivityEvery, or a
+// quarter of its template's idle timeout if that is shorter, so another
+// replica deciding on idle sees traffic that is at most a quarter of the
+// timeout old (#26: an 8 s idle timeout works across replicas with no
+// other setting).
+func (m *Manager) flushLoop(ctx context.Context, rec runtime.Activity) {
+	t := time.NewTicker(min(rec.RecordEvery(), flushTick))
 	defer t.Stop()
 	for {
 		select {
@@ -67,10 +54,12 @@ func (m *Manager) flushLoop(ctx context.Context, rec activityRecorder) {
 			return
 		case <-t.C:
 		}
+		now := m.now()
 		m.mu.RLock()
 		var due []*sandbox
 		for _, sb := range m.sandboxes {
-			if sb.state == stateRunning && sb.lastActivity.Load() > sb.flushed.Load() {
+			if sb.state == stateRunning && sb.lastActivity.Load() > sb.flushed.Load() &&
+				now.Sub(time.Unix(0, sb.flushedAt.Load())) >= m.recordPeriodLocked(sb, rec) {
 				due = append(due, sb)
 			}
 		}
@@ -87,8 +76,23 @@ func (m *Manager) flushLoop(ctx context.Context, rec activityRecorder) {
 				continue
 			}
 			sb.flushed.Store(at)
+			sb.flushedAt.Store(now.UnixNano())
 		}
 	}
+}
+
+// flushTick is how often flushLoop looks for activity to publish.
+const flushTick = time.Second
+
+// recordPeriodLocked is how often sb's activity may be published: the
+// runtime's period, or a quarter of sb's idle timeout if shorter (never
+// below flushTick). m.mu must be held.
+func (m *Manager) recordPeriodLocked(sb *sandbox, rec runtime.Activity) time.Duration {
+	p := rec.RecordEvery()
+	if tpl := m.cfg.Templates(sb.template); tpl != nil && tpl.IdleTimeout > 0 {
+		p = min(p, tpl.IdleTimeout.D()/4)
+	}
+	return max(p, flushTick)
 }
 
 // sharedIdle asks the engine whether another replica kept sb active. It
@@ -119,14 +123,14 @@ func (m *Manager) sharedIdle(ctx context.Context, sb *sandbox, limit time.Durati
 // counters (Docker), which cannot tell requests from socket traffic.
 func (m *Manager) sharedSampled() bool {
 	sa, ok := m.shared()
-	return ok && sa.sampleEarly()
+	return ok && sa.SampleEarly()
 }
 
 // sampleShared lets a sampled signal take its baseline before sb looks
 // idle. Called by the reaper for a running sandbox, idle here for idle.
 func (m *Manager) sampleShared(ctx context.Context, sb *sandbox, idle, limit time.Duration) {
 	sa, ok := m.shared()
-	if !ok || !sa.sampleEarly() || idle < limit/2 || idle >= limit {
+	if !ok || !sa.SampleEarly() || idle < limit/2 || idle >= limit {
 		return
 	}
 	if last := sb.sampledAt.Load(); last != 0 && m.now().Sub(time.Unix(0, last)) < max(limit/8, m.cfg.ReapEvery) {

@@ -138,7 +138,7 @@ func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Templ
 		return Endpoint{}, fmt.Errorf("sandbox %s: manager closed: %w", id, ErrUnavailable)
 	}
 	m.wg.Add(1)
-	sb := m.sandboxLocked(id)
+	sb := m.sandboxLocked(id) // the record this wake passes down
 	m.mu.Unlock()
 	defer m.wg.Done()
 	sb.waking.Add(1)
@@ -153,14 +153,14 @@ func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Templ
 	defer clock.stop()
 	ctx = context.WithValue(ctx, readyClockKey{}, clock)
 
-	m.setPhase(id, PhaseQueued, "")
-	m.beginDiag(id, tpl)
-	ep, err := m.wake(ctx, id, tpl, opts)
+	m.setPhase(sb, PhaseQueued, "")
+	m.beginDiag(sb, tpl)
+	ep, err := m.wake(ctx, sb, tpl, opts)
 	if err == nil {
-		m.setPhase(id, PhaseReady, "")
+		m.setPhase(sb, PhaseReady, "")
 		return ep, nil
 	}
-	defer func() { m.setFailed(id, err) }()
+	defer func() { m.setFailed(sb, err) }()
 	switch {
 	case m.ctx.Err() != nil:
 		err = fmt.Errorf("manager closed: %w: %w", ErrUnavailable, err)
@@ -227,14 +227,14 @@ func readyTimeout(tpl *config.Template) time.Duration {
 	if tpl != nil && tpl.Ready.Timeout > 0 {
 		return tpl.Ready.Timeout.D()
 	}
-	return 60 * time.Second
+	return config.DefaultTemplateSettings().Ready.Timeout.D()
 }
 
 // wake drives id's container to running, then waits for its app.
-func (m *Manager) wake(ctx context.Context, id string, tpl *config.Template, opts Options) (Endpoint, error) {
-	log := m.log.With("sandbox", id)
+func (m *Manager) wake(ctx context.Context, sb *sandbox, tpl *config.Template, opts Options) (Endpoint, error) {
+	log := m.log.With("sandbox", sb.id)
 	t0 := m.now()
-	r := runner{m: m, id: id, name: ContainerName(id), tpl: tpl, onCreate: opts.OnCreate, noCreate: opts.NoCreate,
+	r := runner{m: m, sb: sb, id: sb.id, name: ContainerName(sb.id), tpl: tpl, onCreate: opts.OnCreate, noCreate: opts.NoCreate,
 		mayServe: opts.MayServe, log: log, action: "found running"}
 	c, err := r.run(ctx)
 	if r.claimed {
@@ -246,7 +246,7 @@ func (m *Manager) wake(ctx context.Context, id string, tpl *config.Template, opt
 	if err != nil {
 		return Endpoint{}, err
 	}
-	ep, err := m.awaitApp(ctx, id, tpl, c)
+	ep, err := m.awaitApp(ctx, sb, tpl, c)
 	if err != nil {
 		return Endpoint{}, err
 	}
@@ -264,6 +264,7 @@ func (m *Manager) wake(ctx context.Context, id string, tpl *config.Template, opt
 // create or start. action says what it did, for the log and metrics.
 type runner struct {
 	m        *Manager
+	sb       *sandbox // the record of the sandbox being woken
 	id, name string
 	tpl      *config.Template
 	onCreate func() error
@@ -313,8 +314,8 @@ func (r *runner) run(ctx context.Context) (ctrInfo, error) {
 			}
 		case c.State == statePaused:
 			r.action = "unpaused"
-			m.setPhase(r.id, PhaseStarting, "")
-			err = m.eng.Unpause(ctx, c.ID)
+			m.setPhase(r.sb, PhaseStarting, "")
+			err = m.eng.Resume(ctx, c.ID)
 		case c.State == stateExited && r.starts >= 2:
 			return ctrInfo{}, fmt.Errorf("%w: %w: container %s exited with code %d right after start", ErrNotReady, errCrashLoop, r.name, c.ExitCode)
 		case c.State == stateCreated && r.starts > 0:
@@ -324,7 +325,7 @@ func (r *runner) run(ctx context.Context) (ctrInfo, error) {
 		case c.State == stateCreated || c.State == stateExited:
 			r.starts++
 			r.action = "started"
-			err = m.start(ctx, r.id, c.ID)
+			err = m.start(ctx, r.sb, c.ID)
 		case c.State == stateRestarting || c.State == stateRemoving:
 			err = sleep(ctx, 50*time.Millisecond)
 		default:
@@ -381,7 +382,7 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 		}
 	}
 	if errors.Is(err, errNoPool) {
-		if err = m.create(ctx, r.id, tpl); err == nil {
+		if err = m.create(ctx, r.sb, tpl); err == nil {
 			r.starts++
 		}
 	}
@@ -401,8 +402,8 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 
 // awaitApp records running container c as id's current run, waits until
 // its app is ready and caches its endpoint.
-func (m *Manager) awaitApp(ctx context.Context, id string, tpl *config.Template, c ctrInfo) (Endpoint, error) {
-	name := ContainerName(id)
+func (m *Manager) awaitApp(ctx context.Context, sb *sandbox, tpl *config.Template, c ctrInfo) (Endpoint, error) {
+	id, name := sb.id, ContainerName(sb.id)
 	eff := m.effectiveTemplate(tpl, c)
 	if c.IP == "" {
 		return Endpoint{}, fmt.Errorf("container %s has no address on network %s", name, m.cfg.Network)
@@ -413,7 +414,6 @@ func (m *Manager) awaitApp(ctx context.Context, id string, tpl *config.Template,
 	}
 	ep := Endpoint{ID: id, Addr: endpointAddr(c, eff.Port), Template: c.Labels[LabelTemplate], Instance: inst}
 	m.mu.Lock()
-	sb := m.sandboxLocked(id)
 	gone := []string{m.observeLocked(sb, c)} // a run we handed out before is over
 	// The address is this run's from now on, before the app answers on it:
 	// a record another sandbox left on it (its container ended unseen) must
@@ -422,11 +422,11 @@ func (m *Manager) awaitApp(ctx context.Context, id string, tpl *config.Template,
 	m.mu.Unlock()
 	m.gone(gone...)
 
-	m.setPhase(id, PhaseWaitingPort, fmt.Sprintf("waiting for port %d", eff.Port))
-	stopLogs := m.watchLogs(ctx, id, c.ID) // shown live on the waiting page
+	m.setPhase(sb, PhaseWaitingPort, fmt.Sprintf("waiting for port %d", eff.Port))
+	stopLogs := m.watchLogs(ctx, sb, c.ID) // shown live on the waiting page
 	defer stopLogs()
 	err := waitReady(ctx, ep.Addr, eff.Ready.Path, func(ctx context.Context) error {
-		now, err := m.eng.Inspect(ctx, c.ID)
+		now, err := m.eng.Lookup(ctx, c.ID)
 		switch {
 		case err != nil:
 			return err
@@ -441,9 +441,12 @@ func (m *Manager) awaitApp(ctx context.Context, id string, tpl *config.Template,
 		return Endpoint{}, err
 	}
 	m.mu.Lock()
-	gone = m.cacheLocked(m.sandboxLocked(id), &ep)
+	gone = m.cacheLocked(sb, &ep)
 	m.mu.Unlock()
 	m.gone(gone...)
+	// Ready is activity: published like a request's, so other replicas do
+	// not judge a slow start idle from when it began (#26).
+	sb.lastActivity.Store(m.now().UnixNano())
 	return ep, nil
 }
 
@@ -473,17 +476,17 @@ func (m *Manager) effectiveTemplate(tpl *config.Template, c ctrInfo) *config.Tem
 }
 
 // start starts an existing container (its ID) within the start limits.
-func (m *Manager) start(ctx context.Context, id, ctr string) error {
+func (m *Manager) start(ctx context.Context, sb *sandbox, ctr string) error {
 	release, err := m.acquireStart(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
-	m.setPhase(id, PhaseStarting, "")
+	m.setPhase(sb, PhaseStarting, "")
 	if err := m.eng.Start(ctx, ctr); err != nil {
 		return err
 	}
-	m.markRunning(id)
+	m.markRunning(sb)
 	return nil
 }
 

@@ -1,9 +1,16 @@
-package sandboxmgr
+// Package kube is the Kubernetes runtime of the sandbox manager (#15): a
+// sandbox is a Pod, found and changed through the API server with
+// client-go. Pods, Leases, PersistentVolumeClaims, NetworkPolicies and the
+// "<pod>/<uid>" instance IDs stay in this package; the manager sees
+// Instances and Events (package runtime) and the capabilities declared in
+// Capabilities.
+package kube
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net"
 	"os"
@@ -53,11 +60,11 @@ import (
 // labels can change; Docker's cannot, so the Docker runtime renames).
 const LabelClaimed = "previewgate.claimed"
 
-// KubeConfig configures the Kubernetes runtime (Config.Runtime "kubernetes").
-type KubeConfig struct {
+// Config configures the Kubernetes runtime (Config.Runtime "kubernetes").
+type Config struct {
 	// Namespace holds the sandboxes' pods, leases and network policy.
 	// Zero means the namespace the gateway runs in (in cluster), else
-	// "previewgate-sandboxes".
+	// config.DefaultSandboxNamespace.
 	Namespace string
 	// Kubeconfig is a kubeconfig file. Zero means $KUBECONFIG, then
 	// ~/.kube/config, unless InCluster.
@@ -77,33 +84,29 @@ type KubeConfig struct {
 	// means 1000; negative means the image's own user (which may be root).
 	RunAsUser int64
 	// ActivityEvery bounds how often one replica records a sandbox's
-	// activity in its Lease. Zero means 10s.
+	// activity in its Lease. Zero means config.DefaultActivityEvery.
 	ActivityEvery time.Duration
+	// SweepEvery is how often leases whose pods are gone are deleted
+	// (sweep.go). Zero means a minute.
+	SweepEvery time.Duration
+	// Log receives the runtime's own findings (the sweep). Nil: none.
+	Log *slog.Logger
 }
-
-// Runtimes.
-const (
-	RuntimeDocker     = "docker"
-	RuntimeKubernetes = "kubernetes"
-)
 
 const kubeContainer = "app"
 
-type kubeEngine struct {
+// Runtime is the Kubernetes runtime.
+type Runtime struct {
 	cs    kubernetes.Interface // calls, each bounded by Timeout (30s)
 	watch kubernetes.Interface // the informer's list and watch: no client timeout
 	ns    string
-	kc    KubeConfig
+	kc    Config
 	base  map[string]string // Config.Labels, also set on leases
 }
 
-var (
-	_ engine         = (*kubeEngine)(nil)
-	_ sharedActivity = (*kubeEngine)(nil)
-)
-
-func newKubeEngine(cfg Config) (*kubeEngine, error) {
-	kc := cfg.Kubernetes
+// New connects lazily to the API server of kc; labels are the manager's
+// scope labels, also set on Leases.
+func New(kc Config, labels map[string]string) (*Runtime, error) {
 	rc := kc.REST
 	if rc == nil {
 		var err error
@@ -140,7 +143,7 @@ func newKubeEngine(cfg Config) (*kubeEngine, error) {
 		rc.Timeout = 30 * time.Second
 	}
 	if kc.Namespace == "" {
-		kc.Namespace = "previewgate-sandboxes"
+		kc.Namespace = config.DefaultSandboxNamespace
 		if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil && kc.InCluster {
 			kc.Namespace = strings.TrimSpace(string(b))
 		}
@@ -149,13 +152,20 @@ func newKubeEngine(cfg Config) (*kubeEngine, error) {
 		kc.GatewayNamespace = kc.Namespace
 	}
 	if len(kc.GatewayLabels) == 0 {
-		kc.GatewayLabels = map[string]string{"app.kubernetes.io/name": "previewgate"}
+		k, v, _ := strings.Cut(config.DefaultGatewayLabel, "=")
+		kc.GatewayLabels = map[string]string{k: v}
 	}
 	if kc.RunAsUser == 0 {
-		kc.RunAsUser = 1000
+		kc.RunAsUser = config.DefaultRunAsUser
 	}
 	if kc.ActivityEvery <= 0 {
-		kc.ActivityEvery = 10 * time.Second
+		kc.ActivityEvery = config.DefaultActivityEvery
+	}
+	if kc.SweepEvery <= 0 {
+		kc.SweepEvery = time.Minute
+	}
+	if kc.Log == nil {
+		kc.Log = slog.New(slog.DiscardHandler)
 	}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
@@ -165,7 +175,7 @@ func newKubeEngine(cfg Config) (*kubeEngine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes watch client: %w", err)
 	}
-	return &kubeEngine{cs: cs, watch: watchCS, ns: kc.Namespace, kc: kc, base: maps.Clone(cfg.Labels)}, nil
+	return &Runtime{cs: cs, watch: watchCS, ns: kc.Namespace, kc: kc, base: maps.Clone(labels)}, nil
 }
 
 // kclassify maps API errors to ours: not found to notFound, conflicts on
@@ -248,12 +258,12 @@ func podInfo(pod *corev1.Pod) ctrInfo {
 	return c
 }
 
-func (e *kubeEngine) Ping(ctx context.Context) error {
+func (e *Runtime) Ping(ctx context.Context) error {
 	err := e.cs.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error()
 	return kclassify("kubernetes api", err, nil)
 }
 
-func (e *kubeEngine) getPod(ctx context.Context, name string) (*corev1.Pod, error) {
+func (e *Runtime) getPod(ctx context.Context, name string) (*corev1.Pod, error) {
 	pod, err := e.cs.CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, kclassify("get pod "+name, err, ErrNoContainer)
@@ -263,7 +273,7 @@ func (e *kubeEngine) getPod(ctx context.Context, name string) (*corev1.Pod, erro
 
 // podByID returns the pod an ID or name stands for; ErrNoContainer if it is
 // gone or another pod has its name now.
-func (e *kubeEngine) podByID(ctx context.Context, id string) (*corev1.Pod, error) {
+func (e *Runtime) podByID(ctx context.Context, id string) (*corev1.Pod, error) {
 	name, uid := splitKubeID(id)
 	pod, err := e.getPod(ctx, name)
 	if err != nil {
@@ -275,7 +285,7 @@ func (e *kubeEngine) podByID(ctx context.Context, id string) (*corev1.Pod, error
 	return pod, nil
 }
 
-func (e *kubeEngine) Inspect(ctx context.Context, name string) (ctrInfo, error) {
+func (e *Runtime) Lookup(ctx context.Context, name string) (ctrInfo, error) {
 	if claim, uid, ok := splitKeptID(name); ok {
 		return e.keptWorkspace(ctx, claim, uid)
 	}
@@ -284,7 +294,7 @@ func (e *kubeEngine) Inspect(ctx context.Context, name string) (ctrInfo, error) 
 		return podInfo(pod), nil
 	}
 	sbx, isSandbox := strings.CutPrefix(name, "previewgate-")
-	if !errors.Is(err, ErrNoContainer) || strings.Contains(name, "/") || !isSandbox || !config.ValidID(sbx) {
+	if !errors.Is(err, ErrNoContainer) || strings.Contains(name, "/") || !isSandbox || !validID(sbx) {
 		return ctrInfo{}, err
 	}
 	if pod := e.claimedPod(ctx, sbx, name); pod != nil {
@@ -296,7 +306,7 @@ func (e *kubeEngine) Inspect(ctx context.Context, name string) (ctrInfo, error) 
 
 // claimedPod returns the pool pod claimed for sandbox sbx, named by its
 // lease; nil if there is none (or it cannot be told).
-func (e *kubeEngine) claimedPod(ctx context.Context, sbx, name string) *corev1.Pod {
+func (e *Runtime) claimedPod(ctx context.Context, sbx, name string) *corev1.Pod {
 	holder, _, err := e.leaseHolder(ctx, sbx)
 	if err != nil || holder == "" || holder == name {
 		return nil
@@ -308,7 +318,7 @@ func (e *kubeEngine) claimedPod(ctx context.Context, sbx, name string) *corev1.P
 	return pod
 }
 
-func (e *kubeEngine) Create(ctx context.Context, s ctrSpec) (string, error) {
+func (e *Runtime) Create(ctx context.Context, s ctrSpec) (string, error) {
 	port := 3000
 	if p := s.Port; p > 0 {
 		port = p
@@ -344,7 +354,7 @@ func (e *kubeEngine) Create(ctx context.Context, s ctrSpec) (string, error) {
 	return kubeID(pod), nil
 }
 
-func (e *kubeEngine) List(ctx context.Context, lbls map[string]string) ([]ctrInfo, error) {
+func (e *Runtime) List(ctx context.Context, lbls map[string]string) ([]ctrInfo, error) {
 	list, err := e.cs.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(lbls).String()})
 	if err != nil {
 		return nil, kclassify("list pods", err, nil)

@@ -1,4 +1,4 @@
-package sandboxmgr
+package kube
 
 import (
 	"context"
@@ -90,7 +90,7 @@ func keptInfo(pvc *corev1.PersistentVolumeClaim) ctrInfo {
 }
 
 // workspaceSpec is the claim for s.
-func (e *kubeEngine) workspaceSpec(s ctrSpec) *corev1.PersistentVolumeClaim {
+func (e *Runtime) workspaceSpec(s ctrSpec) *corev1.PersistentVolumeClaim {
 	w := s.Workspace
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: e.ns, Labels: maps.Clone(s.Labels)},
@@ -111,7 +111,7 @@ func (e *kubeEngine) workspaceSpec(s ctrSpec) *corev1.PersistentVolumeClaim {
 // ensureWorkspace makes s's claim, or takes the kept one: it must be this
 // gateway's (ErrForeignContainer otherwise), and one being deleted is
 // waited for until ctx ends.
-func (e *kubeEngine) ensureWorkspace(ctx context.Context, s ctrSpec) error {
+func (e *Runtime) ensureWorkspace(ctx context.Context, s ctrSpec) error {
 	pvc := e.workspaceSpec(s)
 	for {
 		_, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx, pvc, metav1.CreateOptions{})
@@ -125,7 +125,7 @@ func (e *kubeEngine) ensureWorkspace(ctx context.Context, s ctrSpec) error {
 		case err != nil:
 			return kclassify("get workspace "+s.Name, err, nil)
 		case !e.ownsWorkspace(cur, s.Labels[LabelSandbox]):
-			return fmt.Errorf("workspace %s: %w (it lacks this gateway's labels)", s.Name, ErrForeignContainer)
+			return fmt.Errorf("workspace %s: %w (it lacks this gateway's labels)", s.Name, ErrForeign)
 		case cur.DeletionTimestamp != nil:
 			// Removed a moment ago; its pod goes first, then the claim.
 			if err := sleep(ctx, 100*time.Millisecond); err != nil {
@@ -142,7 +142,7 @@ func (e *kubeEngine) ensureWorkspace(ctx context.Context, s ctrSpec) error {
 
 // ownsWorkspace reports whether pvc carries the manager's scope labels
 // (which are in e.base) and is sandbox id's.
-func (e *kubeEngine) ownsWorkspace(pvc *corev1.PersistentVolumeClaim, id string) bool {
+func (e *Runtime) ownsWorkspace(pvc *corev1.PersistentVolumeClaim, id string) bool {
 	for k, v := range e.base {
 		if pvc.Labels[k] != v {
 			return false
@@ -153,7 +153,7 @@ func (e *kubeEngine) ownsWorkspace(pvc *corev1.PersistentVolumeClaim, id string)
 
 // annotateStopped sets (at non-nil) or clears the stop time on claim. A
 // claim that is gone needs neither.
-func (e *kubeEngine) annotateStopped(ctx context.Context, claim string, at *time.Time) error {
+func (e *Runtime) annotateStopped(ctx context.Context, claim string, at *time.Time) error {
 	var v any // null removes the annotation in a merge patch
 	if at != nil {
 		v = at.UTC().Format(time.RFC3339Nano)
@@ -172,7 +172,7 @@ func (e *kubeEngine) annotateStopped(ctx context.Context, claim string, at *time
 // keptWorkspace returns the claim named name as a stopped sandbox;
 // ErrNoContainer if there is none, it is being deleted or it is not uid
 // (when given).
-func (e *kubeEngine) keptWorkspace(ctx context.Context, name string, uid types.UID) (ctrInfo, error) {
+func (e *Runtime) keptWorkspace(ctx context.Context, name string, uid types.UID) (ctrInfo, error) {
 	pvc, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
@@ -188,7 +188,7 @@ func (e *kubeEngine) keptWorkspace(ctx context.Context, name string, uid types.U
 }
 
 // listKept returns the scoped workspace claims that no pod in pods uses.
-func (e *kubeEngine) listKept(ctx context.Context, lbls map[string]string, pods []ctrInfo) ([]ctrInfo, error) {
+func (e *Runtime) listKept(ctx context.Context, lbls map[string]string, pods []ctrInfo) ([]ctrInfo, error) {
 	list, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(lbls).String()})
 	if apierrors.IsForbidden(err) {
 		return nil, nil
@@ -212,7 +212,7 @@ func (e *kubeEngine) listKept(ctx context.Context, lbls map[string]string, pods 
 
 // deleteWorkspace deletes claim (uid, if given: only that one).
 // ErrNoContainer if it is gone (or another has its name).
-func (e *kubeEngine) deleteWorkspace(ctx context.Context, claim string, uid types.UID) error {
+func (e *Runtime) deleteWorkspace(ctx context.Context, claim string, uid types.UID) error {
 	opts := metav1.DeleteOptions{}
 	if uid != "" {
 		opts.Preconditions = &metav1.Preconditions{UID: &uid}

@@ -1,9 +1,10 @@
-package sandboxmgr
+package kube
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,7 +20,7 @@ import (
 // Start waits until the pod runs (the kubelet starts it; there is nothing to
 // call). A pod that ended is deleted: ErrNoContainer, so the wake creates a
 // new one.
-func (e *kubeEngine) Start(ctx context.Context, id string) error {
+func (e *Runtime) Start(ctx context.Context, id string) error {
 	if _, _, ok := splitKeptID(id); ok {
 		return fmt.Errorf("%s: %w (only its workspace is kept; create a pod)", id, ErrNoContainer)
 	}
@@ -44,7 +45,7 @@ func (e *kubeEngine) Start(ctx context.Context, id string) error {
 }
 
 // waitChange watches pod until its next change and returns it.
-func (e *kubeEngine) waitChange(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+func (e *Runtime) waitChange(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
 	w, err := e.cs.CoreV1().Pods(e.ns).Watch(ctx, metav1.ListOptions{
 		FieldSelector:   "metadata.name=" + pod.Name,
 		ResourceVersion: pod.ResourceVersion,
@@ -75,13 +76,12 @@ func (e *kubeEngine) waitChange(ctx context.Context, pod *corev1.Pod) (*corev1.P
 	}
 }
 
-func (e *kubeEngine) Unpause(context.Context, string) error { return nil } // pods never pause
+// Resume does nothing: pods never pause.
+func (e *Runtime) Resume(context.Context, string) error { return nil }
 
-// Pause stops: Kubernetes cannot freeze a pod and keep its memory.
-func (e *kubeEngine) Pause(ctx context.Context, id string) error { return e.Stop(ctx, id) }
-
-// Stop deletes the pod; its workspace, if any, is kept (kube_workspace.go).
-func (e *kubeEngine) Stop(ctx context.Context, id string) error {
+// Sleep deletes the pod, whatever the mode (Kubernetes cannot freeze a pod
+// and keep its memory); its workspace, if any, is kept (workspace.go).
+func (e *Runtime) Sleep(ctx context.Context, id string, _ runtime.SleepMode) error {
 	if _, _, ok := splitKeptID(id); ok {
 		return nil // stopped already
 	}
@@ -93,7 +93,7 @@ func (e *kubeEngine) Stop(ctx context.Context, id string) error {
 }
 
 // Remove deletes the pod and its workspace, or a kept workspace.
-func (e *kubeEngine) Remove(ctx context.Context, id string) error {
+func (e *Runtime) Remove(ctx context.Context, id string) error {
 	if claim, uid, ok := splitKeptID(id); ok {
 		return e.deleteWorkspace(ctx, claim, uid)
 	}
@@ -107,7 +107,7 @@ func (e *kubeEngine) Remove(ctx context.Context, id string) error {
 // deletePod deletes pod (by UID) and then its sandbox's lease if the lease
 // still names it. A gateway killed in between leaves a lease naming a
 // missing pod, which the next create takes over (takeStaleLease).
-func (e *kubeEngine) deletePod(ctx context.Context, pod *corev1.Pod) error {
+func (e *Runtime) deletePod(ctx context.Context, pod *corev1.Pod) error {
 	uid := pod.UID
 	err := e.cs.CoreV1().Pods(e.ns).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	if err != nil && !apierrors.IsConflict(err) {
@@ -122,22 +122,37 @@ func (e *kubeEngine) deletePod(ctx context.Context, pod *corev1.Pod) error {
 	if id == "" {
 		return nil
 	}
-	holder, rv, err := e.leaseHolder(ctx, id)
-	if err != nil || holder != pod.Name {
-		return nil // gone already, or another pod's now
+	return e.deleteLease(ctx, id, pod.Name)
+}
+
+// deleteLease deletes id's lease if it still names holder. The delete is
+// guarded by the lease's resourceVersion, so a lease another pod took
+// meanwhile stays; an activity write that changed it in between (a
+// replica's renewTime patch) makes the delete answer 409, and it is tried
+// again with the new version rather than dropped (#26: leases outlived
+// their pods).
+func (e *Runtime) deleteLease(ctx context.Context, id, holder string) error {
+	for range 5 {
+		cur, rv, err := e.leaseHolder(ctx, id)
+		if err != nil || cur != holder {
+			return nil // gone already, or another pod's now
+		}
+		err = e.cs.CoordinationV1().Leases(e.ns).Delete(ctx, ContainerName(id), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		switch {
+		case err == nil, apierrors.IsNotFound(err):
+			return nil
+		case !apierrors.IsConflict(err):
+			return kclassify("delete lease "+ContainerName(id), err, nil)
+		}
 	}
-	err = e.cs.CoordinationV1().Leases(e.ns).Delete(ctx, ContainerName(id), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return kclassify("delete lease "+ContainerName(id), err, nil)
-	}
-	return nil
+	return nil // still changing: the sweep deletes it once its pod is gone (sweep.go)
 }
 
 // stopPod deletes pod, first recording the stop on its workspace claim
 // (if it has one): a gateway dying in between leaves a running pod with
 // the annotation, which only counts once the pod is gone, and the next
 // stop writes it again.
-func (e *kubeEngine) stopPod(ctx context.Context, pod *corev1.Pod) error {
+func (e *Runtime) stopPod(ctx context.Context, pod *corev1.Pod) error {
 	if claim := workspaceClaim(pod); claim != "" {
 		now := time.Now()
 		if err := e.annotateStopped(ctx, claim, &now); err != nil {
@@ -148,7 +163,7 @@ func (e *kubeEngine) stopPod(ctx context.Context, pod *corev1.Pod) error {
 }
 
 // removePod deletes pod and then its workspace claim (if it has one).
-func (e *kubeEngine) removePod(ctx context.Context, pod *corev1.Pod) error {
+func (e *Runtime) removePod(ctx context.Context, pod *corev1.Pod) error {
 	if err := e.deletePod(ctx, pod); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package sandboxmgr
+package kube
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // pod's resourceVersion, undone if the claimer loses the sandbox's Lease.
 
 // Rename claims pool pod container for the sandbox named name.
-func (e *kubeEngine) Rename(ctx context.Context, container, name string) error {
+func (e *Runtime) Claim(ctx context.Context, container, name string) error {
 	id, ok := strings.CutPrefix(name, "previewgate-")
 	if !ok || !config.ValidID(id) {
 		return fmt.Errorf("claim %s: not a sandbox name", name)
@@ -59,7 +59,7 @@ func (e *kubeEngine) Rename(ctx context.Context, container, name string) error {
 
 // unclaim gives a claimed pool pod back; a pod that cannot be given back is
 // deleted, so it never serves a sandbox that another pod serves.
-func (e *kubeEngine) unclaim(ctx context.Context, pod *corev1.Pod) {
+func (e *Runtime) unclaim(ctx context.Context, pod *corev1.Pod) {
 	for range 3 {
 		p := pod.DeepCopy()
 		delete(p.Labels, LabelClaimed)

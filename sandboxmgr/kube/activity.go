@@ -1,4 +1,4 @@
-package sandboxmgr
+package kube
 
 import (
 	"context"
@@ -11,13 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-var _ activityRecorder = (*kubeEngine)(nil)
-
 // RecordActivity writes at into the renewTime of sandbox id's Lease (a merge
 // patch: one call, no read). Replicas write their own latest view, so the
 // value may step back by at most ActivityEvery; the reaper's margin is
 // idle_timeout, far longer.
-func (e *kubeEngine) RecordActivity(ctx context.Context, id string, at time.Time) error {
+func (e *Runtime) RecordActivity(ctx context.Context, id string, at time.Time) error {
 	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"renewTime": metav1.NewMicroTime(at)}})
 	if err != nil {
 		return err
@@ -29,10 +27,11 @@ func (e *kubeEngine) RecordActivity(ctx context.Context, id string, at time.Time
 	return kclassify("record activity "+id, err, nil)
 }
 
-func (e *kubeEngine) recordEvery() time.Duration { return e.kc.ActivityEvery }
+// RecordEvery is how often a replica publishes a sandbox's activity.
+func (e *Runtime) RecordEvery() time.Duration { return e.kc.ActivityEvery }
 
 // LastActivity reads the renewTime of sandbox id's Lease.
-func (e *kubeEngine) LastActivity(ctx context.Context, id string, _ ctrInfo) (time.Time, error) {
+func (e *Runtime) LastActivity(ctx context.Context, id string, _ ctrInfo) (time.Time, error) {
 	l, err := e.cs.CoordinationV1().Leases(e.ns).Get(ctx, ContainerName(id), metav1.GetOptions{})
 	if err != nil {
 		return time.Time{}, kclassify("get lease "+ContainerName(id), err, ErrNoContainer)
@@ -46,7 +45,6 @@ func (e *kubeEngine) LastActivity(ctx context.Context, id string, _ ctrInfo) (ti
 	return time.Time{}, errors.New("lease has no renew time")
 }
 
-func (e *kubeEngine) sampleEarly() bool { return false }
-
-// shares: always; a Lease records requests only, whatever the app does.
-func (e *kubeEngine) shares() bool { return true }
+// SampleEarly: a Lease is written, not sampled, and records requests
+// only, whatever the app does.
+func (e *Runtime) SampleEarly() bool { return false }

@@ -1,8 +1,8 @@
-package sandboxmgr
+package kube
 
 import (
 	"context"
-	"fmt"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"maps"
 
 	netv1 "k8s.io/api/networking/v1"
@@ -18,7 +18,7 @@ import (
 // anything else in the cluster reach them). Egress is left to the cluster's
 // own policy. It never updates an existing policy (an operator may have
 // tightened it); the RBAC needs get and create only.
-func (e *kubeEngine) EnsureNetwork(ctx context.Context, name string, lbls map[string]string) error {
+func (e *Runtime) Isolate(ctx context.Context, name string, lbls map[string]string) error {
 	np := &netv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns, Labels: maps.Clone(lbls)},
 		Spec: netv1.NetworkPolicySpec{
@@ -44,10 +44,13 @@ func (e *kubeEngine) EnsureNetwork(ctx context.Context, name string, lbls map[st
 	return kclassify("create network policy "+name, err, nil)
 }
 
-func (e *kubeEngine) BuildImage(_ context.Context, tag string, _ []byte, _ map[string]string) error {
-	return fmt.Errorf("build %s: the kubernetes runtime cannot build images; push the image to a registry the cluster pulls from", tag)
+// Capabilities: no image store (the kubelet pulls; a missing image shows
+// as a pod that never runs), no pause (a pod cannot be frozen), Leases as
+// the shared activity, workspaces as PersistentVolumeClaims, and pod logs
+// through the API server (which asks the node's kubelet).
+func (e *Runtime) Capabilities() runtime.Capabilities {
+	return runtime.Capabilities{Activity: e, Logs: e, Workspaces: true}
 }
 
-// HasImage is always true: the kubelet pulls; a missing image shows as a
-// pod that never runs (ErrNotReady after the ready timeout).
-func (e *kubeEngine) HasImage(context.Context, string) (bool, error) { return true, nil }
+// Close releases nothing: client-go's clients hold no resources to close.
+func (e *Runtime) Close() error { return nil }

@@ -1,4 +1,4 @@
-package sandboxmgr
+package docker
 
 import (
 	"context"
@@ -9,8 +9,6 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 )
-
-var _ sharedActivity = (*dockerEngine)(nil)
 
 // netSamples remembers each container's network byte count and when it
 // last changed, for LastActivity.
@@ -27,7 +25,7 @@ type netSample struct {
 // LastActivity reads container c's network counters (one-shot stats) and
 // returns when they were last seen to move. The first sample of a
 // container counts as movement now: before it, nothing is known.
-func (e *dockerEngine) LastActivity(ctx context.Context, _ string, c ctrInfo) (time.Time, error) {
+func (e *Runtime) LastActivity(ctx context.Context, _ string, c ctrInfo) (time.Time, error) {
 	if c.ID == "" {
 		return time.Time{}, fmt.Errorf("stats: no container id")
 	}
@@ -65,9 +63,15 @@ func (e *dockerEngine) LastActivity(ctx context.Context, _ string, c ctrInfo) (t
 	return prev.changed, nil
 }
 
-func (e *dockerEngine) sampleEarly() bool { return true }
+// SampleEarly: the counters need a baseline before a sandbox looks idle.
+// They move with the app's own traffic too, so a sandbox that keeps
+// talking (to anything) would never stop idle if they counted with one
+// replica, whose own view is the whole truth: Capabilities declares them
+// only with replicas.
+func (e *Runtime) SampleEarly() bool { return true }
 
-// shares: only with replicas. The counters move with the app's own traffic
-// too, so a sandbox that keeps talking (to anything) would never stop idle
-// if they counted: with one replica, its own view is the whole truth.
-func (e *dockerEngine) shares() bool { return e.replicated }
+// RecordEvery: nothing is published; the counters are sampled.
+func (e *Runtime) RecordEvery() time.Duration { return 0 }
+
+// RecordActivity is never called (RecordEvery is 0).
+func (e *Runtime) RecordActivity(context.Context, string, time.Time) error { return nil }

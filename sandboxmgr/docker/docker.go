@@ -1,4 +1,12 @@
-package sandboxmgr
+// Package docker is the Docker Engine runtime of the sandbox manager: a
+// sandbox is a container named previewgate-<id> on a bridge network
+// without inter-container traffic, found and changed through the Engine
+// API (the Docker SDK). Labels are immutable, so a pool claim is a
+// rename. It implements the manager's runtime interface in the manager's
+// words (Lookup, Start, Resume, Sleep, Claim, Watch) and declares images,
+// logs, pause and, with replicas, the network counters as its
+// capabilities (package runtime).
+package docker
 
 import (
 	"context"
@@ -17,10 +25,35 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/previewgate/previewgate/internal/dockerbuild"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// dockerEngine implements engine with the Docker Engine SDK.
-type dockerEngine struct {
+type (
+	ctrInfo  = runtime.Instance
+	ctrSpec  = runtime.Spec
+	ctrEvent = runtime.Event
+)
+
+var (
+	errNameTaken   = runtime.ErrNameTaken
+	errNoNetwork   = runtime.ErrNoNetwork
+	ErrNoContainer = runtime.ErrNotFound
+	ErrNoImage     = runtime.ErrNoImage
+	ErrUnavailable = runtime.ErrUnavailable
+)
+
+// Options configure a Runtime.
+type Options struct {
+	Host        string        // zero: DOCKER_HOST or the default socket
+	Network     string        // the sandboxes' network, where a container's IP is read first
+	DialTimeout time.Duration // set by the manager's config; never zero
+	// Replicas: more than one gateway replica serves this engine's
+	// sandboxes, so the network counters are the shared idle signal.
+	Replicas int
+}
+
+// Runtime is the Docker Engine runtime.
+type Runtime struct {
 	cli     *client.Client
 	network string // preferred network when reading a container's IP
 	samples netSamples
@@ -29,7 +62,27 @@ type dockerEngine struct {
 	replicated bool
 }
 
-var _ engine = (*dockerEngine)(nil)
+// New connects lazily to the engine: it does not fail when it is down.
+func New(o Options) (*Runtime, error) {
+	cli, err := newDockerClient(o.Host, o.DialTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return &Runtime{cli: cli, network: o.Network, replicated: o.Replicas > 1}, nil
+}
+
+// Close closes the client.
+func (e *Runtime) Close() error { return e.cli.Close() }
+
+// Capabilities: images built and checked on the engine, logs, a real
+// pause, and with replicas the network counters as shared activity.
+func (e *Runtime) Capabilities() runtime.Capabilities {
+	c := runtime.Capabilities{Images: images{e}, Logs: e, Pause: true}
+	if e.replicated {
+		c.Activity = e
+	}
+	return c
+}
 
 // newDockerClient connects lazily to host (zero: DOCKER_HOST or the default
 // socket), negotiating the API version (the engine may be older than the
@@ -80,12 +133,12 @@ func classify(op string, err, notFound error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
-func (e *dockerEngine) Ping(ctx context.Context) error {
+func (e *Runtime) Ping(ctx context.Context) error {
 	_, err := e.cli.Ping(ctx)
 	return classify("ping docker", err, nil)
 }
 
-func (e *dockerEngine) Inspect(ctx context.Context, name string) (ctrInfo, error) {
+func (e *Runtime) Lookup(ctx context.Context, name string) (ctrInfo, error) {
 	r, err := e.cli.ContainerInspect(ctx, name)
 	if err != nil {
 		return ctrInfo{}, classify("inspect "+name, err, ErrNoContainer)
@@ -164,7 +217,7 @@ func dockerConfig(s ctrSpec) (*container.Config, *container.HostConfig, *network
 	return cfg, host, nc
 }
 
-func (e *dockerEngine) Create(ctx context.Context, s ctrSpec) (string, error) {
+func (e *Runtime) Create(ctx context.Context, s ctrSpec) (string, error) {
 	if s.Workspace != nil {
 		// Config refuses it; a gateway whose live config claims another
 		// runtime than it runs must not lose files silently.
@@ -180,7 +233,7 @@ func (e *dockerEngine) Create(ctx context.Context, s ctrSpec) (string, error) {
 	case cerrdefs.IsNotFound(err):
 		// The only missing thing a create can hit besides the image is the
 		// network; tell them apart by asking for the image.
-		if ok, ierr := e.HasImage(ctx, s.Image); ierr == nil && !ok {
+		if ok, ierr := e.hasImage(ctx, s.Image); ierr == nil && !ok {
 			return "", fmt.Errorf("create %s: %w: %q (nothing is pulled; build or load it first)", s.Name, ErrNoImage, s.Image)
 		}
 		return "", fmt.Errorf("create %s: %w", s.Name, errNoNetwork)
@@ -188,18 +241,15 @@ func (e *dockerEngine) Create(ctx context.Context, s ctrSpec) (string, error) {
 	return "", classify("create "+s.Name, err, nil)
 }
 
-// errNoNetwork: the managed network vanished; the manager recreates it.
-var errNoNetwork = errors.New("network not found")
-
-func (e *dockerEngine) Start(ctx context.Context, name string) error {
+func (e *Runtime) Start(ctx context.Context, name string) error {
 	return classify("start "+name, e.cli.ContainerStart(ctx, name, container.StartOptions{}), ErrNoContainer)
 }
 
-func (e *dockerEngine) Unpause(ctx context.Context, name string) error {
+func (e *Runtime) Resume(ctx context.Context, name string) error {
 	return classify("unpause "+name, e.cli.ContainerUnpause(ctx, name), ErrNoContainer)
 }
 
-func (e *dockerEngine) Rename(ctx context.Context, container, name string) error {
+func (e *Runtime) Claim(ctx context.Context, container, name string) error {
 	err := e.cli.ContainerRename(ctx, container, name)
 	if cerrdefs.IsConflict(err) {
 		return fmt.Errorf("rename to %s: %w", name, errNameTaken)
@@ -207,21 +257,32 @@ func (e *dockerEngine) Rename(ctx context.Context, container, name string) error
 	return classify("rename to "+name, err, ErrNoContainer)
 }
 
-func (e *dockerEngine) Pause(ctx context.Context, name string) error {
+// Sleep pauses, stops (10 s to SIGKILL) or kills container name.
+func (e *Runtime) Sleep(ctx context.Context, name string, mode runtime.SleepMode) error {
+	switch mode {
+	case runtime.SleepPause:
+		return e.pause(ctx, name)
+	case runtime.SleepKill:
+		return classify("kill "+name, e.cli.ContainerKill(ctx, name, "KILL"), ErrNoContainer)
+	}
+	return e.stop(ctx, name)
+}
+
+func (e *Runtime) pause(ctx context.Context, name string) error {
 	return classify("pause "+name, e.cli.ContainerPause(ctx, name), ErrNoContainer)
 }
 
-func (e *dockerEngine) Stop(ctx context.Context, name string) error {
+func (e *Runtime) stop(ctx context.Context, name string) error {
 	timeout := 10 // seconds before SIGKILL
 	return classify("stop "+name, e.cli.ContainerStop(ctx, name, container.StopOptions{Timeout: &timeout}), ErrNoContainer)
 }
 
-func (e *dockerEngine) Remove(ctx context.Context, name string) error {
+func (e *Runtime) Remove(ctx context.Context, name string) error {
 	err := e.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	return classify("remove "+name, err, ErrNoContainer)
 }
 
-func (e *dockerEngine) List(ctx context.Context, labels map[string]string) ([]ctrInfo, error) {
+func (e *Runtime) List(ctx context.Context, labels map[string]string) ([]ctrInfo, error) {
 	f := filters.NewArgs()
 	for k, v := range labels {
 		f.Add("label", k+"="+v)
@@ -244,7 +305,9 @@ func (e *dockerEngine) List(ctx context.Context, labels map[string]string) ([]ct
 	return out, nil
 }
 
-func (e *dockerEngine) EnsureNetwork(ctx context.Context, name string, labels map[string]string) error {
+// Isolate creates the bridge network name, without inter-container
+// traffic, unless it exists.
+func (e *Runtime) Isolate(ctx context.Context, name string, labels map[string]string) error {
 	_, err := e.cli.NetworkInspect(ctx, name, network.InspectOptions{})
 	if err == nil {
 		return nil
@@ -265,14 +328,20 @@ func (e *dockerEngine) EnsureNetwork(ctx context.Context, name string, labels ma
 	return classify("create network "+name, err, nil)
 }
 
-func (e *dockerEngine) BuildImage(ctx context.Context, tag string, buildContext []byte, labels map[string]string) error {
+// images is the engine's image store (Capabilities.Images).
+type images struct{ e *Runtime }
+
+func (i images) Build(ctx context.Context, tag string, buildContext []byte, labels map[string]string) error {
+	e := i.e
 	if err := dockerbuild.Build(ctx, e.cli, tag, buildContext, labels); err != nil {
 		return classify("build "+tag, err, nil)
 	}
 	return nil
 }
 
-func (e *dockerEngine) HasImage(ctx context.Context, tag string) (bool, error) {
+func (i images) Has(ctx context.Context, tag string) (bool, error) { return i.e.hasImage(ctx, tag) }
+
+func (e *Runtime) hasImage(ctx context.Context, tag string) (bool, error) {
 	_, err := e.cli.ImageInspect(ctx, tag)
 	if err == nil {
 		return true, nil
@@ -283,7 +352,12 @@ func (e *dockerEngine) HasImage(ctx context.Context, tag string) (bool, error) {
 	return false, classify("inspect image "+tag, err, nil)
 }
 
-func (e *dockerEngine) Events(ctx context.Context, since time.Time, labels map[string]string, fn func(ctrEvent)) error {
+// watchedActions are the event actions asked from Docker.
+var watchedActions = []string{runtime.EventDie, runtime.EventOOM, runtime.EventStop, runtime.EventKill,
+	runtime.EventDestroy, runtime.EventPause, runtime.EventUnpause, runtime.EventStart, runtime.EventRename}
+
+// Watch follows container events of containers carrying labels.
+func (e *Runtime) Watch(ctx context.Context, since time.Time, labels map[string]string, fn func(ctrEvent)) error {
 	f := filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)))
 	for k, v := range labels {
 		f.Add("label", k+"="+v)
@@ -318,7 +392,7 @@ func (e *dockerEngine) Events(ctx context.Context, since time.Time, labels map[s
 				ID:      msg.Actor.ID,
 				Name:    msg.Actor.Attributes["name"],
 				OldName: trimSlash(msg.Actor.Attributes["oldName"]),
-				Pool:    msg.Actor.Attributes[LabelPool], // labels ride in the attributes
+				Pool:    msg.Actor.Attributes[runtime.LabelPool], // labels ride in the attributes
 				Labels:  msg.Actor.Attributes,
 			}
 			if msg.TimeNano != 0 {

@@ -1,4 +1,4 @@
-package sandboxmgr
+package kube
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // sandbox id across replicas and records its activity.
 
 // podSpec is s as a pod.
-func (e *kubeEngine) podSpec(s ctrSpec, port int, readyPath string) *corev1.Pod {
+func (e *Runtime) podSpec(s ctrSpec, port int, readyPath string) *corev1.Pod {
 	no, yes := false, true
 	var env []corev1.EnvVar
 	for _, kv := range s.Env {
@@ -92,7 +92,7 @@ func (e *kubeEngine) podSpec(s ctrSpec, port int, readyPath string) *corev1.Pod 
 // volume's group is its uid (fsGroup), changed only when the volume's root
 // does not have it yet, so a large kept workspace is not walked on every
 // wake. With the image's own user (run_as_user -1) the image must see to it.
-func (e *kubeEngine) mountWorkspace(pod *corev1.Pod, s ctrSpec) {
+func (e *Runtime) mountWorkspace(pod *corev1.Pod, s ctrSpec) {
 	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: workspaceVolume, VolumeSource: corev1.VolumeSource{
 		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.Name},
 	}})
@@ -113,7 +113,7 @@ func resourceMilli(n int64) *resource.Quantity {
 
 func intOrString(port int) intstr.IntOrString { return intstr.FromInt32(int32(port)) }
 
-func (e *kubeEngine) createLease(ctx context.Context, id, holder string) error {
+func (e *Runtime) createLease(ctx context.Context, id, holder string) error {
 	now := metav1.NowMicro()
 	l := &coordv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: ContainerName(id), Namespace: e.ns, Labels: e.leaseLabels(id)},
@@ -123,7 +123,7 @@ func (e *kubeEngine) createLease(ctx context.Context, id, holder string) error {
 	return kclassify("create lease "+l.Name, err, nil)
 }
 
-func (e *kubeEngine) leaseLabels(id string) map[string]string {
+func (e *Runtime) leaseLabels(id string) map[string]string {
 	l := maps.Clone(e.base)
 	if l == nil {
 		l = map[string]string{}
@@ -135,7 +135,7 @@ func (e *kubeEngine) leaseLabels(id string) map[string]string {
 
 // leaseHolder returns the pod named by id's lease ("" if there is no lease)
 // and the lease's resourceVersion.
-func (e *kubeEngine) leaseHolder(ctx context.Context, id string) (holder, rv string, err error) {
+func (e *Runtime) leaseHolder(ctx context.Context, id string) (holder, rv string, err error) {
 	l, err := e.cs.CoordinationV1().Leases(e.ns).Get(ctx, ContainerName(id), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return "", "", nil
@@ -156,7 +156,7 @@ func (e *kubeEngine) leaseHolder(ctx context.Context, id string) (holder, rv str
 // a gateway that died mid-claim or mid-delete. A lease naming a pod
 // previewgate-<id> that does not exist yet may be a create in flight: a
 // claimer leaves it for leaseCreateGrace.
-func (e *kubeEngine) takeStaleLease(ctx context.Context, id, holder string) (bool, error) {
+func (e *Runtime) takeStaleLease(ctx context.Context, id, holder string) (bool, error) {
 	l, err := e.cs.CoordinationV1().Leases(e.ns).Get(ctx, ContainerName(id), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false, nil // deleted meanwhile: the caller's retry creates it
@@ -203,14 +203,18 @@ func (e *kubeEngine) takeStaleLease(ctx context.Context, id, holder string) (boo
 // calls of a create take milliseconds; longer means the creator died.
 const leaseCreateGrace = 30 * time.Second
 
-// leaseAge is how long ago l was last acquired or renewed.
+// leaseAge is how long ago l was last acquired or renewed (created, if
+// it never was).
 func leaseAge(l *coordv1.Lease) time.Duration {
-	t := l.CreationTimestamp.Time
-	if l.Spec.AcquireTime != nil && l.Spec.AcquireTime.After(t) {
+	var t time.Time
+	if l.Spec.AcquireTime != nil {
 		t = l.Spec.AcquireTime.Time
 	}
 	if l.Spec.RenewTime != nil && l.Spec.RenewTime.After(t) {
 		t = l.Spec.RenewTime.Time
+	}
+	if t.IsZero() {
+		t = l.CreationTimestamp.Time
 	}
 	return time.Since(t)
 }

@@ -1,8 +1,9 @@
-package sandboxmgr
+package kube
 
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,7 +19,7 @@ import (
 // and then watches, and relists by itself after a broken watch, so since is
 // not needed: a relist delivers what changed meanwhile. It returns when ctx
 // ends. fn is called from the informer's one handler goroutine, in order.
-func (e *kubeEngine) Events(ctx context.Context, _ time.Time, lbls map[string]string, fn func(ctrEvent)) error {
+func (e *Runtime) Watch(ctx context.Context, _ time.Time, lbls map[string]string, fn func(ctrEvent)) error {
 	sel := labels.SelectorFromSet(lbls).String()
 	f := informers.NewSharedInformerFactoryWithOptions(e.watch, 0, informers.WithNamespace(e.ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
@@ -72,6 +73,11 @@ func (e *kubeEngine) Events(ctx context.Context, _ time.Time, lbls map[string]st
 	}); err != nil {
 		return fmt.Errorf("pod informer: %w", err)
 	}
+	// The lease sweep lives as long as the watch: both end with ctx, and
+	// Watch returns only after both did.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { e.sweepLoop(ctx, lbls, e.kc.Log) })
 	// Run returns when ctx ends; the informer's goroutines end with it.
 	inf.Run(ctx.Done())
 	return ctx.Err()

@@ -1,0 +1,37 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Logs writes the app container's output of pod id to w: the last tail
+// lines, then (follow) new output until the pod stops or ctx ends. The API
+// server asks the node's kubelet for it; where no kubelet answers (the
+// test control plane's node agent), it fails and the waiting page shows
+// phases without output.
+func (e *Runtime) Logs(ctx context.Context, id string, tail int, follow bool, w io.Writer) error {
+	name, _ := splitKubeID(id)
+	n := int64(tail)
+	opts := &corev1.PodLogOptions{Container: kubeContainer, TailLines: &n, Follow: follow}
+	client := e.cs
+	if follow {
+		client = e.watch // a follow streams for minutes: no client timeout
+	}
+	rc, err := client.CoreV1().Pods(e.ns).GetLogs(name, opts).Stream(ctx)
+	if err != nil {
+		return kclassify("logs "+name, err, ErrNoContainer)
+	}
+	defer rc.Close()
+	var r io.Reader = rc
+	if !follow {
+		r = io.LimitReader(rc, 4<<20) // a tail is read whole: bound it
+	}
+	if _, err := io.Copy(w, r); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("logs %s: %w", name, err)
+	}
+	return nil
+}

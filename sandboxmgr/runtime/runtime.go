@@ -1,0 +1,233 @@
+// Package runtime holds the words the sandbox manager and its runtimes
+// share: an Instance (one container or pod of a sandbox, as the runtime
+// reports it), a Spec to create one, the Events a runtime watches, the
+// labels every instance carries, the errors a runtime returns, and the
+// Capabilities a runtime declares. The manager (package sandboxmgr) owns
+// the interface a runtime implements and never asks a runtime for a
+// capability by type assertion; a runtime (sandboxmgr/docker,
+// sandboxmgr/kube) imports this package and neither the manager nor
+// another runtime. Instance IDs are opaque here: each runtime packs what
+// it needs into them (a Docker container ID, "<pod>/<uid>").
+package runtime
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/previewgate/previewgate/config"
+)
+
+// Errors a runtime returns, wrapped with context. The manager re-exports
+// them under its own names (sandboxmgr.ErrNoContainer, ...).
+var (
+	// ErrUnavailable: the runtime (Docker Engine, API server) cannot be
+	// reached. Connection failures wrap it.
+	ErrUnavailable = errors.New("sandbox runtime unavailable")
+	// ErrNotFound: no such instance.
+	ErrNotFound = errors.New("no such sandbox")
+	// ErrNoImage: the image is not present (a runtime that builds or
+	// checks images locally).
+	ErrNoImage = errors.New("image not found locally")
+	// ErrNameTaken: another caller (maybe another gateway replica) owns
+	// the name and is creating the instance.
+	ErrNameTaken = errors.New("container name already in use")
+	// ErrNoNetwork: the sandboxes' network vanished; the manager makes it
+	// again (Isolate) and retries.
+	ErrNoNetwork = errors.New("network not found")
+	// ErrForeign: the name is taken by something of another gateway's
+	// scope (or nobody's); it is left alone.
+	ErrForeign = errors.New("container exists but is not managed by this gateway")
+)
+
+// Labels on every managed instance.
+const (
+	LabelManaged  = "previewgate.managed"
+	LabelSandbox  = "previewgate.sandbox"
+	LabelTemplate = "previewgate.template"
+	// LabelPort records the app port at creation, so an instance keeps
+	// being reached on its own port when its template changes later.
+	LabelPort = "previewgate.port"
+	// LabelPool marks a warm pool instance with its template's name. It
+	// stays after the instance is claimed.
+	LabelPool = "previewgate.pool"
+	// LabelInstance names a gateway's scope (config scope, or the
+	// development default's per-data-dir id).
+	LabelInstance = "previewgate.instance"
+	// LabelScope stamps an instance with the scope of the gateway that
+	// made it (sandboxmgr/scope.go).
+	LabelScope = "previewgate.scope"
+)
+
+// ContainerName is the name of sandbox id's instance. The name is unique
+// in a runtime, which makes it the lock between racing creators.
+func ContainerName(id string) string { return "previewgate-" + id }
+
+// SandboxOf returns the sandbox id an instance name previewgate-<id>
+// stands for.
+func SandboxOf(name string) (string, bool) {
+	id, ok := strings.CutPrefix(strings.TrimPrefix(name, "/"), "previewgate-")
+	if !ok || !config.ValidID(id) {
+		return "", false
+	}
+	return id, true
+}
+
+// Instance states, in Docker's words (a Kubernetes runtime maps pod
+// phases onto them).
+const (
+	StateCreated    = "created"
+	StateRunning    = "running"
+	StatePaused     = "paused"
+	StateRestarting = "restarting"
+	StateRemoving   = "removing"
+	StateExited     = "exited"
+	StateDead       = "dead"
+)
+
+// Instance is what the manager knows of one container or pod.
+type Instance struct {
+	ID        string // opaque to the manager; the runtime's handle
+	Name      string // previewgate-<id> (a claimed pool instance: its sandbox's), without a slash
+	Labels    map[string]string
+	Image     string
+	State     string
+	ExitCode  int
+	IP        string // where the gateway dials it
+	StartedAt time.Time
+	Created   time.Time
+	// Kept: no container, only the sandbox's kept workspace (Kubernetes: a
+	// PersistentVolumeClaim without its pod). State is StateExited; Start
+	// creates an instance on it, Remove deletes it.
+	Kept bool
+	// StoppedAt is when the runtime recorded the stop of a Kept sandbox;
+	// zero if it did not.
+	StoppedAt time.Time
+}
+
+// Spec is an instance to create, already resolved from a template.
+type Spec struct {
+	Name     string
+	Image    string
+	Cmd      []string
+	Env      []string // KEY=value, sorted
+	Labels   map[string]string
+	Network  string
+	Memory   int64   // bytes; 0 = unlimited
+	CPUs     float64 // 0 = unlimited
+	Pids     int64   // 0 = unlimited
+	CapAdd   []string
+	ReadOnly bool // read-only root with a tmpfs at /tmp
+	// Port and ReadyPath are the app's (the Kubernetes runtime declares
+	// them in the pod; Docker needs neither).
+	Port      int
+	ReadyPath string
+	// Workspace, if set, is a volume kept across stops (a runtime whose
+	// Capabilities.Workspaces is true).
+	Workspace *Workspace
+}
+
+// Workspace is a volume kept across a sandbox's stops.
+type Workspace struct {
+	Size         int64  // bytes
+	Path         string // absolute mount path in the container
+	StorageClass string // "": the cluster's default
+}
+
+// Event actions a runtime reports.
+const (
+	EventDie     = "die"
+	EventOOM     = "oom"
+	EventStop    = "stop"
+	EventKill    = "kill"
+	EventDestroy = "destroy"
+	EventPause   = "pause"
+	EventUnpause = "unpause"
+	EventStart   = "start"
+	EventRename  = "rename" // a pool claim: the instance now has its sandbox's name
+	// EventKept: the pod is gone, its workspace kept: the sandbox is
+	// stopped, as after a Docker stop.
+	EventKept = "kept"
+	// EventWatchBroken: the watch failed; events may be missing until the
+	// manager re-checked (the Kubernetes informer relists by itself).
+	EventWatchBroken = "watch-broken"
+)
+
+// Event is one change of an instance.
+type Event struct {
+	Action  string
+	ID      string
+	Name    string // the instance's name now (after a rename: the new name)
+	OldName string // rename only: the previous name
+	Pool    string // the instance's LabelPool
+	// Labels are the instance's labels where the runtime reports them;
+	// the manager ignores events of instances it does not own.
+	Labels map[string]string
+	Time   time.Time
+}
+
+// SleepMode says how Sleep puts an instance to rest.
+type SleepMode int
+
+const (
+	// SleepStop stops it gracefully; its files stay (Docker) or its
+	// workspace does (Kubernetes).
+	SleepStop SleepMode = iota
+	// SleepPause freezes it, memory kept, where the runtime can
+	// (Capabilities.Pause); else it stops.
+	SleepPause
+	// SleepKill stops it at once (a failed start needs no graceful stop).
+	SleepKill
+)
+
+// Capabilities is what a runtime can do beyond the manager's interface.
+// A nil field is a capability the runtime does not have.
+type Capabilities struct {
+	// Images builds and checks images on the runtime itself; nil: the
+	// runtime pulls them (Kubernetes), and a missing image shows when a
+	// pod cannot start.
+	Images Images
+	// Logs reads an instance's output.
+	Logs Logs
+	// Activity is a signal of traffic every replica can see.
+	Activity Activity
+	// Pause: SleepPause keeps the instance's memory.
+	Pause bool
+	// Workspaces: Spec.Workspace is honored.
+	Workspaces bool
+}
+
+// Images builds and checks images where the runtime runs them.
+type Images interface {
+	// Build builds tag from a tar build context (a Dockerfile at its
+	// root), labelled with labels; the build's own error if a step failed.
+	Build(ctx context.Context, tag string, buildContext []byte, labels map[string]string) error
+	// Has reports whether tag exists.
+	Has(ctx context.Context, tag string) (bool, error)
+}
+
+// Logs reads an instance's output.
+type Logs interface {
+	// Logs writes the instance's stdout and stderr to w: the last tail
+	// lines, then (follow) new output until it stops or ctx ends.
+	// ErrNotFound if missing.
+	Logs(ctx context.Context, id string, tail int, follow bool, w io.Writer) error
+}
+
+// Activity is traffic any replica caused, as the runtime knows it.
+type Activity interface {
+	// LastActivity returns the latest activity of sandbox id (instance
+	// inst) that any replica caused; zero if unknown.
+	LastActivity(ctx context.Context, id string, inst Instance) (time.Time, error)
+	// SampleEarly: the signal is sampled counters (Docker's network
+	// counters) that need a baseline before the sandbox looks idle, and
+	// cannot tell requests from socket traffic.
+	SampleEarly() bool
+	// RecordEvery is how often a replica publishes its own view with
+	// RecordActivity; 0: the runtime needs no publishing (it samples).
+	RecordEvery() time.Duration
+	// RecordActivity publishes this replica's latest activity of id.
+	RecordActivity(ctx context.Context, id string, at time.Time) error
+}
