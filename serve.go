@@ -312,7 +312,7 @@ func (a *app) buildCerts() error {
 // watchConfig reloads the config file when it changes and on SIGHUP, and
 // lets the admin API replace it.
 func (a *app) watchConfig(ctx context.Context) error {
-	w, err := config.NewWatcher(config.WatcherConfig{Path: a.cfg.Path, Store: a.store, Apply: a.apply,
+	w, err := config.NewWatcher(config.WatcherConfig{Path: a.cfg.Path, Store: a.store, Prepare: a.prepare,
 		Override: a.override, OnResult: a.metrics.ReloadResult}, a.log.With("component", "config"))
 	if err != nil {
 		return err
@@ -337,15 +337,18 @@ func (a *app) watchConfig(ctx context.Context) error {
 }
 
 // apply makes a reloaded config live.
-func (a *app) apply(c *config.Config) error {
-	if err := a.gw.Apply(c); err != nil {
-		return err
+func (a *app) prepare(c *config.Config) (commit, drop func(), err error) {
+	gwCommit, drop, err := a.gw.Prepare(c)
+	if err != nil {
+		return nil, nil, err
 	}
-	a.mgr.SetMaxRunning(c.Limits.MaxRunning)
-	// A reload may add the demo template: build its image as start does,
-	// in the background.
-	a.queueImages(c)
-	return nil
+	return func() {
+		gwCommit()
+		a.mgr.SetMaxRunning(c.Limits.MaxRunning)
+		// A reload may add the demo template: build its image as start
+		// does, in the background.
+		a.queueImages(c)
+	}, drop, nil
 }
 
 // listenAll opens the admin listener, then the preview listeners: https

@@ -22,26 +22,26 @@ const (
 // validateAPITokens checks api_tokens and each template's allow_env.
 func (d *decoder) validateAPITokens(c *Config) {
 	for i := range c.APITokens {
-		t := &c.APITokens[i]
+		t, tp := &c.APITokens[i], fmt.Sprintf("api_tokens[%d]", i)
 		if len(t.Token) < 16 {
-			d.fail("api token is too short (use at least 16 random characters)", &t.Token, t)
+			d.fail("api token is too short (use at least 16 random characters)", tp+".token", tp)
 		}
 		if t.Token != "" && t.Token == c.AdminToken {
-			d.fail("api token must differ from admin_token", &t.Token)
+			d.fail("api token must differ from admin_token", tp+".token")
 		}
 		if len(t.Scopes) == 0 {
-			d.fail("api token needs scopes (e.g. [sandboxes])", &t.Scopes, t)
+			d.fail("api token needs scopes (e.g. [sandboxes])", tp+".scopes", tp)
 		}
 		for _, s := range t.Scopes {
 			if !slices.Contains([]string{APIScopeSandboxes}, s) {
-				d.fail(fmt.Sprintf("unknown scope %q (want sandboxes)", s), &t.Scopes)
+				d.fail(fmt.Sprintf("unknown scope %q (want sandboxes)", s), tp+".scopes")
 			}
 		}
 	}
-	for _, t := range c.Templates {
+	for name, t := range c.Templates {
 		for _, k := range t.AllowEnv {
 			if k == "" || strings.ContainsAny(k, "=\x00") {
-				d.fail(fmt.Sprintf("invalid environment variable name %q", k), &t.AllowEnv)
+				d.fail(fmt.Sprintf("invalid environment variable name %q", k), "templates."+name+".allow_env")
 			}
 		}
 	}

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"os"
 	"reflect"
-	"unsafe"
+
+	"github.com/goccy/go-yaml/token"
 )
 
 // maxNodes bounds the work done on one file, including alias expansion, so
@@ -86,7 +87,7 @@ func dropShadowed(errs ErrorList, n int) ErrorList {
 // decodeOnly decodes data without defaults or validation. A syntax or
 // bounds error comes back as err; decode errors are left in d.errs.
 func decodeOnly(name string, data []byte, lookup func(string) (string, bool)) (*Config, *decoder, error) {
-	d := &decoder{file: name, lookup: lookup, locs: map[addrKey]loc{}, budget: maxNodes, hidden: map[string]*node{}}
+	d := &decoder{file: name, lookup: lookup, locs: map[string]loc{}, budget: maxNodes, hidden: map[string]*node{}}
 	if pm := checkBounds(data); pm != nil {
 		d.errAt(pm.Pos, "%s", pm.msg)
 		return nil, nil, d.errs
@@ -98,7 +99,7 @@ func decodeOnly(name string, data []byte, lookup func(string) (string, bool)) (*
 	c := &Config{}
 	rv := reflect.ValueOf(c).Elem()
 	if root == nil {
-		d.locs[addrOf(rv)] = loc{Pos: Pos{1, 1}}
+		d.locs[""] = loc{Pos: Pos{1, 1}}
 	} else {
 		d.decode(root, rv, "")
 	}
@@ -108,23 +109,20 @@ func decodeOnly(name string, data []byte, lookup func(string) (string, bool)) (*
 
 // decoder walks a node tree into Go values by their yaml tags,
 // rejecting unknown keys and wrong types, and remembers where every value
-// came from so validation can point at it.
+// came from, by its YAML path ("templates.web.memory", "routes[1]"), so
+// validation can point at it by the same path.
 type decoder struct {
 	file   string
 	lookup func(string) (string, bool)
 	errs   ErrorList
 	budget int
-	locs   map[addrKey]loc
+	locs   map[string]loc // by path; "" is the document
 	// hidden holds the scalar each secret and env value was decoded from,
 	// by hiddenKey (see redact.go).
 	hidden map[string]*node
-}
-
-// addrKey identifies a decoded Go value. The type is part of the key
-// because a struct and its first field share an address.
-type addrKey struct {
-	p unsafe.Pointer
-	t reflect.Type
+	// first is the document's first token: from it, goccy's tokens give
+	// back the text as written (see rewrite).
+	first *token.Token
 }
 
 // loc is where a value (and the key naming it) sits in the file.
@@ -132,20 +130,6 @@ type loc struct {
 	Pos
 	Key  Pos // zero for list items and the root
 	path string
-}
-
-func addrOf(v reflect.Value) addrKey {
-	return addrKey{v.Addr().UnsafePointer(), v.Type()}
-}
-
-// locOf returns the location recorded for the value ptr points to.
-func (d *decoder) locOf(ptr any) (loc, bool) {
-	v := reflect.ValueOf(ptr)
-	if v.Kind() != reflect.Pointer || v.IsNil() {
-		return loc{}, false
-	}
-	l, ok := d.locs[addrKey{v.UnsafePointer(), v.Type().Elem()}]
-	return l, ok
 }
 
 func (d *decoder) errAt(p Pos, format string, args ...any) *Error {

@@ -92,12 +92,11 @@ func (d *decoder) decodeStruct(n *node, v reflect.Value, path string) {
 			d.errAt(nodePos(e.k), "%s", msg)
 			continue
 		}
-		f := v.FieldByIndex(idx)
-		k := addrOf(f)
-		l := d.locs[k]
+		p := join(path, e.k.value)
+		l := d.locs[p]
 		l.Key = nodePos(e.k)
-		d.locs[k] = l
-		d.decode(e.v, f, join(path, e.k.value))
+		d.locs[p] = l
+		d.decode(e.v, v.FieldByIndex(idx), p)
 	}
 }
 
@@ -113,16 +112,11 @@ func (d *decoder) decodeMap(n *node, v reflect.Value, path string) {
 		p := join(path, key)
 		ev := reflect.New(t.Elem()).Elem()
 		if t.Elem().Kind() == reflect.Pointer {
-			// Allocate here so that "name:" (null) still yields an entry and
-			// the pointee's address can carry the key's position.
+			// Allocate here so that "name:" (null) still yields an entry.
 			ev.Set(reflect.New(t.Elem().Elem()))
-			target := ev.Elem()
-			d.locs[addrOf(target)] = loc{Pos: nodePos(e.v), Key: nodePos(e.k), path: p}
+			d.locs[p] = loc{Pos: nodePos(e.v), Key: nodePos(e.k), path: p}
 			if r := d.resolve(e.v); r != nil && !(r.kind == scalarNode && r.ShortTag() == nullTag) {
-				d.decode(r, target, p)
-				l := d.locs[addrOf(target)]
-				l.Key = nodePos(e.k)
-				d.locs[addrOf(target)] = l
+				d.decode(r, ev.Elem(), p)
 			}
 		} else {
 			d.decode(e.v, ev, p)

@@ -30,12 +30,9 @@ func (d *decoder) decode(n *node, v reflect.Value, path string) {
 	if n = d.resolve(n); n == nil {
 		return
 	}
-	if v.CanAddr() {
-		k := addrOf(v)
-		l := d.locs[k]
-		l.Pos, l.path = nodePos(n), path
-		d.locs[k] = l
-	}
+	l := d.locs[path]
+	l.Pos, l.path = nodePos(n), path
+	d.locs[path] = l
 	if n.kind == scalarNode && n.ShortTag() == nullTag {
 		v.SetZero() // "key:" or "key: null" means unset: the default applies
 		return

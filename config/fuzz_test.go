@@ -9,7 +9,8 @@ import (
 )
 
 // FuzzParse: malformed input never panics, every error carries a position,
-// and a config that parses can be shown. Nesting (#13): a document nested
+// and a config that parses can be shown and is given back as written by
+// its tokens. Nesting (#13): a document nested
 // deeper than MaxDepth is never accepted, and checkBounds never refuses a
 // YAML document that is not.
 func FuzzParse(f *testing.F) {
@@ -55,6 +56,14 @@ func FuzzParse(f *testing.F) {
 		}
 		if _, err := c.Redacted(); err != nil {
 			t.Fatalf("Redacted: %v", err)
+		}
+		// The document model gives back a valid file as written, which
+		// ParseUpdate's edits rely on.
+		d := &decoder{file: "fuzz.yaml"}
+		if _, err := d.parseYAML(data); err == nil && d.first != nil {
+			if out, err := rewrite("fuzz.yaml", data, d.first, nil); err != nil || string(out) != string(data) {
+				t.Fatalf("rewrite without edits: got %q, %v; want the file as written", out, err)
+			}
 		}
 	})
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/goccy/go-yaml/token"
 )
 
 // Hidden values are the secrets (admin_token, auth.keys[].secret,
@@ -124,8 +126,8 @@ func parseUpdate(name string, data []byte, live *Config, lookup func(string) (st
 	if live != nil {
 		liveRaw = live.raw
 	}
-	texts := map[Pos]string{} // marker position -> replacement
-	used := map[string]bool{} // the running texts REDACTED stands for
+	texts := map[*token.Token]string{} // REDACTED scalar -> replacement
+	used := map[string]bool{}          // the running texts REDACTED stands for
 	var errs ErrorList
 	for _, key := range slices.Sorted(maps.Keys(d.hidden)) {
 		n := d.hidden[key]
@@ -141,19 +143,23 @@ func parseUpdate(name string, data []byte, live *Config, lookup func(string) (st
 		}
 		q := yamlQuote(raw)
 		used[raw] = true
-		if prev, dup := texts[p]; dup && prev != q {
+		if n.style == blockStyle || n.tk == nil {
+			errs = append(errs, &Error{File: name, Line: p.Line, Col: p.Col, Msg: "write REDACTED plainly or in simple quotes to keep the running value"})
+			continue
+		}
+		if prev, dup := texts[n.tk]; dup && prev != q {
 			errs = append(errs, &Error{File: name, Line: p.Line, Col: p.Col,
 				Msg: "this REDACTED (an anchor used in several places) stands for different running values; write them out"})
 			continue
 		}
-		texts[p] = q
+		texts[n.tk] = q
 	}
 	if len(errs) > 0 {
 		errs.sort()
 		return nil, nil, errs
 	}
 	if len(texts) > 0 {
-		if data, err = splice(name, data, texts); err != nil {
+		if data, err = rewrite(name, data, d.first, texts); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -203,59 +209,40 @@ func hiddenName(key string) string {
 	return key
 }
 
-// splice replaces the REDACTED scalar at each position with its text.
-func splice(name string, data []byte, texts map[Pos]string) ([]byte, error) {
-	type edit struct {
-		off, end int
-		text     string
-	}
-	var edits []edit
-	for p, text := range texts {
-		off := offsetOf(data, p)
-		rest := string(data[off:])
-		// A node's position is that of its anchor or tag, if any.
-		for len(rest) > 0 && (rest[0] == '&' || rest[0] == '!') {
-			i := strings.IndexAny(rest, " \t\n")
-			if i < 0 {
-				break
+// rewrite gives back data, parsed into the tokens from first on, with each
+// token of texts (a REDACTED scalar) written as its text instead. The rest
+// is the tokens' own text (Origin), so comments, order and layout stay as
+// written: the document model edits of the file build on (#24).
+func rewrite(name string, data []byte, first *token.Token, texts map[*token.Token]string) ([]byte, error) {
+	var orig, out strings.Builder
+	for tk := first; tk != nil; tk = tk.Next {
+		o := tk.Origin
+		orig.WriteString(o)
+		if text, ok := texts[tk]; ok {
+			raw := Redacted
+			switch tk.Type {
+			case token.DoubleQuoteType:
+				raw = `"` + Redacted + `"`
+			case token.SingleQuoteType:
+				raw = `'` + Redacted + `'`
 			}
-			j := i + len(rest[i:]) - len(strings.TrimLeft(rest[i:], " \t"))
-			off, rest = off+j, rest[j:]
+			i := strings.LastIndex(o, raw)
+			if i < 0 {
+				p := tokenPos(tk)
+				return nil, ErrorList{{File: name, Line: p.Line, Col: p.Col, Msg: "write REDACTED plainly or in simple quotes to keep the running value"}}
+			}
+			o = o[:i] + text + o[i+len(raw):]
 		}
-		var n int
-		switch {
-		case strings.HasPrefix(rest, Redacted):
-			n = len(Redacted)
-		case strings.HasPrefix(rest, `"`+Redacted+`"`), strings.HasPrefix(rest, `'`+Redacted+`'`):
-			n = len(Redacted) + 2
-		default:
-			return nil, ErrorList{{File: name, Line: p.Line, Col: p.Col, Msg: "write REDACTED plainly or in simple quotes to keep the running value"}}
-		}
-		edits = append(edits, edit{off, off + n, text})
+		out.WriteString(o)
 	}
-	slices.SortFunc(edits, func(a, b edit) int { return b.off - a.off })
-	out := slices.Clone(data)
-	for _, e := range edits {
-		out = slices.Concat(out[:e.off], []byte(e.text), out[e.end:])
+	// The tokens hold the text up to the last one; what follows is blank
+	// or comments. Should they ever not give back the text as written,
+	// nothing is written rather than a changed file.
+	if !strings.HasPrefix(string(data), orig.String()) {
+		return nil, ErrorList{{File: name, Line: 1, Col: 1, Msg: "this file cannot be kept as written with REDACTED in it; write the values"}}
 	}
-	return out, nil
-}
-
-// offsetOf converts a 1-based line and character column to a byte offset.
-func offsetOf(data []byte, p Pos) int {
-	off := 0
-	for line := 1; line < p.Line && off < len(data); line++ {
-		i := strings.IndexByte(string(data[off:]), '\n')
-		if i < 0 {
-			return len(data)
-		}
-		off += i + 1
-	}
-	for col := 1; col < p.Col && off < len(data); col++ {
-		_, size := utf8.DecodeRune(data[off:])
-		off += size
-	}
-	return off
+	out.Write(data[orig.Len():])
+	return []byte(out.String()), nil
 }
 
 // yamlQuote writes s as a YAML double-quoted scalar on one line.

@@ -238,3 +238,24 @@ func TestKeepCodeSecrets(t *testing.T) {
 		t.Errorf("REDACTED did not stand for the running values")
 	}
 }
+
+// TestParseUpdateKeepsTheFileAsWritten: the bytes ParseUpdate returns for
+// the file are the text sent, comments, order and layout included, with
+// only each REDACTED replaced (#24: the config API edits a file as a
+// person would).
+func TestParseUpdateKeepsTheFileAsWritten(t *testing.T) {
+	t.Parallel()
+	live, err := parse("live.yaml", []byte("domain: preview.example.com\nadmin_token: ${ADMIN}\nauth:\n  keys: [{kid: k1, alg: HS256, secret: \"0123456789abcdef0123456789abcdef\"}]\ntemplates:\n  web: {image: nginx}\n"), env(map[string]string{"ADMIN": "0123456789abcdef0123"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := "# the gateway\ndomain: preview.example.com   # public\n\nadmin_token: REDACTED\nauth:\n  # rotate yearly\n  keys: [{kid: k1, alg: HS256, secret: 'REDACTED'}]\ntemplates:\n  web: {image: nginx}  # the app\n"
+	_, file, err := parseUpdate("put.yaml", []byte(put), live, env(map[string]string{"ADMIN": "0123456789abcdef0123"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Replace(strings.Replace(put, "REDACTED", `"${ADMIN}"`, 1), "'REDACTED'", `"0123456789abcdef0123456789abcdef"`, 1)
+	if string(file) != want {
+		t.Errorf("got\n%s\nwant\n%s", file, want)
+	}
+}

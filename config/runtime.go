@@ -68,43 +68,46 @@ func (d *decoder) validateRuntime(c *Config) {
 		return
 	case RuntimeKubernetes:
 	default:
-		d.fail(fmt.Sprintf("invalid runtime kind %q (want docker or kubernetes)", r.Kind), &r.Kind, r)
+		d.fail(fmt.Sprintf("invalid runtime kind %q (want docker or kubernetes)", r.Kind), "runtime.kind", "runtime")
 		return
 	}
 	k := &r.Kubernetes
 	if k.InCluster && k.Kubeconfig != "" {
-		d.fail("set in_cluster or kubeconfig, not both", &k.Kubeconfig, k)
+		d.fail("set in_cluster or kubeconfig, not both", "runtime.kubernetes.kubeconfig", "runtime.kubernetes")
 	}
-	for _, ns := range []*string{&k.Namespace, &k.GatewayNamespace} {
-		if *ns != "" && !dnsLabel(*ns) {
-			d.fail(fmt.Sprintf("invalid namespace %q (a DNS label: lowercase letters, digits, inner hyphens)", *ns), ns, k)
+	for _, f := range []struct{ key, ns string }{{"namespace", k.Namespace}, {"gateway_namespace", k.GatewayNamespace}} {
+		if key, ns := f.key, f.ns; ns != "" && !dnsLabel(ns) {
+			d.fail(fmt.Sprintf("invalid namespace %q (a DNS label: lowercase letters, digits, inner hyphens)", ns), "runtime.kubernetes."+key, "runtime.kubernetes")
 		}
 	}
 	for i := range k.GatewayLabels {
 		if key, v, ok := strings.Cut(k.GatewayLabels[i], "="); !ok || key == "" || len(v) > 63 {
-			d.fail(fmt.Sprintf("invalid gateway label %q (want key=value)", k.GatewayLabels[i]), &k.GatewayLabels[i], &k.GatewayLabels, k)
+			d.fail(fmt.Sprintf("invalid gateway label %q (want key=value)", k.GatewayLabels[i]), fmt.Sprintf("runtime.kubernetes.gateway_labels[%d]", i), "runtime.kubernetes.gateway_labels", "runtime.kubernetes")
 		}
 	}
 	switch k.Egress {
 	case "", "internet", "none", "open":
 	default:
-		d.fail(fmt.Sprintf("invalid egress %q (want internet, none or open)", k.Egress), &k.Egress, k)
+		d.fail(fmt.Sprintf("invalid egress %q (want internet, none or open)", k.Egress), "runtime.kubernetes.egress", "runtime.kubernetes")
 	}
-	for _, list := range []*[]string{&k.GatewayCIDRs, &k.EgressAllow} {
-		for i := range *list {
-			if _, err := netip.ParsePrefix((*list)[i]); err != nil {
-				d.fail(fmt.Sprintf("invalid CIDR %q (e.g. 10.0.0.0/8)", (*list)[i]), &(*list)[i], list, k)
+	for _, f := range []struct {
+		key  string
+		list []string
+	}{{"gateway_cidrs", k.GatewayCIDRs}, {"egress_allow", k.EgressAllow}} {
+		for i, cidr := range f.list {
+			if _, err := netip.ParsePrefix(cidr); err != nil {
+				d.fail(fmt.Sprintf("invalid CIDR %q (e.g. 10.0.0.0/8)", cidr), fmt.Sprintf("runtime.kubernetes.%s[%d]", f.key, i), "runtime.kubernetes."+f.key, "runtime.kubernetes")
 			}
 		}
 	}
 	if k.RunAsUser < -1 {
-		d.fail("run_as_user must be a uid, 0 for the default (1000) or -1 for the image's own", &k.RunAsUser, k)
+		d.fail("run_as_user must be a uid, 0 for the default (1000) or -1 for the image's own", "runtime.kubernetes.run_as_user", "runtime.kubernetes")
 	}
 	// Pod names are previewgate-pool-<template>-<random>: template names
 	// must fit a DNS label.
-	for name, t := range c.Templates {
+	for name := range c.Templates {
 		if !dnsLabel(name) || len(name) > 30 {
-			d.failKey(fmt.Sprintf("template name %q must be a lowercase DNS label of at most 30 characters with the kubernetes runtime", name), t)
+			d.failKey(fmt.Sprintf("template name %q must be a lowercase DNS label of at most 30 characters with the kubernetes runtime", name), "templates."+name)
 		}
 	}
 }

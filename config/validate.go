@@ -10,11 +10,14 @@ import (
 	"strings"
 )
 
-// fail records an error at the first of ptrs whose position is known,
-// prefixed with that value's key path. The last resort is 1:1.
-func (d *decoder) fail(msg string, ptrs ...any) {
-	for _, p := range ptrs {
-		if l, ok := d.locOf(p); ok && l.Line > 0 { // zero: its decoding stopped early
+// fail records an error at the first of paths (YAML paths, as the
+// decoder records them: "templates.web.memory", "routes[1]", "" for the
+// document) that the file holds, prefixed with that path. A value the
+// file does not hold (a default) falls through to the next path; the last
+// resort is 1:1.
+func (d *decoder) fail(msg string, paths ...string) {
+	for _, p := range paths {
+		if l, ok := d.locs[p]; ok && l.Line > 0 { // zero: its decoding stopped early
 			if l.path != "" {
 				msg = l.path + ": " + msg
 			}
@@ -26,12 +29,12 @@ func (d *decoder) fail(msg string, ptrs ...any) {
 }
 
 // failKey is fail at the key naming the value (e.g. a template's name).
-func (d *decoder) failKey(msg string, ptr any) {
-	if l, ok := d.locOf(ptr); ok && l.Key.Line > 0 {
+func (d *decoder) failKey(msg string, path string) {
+	if l, ok := d.locs[path]; ok && l.Key.Line > 0 {
 		d.errAt(l.Key, "%s: %s", l.path, msg)
 		return
 	}
-	d.fail(msg, ptr)
+	d.fail(msg, path)
 }
 
 // validate checks c, which has defaults applied, and normalizes hostnames to
@@ -40,10 +43,10 @@ func (d *decoder) validate(c *Config) {
 	d.validateDomains(c)
 	d.validateListen(c)
 	if c.AdminToken != "" && len(c.AdminToken) < 16 {
-		d.fail("admin_token is too short (use at least 16 random characters)", &c.AdminToken)
+		d.fail("admin_token is too short (use at least 16 random characters)", "admin_token")
 	}
 	if c.Scope != "" && !ValidScope(c.Scope) {
-		d.fail(fmt.Sprintf("invalid scope %q (lowercase letters, digits and inner hyphens, at most 63)", c.Scope), &c.Scope)
+		d.fail(fmt.Sprintf("invalid scope %q (lowercase letters, digits and inner hyphens, at most 63)", c.Scope), "scope")
 	}
 	d.validateTLS(c)
 	d.validateAuth(c)
@@ -54,29 +57,30 @@ func (d *decoder) validate(c *Config) {
 	d.validateLimits(&c.Limits)
 	d.validateAPITokens(c)
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
-		d.fail(fmt.Sprintf("invalid log level %q (want debug, info, warn or error)", c.Log.Level), &c.Log.Level, &c.Log)
+		d.fail(fmt.Sprintf("invalid log level %q (want debug, info, warn or error)", c.Log.Level), "log.level", "log")
 	}
 	if !slices.Contains([]string{"auto", "text", "json"}, c.Log.Format) {
-		d.fail(fmt.Sprintf("invalid log format %q (want auto, text or json)", c.Log.Format), &c.Log.Format, &c.Log)
+		d.fail(fmt.Sprintf("invalid log format %q (want auto, text or json)", c.Log.Format), "log.format", "log")
 	}
 }
 
 func (d *decoder) validateDomains(c *Config) {
 	if len(c.Domains) == 0 {
-		d.fail("domain is required (e.g. domain: preview.example.com)", &c.Domains, c)
+		d.fail("domain is required (e.g. domain: preview.example.com)", "domain", "")
 		return
 	}
 	seen := map[string]bool{}
 	for i := range c.Domains {
+		at := fmt.Sprintf("domain[%d]", i)
 		h := strings.ToLower(strings.TrimSpace(c.Domains[i]))
 		c.Domains[i] = h
 		switch {
 		case !validHostname(h):
-			d.fail(fmt.Sprintf("invalid domain %q: not a hostname", h), &c.Domains[i], &c.Domains)
+			d.fail(fmt.Sprintf("invalid domain %q: not a hostname", h), at, "domain")
 		case len(h) > 253-64:
-			d.fail(fmt.Sprintf("domain %q is too long for sandbox-<id>.%s", h, h), &c.Domains[i], &c.Domains)
+			d.fail(fmt.Sprintf("domain %q is too long for sandbox-<id>.%s", h, h), at, "domain")
 		case seen[h]:
-			d.fail(fmt.Sprintf("duplicate domain %q", h), &c.Domains[i], &c.Domains)
+			d.fail(fmt.Sprintf("duplicate domain %q", h), at, "domain")
 		}
 		seen[h] = true
 	}
@@ -105,11 +109,11 @@ func (d *decoder) validateListen(c *Config) {
 			continue // unused
 		}
 		if err := checkAddr(*a.p); err != nil {
-			d.fail(err.Error(), a.p, &c.Listen)
+			d.fail(err.Error(), "listen."+a.name, "listen")
 			continue
 		}
 		if other, ok := seen[*a.p]; ok {
-			d.fail(fmt.Sprintf("same address as listen.%s", other), a.p, &c.Listen)
+			d.fail(fmt.Sprintf("same address as listen.%s", other), "listen."+a.name, "listen")
 		}
 		seen[*a.p] = a.name
 	}
@@ -121,105 +125,105 @@ func (d *decoder) validateTLS(c *Config) {
 	case TLSOff, TLSSelfSigned:
 	case TLSFiles:
 		if t.CertFile == "" || t.KeyFile == "" {
-			d.fail("tls.mode files needs tls.cert_file and tls.key_file", &t.Mode, t)
+			d.fail("tls.mode files needs tls.cert_file and tls.key_file", "tls.mode", "tls")
 		}
 	case TLSACME:
 		a := &t.ACME
 		if _, err := ParseURL(a.CA); err != nil {
-			d.fail(err.Error(), &a.CA, a)
+			d.fail(err.Error(), "tls.acme.ca", "tls.acme")
 		}
 		if a.Email != "" && !strings.Contains(a.Email, "@") {
-			d.fail(fmt.Sprintf("invalid email %q", a.Email), &a.Email)
+			d.fail(fmt.Sprintf("invalid email %q", a.Email), "tls.acme.email")
 		}
 		switch a.Strategy {
 		case StrategyOnDemand:
 		case StrategyWildcard:
 			r := &a.RFC2136
 			if r.Server == "" {
-				d.fail("strategy wildcard needs acme.rfc2136.server (DNS-01)", &a.Strategy)
+				d.fail("strategy wildcard needs acme.rfc2136.server (DNS-01)", "tls.acme.strategy")
 			} else if err := checkAddr(r.Server); err != nil {
-				d.fail(err.Error(), &r.Server)
+				d.fail(err.Error(), "tls.acme.rfc2136.server")
 			}
 			if r.TSIGKey == "" || r.TSIGSecret == "" {
-				d.fail("strategy wildcard needs acme.rfc2136.tsig_key and tsig_secret", &a.Strategy)
+				d.fail("strategy wildcard needs acme.rfc2136.tsig_key and tsig_secret", "tls.acme.strategy")
 			} else if _, err := base64.StdEncoding.DecodeString(string(r.TSIGSecret)); err != nil {
-				d.fail("tsig_secret is not valid base64", &r.TSIGSecret)
+				d.fail("tsig_secret is not valid base64", "tls.acme.rfc2136.tsig_secret")
 			}
 			if _, err := TSIGAlgorithm(r.TSIGAlg); err != nil {
-				d.fail(err.Error(), &r.TSIGAlg, r)
+				d.fail(err.Error(), "tls.acme.rfc2136.tsig_alg", "tls.acme.rfc2136")
 			}
 		default:
-			d.fail(fmt.Sprintf("invalid strategy %q (want on-demand or wildcard)", a.Strategy), &a.Strategy, a)
+			d.fail(fmt.Sprintf("invalid strategy %q (want on-demand or wildcard)", a.Strategy), "tls.acme.strategy", "tls.acme")
 		}
 	default:
-		d.fail(fmt.Sprintf("invalid mode %q (want acme, files, self-signed or off)", t.Mode), &t.Mode, t)
+		d.fail(fmt.Sprintf("invalid mode %q (want acme, files, self-signed or off)", t.Mode), "tls.mode", "tls")
 	}
 }
 
 func (d *decoder) validateAuth(c *Config) {
 	a := &c.Auth
 	if a.Audience == "" {
-		d.fail("audience must not be empty", &a.Audience)
+		d.fail("audience must not be empty", "auth.audience")
 	}
 	for i := range a.Issuers {
 		if a.Issuers[i] == "" {
-			d.fail("empty issuer", &a.Issuers[i])
+			d.fail("empty issuer", fmt.Sprintf("auth.issuers[%d]", i))
 		}
 	}
 	if len(a.Keys) == 0 && a.JWKSURL == "" {
-		d.fail("auth needs at least one of keys and jwks_url: without them no token can be verified", &c.Auth, c)
+		d.fail("auth needs at least one of keys and jwks_url: without them no token can be verified", "auth", "")
 	}
 	kids := map[string]bool{}
 	for i := range a.Keys {
-		k := &a.Keys[i]
+		k, kp := &a.Keys[i], fmt.Sprintf("auth.keys[%d]", i)
 		if k.KID == "" {
-			d.fail("key needs a kid", &k.KID, k)
+			d.fail("key needs a kid", kp+".kid", kp)
 		} else if kids[k.KID] {
-			d.fail(fmt.Sprintf("duplicate kid %q", k.KID), &k.KID)
+			d.fail(fmt.Sprintf("duplicate kid %q", k.KID), kp+".kid")
 		}
 		kids[k.KID] = true
 		switch {
 		case k.Alg == "":
-			d.fail(fmt.Sprintf("key needs an alg (one of %s)", strings.Join(Algorithms, " ")), k)
+			d.fail(fmt.Sprintf("key needs an alg (one of %s)", strings.Join(Algorithms, " ")), kp)
 			continue
 		case !slices.Contains(Algorithms, k.Alg):
-			d.fail(fmt.Sprintf("invalid alg %q (want one of %s)", k.Alg, strings.Join(Algorithms, " ")), &k.Alg)
+			d.fail(fmt.Sprintf("invalid alg %q (want one of %s)", k.Alg, strings.Join(Algorithms, " ")), kp+".alg")
 			continue
 		}
 		if minLen := HMACMinLen(k.Alg); minLen > 0 {
 			switch {
 			case k.Secret == "":
-				d.fail(fmt.Sprintf("alg %s needs a secret", k.Alg), &k.Alg)
+				d.fail(fmt.Sprintf("alg %s needs a secret", k.Alg), kp+".alg")
 			case len(k.Secret) < minLen:
 				// Never echo the secret, only its length.
-				d.fail(fmt.Sprintf("secret for %s must be at least %d bytes, got %d", k.Alg, minLen, len(k.Secret)), &k.Secret)
+				d.fail(fmt.Sprintf("secret for %s must be at least %d bytes, got %d", k.Alg, minLen, len(k.Secret)), kp+".secret")
 			}
 			if k.PublicKeyFile != "" || k.PrivateKeyFile != "" {
-				d.fail(fmt.Sprintf("alg %s uses a shared secret, not key files", k.Alg), &k.PublicKeyFile, &k.PrivateKeyFile)
+				d.fail(fmt.Sprintf("alg %s uses a shared secret, not key files", k.Alg), kp+".public_key_file", kp+".private_key_file")
 			}
 		} else {
 			if k.Secret != "" {
-				d.fail(fmt.Sprintf("alg %s uses public_key_file, not a secret", k.Alg), &k.Secret)
+				d.fail(fmt.Sprintf("alg %s uses public_key_file, not a secret", k.Alg), kp+".secret")
 			}
 			if k.PublicKeyFile == "" {
-				d.fail(fmt.Sprintf("alg %s needs public_key_file", k.Alg), &k.Alg)
+				d.fail(fmt.Sprintf("alg %s needs public_key_file", k.Alg), kp+".alg")
 			}
 		}
 	}
 	if a.JWKSURL != "" {
 		if _, err := ParseURL(a.JWKSURL); err != nil {
-			d.fail(err.Error(), &a.JWKSURL)
+			d.fail(err.Error(), "auth.jwks_url")
 		}
 	}
 	for i, o := range a.AllowedOrigins {
 		if err := checkOrigin(o); err != nil {
-			d.fail(err.Error(), &a.AllowedOrigins[i])
+			d.fail(err.Error(), fmt.Sprintf("auth.allowed_origins[%d]", i))
 		}
 	}
 	if a.CookieName != "" && strings.IndexFunc(a.CookieName, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.')
 	}) >= 0 {
-		d.fail(fmt.Sprintf("invalid cookie_name %q (letters, digits, _ - . only)", a.CookieName), &a.CookieName)
+		d.fail(fmt.Sprintf("invalid cookie_name %q (letters, digits, _ - . only)", a.CookieName), "auth.cookie_name")
 	}
 }
 
@@ -238,14 +242,14 @@ func (d *decoder) validateDocker(c *Config) {
 	if dk.Host != "" {
 		scheme, _, ok := strings.Cut(dk.Host, "://")
 		if !ok || !slices.Contains([]string{"unix", "tcp", "npipe", "ssh", "http", "https"}, scheme) {
-			d.fail(fmt.Sprintf("invalid docker host %q (e.g. unix:///var/run/docker.sock, tcp://host:2376)", dk.Host), &dk.Host)
+			d.fail(fmt.Sprintf("invalid docker host %q (e.g. unix:///var/run/docker.sock, tcp://host:2376)", dk.Host), "docker.host")
 		}
 	}
 	if !validName(dk.Network) {
-		d.fail(fmt.Sprintf("invalid network name %q", dk.Network), &dk.Network, dk)
+		d.fail(fmt.Sprintf("invalid network name %q", dk.Network), "docker.network", "docker")
 	}
 	if dk.Replicas < 1 || dk.Replicas > maxReplicas {
-		d.fail(fmt.Sprintf("invalid replicas %d (want 1 to %d)", dk.Replicas, maxReplicas), &dk.Replicas, dk)
+		d.fail(fmt.Sprintf("invalid replicas %d (want 1 to %d)", dk.Replicas, maxReplicas), "docker.replicas", "docker")
 	}
 }
 
@@ -271,69 +275,77 @@ func validName(s string) bool {
 func (d *decoder) validateRoutes(c *Config) {
 	hosts := map[string]bool{}
 	for i := range c.Routes {
-		r := &c.Routes[i]
+		r, rp := &c.Routes[i], fmt.Sprintf("routes[%d]", i)
 		r.Host = strings.ToLower(strings.TrimSpace(r.Host))
 		switch {
 		case r.Host == "":
-			d.fail("route needs a host", &r.Host, r)
+			d.fail("route needs a host", rp+".host", rp)
 		case !validHostname(r.Host):
-			d.fail(fmt.Sprintf("invalid host %q: not a hostname", r.Host), &r.Host)
+			d.fail(fmt.Sprintf("invalid host %q: not a hostname", r.Host), rp+".host")
 		case hosts[r.Host]:
-			d.fail(fmt.Sprintf("duplicate route host %q", r.Host), &r.Host)
+			d.fail(fmt.Sprintf("duplicate route host %q", r.Host), rp+".host")
 		default:
 			for _, dom := range c.Domains {
 				if _, _, ok, malformed := SandboxPortFromHost(r.Host, []string{dom}); ok || malformed {
-					d.fail(fmt.Sprintf("host %q is a sandbox host of domain %s; use another name", r.Host, dom), &r.Host)
+					d.fail(fmt.Sprintf("host %q is a sandbox host of domain %s; use another name", r.Host, dom), rp+".host")
 				}
 			}
 		}
 		hosts[r.Host] = true
 		switch {
 		case r.Sandbox != "" && r.Upstream != "":
-			d.fail("route has both sandbox and upstream; set exactly one", r)
+			d.fail("route has both sandbox and upstream; set exactly one", rp)
 		case r.Sandbox == "" && r.Upstream == "":
-			d.fail("route needs a sandbox or an upstream", r)
+			d.fail("route needs a sandbox or an upstream", rp)
 		case r.Sandbox != "":
 			if !ValidID(r.Sandbox) {
-				d.fail(fmt.Sprintf("invalid sandbox id %q (lowercase letters, digits, inner hyphens, 1-%d chars)", r.Sandbox, MaxIDLen), &r.Sandbox)
+				d.fail(fmt.Sprintf("invalid sandbox id %q (lowercase letters, digits, inner hyphens, 1-%d chars)", r.Sandbox, MaxIDLen), rp+".sandbox")
 			}
 			switch {
 			case r.Template != "" && c.Templates[r.Template] == nil:
-				d.fail(fmt.Sprintf("template %q is not defined in templates", r.Template), &r.Template)
+				d.fail(fmt.Sprintf("template %q is not defined in templates", r.Template), rp+".template")
 			case r.Template == "" && c.DefaultTemplate == "":
-				d.fail("route to a sandbox needs a template (set template here or default_template)", &r.Sandbox)
+				d.fail("route to a sandbox needs a template (set template here or default_template)", rp+".sandbox")
 			}
 		case r.Template != "":
-			d.fail("template only applies to sandbox routes", &r.Template)
+			d.fail("template only applies to sandbox routes", rp+".template")
 		}
 	}
 }
 
-func (d *decoder) validateRates(r *RateLimits) {
-	for _, rt := range []*Rate{r.PerIP, r.PerSandbox, r.PerSubject} {
+func (d *decoder) validateRates(r *RateLimits, path string) {
+	for _, f := range []struct {
+		key string
+		rt  *Rate
+	}{{"per_ip", r.PerIP}, {"per_sandbox", r.PerSandbox}, {"per_subject", r.PerSubject}} {
+		rt, at := f.rt, join(path, f.key)
 		if rt == nil {
 			continue
 		}
 		switch {
 		case rt.Rate < 0:
-			d.fail(fmt.Sprintf("rate must not be negative, got %g", rt.Rate), &rt.Rate, rt)
+			d.fail(fmt.Sprintf("rate must not be negative, got %g", rt.Rate), at+".rate", at)
 		case rt.Burst < 0:
-			d.fail(fmt.Sprintf("burst must not be negative, got %d", rt.Burst), &rt.Burst, rt)
+			d.fail(fmt.Sprintf("burst must not be negative, got %d", rt.Burst), at+".burst", at)
 		case rt.Rate > 0 && rt.Burst == 0:
-			d.fail("burst must be at least 1 when rate is set", &rt.Burst, rt)
+			d.fail("burst must be at least 1 when rate is set", at+".burst", at)
 		}
 	}
 }
 
 func (d *decoder) validateLimits(l *Limits) {
-	d.validateRates(&l.RateLimits)
-	for _, f := range []*int{&l.MaxConcurrentStarts, &l.StartQueue, &l.MaxRunning,
-		&l.WebSocketsPerSandbox, &l.WebSocketsPerIP, &l.LimiterEntries, &l.ConnectionsPerIP, &l.MaxConnections} {
-		if *f < 0 {
-			d.fail(fmt.Sprintf("must not be negative, got %d", *f), f, l)
+	d.validateRates(&l.RateLimits, "limits")
+	for _, f := range []struct {
+		key string
+		n   int
+	}{{"max_concurrent_starts", l.MaxConcurrentStarts}, {"start_queue", l.StartQueue}, {"max_running", l.MaxRunning},
+		{"websockets_per_sandbox", l.WebSocketsPerSandbox}, {"websockets_per_ip", l.WebSocketsPerIP},
+		{"limiter_entries", l.LimiterEntries}, {"connections_per_ip", l.ConnectionsPerIP}, {"max_connections", l.MaxConnections}} {
+		if f.n < 0 {
+			d.fail(fmt.Sprintf("must not be negative, got %d", f.n), "limits."+f.key, "limits")
 		}
 	}
 	if n := l.CreatesPerSubjectPerHour; n < -1 {
-		d.fail(fmt.Sprintf("must be positive, or -1 for unlimited, got %d", n), &l.CreatesPerSubjectPerHour, l)
+		d.fail(fmt.Sprintf("must be positive, or -1 for unlimited, got %d", n), "limits.creates_per_subject_per_hour", "limits")
 	}
 }

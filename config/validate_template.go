@@ -17,70 +17,70 @@ func (d *decoder) validateTemplates(c *Config) {
 		}
 	})
 	for _, name := range names {
-		t := c.Templates[name]
+		t, tp := c.Templates[name], "templates."+name
 		if !validName(name) {
-			d.failKey(fmt.Sprintf("invalid template name %q (letters, digits, _ . -)", name), t)
+			d.failKey(fmt.Sprintf("invalid template name %q (letters, digits, _ . -)", name), tp)
 		}
 		if t.Image == "" {
-			d.fail("template needs an image", &t.Image, t)
+			d.fail("template needs an image", tp+".image", tp)
 		}
 		if t.Port < 1 || t.Port > 65535 {
-			d.fail(fmt.Sprintf("port %d out of range 1-65535", t.Port), &t.Port)
+			d.fail(fmt.Sprintf("port %d out of range 1-65535", t.Port), tp+".port")
 		}
 		seenPort := make(map[int]bool, len(t.Ports))
 		for _, p := range t.Ports {
 			switch {
 			case p < 1 || p > 65535:
-				d.fail(fmt.Sprintf("ports: %d out of range 1-65535", p), &t.Ports)
+				d.fail(fmt.Sprintf("ports: %d out of range 1-65535", p), tp+".ports")
 			case seenPort[p]:
-				d.fail(fmt.Sprintf("ports: %d listed twice", p), &t.Ports)
+				d.fail(fmt.Sprintf("ports: %d listed twice", p), tp+".ports")
 			}
 			seenPort[p] = true
 		}
 		if len(t.Ports) > 0 && !seenPort[t.Port] {
-			d.fail(fmt.Sprintf("ports must include port (%d), the one sandbox-<id> reaches", t.Port), &t.Ports)
+			d.fail(fmt.Sprintf("ports must include port (%d), the one sandbox-<id> reaches", t.Port), tp+".ports")
 		}
 		for k := range t.Env {
 			if k == "" || strings.ContainsAny(k, "=\x00") {
-				d.fail(fmt.Sprintf("invalid environment variable name %q", k), &t.Env)
+				d.fail(fmt.Sprintf("invalid environment variable name %q", k), tp+".env")
 			}
 		}
 		if t.Memory < 6<<20 {
-			d.fail("memory must be at least 6MiB (Docker's minimum)", &t.Memory)
+			d.fail("memory must be at least 6MiB (Docker's minimum)", tp+".memory")
 		}
 		if t.CPUs < 0.01 || t.CPUs > 1024 {
-			d.fail(fmt.Sprintf("cpus %g out of range 0.01-1024", t.CPUs), &t.CPUs)
+			d.fail(fmt.Sprintf("cpus %g out of range 0.01-1024", t.CPUs), tp+".cpus")
 		}
 		if t.Pids < 1 {
-			d.fail(fmt.Sprintf("pids must be positive, got %d", t.Pids), &t.Pids)
+			d.fail(fmt.Sprintf("pids must be positive, got %d", t.Pids), tp+".pids")
 		}
 		if t.Ready.Path != "" && !strings.HasPrefix(t.Ready.Path, "/") {
-			d.fail(fmt.Sprintf("ready path %q must start with /", t.Ready.Path), &t.Ready.Path)
+			d.fail(fmt.Sprintf("ready path %q must start with /", t.Ready.Path), tp+".ready.path")
 		}
 		if t.IdleAction != IdleStop && t.IdleAction != IdlePause {
-			d.fail(fmt.Sprintf("invalid idle_action %q (want stop or pause)", t.IdleAction), &t.IdleAction)
+			d.fail(fmt.Sprintf("invalid idle_action %q (want stop or pause)", t.IdleAction), tp+".idle_action")
 		}
 		if t.ColdStart != ColdStartWaitingPage && t.ColdStart != ColdStartBlock {
-			d.fail(fmt.Sprintf("invalid cold_start %q (want waiting-page or block)", t.ColdStart), &t.ColdStart)
+			d.fail(fmt.Sprintf("invalid cold_start %q (want waiting-page or block)", t.ColdStart), tp+".cold_start")
 		}
 		if t.HostHeader != HostLocal && t.HostHeader != HostPreserve && t.HostHeader != HostRewrite {
-			d.fail(fmt.Sprintf("invalid host_header %q (want local, preserve or rewrite)", t.HostHeader), &t.HostHeader)
+			d.fail(fmt.Sprintf("invalid host_header %q (want local, preserve or rewrite)", t.HostHeader), tp+".host_header")
 		}
 		if t.Pool < 0 {
-			d.fail(fmt.Sprintf("pool must not be negative, got %d", t.Pool), &t.Pool)
+			d.fail(fmt.Sprintf("pool must not be negative, got %d", t.Pool), tp+".pool")
 		}
 		for i, capName := range t.CapAdd {
 			if err := checkCapability(capName); err != nil {
-				d.fail(err.Error(), &t.CapAdd[i])
+				d.fail(err.Error(), fmt.Sprintf("%s.cap_add[%d]", tp, i))
 			}
 		}
 		if t.Limits != nil {
-			d.validateRates(t.Limits)
+			d.validateRates(t.Limits, tp+".limits")
 		}
-		d.validateWorkspace(c, t)
+		d.validateWorkspace(c, t, tp)
 	}
 	if c.DefaultTemplate != "" && c.Templates[c.DefaultTemplate] == nil {
-		d.fail(fmt.Sprintf("template %q is not defined in templates", c.DefaultTemplate), &c.DefaultTemplate)
+		d.fail(fmt.Sprintf("template %q is not defined in templates", c.DefaultTemplate), "default_template")
 	}
 }
 
@@ -88,25 +88,25 @@ func (d *decoder) validateTemplates(c *Config) {
 // Kubernetes runtime makes (a stopped Docker container keeps its files
 // anyway), and no warm pool with it: a pool pod starts before it knows
 // which sandbox's volume to mount.
-func (d *decoder) validateWorkspace(c *Config, t *Template) {
-	w := t.Workspace
+func (d *decoder) validateWorkspace(c *Config, t *Template, tp string) {
+	w, wp := t.Workspace, tp+".workspace"
 	if w == nil {
 		return
 	}
 	if c.Runtime.Kind != RuntimeKubernetes {
-		d.fail("workspace needs runtime kind kubernetes (a stopped Docker container keeps its files without one)", w)
+		d.fail("workspace needs runtime kind kubernetes (a stopped Docker container keeps its files without one)", wp)
 	}
 	if w.Size < 1<<20 {
-		d.fail(fmt.Sprintf("workspace size must be at least 1MiB, got %s", w.Size), &w.Size, w)
+		d.fail(fmt.Sprintf("workspace size must be at least 1MiB, got %s", w.Size), wp+".size", wp)
 	}
 	if err := checkMountPath(w.Path, t.ReadOnly); err != nil {
-		d.fail(err.Error(), &w.Path, w)
+		d.fail(err.Error(), wp+".path", wp)
 	}
 	if w.StorageClass != "" && !dnsSubdomain(w.StorageClass) {
-		d.fail(fmt.Sprintf("invalid storage_class %q (a DNS subdomain: lowercase letters, digits, - and .)", w.StorageClass), &w.StorageClass, w)
+		d.fail(fmt.Sprintf("invalid storage_class %q (a DNS subdomain: lowercase letters, digits, - and .)", w.StorageClass), wp+".storage_class", wp)
 	}
 	if t.Pool > 0 {
-		d.fail("pool cannot be used with a workspace: a warm pod starts before it knows which sandbox's volume to mount", &t.Pool, w)
+		d.fail("pool cannot be used with a workspace: a warm pod starts before it knows which sandbox's volume to mount", tp+".pool", wp)
 	}
 }
 

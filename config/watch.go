@@ -29,9 +29,18 @@ type WatcherConfig struct {
 	Path string
 	// Store receives each new valid config. It must hold the running config.
 	Store *Store
-	// Apply, if set, is called with a new valid config before it is stored
-	// (the gateway builds its route table there). An error fails the reload
-	// and nothing is stored. Apply calls never overlap.
+	// Prepare, if set, builds what a new valid config needs before it goes
+	// live (the gateway's route table, with its JWKS fetch). It may take
+	// seconds, so it runs without the watcher's lock: calls may overlap and
+	// must not change what serves. It returns commit, which makes the
+	// prepared state live: called under the lock, in reload order, it must
+	// not block. drop releases a preparation that was overtaken by a newer
+	// config and never committed. An error fails the reload.
+	Prepare func(*Config) (commit, drop func(), err error)
+	// Apply, if set, is called with a new valid config before it is stored,
+	// under the watcher's lock (Apply calls never overlap), after Prepare's
+	// commit. An error fails the reload and nothing is stored. It must not
+	// do network or disk I/O: that belongs in Prepare (#25).
 	Apply func(*Config) error
 	// OnResult, if set, is called with ResultSuccess or ResultFailure after
 	// each reload attempt (for metrics). Unchanged files are not attempts.
@@ -50,6 +59,12 @@ type WatcherConfig struct {
 // A file that fails to parse, validate or apply is logged and the old config
 // keeps serving. Settings that need a restart keep their running values and
 // are logged as a warning.
+//
+// No lock is held across reading or writing the file, nor across Prepare
+// (a JWKS fetch may take seconds), so a SIGHUP reload never waits for an
+// admin PUT (#25). Reloads and replaces take turns instead: one overtaken
+// by a newer one going live is dropped, so the live config is always that
+// of the latest file.
 type Watcher struct {
 	cfg    WatcherConfig
 	log    *slog.Logger
@@ -60,9 +75,14 @@ type Watcher struct {
 	done   chan struct{}
 	once   sync.Once
 
-	mu      sync.Mutex // guards lastSum and serializes reloads and Apply calls
+	// mu guards lastSum, gen and live, and serializes commits, Apply
+	// calls and stores. It is never held across I/O: files are read and
+	// written, and Prepare runs, outside it (#25).
+	mu      sync.Mutex
 	lastSum [sha256.Size]byte
 	haveSum bool
+	gen     uint64 // numbers the reloads and replaces, in the order they began
+	live    uint64 // gen of the config in the store
 }
 
 // NewWatcher starts watching cfg.Path's directory. Close stops it.
@@ -159,20 +179,28 @@ func (w *Watcher) Reload() error {
 }
 
 func (w *Watcher) reload(force bool) error {
+	// The turn is taken before the read: a replace that renames its file
+	// after this read commits with a later turn, and this reload, older,
+	// is dropped.
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.gen++
+	gen := w.gen
+	w.mu.Unlock()
 	data, err := readFile(w.cfg.Path)
 	if err != nil {
-		return w.failLocked(fmt.Errorf("read config: %w", err))
+		return w.fail(fmt.Errorf("read config: %w", err))
 	}
 	sum := sha256.Sum256(data)
-	if !force && w.haveSum && sum == w.lastSum {
-		return nil // an event elsewhere in the directory, or a no-op write
+	w.mu.Lock()
+	if gen < w.live || !force && w.haveSum && sum == w.lastSum {
+		w.mu.Unlock()
+		return nil // overtaken, an event elsewhere in the directory, or a no-op write
 	}
 	w.lastSum, w.haveSum = sum, true
+	w.mu.Unlock()
 	c, err := Parse(w.cfg.Path, data)
 	if err != nil {
-		return w.failLocked(err)
+		return w.fail(err)
 	}
 	w.override(c)
 	if !force && len(Changed(w.cfg.Store.Load(), c)) == 0 {
@@ -181,8 +209,14 @@ func (w *Watcher) reload(force bool) error {
 		w.log.Debug("config file rewritten, no setting changed")
 		return nil
 	}
-	_, err = w.applyLocked(c)
-	return err
+	restart, commit, drop, err := w.prepare(c)
+	if err != nil {
+		return w.fail(err)
+	}
+	if _, err := w.commit(gen, c, restart, commit, drop, "config reloaded", nil, nil); err != nil {
+		return w.fail(err)
+	}
+	return nil
 }
 
 func (w *Watcher) override(c *Config) {
@@ -198,55 +232,100 @@ func (w *Watcher) override(c *Config) {
 // the file nor the live config changes; a validation error is an
 // ErrorList. It returns the changed settings that need a restart.
 func (w *Watcher) Replace(data []byte) ([]string, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	c, data, err := ParseUpdate(w.cfg.Path, data, w.cfg.Store.Load())
 	if err != nil {
 		return nil, err // a rejected PUT is the caller's to report, not a reload failure
 	}
 	w.override(c)
+	restart, commit, drop, err := w.prepare(c)
+	if err != nil {
+		return nil, err
+	}
+	// The file is written and synced now; only its rename waits for the
+	// lock, so the file and the live config change together.
+	file, err := stageFile(w.cfg.Path, data)
+	if err != nil {
+		drop()
+		return nil, err
+	}
+	sum := sha256.Sum256(data)
+	return w.commit(0, c, restart, commit, drop, "config replaced", &sum, file)
+}
+
+// prepare keeps the restart-only settings of the running config in c and
+// runs Prepare, without the lock. commit and drop are never nil.
+func (w *Watcher) prepare(c *Config) (restart []string, commit, drop func(), err error) {
 	old := w.cfg.Store.Load()
-	changed := Changed(old, c)
-	restart := RestartNeeded(old, c)
+	restart = RestartNeeded(old, c)
 	if len(restart) > 0 {
 		keepRestartOnly(old, c)
 	}
+	commit, drop = func() {}, func() {}
+	if w.cfg.Prepare != nil {
+		cm, dr, err := w.cfg.Prepare(c)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("apply config: %w", err)
+		}
+		if cm != nil {
+			commit = cm
+		}
+		if dr != nil {
+			drop = dr
+		}
+	}
+	return restart, commit, drop, nil
+}
+
+// commit makes c live unless a newer reload or replace (by gen; 0 means
+// now) already did, in which case the preparation is dropped and c is not stored. sum,
+// if set, is the file content c was read from.
+//
+// file, if set, is the replace's staged file: renamed into place with
+// the commit, or removed.
+func (w *Watcher) commit(gen uint64, c *Config, restart []string, commit, drop func(), msg string, sum *[sha256.Size]byte, file *staged) ([]string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if gen == 0 { // a replace takes its turn now, with its file's rename
+		w.gen++
+		gen = w.gen
+	}
+	if gen < w.live {
+		drop()
+		if file != nil {
+			file.discard()
+		}
+		w.log.Debug("config superseded by a newer one before it went live")
+		return restart, nil
+	}
+	old := w.cfg.Store.Load()
 	if w.cfg.Apply != nil {
 		if err := w.cfg.Apply(c); err != nil {
+			drop()
+			if file != nil {
+				file.discard()
+			}
 			return nil, fmt.Errorf("apply config: %w", err)
 		}
 	}
-	if err := WriteFile(w.cfg.Path, data); err != nil {
-		if w.cfg.Apply != nil {
-			if rerr := w.cfg.Apply(old); rerr != nil {
-				w.log.Error("config: re-applying the old config failed", "err", rerr)
+	if file != nil {
+		if err := file.publish(); err != nil {
+			drop()
+			if w.cfg.Apply != nil {
+				if rerr := w.cfg.Apply(old); rerr != nil {
+					w.log.Error("config: re-applying the old config failed", "err", rerr)
+				}
 			}
-		}
-		return nil, err
-	}
-	w.lastSum, w.haveSum = sha256.Sum256(data), true
-	w.cfg.Store.Store(c)
-	w.report(ResultSuccess)
-	w.logChanges("config replaced", changed, restart)
-	return restart, nil
-}
-
-// applyLocked runs Apply and stores c. w.mu must be held.
-func (w *Watcher) applyLocked(c *Config) ([]string, error) {
-	old := w.cfg.Store.Load()
-	changed := Changed(old, c)
-	restart := RestartNeeded(old, c)
-	if len(restart) > 0 {
-		keepRestartOnly(old, c)
-	}
-	if w.cfg.Apply != nil {
-		if err := w.cfg.Apply(c); err != nil {
-			return nil, w.failLocked(fmt.Errorf("apply config: %w", err))
+			return nil, err
 		}
 	}
+	commit()
+	if sum != nil {
+		w.lastSum, w.haveSum = *sum, true
+	}
+	w.live = gen
 	w.cfg.Store.Store(c)
 	w.report(ResultSuccess)
-	w.logChanges("config reloaded", changed, restart)
+	w.logChanges(msg, Changed(old, c), restart)
 	return restart, nil
 }
 
@@ -267,7 +346,7 @@ func (w *Watcher) logChanges(msg string, changed, restart []string) {
 	w.log.Info(msg, "changed", live)
 }
 
-func (w *Watcher) failLocked(err error) error {
+func (w *Watcher) fail(err error) error {
 	w.report(ResultFailure)
 	w.log.LogAttrs(context.Background(), slog.LevelError, "config reload failed, keeping the running config", slog.String("err", err.Error()))
 	return err

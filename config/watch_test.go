@@ -424,3 +424,47 @@ func TestChanged(t *testing.T) {
 		t.Errorf("same config: got %v, want nil", got)
 	}
 }
+
+// TestWatcherDropsOvertakenReload: a reload whose Prepare is still running
+// when a newer replace goes live is dropped, not applied over it (#25: the
+// lock is no longer held across Prepare, so their order is kept by turns).
+func TestWatcherDropsOvertakenReload(t *testing.T) {
+	t.Parallel()
+	path, store := setup(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var committed, dropped []int
+	prepare := func(c *Config) (func(), func(), error) {
+		n := c.Limits.MaxRunning
+		if n == 11 {
+			close(entered)
+			<-release // a slow JWKS fetch
+		}
+		commit := func() { mu.Lock(); committed = append(committed, n); mu.Unlock() }
+		drop := func() { mu.Lock(); dropped = append(dropped, n); mu.Unlock() }
+		return commit, drop, nil
+	}
+	w := newWatcher(WatcherConfig{Path: path, Store: store, Prepare: prepare}, nil, nil, nil)
+	defer w.Close()
+	if err := os.WriteFile(path, []byte(fileWith(11)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reloaded := make(chan error, 1)
+	go func() { reloaded <- w.Reload() }()
+	<-entered
+	if _, err := w.Replace([]byte(fileWith(12))); err != nil {
+		t.Fatalf("replace while a reload prepares: %v", err)
+	}
+	close(release)
+	if err := <-reloaded; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(committed, []int{12}) || !slices.Equal(dropped, []int{11}) {
+		t.Errorf("got committed %v dropped %v, want [12] and [11]", committed, dropped)
+	}
+	if got := store.Load().Limits.MaxRunning; got != 12 {
+		t.Errorf("got max_running %d live, want 12 (the replace)", got)
+	}
+}

@@ -15,6 +15,20 @@ import (
 // same way). The file keeps its permissions; a new file gets 0600 because
 // configs may hold secrets.
 func WriteFile(path string, data []byte) error {
+	s, err := stageFile(path, data)
+	if err != nil {
+		return err
+	}
+	return s.publish()
+}
+
+// staged is a config file written and synced beside its path, not yet in
+// place: publish renames it over path (one metadata operation, no data
+// written, so the Watcher may do it under its lock to order the file with
+// the live config); discard removes it.
+type staged struct{ tmp, path string }
+
+func stageFile(path string, data []byte) (*staged, error) {
 	mode := fs.FileMode(0o600)
 	old, err := os.ReadFile(path)
 	switch {
@@ -23,25 +37,51 @@ func WriteFile(path string, data []byte) error {
 			mode = st.Mode().Perm()
 		}
 		if err := writeAtomic(path+".bak", old, mode); err != nil {
-			return fmt.Errorf("write config backup: %w", err)
+			return nil, fmt.Errorf("write config backup: %w", err)
 		}
 	case !errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("read config: %w", err)
+		return nil, fmt.Errorf("read config: %w", err)
 	}
-	if err := writeAtomic(path, data, mode); err != nil {
+	tmp, err := writeTemp(path, data, mode)
+	if err != nil {
+		return nil, fmt.Errorf("write config: %w", err)
+	}
+	return &staged{tmp, path}, nil
+}
+
+func (s *staged) publish() error {
+	if err := os.Rename(s.tmp, s.path); err != nil {
+		os.Remove(s.tmp)
 		return fmt.Errorf("write config: %w", err)
 	}
+	syncDir(s.path)
 	return nil
 }
 
-func writeAtomic(path string, data []byte, mode fs.FileMode) (err error) {
+func (s *staged) discard() { os.Remove(s.tmp) }
+
+func writeAtomic(path string, data []byte, mode fs.FileMode) error {
+	tmp, err := writeTemp(path, data, mode)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	syncDir(path)
+	return nil
+}
+
+// writeTemp writes data to a new synced file beside path and returns its name.
+func writeTemp(path string, data []byte, mode fs.FileMode) (_ string, err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
 	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
-		return err
+		return "", err
 	}
 	tmp := f.Name()
 	defer func() {
@@ -51,24 +91,21 @@ func writeAtomic(path string, data []byte, mode fs.FileMode) (err error) {
 		}
 	}()
 	if _, err = f.Write(data); err != nil {
-		return err
+		return "", err
 	}
 	if err = f.Chmod(mode); err != nil {
-		return err
+		return "", err
 	}
 	if err = f.Sync(); err != nil {
-		return err
+		return "", err
 	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	// Sync the directory so the rename survives a crash.
-	if d, derr := os.Open(dir); derr == nil {
+	return tmp, f.Close()
+}
+
+// syncDir syncs path's directory so a rename into it survives a crash.
+func syncDir(path string) {
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
 		d.Sync()
 		d.Close()
 	}
-	return nil
 }

@@ -47,7 +47,8 @@ type node struct {
 	style   scalarStyle
 	pos     Pos
 	content []*node
-	alias   *node // aliasNode: the anchored node, nil if unknown
+	alias   *node        // aliasNode: the anchored node, nil if unknown
+	tk      *token.Token // scalarNode: its token in the document (see rewrite)
 }
 
 // ShortTag mirrors yaml.Node.ShortTag for the decoder.
@@ -76,6 +77,7 @@ func (d *decoder) parseYAML(data []byte) (*node, error) {
 	if len(docs) > 1 {
 		return nil, ErrorList{d.errAt(docPos(docs[1]), "only one YAML document is allowed")}
 	}
+	d.first = firstToken(docs[0].Body)
 	c := converter{d: d, anchors: map[string]*node{}}
 	root := c.convert(docs[0].Body)
 	if len(d.errs) > 0 {
@@ -110,6 +112,16 @@ func (d *decoder) syntaxError(err error) *Error {
 		}
 	}
 	return d.errAt(p, "invalid YAML: %s", msg)
+}
+
+// firstToken is the first token of the file n is in: goccy links all of
+// a file's tokens, and each keeps its text as written (Origin).
+func firstToken(n ast.Node) *token.Token {
+	tk := n.GetToken()
+	for tk != nil && tk.Prev != nil {
+		tk = tk.Prev
+	}
+	return tk
 }
 
 func docPos(doc *ast.DocumentNode) Pos {
@@ -231,7 +243,7 @@ func (c *converter) tagged(n *ast.TagNode) *node {
 // scalar converts a scalar node; its core tag comes from goccy's reading.
 func (c *converter) scalar(n ast.Node) *node {
 	tk := n.GetToken()
-	out := &node{kind: scalarNode, pos: astPos(n)}
+	out := &node{kind: scalarNode, pos: astPos(n), tk: tk}
 	if tk != nil {
 		out.value = tk.Value
 		switch tk.Type {

@@ -134,17 +134,37 @@ type route struct {
 // fails, the old table keeps serving. In-flight requests keep the table they
 // loaded.
 func (g *Gateway) Apply(cfg *config.Config) error {
-	t, err := g.buildTable(cfg)
+	commit, _, err := g.Prepare(cfg)
 	if err != nil {
 		return err
 	}
-	old := g.table.Swap(t)
-	if old != nil && old.verifier != nil {
-		// JWKS refresh of the old verifier stops; requests that still hold
-		// it keep verifying against its cached keys.
-		old.verifier.Close()
-	}
+	commit()
 	return nil
+}
+
+// Prepare builds the table for cfg completely (its JWKS fetch included)
+// without changing what serves, for config.WatcherConfig.Prepare: commit
+// swaps it in and does no I/O; drop releases a table that is never
+// committed. Preparations may overlap.
+func (g *Gateway) Prepare(cfg *config.Config) (commit, drop func(), err error) {
+	t, err := g.buildTable(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	commit = func() {
+		old := g.table.Swap(t)
+		if old != nil && old.verifier != nil {
+			// JWKS refresh of the old verifier stops; requests that still
+			// hold it keep verifying against its cached keys.
+			old.verifier.Close()
+		}
+	}
+	drop = func() {
+		if t.verifier != nil {
+			t.verifier.Close()
+		}
+	}
+	return commit, drop, nil
 }
 
 func (g *Gateway) buildTable(cfg *config.Config) (*table, error) {

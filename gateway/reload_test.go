@@ -172,3 +172,75 @@ func grepLines(b []byte, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestReloadNotBlockedBySlowJWKS: while an admin PUT waits for its JWKS
+// fetch (up to 5 s), a SIGHUP reload of the file goes through; the
+// watcher holds no lock across that fetch (#25). The check is that the
+// reload returned while the fetch was still pending, not a timing.
+func TestReloadNotBlockedBySlowJWKS(t *testing.T) {
+	fetching, release := make(chan struct{}), make(chan struct{})
+	var gaveUp atomic.Bool
+	var once sync.Once
+	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { close(fetching) })
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			gaveUp.Store(true) // the fetch timed out: whoever waited for it was blocked
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"keys":[]}`)
+	}))
+	defer jwks.Close()
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+
+	path, cfg := testkit.WriteConfig(t, testkit.ConfigFile(nil))
+	store := config.NewStore(cfg)
+	gw, _ := startGateway(t, cfg, &fakeSandboxes{})
+	w, err := config.NewWatcher(config.WatcherConfig{Path: path, Store: store, Prepare: gw.Prepare}, testkit.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+
+	withJWKS := strings.Replace(testkit.ConfigFile(nil), "  issuers: [test]\n",
+		fmt.Sprintf("  issuers: [test]\n  jwks_url: %s\n", jwks.URL), 1)
+	replaced := make(chan error, 1)
+	go func() {
+		_, err := w.Replace([]byte(withJWKS))
+		replaced <- err
+	}()
+	<-fetching
+
+	edited := testkit.ConfigFile(map[string]string{"new.example.test": "http://127.0.0.1:1"})
+	if err := os.WriteFile(path, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Reload(); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	if gaveUp.Load() {
+		t.Fatal("got the reload back only after the JWKS fetch timed out, want it while the fetch is pending")
+	}
+	if got := len(store.Load().Routes); got != 1 {
+		t.Errorf("got %d routes live after the reload, want 1", got)
+	}
+	close(release)
+	if err := <-replaced; err != nil {
+		t.Fatalf("replace: %v", err)
+	}
+	// The replace began first but went live last: it is the config now,
+	// and the file says the same.
+	if got := store.Load().Auth.JWKSURL; got != jwks.URL {
+		t.Errorf("got jwks_url %q live after the replace, want %q", got, jwks.URL)
+	}
+	if data, _ := os.ReadFile(path); !strings.Contains(string(data), jwks.URL) {
+		t.Errorf("got file without the replace's jwks_url, want the live config's file")
+	}
+}
