@@ -24,13 +24,13 @@ func TestConfigValidateCLI(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
 	bad := filepath.Join(dir, "bad.yaml")
-	os.WriteFile(good, []byte(`domain: preview.test
+	os.WriteFile(good, []byte(`domain: preview.localhost
 auth:
   keys: [{kid: k1, alg: HS256, secret: "0123456789abcdef0123456789abcdef"}]
 templates:
   app: {image: app:1}
 `), 0o600)
-	os.WriteFile(bad, []byte(`domain: preview.test
+	os.WriteFile(bad, []byte(`domain: preview.localhost
 auth:
   keys: [{kid: k1, alg: HS256, secret: "0123456789abcdef0123456789abcdef"}]
 templates:
@@ -55,7 +55,7 @@ templates:
 // (#14).
 func TestConfigValidateCLIAllErrors(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
-	os.WriteFile(bad, []byte(`domain: preview.test
+	os.WriteFile(bad, []byte(`domain: preview.localhost
 auth:
   keys: [{kid: k1, alg: HS256, secret: short}]
 templates:
@@ -76,7 +76,7 @@ limts: {}
 
 func TestTokenMintCLI(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "c.yaml")
-	os.WriteFile(cfg, []byte(`domain: preview.test
+	os.WriteFile(cfg, []byte(`domain: preview.localhost
 auth:
   audience: previewgate
   issuers: [backend]
@@ -213,7 +213,7 @@ func TestTokenMintNeedsOnlyKeys(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
-	os.WriteFile(good, []byte(`domain: preview.test
+	os.WriteFile(good, []byte(`domain: preview.localhost
 admin_token: ${PG_TEST_NEVER_SET_ADMIN}
 auth:
   keys: [{kid: k1, alg: HS256, secret: "0123456789abcdef0123456789abcdef"}]
@@ -230,7 +230,7 @@ templates:
 		t.Errorf("token does not verify: %v", err)
 	}
 	bad := filepath.Join(dir, "bad.yaml")
-	os.WriteFile(bad, []byte(`domain: preview.test
+	os.WriteFile(bad, []byte(`domain: preview.localhost
 auth:
   keys: [{kid: k1, alg: HS256, secret: "${PG_TEST_NEVER_SET_SECRET}"}]
 templates:
@@ -300,7 +300,7 @@ func TestServeFlags(t *testing.T) {
 	if c.Listen.HTTP != config.DevListenHTTP || c.Listen.Admin != "127.0.0.1:19581" || c.Domains[0] != config.DevDomain {
 		t.Errorf("unset flags changed the config: %+v %v", c.Listen, c.Domains)
 	}
-	for _, args := range [][]string{{"--http", "8080"}, {"--admin", "127.0.0.1:70000"}, {"--domain", "*.preview.test"}, {"--domain", "a b"}, {"extra"}} {
+	for _, args := range [][]string{{"--http", "8080"}, {"--admin", "127.0.0.1:70000"}, {"--domain", "*.preview.localhost"}, {"--domain", "a b"}, {"extra"}} {
 		var out, errb bytes.Buffer
 		if code := run(append([]string{"serve"}, args...), &out, &errb); code != 2 || !strings.Contains(errb.String(), "serve") {
 			t.Errorf("serve %q: exit %d %q, want 2", args, code, errb.String())
@@ -321,7 +321,7 @@ func TestHealthcheckAsksConfiguredAdmin(t *testing.T) {
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	cfg := filepath.Join(t.TempDir(), "c.yaml")
-	os.WriteFile(cfg, []byte(`domain: preview.test
+	os.WriteFile(cfg, []byte(`domain: preview.localhost
 listen: {admin: ":`+port+`"}
 admin_token: ${PG_TEST_NEVER_SET_ADMIN}
 auth:
@@ -377,7 +377,7 @@ templates:
 func TestConfigValidateWarnsMissingImage(t *testing.T) {
 	dockertest.Client(t) // fails clearly without an engine
 	path := filepath.Join(t.TempDir(), "c.yaml")
-	os.WriteFile(path, []byte(`domain: preview.test
+	os.WriteFile(path, []byte(`domain: preview.localhost
 auth:
   keys: [{kid: k1, alg: HS256, secret: "0123456789abcdef0123456789abcdef"}]
 templates:

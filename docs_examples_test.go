@@ -79,7 +79,7 @@ func TestDocsTokenExamples(t *testing.T) {
 	bin := buildBinary(t)
 	httpAddr, adminAddr := freePort(t), freePort(t)
 	cfgFile := filepath.Join(dir, "previewgate.yaml")
-	os.WriteFile(cfgFile, []byte(fmt.Sprintf(`domain: preview.test
+	os.WriteFile(cfgFile, []byte(fmt.Sprintf(`domain: preview.localhost
 listen: {http: %q, admin: %q}
 data_dir: %q
 docker: {network: %q}
@@ -96,7 +96,7 @@ templates:
 	p := startProc(t, bin, append([]string{"serve", "--config", cfgFile}, labelArgs()...)...)
 	p.waitFor(t, p.stderr, regexp.MustCompile(`previewgate serving`))
 
-	const host = "sandbox-abc123.preview.test"
+	const host = "sandbox-abc123.preview.localhost"
 	for i, tok := range tokens {
 		if code, body := bearerGet(t, httpAddr, host, tok); code != 200 {
 			t.Errorf("token %d of the examples (%s): got %d %.200q, want 200", i, []string{"node HS256", "node EdDSA", "python HS256", "python EdDSA"}[i], code, body)

@@ -85,7 +85,7 @@ func TestImageHealthCheckUsesConfig(t *testing.T) {
 	tag := hostImage(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	const cfg = `domain: preview.test
+	const cfg = `domain: preview.localhost
 listen: {http: "127.0.0.1:8080", admin: "127.0.0.1:9191"}
 data_dir: /var/lib/previewgate
 auth:

@@ -49,7 +49,7 @@ func TestKubernetesReplicaProcessKilledMidCreate(t *testing.T) {
 		addr = freePort(t)
 		cfgFile := filepath.Join(dir, name+".yaml")
 		os.WriteFile(cfgFile, []byte(fmt.Sprintf(`
-domain: preview.test
+domain: preview.localhost
 listen: {http: %q, admin: %q}
 runtime:
   kind: kubernetes
@@ -81,7 +81,7 @@ templates:
 	tok := strings.TrimSpace(string(out))
 	get := func(addr string) (int, error) {
 		req, _ := http.NewRequest("GET", "http://"+addr+"/", nil)
-		req.Host = "sandbox-" + id + ".preview.test"
+		req.Host = "sandbox-" + id + ".preview.localhost"
 		req.Header.Set("Authorization", "Bearer "+tok)
 		req.Header.Set("Accept", "application/json") // no waiting page
 		resp, err := (&http.Client{Timeout: 90 * time.Second}).Do(req)

@@ -201,7 +201,7 @@ func TestGracefulShutdown(t *testing.T) {
 	cfgFile := filepath.Join(t.TempDir(), "previewgate.yaml")
 	t.Setenv("TEST_JWT_SECRET", "test-secret-test-secret-test-secret-123")
 	os.WriteFile(cfgFile, []byte(fmt.Sprintf(`
-domain: preview.test
+domain: preview.localhost
 listen: {http: %q, admin: %q}
 docker: {network: %q}
 auth:
@@ -221,7 +221,7 @@ templates:
 
 	p := startProc(t, bin, append([]string{"serve", "--config", cfgFile}, labelArgs()...)...)
 	p.waitFor(t, p.stderr, regexp.MustCompile(`previewgate serving`))
-	host := "sandbox-shutdown.preview.test"
+	host := "sandbox-shutdown.preview.localhost"
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -7,7 +7,7 @@ import (
 
 func TestAPITokens(t *testing.T) {
 	t.Parallel()
-	const base = "domain: preview.test\nadmin_token: admin-token-0123456789\nauth: {audience: a, issuers: [i], keys: [{kid: k, alg: HS256, secret: 0123456789abcdef0123456789abcdef}]}\n" +
+	const base = "domain: preview.localhost\nadmin_token: admin-token-0123456789\nauth: {audience: a, issuers: [i], keys: [{kid: k, alg: HS256, secret: 0123456789abcdef0123456789abcdef}]}\n" +
 		"templates: {app: {image: x, allow_env: [GIT_REF]}}\n"
 	for _, tc := range []struct{ name, yaml, err string }{
 		{"ok", "api_tokens: [{token: backend-token-0123456789, scopes: [sandboxes]}]\n", ""},

@@ -29,7 +29,7 @@ func allocated(f func()) uint64 {
 // templates' worth of keys, and every route expands it again.
 func lol() string {
 	var b strings.Builder
-	b.WriteString("domain: preview.example.com\nauth:\n  keys: [{kid: k1, alg: HS256, secret: \"0123456789abcdef0123456789abcdef\"}]\n")
+	b.WriteString("domain: preview.localhost\nauth:\n  keys: [{kid: k1, alg: HS256, secret: \"0123456789abcdef0123456789abcdef\"}]\n")
 	b.WriteString("anchors:\n  l0: &l0 {image: x}\n")
 	for i := 1; i <= 9; i++ {
 		fmt.Fprintf(&b, "  l%d: &l%d {<<: [%s*l%d]}\n", i, i, strings.Repeat(fmt.Sprintf("*l%d, ", i-1), 9), i-1)

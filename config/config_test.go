@@ -102,7 +102,7 @@ func TestRedactedGolden(t *testing.T) {
 // config.
 func TestRedactedRoundTrip(t *testing.T) {
 	t.Parallel()
-	src := "domain: preview.example.com\nauth: {jwks_url: \"https://a.example.com/jwks\"}\n" +
+	src := "domain: preview.localhost\nauth: {jwks_url: \"https://a.example.com/jwks\"}\n" +
 		"templates:\n  web: {image: nginx, memory: 300MB, env: {A: b}}\ntrusted_proxies: [\"::1\"]\n"
 	c, err := parse("a.yaml", []byte(src), env(nil))
 	if err != nil {
@@ -312,16 +312,16 @@ func TestRestartNeededDomains(t *testing.T) {
 		{"self-signed, domain added", "tls: {mode: self-signed}\n", "domain: [preview.example.com, preview.example.org]", []string{"domain"}},
 		{"on-demand, domain added", "tls: {mode: acme}\n", "domain: [preview.example.com, preview.example.org]", nil},
 		{"files, domain added", "tls: {mode: files, cert_file: c.pem, key_file: k.pem}\n", "domain: [preview.example.com, preview.example.org]", nil},
-		{"off, domain added", "", "domain: [preview.example.com, preview.example.org]", nil},
+		{"off behind a proxy, domain added", "trusted_proxies: [10.0.0.0/8]\n", "domain: [preview.example.com, preview.example.org]", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			old, err := parse("a.yaml", []byte(base+tc.tls), env(nil))
+			old, err := parse("a.yaml", []byte(realBase+tc.tls), env(nil))
 			if err != nil {
 				t.Fatal(err)
 			}
-			rest := strings.TrimPrefix(base, "domain: preview.example.com\n")
+			rest := strings.TrimPrefix(realBase, "domain: preview.example.com\n")
 			nw, err := parse("a.yaml", []byte(tc.newDomains+"\n"+rest+tc.tls+"limits: {max_running: 3}\n"), env(nil))
 			if err != nil {
 				t.Fatal(err)
@@ -342,11 +342,11 @@ func TestRestartNeededDomains(t *testing.T) {
 	}
 	// Leaving wildcard is itself a restart (tls.acme); until then the
 	// running wildcard setup decides, so the domains wait too.
-	old, err := parse("a.yaml", []byte(base+wildcard), env(nil))
+	old, err := parse("a.yaml", []byte(realBase+wildcard), env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	nw, err := parse("a.yaml", []byte("domain: preview.example.org\n"+strings.TrimPrefix(base, "domain: preview.example.com\n")+"tls: {mode: acme}\n"), env(nil))
+	nw, err := parse("a.yaml", []byte("domain: preview.example.org\n"+strings.TrimPrefix(realBase, "domain: preview.example.com\n")+"tls: {mode: acme}\n"), env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,12 +8,16 @@ import (
 
 // base is a minimal valid config; cases append lines from line 6 on. The
 // last top-level key is templates, so "  name: ..." lines add templates.
-const base = `domain: preview.example.com
+const base = `domain: preview.localhost
 auth:
   keys: [{kid: k1, alg: HS256, secret: "0123456789abcdef0123456789abcdef"}]
 templates:
   web: {image: nginx}
 `
+
+// realBase is base on a real domain, for cases with TLS on (ACME cannot
+// certify a localhost name; plain HTTP cannot keep a cookie on a real one).
+var realBase = strings.Replace(base, "preview.localhost", "preview.example.com", 1)
 
 func env(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
@@ -68,7 +72,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad IP", base + "trusted_proxies: [10.0.0.300]\n", "6:19", "invalid CIDR or IP"},
 		{"upstream not absolute", base + "routes:\n  - host: a.example.com\n    upstream: /status\n", "8:15", "must be absolute http:// or https://"},
 		{"upstream ftp", base + "routes:\n  - host: a.example.com\n    upstream: ftp://x/\n", "8:15", "must be absolute"},
-		{"jwks_url relative", "domain: preview.example.com\nauth:\n  jwks_url: /jwks.json\n", "3:13", "auth.jwks_url: invalid URL"},
+		{"jwks_url relative", "domain: preview.localhost\nauth:\n  jwks_url: /jwks.json\n", "3:13", "auth.jwks_url: invalid URL"},
 		{"acme ca not URL", base + "tls:\n  mode: acme\n  acme:\n    ca: letsencrypt\n", "9:9", "tls.acme.ca: invalid URL"},
 		{"default_template missing", base + "default_template: nextjs\n", "6:19", `default_template: template "nextjs" is not defined`},
 		{"duplicate route host", base + "routes:\n  - {host: a.example.com, sandbox: a}\n  - {host: A.Example.com, sandbox: b}\n", "8:12", `duplicate route host "a.example.com"`},
@@ -78,7 +82,7 @@ func TestParseErrors(t *testing.T) {
 		{"route sandbox id too long", base + "routes:\n  - host: a.example.com\n    sandbox: " + strings.Repeat("a", 56) + "\n", "8:14", "invalid sandbox id"},
 		{"route unknown template", base + "routes:\n  - host: a.example.com\n    sandbox: a\n    template: nope\n", "9:15", `template "nope" is not defined`},
 		{"route bad host", base + "routes:\n  - host: a_b.example.com\n    sandbox: a\n", "7:11", "not a hostname"},
-		{"route sandbox host", base + "routes:\n  - host: sandbox-x.preview.example.com\n    sandbox: a\n", "7:11", "is a sandbox host"},
+		{"route sandbox host", base + "routes:\n  - host: sandbox-x.preview.localhost\n    sandbox: a\n", "7:11", "is a sandbox host"},
 		{"tls mode", base + "tls:\n  mode: letsencrypt\n", "7:9", `invalid mode "letsencrypt"`},
 		{"acme strategy", base + "tls:\n  mode: acme\n  acme: {strategy: dns}\n", "8:20", `invalid strategy "dns"`},
 		{"idle_action", base + "  t2:\n    image: x\n    idle_action: kill\n", "8:18", `invalid idle_action "kill"`},
@@ -88,20 +92,20 @@ func TestParseErrors(t *testing.T) {
 		{"ports out of range", base + "  t2:\n    image: x\n    ports: [3000, 70000]\n", "8:12", "ports: 70000 out of range"},
 		{"ports twice", base + "  t2:\n    image: x\n    ports: [3000, 3000]\n", "8:12", "ports: 3000 listed twice"},
 		{"log level", base + "log: {level: verbose}\n", "6:14", `invalid log level "verbose"`},
-		{"key without kid", "domain: preview.example.com\nauth:\n  keys:\n    - alg: EdDSA\n      public_key_file: k.pub\n", "4:7", "key needs a kid"},
-		{"key without alg", "domain: preview.example.com\nauth:\n  keys:\n    - kid: k1\n      public_key_file: k.pub\n", "4:7", "key needs an alg"},
-		{"alg not allowed", "domain: preview.example.com\nauth:\n  keys:\n    - kid: k1\n      alg: none\n", "5:12", `invalid alg "none"`},
-		{"alg RS512 not allowed", "domain: preview.example.com\nauth:\n  keys:\n    - kid: k1\n      alg: RS512\n      public_key_file: k.pub\n", "5:12", `invalid alg "RS512"`},
-		{"hmac with key file", "domain: preview.example.com\nauth:\n  keys:\n    - kid: k1\n      alg: HS256\n      public_key_file: k.pub\n", "5:12", "alg HS256 needs a secret"},
-		{"hmac with key file and secret", "domain: preview.example.com\nauth:\n  keys:\n    - kid: k1\n      alg: HS256\n      secret: 0123456789abcdef0123456789abcdef\n      public_key_file: k.pub\n", "7:24", "uses a shared secret, not key files"},
-		{"eddsa with secret", "domain: preview.example.com\nauth:\n  keys:\n    - kid: k1\n      alg: EdDSA\n      secret: abc\n", "6:15", "uses public_key_file, not a secret"},
-		{"hmac secret too short", "domain: preview.example.com\nauth:\n  keys:\n    - kid: k1\n      alg: HS256\n      secret: short\n", "6:15", "at least 32 bytes, got 5"},
-		{"duplicate kid", "domain: preview.example.com\nauth:\n  keys:\n    - {kid: k1, alg: EdDSA, public_key_file: a}\n    - {kid: k1, alg: EdDSA, public_key_file: b}\n", "5:13", `duplicate kid "k1"`},
-		{"no keys", "domain: preview.example.com\nauth:\n  audience: x\n", "3:3", "at least one of keys and jwks_url"},
+		{"key without kid", "domain: preview.localhost\nauth:\n  keys:\n    - alg: EdDSA\n      public_key_file: k.pub\n", "4:7", "key needs a kid"},
+		{"key without alg", "domain: preview.localhost\nauth:\n  keys:\n    - kid: k1\n      public_key_file: k.pub\n", "4:7", "key needs an alg"},
+		{"alg not allowed", "domain: preview.localhost\nauth:\n  keys:\n    - kid: k1\n      alg: none\n", "5:12", `invalid alg "none"`},
+		{"alg RS512 not allowed", "domain: preview.localhost\nauth:\n  keys:\n    - kid: k1\n      alg: RS512\n      public_key_file: k.pub\n", "5:12", `invalid alg "RS512"`},
+		{"hmac with key file", "domain: preview.localhost\nauth:\n  keys:\n    - kid: k1\n      alg: HS256\n      public_key_file: k.pub\n", "5:12", "alg HS256 needs a secret"},
+		{"hmac with key file and secret", "domain: preview.localhost\nauth:\n  keys:\n    - kid: k1\n      alg: HS256\n      secret: 0123456789abcdef0123456789abcdef\n      public_key_file: k.pub\n", "7:24", "uses a shared secret, not key files"},
+		{"eddsa with secret", "domain: preview.localhost\nauth:\n  keys:\n    - kid: k1\n      alg: EdDSA\n      secret: abc\n", "6:15", "uses public_key_file, not a secret"},
+		{"hmac secret too short", "domain: preview.localhost\nauth:\n  keys:\n    - kid: k1\n      alg: HS256\n      secret: short\n", "6:15", "at least 32 bytes, got 5"},
+		{"duplicate kid", "domain: preview.localhost\nauth:\n  keys:\n    - {kid: k1, alg: EdDSA, public_key_file: a}\n    - {kid: k1, alg: EdDSA, public_key_file: b}\n", "5:13", `duplicate kid "k1"`},
+		{"no keys", "domain: preview.localhost\nauth:\n  audience: x\n", "3:3", "at least one of keys and jwks_url"},
 		{"missing domain", "auth:\n  keys: [{kid: k1, alg: EdDSA, public_key_file: k}]\n", "1:1", "domain is required"},
 		{"empty file", "", "1:1", "domain is required"},
-		{"domain not hostname", "domain: [preview.example.com, \"*.example.com\"]\n" + base[len("domain: preview.example.com\n"):], "1:31", `invalid domain "*.example.com"`},
-		{"domain with port", "domain: preview.example.com:443\n" + base[len("domain: preview.example.com\n"):], "1:9", "not a hostname"},
+		{"domain not hostname", "domain: [preview.localhost, \"*.example.com\"]\n" + base[len("domain: preview.localhost\n"):], "1:29", `invalid domain "*.example.com"`},
+		{"domain with port", "domain: preview.localhost:443\n" + base[len("domain: preview.localhost\n"):], "1:9", "not a hostname"},
 		{"template port out of range", base + "  t2:\n    image: x\n    port: 70000\n", "8:11", "port 70000 out of range"},
 		{"listen port out of range", base + "listen:\n  admin: \"127.0.0.1:99999\"\n", "7:10", `port "99999" out of range`},
 		{"listen not an address", base + "listen:\n  http: localhost\n", "7:9", "invalid address"},

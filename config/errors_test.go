@@ -11,7 +11,7 @@ import (
 // in file order, each FILE:LINE:COL (#14; it took three rounds before).
 func TestAllErrorsInOnePass(t *testing.T) {
 	t.Parallel()
-	src := `domain: preview.example.com
+	src := `domain: preview.localhost
 auth:
   keys: [{kid: k1, alg: HS256, secret: short}]
 templates:

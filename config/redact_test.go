@@ -8,7 +8,7 @@ import (
 
 // liveSrc is a running config's file: secrets by reference and literal,
 // env values by reference and literal, some awkward to quote.
-const liveSrc = `domain: preview.example.com
+const liveSrc = `domain: preview.localhost
 admin_token: ${ADMIN}
 auth:
   keys:
@@ -103,7 +103,7 @@ func TestParseUpdateRoundTrip(t *testing.T) {
 // TestParseUpdateMarkers: how REDACTED is matched to running values.
 func TestParseUpdateMarkers(t *testing.T) {
 	t.Parallel()
-	head := "domain: preview.example.com\nadmin_token: REDACTED\n"
+	head := "domain: preview.localhost\nadmin_token: REDACTED\n"
 	tpl := "templates:\n  web:\n    image: nginx\n"
 	tests := []struct {
 		name  string
@@ -117,13 +117,13 @@ func TestParseUpdateMarkers(t *testing.T) {
 					t.Errorf("got k2's secret %q, want %q", got, liveEnv["K2_SECRET"])
 				}
 			}, ""},
-		{"quoted markers", "domain: preview.example.com\nadmin_token: 'REDACTED'\nauth:\n  keys: [{kid: k1, alg: HS256, secret: \"REDACTED\"}]\n" + tpl + "    env: {DATABASE_URL: \"REDACTED\"}\n",
+		{"quoted markers", "domain: preview.localhost\nadmin_token: 'REDACTED'\nauth:\n  keys: [{kid: k1, alg: HS256, secret: \"REDACTED\"}]\n" + tpl + "    env: {DATABASE_URL: \"REDACTED\"}\n",
 			func(t *testing.T, c *Config) {
 				if c.Templates["web"].Env["DATABASE_URL"] != liveEnv["DB"] || string(c.AdminToken) != liveEnv["ADMIN"] {
 					t.Errorf("got %q %q, want the running values", c.Templates["web"].Env["DATABASE_URL"], c.AdminToken)
 				}
 			}, ""},
-		{"changed values apply", "domain: preview.example.com\nadmin_token: ${NEW_SECRET}\nauth:\n  keys: [{kid: k1, alg: HS256, secret: REDACTED}]\n" + tpl + "    env: {NODE_ENV: production, DATABASE_URL: REDACTED}\n",
+		{"changed values apply", "domain: preview.localhost\nadmin_token: ${NEW_SECRET}\nauth:\n  keys: [{kid: k1, alg: HS256, secret: REDACTED}]\n" + tpl + "    env: {NODE_ENV: production, DATABASE_URL: REDACTED}\n",
 			func(t *testing.T, c *Config) {
 				if string(c.AdminToken) != liveEnv["NEW_SECRET"] || c.Templates["web"].Env["NODE_ENV"] != "production" {
 					t.Errorf("got %q %q, want the new values", c.AdminToken, c.Templates["web"].Env["NODE_ENV"])
@@ -178,9 +178,9 @@ func TestParseUpdateErrorsHideSecrets(t *testing.T) {
 	t.Parallel()
 	live := liveConfig(t)
 	for _, tt := range []struct{ name, yaml string }{
-		{"key secret as the log level", "domain: preview.example.com\nadmin_token: REDACTED\nauth:\n  keys: [{kid: k1, alg: HS256, secret: &s REDACTED}]\nlog: {level: *s}\ntemplates:\n  web: {image: nginx}\n"},
-		{"admin token from the environment", "domain: preview.example.com\nadmin_token: &s REDACTED\nauth:\n  keys: [{kid: k1, alg: HS256, secret: REDACTED}]\nlog: {level: *s}\ntemplates:\n  web: {image: nginx}\n"},
-		{"env value", "domain: preview.example.com\nadmin_token: REDACTED\nauth:\n  keys: [{kid: k1, alg: HS256, secret: REDACTED}]\ntemplates:\n  web: {image: nginx, env: {DATABASE_URL: &s REDACTED}}\nlog: {level: *s}\n"},
+		{"key secret as the log level", "domain: preview.localhost\nadmin_token: REDACTED\nauth:\n  keys: [{kid: k1, alg: HS256, secret: &s REDACTED}]\nlog: {level: *s}\ntemplates:\n  web: {image: nginx}\n"},
+		{"admin token from the environment", "domain: preview.localhost\nadmin_token: &s REDACTED\nauth:\n  keys: [{kid: k1, alg: HS256, secret: REDACTED}]\nlog: {level: *s}\ntemplates:\n  web: {image: nginx}\n"},
+		{"env value", "domain: preview.localhost\nadmin_token: REDACTED\nauth:\n  keys: [{kid: k1, alg: HS256, secret: REDACTED}]\ntemplates:\n  web: {image: nginx, env: {DATABASE_URL: &s REDACTED}}\nlog: {level: *s}\n"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, _, err := parseUpdate("put.yaml", []byte(tt.yaml), live, env(liveEnv))
@@ -203,7 +203,7 @@ func TestYAMLQuote(t *testing.T) {
 	t.Parallel()
 	for _, s := range []string{"", "plain", `a "b" \c`, "line\nbreak\ttab\rcr", "${X} $${Y}", "é ✓ 😀", "\x00\x1b\u00a0\u2028\ufeff"} {
 		var got string
-		c, err := parse("q.yaml", []byte("domain: a.example.com\nauth: {jwks_url: \"https://a.example/j\"}\ntemplates: {web: {image: x, env: {V: "+yamlQuote(s)+"}}}\n"), env(map[string]string{"X": "x"}))
+		c, err := parse("q.yaml", []byte("domain: a.localhost\nauth: {jwks_url: \"https://a.example/j\"}\ntemplates: {web: {image: x, env: {V: "+yamlQuote(s)+"}}}\n"), env(map[string]string{"X": "x"}))
 		if err != nil {
 			t.Errorf("%q: %v", s, err)
 			continue
@@ -245,11 +245,11 @@ func TestKeepCodeSecrets(t *testing.T) {
 // person would).
 func TestParseUpdateKeepsTheFileAsWritten(t *testing.T) {
 	t.Parallel()
-	live, err := parse("live.yaml", []byte("domain: preview.example.com\nadmin_token: ${ADMIN}\nauth:\n  keys: [{kid: k1, alg: HS256, secret: \"0123456789abcdef0123456789abcdef\"}]\ntemplates:\n  web: {image: nginx}\n"), env(map[string]string{"ADMIN": "0123456789abcdef0123"}))
+	live, err := parse("live.yaml", []byte("domain: preview.localhost\nadmin_token: ${ADMIN}\nauth:\n  keys: [{kid: k1, alg: HS256, secret: \"0123456789abcdef0123456789abcdef\"}]\ntemplates:\n  web: {image: nginx}\n"), env(map[string]string{"ADMIN": "0123456789abcdef0123"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	put := "# the gateway\ndomain: preview.example.com   # public\n\nadmin_token: REDACTED\nauth:\n  # rotate yearly\n  keys: [{kid: k1, alg: HS256, secret: 'REDACTED'}]\ntemplates:\n  web: {image: nginx}  # the app\n"
+	put := "# the gateway\ndomain: preview.localhost   # public\n\nadmin_token: REDACTED\nauth:\n  # rotate yearly\n  keys: [{kid: k1, alg: HS256, secret: 'REDACTED'}]\ntemplates:\n  web: {image: nginx}  # the app\n"
 	_, file, err := parseUpdate("put.yaml", []byte(put), live, env(map[string]string{"ADMIN": "0123456789abcdef0123"}))
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 // refused or decided "in well under a second".
 func TestReviewManyKeysBomb(t *testing.T) {
 	var b strings.Builder
-	b.WriteString("domain: preview.test\ndefault_template: app\ntemplates:\n  app:\n    image: x\n    env:\n")
+	b.WriteString("domain: preview.localhost\ndefault_template: app\ntemplates:\n  app:\n    image: x\n    env:\n")
 	for i := 0; b.Len() < MaxSize-64; i++ {
 		fmt.Fprintf(&b, "      K%d: v\n", i)
 	}

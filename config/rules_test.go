@@ -119,7 +119,7 @@ func TestTSIGAlgorithm(t *testing.T) {
 // as certs.NewRFC2136 does at serve (#14: they disagreed).
 func TestTSIGMD5Refused(t *testing.T) {
 	t.Parallel()
-	src := base + "tls:\n  mode: acme\n  acme:\n    strategy: wildcard\n    rfc2136: {server: \"ns1.example.com:53\", tsig_key: k, tsig_secret: c2VjcmV0, tsig_alg: hmac-md5}\n"
+	src := realBase + "tls:\n  mode: acme\n  acme:\n    strategy: wildcard\n    rfc2136: {server: \"ns1.example.com:53\", tsig_key: k, tsig_secret: c2VjcmV0, tsig_alg: hmac-md5}\n"
 	_, err := parse("md5.yaml", []byte(src), env(nil))
 	want := "md5.yaml:10:91: tls.acme.rfc2136.tsig_alg: tsig_alg hmac-md5 is not allowed: MD5 is broken (use hmac-sha256)"
 	if err == nil || err.Error() != want {

@@ -7,7 +7,7 @@ import (
 
 func TestRuntimeValidation(t *testing.T) {
 	t.Parallel()
-	base := `domain: preview.example.com
+	base := `domain: preview.localhost
 auth:
   audience: a
   issuers: [x]

@@ -49,6 +49,7 @@ func (d *decoder) validate(c *Config) {
 		d.fail(fmt.Sprintf("invalid scope %q (lowercase letters, digits and inner hyphens, at most 63)", c.Scope), "scope")
 	}
 	d.validateTLS(c)
+	d.validatePlainHTTP(c)
 	d.validateAuth(c)
 	d.validateDocker(c)
 	d.validateRuntime(c)
@@ -157,6 +158,47 @@ func (d *decoder) validateTLS(c *Config) {
 		}
 	default:
 		d.fail(fmt.Sprintf("invalid mode %q (want acme, files, self-signed or off)", t.Mode), "tls.mode", "tls")
+	}
+}
+
+// IsLocalDomain reports whether h is localhost or under it: browsers treat
+// http://*.localhost as a secure context and keep Secure cookies there.
+func IsLocalDomain(h string) bool {
+	return h == "localhost" || strings.HasSuffix(h, ".localhost")
+}
+
+// validatePlainHTTP refuses previews over plain HTTP on a real domain with
+// nothing in front that could terminate TLS: the token exchange sets a
+// Secure cookie, which browsers drop over http:// everywhere but localhost,
+// so every browser lands on "needs an access token" (#24, 1). A proxy in
+// trusted_proxies is taken to terminate TLS: its clients reach the preview
+// over https and keep the cookie.
+//
+// The other way round, ACME cannot work for a localhost domain: no CA can
+// reach *.localhost over HTTP-01 nor find it in DNS, so every handshake
+// would fail after the CA's timeout.
+func (d *decoder) validatePlainHTTP(c *Config) {
+	if c.TLS.Mode == TLSACME {
+		for i, h := range c.Domains {
+			if IsLocalDomain(h) {
+				d.fail(fmt.Sprintf("domain %q cannot get an ACME certificate: no CA can reach a localhost name; "+
+					"use tls.mode self-signed (or off: browsers keep Secure cookies on http://*.localhost)", h),
+					fmt.Sprintf("domain[%d]", i), "domain")
+			}
+		}
+		return
+	}
+	if c.TLS.Mode != TLSOff || len(c.TrustedProxies) > 0 {
+		return
+	}
+	for i, h := range c.Domains {
+		if IsLocalDomain(h) || !validHostname(h) {
+			continue
+		}
+		d.fail(fmt.Sprintf("domain %q is served over plain http (tls.mode off) with no TLS-terminating proxy in front: "+
+			"browsers drop the Secure cookie the token exchange sets, so no preview opens in a browser; "+
+			"set tls.mode (acme, files or self-signed), or put a TLS-terminating proxy in front and list its address in trusted_proxies", h),
+			fmt.Sprintf("domain[%d]", i), "domain")
 	}
 }
 

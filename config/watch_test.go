@@ -238,7 +238,7 @@ func TestWatcherWildcardDomainNeedsRestart(t *testing.T) {
 	const tls = "tls:\n  mode: acme\n  acme:\n    strategy: wildcard\n" +
 		"    rfc2136: {server: \"127.0.0.1:53\", tsig_key: k., tsig_secret: c2VjcmV0}\n"
 	path := filepath.Join(t.TempDir(), "previewgate.yaml")
-	if err := os.WriteFile(path, []byte(base+tls), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(realBase+tls), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c, err := Load(path)
@@ -250,7 +250,7 @@ func TestWatcherWildcardDomainNeedsRestart(t *testing.T) {
 	rec := newRecorder()
 	w := newWatcher(WatcherConfig{Path: path, Store: store, Apply: rec.apply}, slog.New(slog.NewTextHandler(&logs, nil)), nil, nil)
 	defer w.Close()
-	next := strings.Replace(base, "domain: preview.example.com", "domain: [preview.example.com, preview.example.org]", 1)
+	next := strings.Replace(realBase, "domain: preview.example.com", "domain: [preview.example.com, preview.example.org]", 1)
 	restart, err := w.Replace([]byte(next + tls + "limits: {max_running: 7}\n"))
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ func TestWorkspaceValidation(t *testing.T) {
 	t.Parallel()
 	const kube = "runtime:\n  kind: kubernetes\n"
 	base := func(runtime, workspace string) string {
-		return `domain: preview.example.com
+		return `domain: preview.localhost
 auth:
   audience: a
   issuers: [x]
@@ -97,7 +97,7 @@ templates:
 // admin API makes.
 func TestWorkspaceParsed(t *testing.T) {
 	t.Parallel()
-	c, err := Parse("cfg.yaml", []byte(`domain: preview.example.com
+	c, err := Parse("cfg.yaml", []byte(`domain: preview.localhost
 auth:
   keys: [{kid: k1, alg: HS256, secret: 0123456789abcdef0123456789abcdef}]
 runtime: {kind: kubernetes}
