@@ -185,6 +185,12 @@ func TestConfigInit(t *testing.T) {
 		len(ca.Auth.Keys[0].Secret) < 32 || len(ca.AdminToken) < 16 {
 		t.Errorf("secrets not fresh or too short: %d/%d bytes", len(ca.Auth.Keys[0].Secret), len(ca.AdminToken))
 	}
+	// A backend gets its own token, limited to the sandboxes (#24, 4).
+	if len(ca.APITokens) != 1 || !slices.Equal(ca.APITokens[0].Scopes, []string{config.APIScopeSandboxes}) ||
+		len(ca.APITokens[0].Token) < 16 || ca.APITokens[0].Token == ca.AdminToken ||
+		len(cb.APITokens) != 1 || ca.APITokens[0].Token == cb.APITokens[0].Token {
+		t.Errorf("got api_tokens %d, want one fresh token with scopes [sandboxes]", len(ca.APITokens))
+	}
 	if ca.Template("").Image != config.DemoImage || !usesDemoImage(ca) {
 		t.Errorf("starter template image %q, want the demo image the gateway builds", ca.Template("").Image)
 	}

@@ -12,15 +12,15 @@ import (
 )
 
 // starterConfig is what `config init` writes: the development default as
-// a file to grow from, every line commented. {{SECRET}} and {{ADMIN}} are
-// replaced with generated values.
+// a file to grow from, every line commented. {{SECRET}}, {{ADMIN}}, {{API}}
+// and {{SCOPE}} are replaced with generated values.
 const starterConfig = `# previewgate config, written by "previewgate config init".
 # Every key: docs/configuration.md. After an edit, check it with
 #   previewgate config validate FILE
 # A running gateway reloads this file when it changes; listen.*, data_dir,
 # docker.* and tls.mode need a restart.
 #
-# This file holds secrets (the signing key, the admin token): keep it
+# This file holds secrets (the signing key, the admin and API tokens): keep it
 # private, or move them into the environment as ${VARIABLES}.
 
 # Previews are served at http://sandbox-<id>.<domain>/. "localhost" needs no
@@ -40,8 +40,15 @@ data_dir: previewgate-data    # certificates and state, relative to the working 
 # another gateway on the same engine never takes them over (generated).
 scope: {{SCOPE}}
 
-# Bearer token for the admin API on listen.admin (generated).
+# Bearer token for the admin API on listen.admin (generated): the config,
+# the admin page, everything. Keep it for people.
 admin_token: "{{ADMIN}}"
+
+# Bearer tokens for backends (generated): the sandboxes scope opens the
+# /admin/sandboxes calls only (create or wake, list, logs, stop, remove),
+# never the config. Give this one to your backend, not the admin token.
+api_tokens:
+  - {token: "{{API}}", scopes: [sandboxes]}
 
 tls:
   mode: "off"                 # off | self-signed | acme | files (docs/tls.md)
@@ -99,7 +106,7 @@ func configInit(args []string, stdout, stderr io.Writer) error {
 	if err := writeNew(path, []byte(data)); err != nil {
 		return fmt.Errorf("config init: %w", err)
 	}
-	fmt.Fprintf(stdout, `wrote %[1]s (with a generated signing key and admin token; keep it private)
+	fmt.Fprintf(stdout, `wrote %[1]s (with a generated signing key, admin token and backend API token; keep it private)
 
   previewgate serve --config %[1]s
   previewgate token mint --config %[1]s --sandbox demo
@@ -109,7 +116,7 @@ func configInit(args []string, stdout, stderr io.Writer) error {
 
 // starterText is starterConfig with fresh secrets.
 func starterText() string {
-	return strings.NewReplacer("{{SECRET}}", randomSecret(), "{{ADMIN}}", randomToken(), "{{SCOPE}}", randomScope()).Replace(starterConfig)
+	return strings.NewReplacer("{{SECRET}}", randomSecret(), "{{ADMIN}}", randomToken(), "{{SCOPE}}", randomScope(), "{{API}}", randomToken()).Replace(starterConfig)
 }
 
 // randomSecret is an HS256 secret: 32 random bytes as 43 base64url
