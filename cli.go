@@ -80,6 +80,7 @@ func mint(args []string, stdout, stderr io.Writer) error {
 	tpl := fs.String("template", "", "template to create the sandbox from")
 	sub := fs.String("subject", "cli", "who the token is for (sub)")
 	kid := fs.String("kid", "", "key to sign with (default: the first key that can sign)")
+	url := fs.Bool("url", false, "print the preview URL to open (with the token) instead of the bare token")
 	cfgPath := fs.String("config", "", "config file (its auth keys sign the token; default: the development key in "+config.Default().DataDir+"/"+devKeyFile+", relative to the current directory)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -100,7 +101,19 @@ func mint(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("token mint: %w", err)
 	}
+	// The token alone on stdout stays what scripts read; the URL to open
+	// goes beside it on stderr, or to stdout with --url (#24, 5).
+	if *sandbox == "*" {
+		fmt.Fprintln(stdout, tok)
+		return nil
+	}
+	link := previewBase(cfg, *sandbox) + "?access_token=" + tok
+	if *url {
+		fmt.Fprintln(stdout, link)
+		return nil
+	}
 	fmt.Fprintln(stdout, tok)
+	fmt.Fprintf(stderr, "open: %s\n", link)
 	return nil
 }
 
@@ -114,8 +127,8 @@ func mintKey(path, kid string, stderr io.Writer) (*config.Config, config.Key, er
 		cfg := config.Default()
 		key, err := readDevKey(cfg.DataDir)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, config.Key{}, fmt.Errorf("token mint: no --config, and no development key in %s: run `previewgate serve` (the development default) in this directory first, or pass --config FILE",
-				filepath.Join(cfg.DataDir, devKeyFile))
+			return nil, config.Key{}, fmt.Errorf("token mint: no --config, and no development key in %s: run `%s serve` (the development default) in this directory first, or pass --config FILE",
+				filepath.Join(cfg.DataDir, devKeyFile), invokedAs())
 		}
 		if err != nil {
 			return nil, config.Key{}, fmt.Errorf("token mint: %w", err)

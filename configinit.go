@@ -108,9 +108,9 @@ func configInit(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, `wrote %[1]s (with a generated signing key, admin token and backend API token; keep it private)
 
-  previewgate serve --config %[1]s
-  previewgate token mint --config %[1]s --sandbox demo
-`, path)
+  %[2]s serve --config %[1]s
+  %[2]s token mint --config %[1]s --sandbox demo --url
+`, path, invokedAs())
 	return nil
 }
 

@@ -35,9 +35,9 @@ func printDevURL(w io.Writer, cfg *config.Config) {
 		return
 	}
 	fmt.Fprintf(w, "\nOpen the demo preview (token valid 12h):\n\n  http://sandbox-demo.%s:%s/?access_token=%s\n\n", cfg.Domains[0], port, tok)
-	fmt.Fprintf(w, "Another sandbox: previewgate token mint --sandbox ID (in this directory: it signs with the\ndevelopment key kept in %s, so tokens and links survive a restart)\n\n",
-		filepath.Join(cfg.DataDir, devKeyFile))
-	fmt.Fprintf(w, "Admin API on http://%s (this run's admin token: %s)\n\n", cfg.Listen.Admin, string(cfg.AdminToken))
+	fmt.Fprintf(w, "Another sandbox: %s token mint --sandbox ID (in this directory: it signs with the\ndevelopment key kept in %s, so tokens and links survive a restart)\n\n",
+		invokedAs(), filepath.Join(cfg.DataDir, devKeyFile))
+	fmt.Fprintf(w, "Admin page on %s/ui/ (this run's admin token: %s)\n\n", listenURL("http", cfg.Listen.Admin, ""), string(cfg.AdminToken))
 }
 
 // usesDemoImage reports whether a template runs the demo image: the

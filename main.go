@@ -41,8 +41,9 @@ usage:
   previewgate config init [FILE]          write a commented starter config (default previewgate.yaml)
   previewgate config validate FILE        check a config file
   previewgate token mint --sandbox ID [--ttl 15m] [--template NAME] [--subject WHO]
-                    [--kid KID] [--config FILE]
-                                          print a signed access token (no --config: the
+                    [--kid KID] [--config FILE] [--url]
+                                          print a signed access token and the preview URL
+                                          (--url: only the URL; no --config: the
                                           development key kept in ./previewgate-data)
   previewgate ca export [--config FILE]   print the local CA (tls.mode self-signed)
   previewgate healthcheck [--config FILE] [--url URL]
@@ -68,6 +69,7 @@ const (
 )
 
 func main() {
+	argv0 = os.Args[0]
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

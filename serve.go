@@ -78,6 +78,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		}
 		log.Info("docker runtime", "replicas", cfg.Docker.Replicas, "idle_signal", signal)
 	}
+	printListeners(stdout, cfg)
 	if dev {
 		printDevURL(stdout, cfg)
 	}

@@ -130,7 +130,7 @@ func TestAdminPutConfig(t *testing.T) {
 
 	bad := []byte(testkit.ConfigFile(nil) + "limits:\n  per_ip: {rate: fast}\n")
 	resp, body := adminDo(t, l.admin, "PUT", "/admin/config", testkit.AdminToken, bad)
-	if resp.StatusCode != 400 || !strings.Contains(string(body), "previewgate.yaml:11:18: ") {
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "previewgate.yaml:12:18: ") {
 		t.Fatalf("bad PUT: got %d %s, want 400 with LINE:COL", resp.StatusCode, body)
 	}
 	if after, _ := os.ReadFile(l.path); !bytes.Equal(after, before) {

@@ -49,9 +49,9 @@ type Config struct {
 
 // Listen holds listener addresses. Changing them needs a restart.
 type Listen struct {
-	HTTP  string `yaml:"http"`  // Zero means ":80" (":8080" on 127.0.0.1 in the embedded default).
-	HTTPS string `yaml:"https"` // Zero means ":443". Unused when tls.mode is off.
-	Admin string `yaml:"admin"` // Zero means "127.0.0.1:9090".
+	HTTP  string `yaml:"http"`            // Zero means ":80" (":8080" on 127.0.0.1 in the embedded default).
+	HTTPS string `yaml:"https,omitempty"` // Zero means ":443". Unused when tls.mode is off (and not shown then).
+	Admin string `yaml:"admin"`           // Zero means "127.0.0.1:9090".
 	// Metrics serves /metrics alone, without the admin token, for
 	// Prometheus scrapers. Zero means off (/metrics stays on the admin
 	// listener either way).

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -51,5 +52,31 @@ func TestPlainHTTPOnRealDomain(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRedactedHidesUnusedHTTPS: with TLS off the admin page's config does
+// not show listen.https (":443" read as if previews were on TLS, #24, 5),
+// and what it shows parses back.
+func TestRedactedHidesUnusedHTTPS(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		tls  string
+		want bool
+	}{{"", false}, {"tls: {mode: self-signed}\n", true}} {
+		c, err := parse("r.yaml", []byte(base+tc.tls), env(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := c.Redacted()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := regexp.MustCompile(`(?m)^\s+https:`).Match(out); got != tc.want {
+			t.Errorf("tls %q: shows https %v, want %v:\n%s", tc.tls, got, tc.want, out)
+		}
+		if _, _, err := parseUpdate("r.yaml", out, c, env(nil)); err != nil {
+			t.Errorf("tls %q: redacted does not parse back: %v", tc.tls, err)
+		}
 	}
 }

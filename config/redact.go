@@ -84,6 +84,11 @@ func (c *Config) KeepCodeSecrets() {
 // what GET /admin/config shows; ParseUpdate takes it back.
 func (c *Config) Redacted() ([]byte, error) {
 	cp := *c
+	if cp.TLS.Mode == TLSOff {
+		// Unused: showing the default ":443" on the admin page reads as if
+		// previews were served over TLS there (#24, 5).
+		cp.Listen.HTTPS = ""
+	}
 	cp.Templates = make(map[string]*Template, len(c.Templates))
 	for name, t := range c.Templates {
 		tc := *t

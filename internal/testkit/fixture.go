@@ -22,7 +22,9 @@ const (
 // ConfigFile renders a config file for Domain with AdminToken, one HS256
 // key k1 (Secret) for issuer test and audience previewgate, and the
 // default template app (image testapp), whose routes send each host to an
-// upstream.
+// upstream. Previews are plain HTTP on a real-looking domain, so the file
+// names a TLS-terminating proxy (trusted_proxies, a range no test peer is
+// in) as validation requires (#24, 1).
 func ConfigFile(routes map[string]string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `domain: %s
@@ -34,6 +36,7 @@ auth:
 default_template: app
 templates:
   app: {image: testapp}
+trusted_proxies: [192.0.2.0/24]
 `, Domain, AdminToken, Secret)
 	if len(routes) > 0 {
 		b.WriteString("routes:\n")

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+
+	"github.com/previewgate/previewgate/config"
+)
+
+// argv0 is the command as invoked (os.Args[0]); tests set it.
+var argv0 = "previewgate"
+
+// invokedAs is the command to put in hints: the way the user ran this one,
+// so someone who ran `go run . serve` is not told `previewgate token mint`
+// (#24, 5). go run builds into a go-build temporary directory, whose path
+// means nothing to the user.
+func invokedAs() string {
+	a := filepath.ToSlash(argv0)
+	switch {
+	case a == "":
+		return "previewgate"
+	case strings.Contains(a, "/go-build") || strings.Contains(a, "/exe/"):
+		return "go run ."
+	}
+	return argv0
+}
+
+// listenURL is the URL of a listener at addr ("host:port" or ":port") for
+// host (empty: the address's own host, or 127.0.0.1 for all interfaces),
+// without the scheme's default port.
+func listenURL(scheme, addr, host string) string {
+	h, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return scheme + "://" + addr
+	}
+	if host == "" {
+		host = h
+		if host == "" || host == "0.0.0.0" || host == "::" {
+			host = "127.0.0.1"
+		}
+	}
+	if scheme == "http" && port == "80" || scheme == "https" && port == "443" {
+		if strings.Contains(host, ":") {
+			return scheme + "://[" + host + "]"
+		}
+		return scheme + "://" + host
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}
+
+// previewBase is where sandbox id's preview is served under cfg: over
+// https when TLS is on, else plain http.
+func previewBase(cfg *config.Config, id string) string {
+	host := config.SandboxPrefix + id + "." + cfg.Domains[0]
+	if cfg.TLS.Mode == config.TLSOff {
+		return listenURL("http", cfg.Listen.HTTP, host) + "/"
+	}
+	return listenURL("https", cfg.Listen.HTTPS, host) + "/"
+}
+
+// printListeners names every listener's URL at start, the admin page
+// included (#24, 5: the printed admin address answered 404 at /).
+func printListeners(w io.Writer, cfg *config.Config) {
+	fmt.Fprintf(w, "\nPreviews:   %s (one per sandbox <id>)\n", previewBase(cfg, "<id>"))
+	if cfg.TLS.Mode != config.TLSOff {
+		fmt.Fprintf(w, "            %s answers ACME challenges and redirects to https\n", listenURL("http", cfg.Listen.HTTP, ""))
+	}
+	admin := listenURL("http", cfg.Listen.Admin, "")
+	fmt.Fprintf(w, "Admin page: %s/ui/\n", admin)
+	fmt.Fprintf(w, "Admin API:  %s/admin/ (health: %s/healthz, metrics: %s/metrics)\n", admin, admin, admin)
+	if cfg.Listen.Metrics != "" {
+		fmt.Fprintf(w, "Metrics:    %s/metrics (no token)\n", listenURL("http", cfg.Listen.Metrics, ""))
+	}
+	fmt.Fprintln(w)
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/previewgate/previewgate/config"
+)
+
+// TestInvokedAs: hints name the command as the user ran it (#24, 5).
+func TestInvokedAs(t *testing.T) {
+	old := argv0
+	t.Cleanup(func() { argv0 = old })
+	for _, tc := range []struct{ argv0, want string }{
+		{"previewgate", "previewgate"},
+		{"./previewgate", "./previewgate"},
+		{"/usr/local/bin/previewgate", "/usr/local/bin/previewgate"},
+		{"/tmp/go-build1234/b001/exe/previewgate", "go run ."},
+		{"", "previewgate"},
+	} {
+		argv0 = tc.argv0
+		if got := invokedAs(); got != tc.want {
+			t.Errorf("argv0 %q: got %q, want %q", tc.argv0, got, tc.want)
+		}
+	}
+}
+
+// TestPrintListeners: the start output names every listener's URL, the
+// admin page at /ui/ included (#24, 5).
+func TestPrintListeners(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		cfg  func(*config.Config)
+		want []string
+		not  []string
+	}{
+		{"development default", func(*config.Config) {}, []string{
+			"http://sandbox-<id>.localhost:8080/", "Admin page: http://127.0.0.1:9090/ui/", "http://127.0.0.1:9090/healthz",
+		}, []string{"https://", "Metrics:"}},
+		{"tls on default ports, metrics", func(c *config.Config) {
+			c.Domains = config.StringList{"preview.example.com"}
+			c.TLS.Mode = config.TLSACME
+			c.Listen = config.Listen{HTTP: ":80", HTTPS: ":443", Admin: ":9090", Metrics: "10.0.0.1:9091"}
+		}, []string{
+			"https://sandbox-<id>.preview.example.com/", "http://127.0.0.1 answers ACME", "Admin page: http://127.0.0.1:9090/ui/",
+			"Metrics:    http://10.0.0.1:9091/metrics",
+		}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := config.Default()
+			tc.cfg(c)
+			var b bytes.Buffer
+			printListeners(&b, c)
+			for _, w := range tc.want {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("got %q, want it to contain %q", b.String(), w)
+				}
+			}
+			for _, w := range tc.not {
+				if strings.Contains(b.String(), w) {
+					t.Errorf("got %q, want no %q", b.String(), w)
+				}
+			}
+		})
+	}
+}
+
+// TestTokenMintURL: token mint prints the preview URL to open: beside the
+// bare token on stderr by default (stdout stays the token for scripts),
+// alone on stdout with --url (#24, 5).
+func TestTokenMintURL(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(cfg, []byte(`domain: preview.localhost
+listen: {http: "127.0.0.1:8081"}
+auth:
+  keys: [{kid: k1, alg: HS256, secret: "0123456789abcdef0123456789abcdef"}]
+templates:
+  web: {image: nginx}
+`), 0o600)
+	const want = "http://sandbox-abc.preview.localhost:8081/?access_token="
+	var out, errb bytes.Buffer
+	if code := run([]string{"token", "mint", "--config", cfg, "--sandbox", "abc"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	tok := strings.TrimSpace(out.String())
+	if strings.Contains(tok, "\n") || strings.Count(tok, ".") != 2 {
+		t.Errorf("stdout %q, want the bare token", out.String())
+	}
+	if !strings.Contains(errb.String(), "open: "+want+tok) {
+		t.Errorf("stderr %q, want %q", errb.String(), want+tok)
+	}
+	out.Reset()
+	if code := run([]string{"token", "mint", "--config", cfg, "--sandbox", "abc", "--url"}, &out, &errb); code != 0 {
+		t.Fatalf("--url: exit %d: %s", code, errb.String())
+	}
+	if got := strings.TrimSpace(out.String()); !strings.HasPrefix(got, want) || strings.Contains(got, "\n") {
+		t.Errorf("--url: got %q, want one line starting %q", got, want)
+	}
+}
