@@ -191,3 +191,56 @@ func TestBrowserAdminPageStopsSandbox(t *testing.T) {
 		t.Errorf("page shows %q for the stopped sandbox, want exited", state)
 	}
 }
+
+// failedList lists one sandbox whose last start failed.
+type failedList struct{ listOnly }
+
+func (failedList) Logs(context.Context, string, int) ([]string, error) { return nil, nil }
+
+func (failedList) List(context.Context) ([]sandboxmgr.Info, error) {
+	code := 1
+	return []sandboxmgr.Info{{ID: "abc", Template: "app", State: "exited",
+		LastFailure: &sandboxmgr.Failure{Reason: sandboxmgr.ReasonExited, ExitCode: &code, At: time.Now().Add(-time.Minute)}}}, nil
+}
+
+// TestAdminPageShowsLastFailure: the page and the API list say why a
+// sandbox's last start failed, with the exit code (#24, 6).
+func TestAdminPageShowsLastFailure(t *testing.T) {
+	t.Parallel()
+	cfg := &config.Config{AdminToken: testkit.AdminToken, Templates: map[string]*config.Template{}}
+	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return cfg },
+		Sandboxes: failedList{}, Log: testkit.Logger(t)}))
+	defer srv.Close()
+	jar, _ := cookiejar.New(nil)
+	cl := &http.Client{Jar: jar}
+	req, _ := http.NewRequest("POST", srv.URL+"/ui/login", strings.NewReader("token="+testkit.AdminToken))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", srv.URL)
+	resp, err := cl.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, path := range []string{"/ui/", "/ui/sandboxes/abc"} {
+		resp, err := cl.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := "last start failed: exited (exit code 1)"; !strings.Contains(string(b), want) {
+			t.Errorf("%s: got %.800s, want %q", path, b, want)
+		}
+	}
+	req, _ = http.NewRequest("GET", srv.URL+"/admin/sandboxes", nil)
+	req.Header.Set("Authorization", "Bearer "+testkit.AdminToken)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"last_failure":{"reason":"exited","exit_code":1`) {
+		t.Errorf("GET /admin/sandboxes: got %s, want last_failure with reason and exit code", b)
+	}
+}

@@ -42,9 +42,11 @@ func (e *httpError) Unwrap() error { return e.Err }
 const statusClientClosed = 499
 
 // startFailure maps an explained failed start (*sandboxmgr.StartError) to
-// the status its error had before (504 for an app that never became ready,
-// 502 for a missing image), with a message that says which, and the app's
-// last output. nil for any other error.
+// one status per kind of failure, with a message that says which, and the
+// app's last output: 504 only for an app that ran but never became ready
+// (the ready timeout, as the README's table says); 502 sandbox_exited for
+// an app that exited or crash-loops (it answered 504 not_ready, #24, 6); 502
+// sandbox_failed for a missing image. nil for any other error.
 func startFailure(err error) *httpError {
 	var se *sandboxmgr.StartError
 	if !errors.As(err, &se) {
@@ -54,9 +56,11 @@ func startFailure(err error) *httpError {
 		Logs: pageLogs(se.Logs)}
 	switch se.Reason {
 	case sandboxmgr.ReasonExited:
+		e.Status, e.Code = http.StatusBadGateway, "sandbox_exited"
 		e.Msg = fmt.Sprintf("The app exited while starting (exit code %d).", se.ExitCode)
 		e.ExitCode = &se.ExitCode
 	case sandboxmgr.ReasonCrashLoop:
+		e.Status, e.Code = http.StatusBadGateway, "sandbox_exited"
 		e.Msg = fmt.Sprintf("The app exits right after it starts (exit code %d), every time.", se.ExitCode)
 		e.ExitCode = &se.ExitCode
 	case sandboxmgr.ReasonReadyTimeout:

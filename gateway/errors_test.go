@@ -51,6 +51,44 @@ func TestErrorStatuses(t *testing.T) {
 	}
 }
 
+// TestStartFailureStatuses: one status and code per kind of failed start,
+// as the README's table says (#24, 6: an app that exited answered 504,
+// which the table ties to the ready timeout).
+func TestStartFailureStatuses(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	tok := testkit.Mint(t, cfg, "abc", time.Minute)
+	tests := []struct {
+		reason   string
+		want     int
+		code     string
+		exitCode bool
+	}{
+		{sandboxmgr.ReasonExited, 502, "sandbox_exited", true},
+		{sandboxmgr.ReasonCrashLoop, 502, "sandbox_exited", true},
+		{sandboxmgr.ReasonReadyTimeout, 504, "not_ready", false},
+		{sandboxmgr.ReasonImageMissing, 502, "sandbox_failed", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.reason, func(t *testing.T) {
+			t.Parallel()
+			err := &sandboxmgr.StartError{Reason: tc.reason, ExitCode: 3, Logs: []string{"boom"}, Err: sandboxmgr.ErrNotReady}
+			_, srv := startGateway(t, cfg, &fakeSandboxes{err: err})
+			resp := testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/", tok, "Accept", "application/json")
+			var body struct {
+				Code, Reason string
+				ExitCode     *int `json:"exit_code"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != tc.want || body.Code != tc.code || body.Reason != tc.reason || (body.ExitCode != nil) != tc.exitCode {
+				t.Errorf("got %d %+v, want %d code %s reason %s (exit code: %v)", resp.StatusCode, body, tc.want, tc.code, tc.reason, tc.exitCode)
+			}
+		})
+	}
+}
+
 func TestErrorPageForBrowsers(t *testing.T) {
 	t.Parallel()
 	_, srv := startGateway(t, testConfig(), &fakeSandboxes{})

@@ -100,7 +100,7 @@ func TestBrowserFailurePage(t *testing.T) {
 	// The JSON error says the same (another wake: it fails the same way).
 	resp := testkit.Request(t, e.srv, "GET", "sandbox-"+id+".localhost", "/", testkit.Mint(t, e.cfg, id, time.Minute),
 		"Accept", "application/json")
-	body := wantStatus(t, resp, 504)
+	body := wantStatus(t, resp, 502) // not 504: that is the ready timeout's (#24, 6)
 	var got struct {
 		Error, Code, Reason string
 		ExitCode            *int `json:"exit_code"`
@@ -110,7 +110,7 @@ func TestBrowserFailurePage(t *testing.T) {
 		t.Fatalf("%s: %v", body, err)
 	}
 	if !slices.Contains([]string{sandboxmgr.ReasonExited, sandboxmgr.ReasonCrashLoop}, got.Reason) ||
-		got.ExitCode == nil || *got.ExitCode != 1 || !slices.ContainsFunc(got.Logs, func(l string) bool { return strings.Contains(l, crashMsg) }) {
+		got.Code != "sandbox_exited" || got.ExitCode == nil || *got.ExitCode != 1 || !slices.ContainsFunc(got.Logs, func(l string) bool { return strings.Contains(l, crashMsg) }) {
 		t.Errorf("got %s, want reason exited or crash_loop, exit code 1, the app's error in logs", body)
 	}
 	if e.running(t, id) {

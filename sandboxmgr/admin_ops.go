@@ -31,6 +31,7 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 			m.mu.RLock()
 			info.StartedAt = sb.startedAt
 			m.mu.RUnlock()
+			info.LastFailure = sb.diag.failed.Load()
 		}
 		out = append(out, info)
 	}

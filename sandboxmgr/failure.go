@@ -43,6 +43,28 @@ func (e *StartError) Error() string {
 
 func (e *StartError) Unwrap() error { return e.Err }
 
+// Failure is a failed start as the sandbox list shows it: why, the app's
+// exit code when it exited, and when.
+type Failure struct {
+	Reason   string    `json:"reason"`
+	ExitCode *int      `json:"exit_code,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// recordFailure keeps se as id's last failure for List.
+func (m *Manager) recordFailure(id string, se *StartError) {
+	sb := m.lookup(id)
+	if sb == nil {
+		return
+	}
+	f := &Failure{Reason: se.Reason, At: m.now()}
+	if se.Reason == ReasonExited || se.Reason == ReasonCrashLoop {
+		code := se.ExitCode
+		f.ExitCode = &code
+	}
+	sb.diag.failed.Store(f)
+}
+
 // failBudget bounds what explaining a failure may take (an inspect, a kill
 // and a log read), after the wake's own deadline.
 const failBudget = 5 * time.Second
@@ -53,8 +75,13 @@ const failBudget = 5 * time.Second
 // otherwise hold memory behind a 504 until the reaper). Other errors
 // (capacity, engine down, quota) come back unchanged. timedOut: the wake's
 // ready timeout fired.
-func (m *Manager) explainFailure(id string, err error, timedOut bool) error {
+func (m *Manager) explainFailure(id string, err error, timedOut bool) (out error) {
 	se := &StartError{Err: err}
+	defer func() {
+		if out == error(se) {
+			m.recordFailure(id, se)
+		}
+	}()
 	switch {
 	case errors.Is(err, ErrNoImage):
 		se.Reason = ReasonImageMissing

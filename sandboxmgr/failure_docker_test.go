@@ -10,6 +10,7 @@ import (
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/docker"
 )
 
 // A failed start is explained (#16): why, with the app's last output, and
@@ -71,6 +72,31 @@ func TestDockerStartFailureExplained(t *testing.T) {
 			lines, err := m.Logs(t.Context(), id, 5)
 			if err != nil || !has(lines) {
 				t.Errorf("Logs: got %q, %v; want the line %q", lines, err, tc.logs)
+			}
+			// The list says why the last start failed (#24, 6).
+			list, err := m.List(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(list, func(in sandboxmgr.Info) bool { return in.ID == id })
+			if i < 0 || list[i].LastFailure == nil || list[i].LastFailure.Reason != se.Reason ||
+				(list[i].LastFailure.ExitCode != nil) != (se.Reason != sandboxmgr.ReasonReadyTimeout) {
+				t.Errorf("List: got %+v, want last failure %s", list, se.Reason)
+			} else if c := list[i].LastFailure.ExitCode; c != nil && *c != se.ExitCode {
+				t.Errorf("List: got exit code %d, want %d", *c, se.ExitCode)
+			}
+			if tc.timeout > 0 {
+				return
+			}
+			// Another failed wake of the same container: its output is set
+			// apart from the earlier runs'.
+			_, err = m.Ensure(t.Context(), id, tpl)
+			if !errors.As(err, &se) {
+				t.Fatalf("second wake: got %v, want a *StartError", err)
+			}
+			sep := slices.IndexFunc(se.Logs, func(s string) bool { return strings.HasPrefix(s, docker.RunSeparator) })
+			if sep <= 0 || !has(se.Logs[sep:]) {
+				t.Errorf("second wake: got logs %q, want earlier runs, a separator, then this run's %q", se.Logs, tc.logs)
 			}
 		})
 	}

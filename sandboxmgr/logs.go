@@ -111,6 +111,9 @@ type diag struct {
 	logs      atomic.Pointer[[]string]
 	wakeStart atomic.Int64 // unix nanoseconds
 	template  atomic.Pointer[string]
+	// failed is the last failed start (failure.go); a new wake keeps it,
+	// so the list shows why the last attempt failed until one succeeds.
+	failed atomic.Pointer[Failure]
 }
 
 // logLines is an io.Writer that splits output into sanitized lines and

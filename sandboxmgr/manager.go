@@ -196,6 +196,9 @@ type Info struct {
 	Container    string    `json:"container"`
 	LastActivity time.Time `json:"last_activity,omitzero"`
 	StartedAt    time.Time `json:"started_at,omitzero"`
+	// LastFailure is the sandbox's last failed start as this replica saw
+	// it (#24, 6); nil if it saw none.
+	LastFailure *Failure `json:"last_failure,omitempty"`
 }
 
 // Manager owns the managed containers.
