@@ -201,8 +201,10 @@ func (a *admin) parseBody(w http.ResponseWriter, r *http.Request) (*config.Confi
 }
 
 func (a *admin) validateConfig(w http.ResponseWriter, r *http.Request) {
-	if _, _, ok := a.parseBody(w, r); ok {
-		writeJSON(w, http.StatusOK, map[string]any{"valid": true})
+	if cfg, _, ok := a.parseBody(w, r); ok {
+		writeJSON(w, http.StatusOK, map[string]any{"valid": true,
+			"changed":  changedKeys(a.o.Config(), cfg, nil),
+			"warnings": a.configWarnings(r.Context(), cfg, config.RestartNeeded(a.o.Config(), cfg))})
 	}
 }
 
@@ -216,6 +218,7 @@ func (a *admin) putConfig(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusRequestEntityTooLarge, errBody("config too large or unreadable: "+err.Error(), "bad_request"))
 		return
 	}
+	before := a.o.Config()
 	restart, err := a.o.Replace(body)
 	var invalid config.ErrorList
 	switch {
@@ -228,11 +231,14 @@ func (a *admin) putConfig(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, errBody(err.Error(), "config_not_applied"))
 		return
 	}
-	a.o.Log.InfoContext(r.Context(), "config replaced through admin API", "path", a.o.Config().Path, "restart_needed", restart)
+	after := a.o.Config()
+	changed := changedKeys(before, after, restart)
+	warnings := a.configWarnings(r.Context(), after, restart)
+	a.o.Log.InfoContext(r.Context(), "config replaced through admin API", "path", after.Path, "changed", changed, "restart_needed", restart, "warnings", len(warnings))
 	if restart == nil {
 		restart = []string{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"applied": true, "restart_needed": restart})
+	writeJSON(w, http.StatusOK, map[string]any{"applied": true, "changed": changed, "restart_needed": restart, "warnings": warnings})
 }
 
 func (a *admin) listSandboxes(w http.ResponseWriter, r *http.Request) {

@@ -1,7 +1,10 @@
 package admin_test
 
 import (
+	"context"
+	"encoding/json"
 	"os"
+	"slices"
 	"runtime"
 	"strings"
 	"testing"
@@ -90,5 +93,57 @@ func TestAdminConfigRoundTrip(t *testing.T) {
 	check("after reloading the file")
 	if resp, again := adminDo(t, l.admin, "GET", "/admin/config", testkit.AdminToken, nil); resp.StatusCode != 200 || string(again) != string(shown) {
 		t.Errorf("GET after the round trip: got %d\n%s\nwant\n%s", resp.StatusCode, again, shown)
+	}
+}
+
+// someImages has only the images in has.
+type someImages struct {
+	noSandboxes
+	has map[string]bool
+}
+
+func (s someImages) HasImage(_ context.Context, tag string) (bool, error) { return s.has[tag], nil }
+
+// TestAdminPutConfigWarnsAndNamesChanges: PUT /admin/config applies a
+// config whose template image is missing, and says so in warnings; its
+// answer lists exactly the changed keys (#24, 3: it answered 200 in
+// silence, and a round trip listed keys that had not changed). Validate
+// says the same without applying.
+func TestAdminPutConfigWarnsAndNamesChanges(t *testing.T) {
+	t.Parallel()
+	l := newLiveConfig(t, someImages{has: map[string]bool{"testapp": true}}, testkit.ConfigFile(nil))
+	type answer struct {
+		Applied, Valid bool
+		Changed        []string
+		RestartNeeded  []string `json:"restart_needed"`
+		Warnings       []string
+	}
+	do := func(method, path string, body []byte) answer {
+		t.Helper()
+		resp, b := adminDo(t, l.admin, method, path, testkit.AdminToken, body)
+		var a answer
+		if resp.StatusCode != 200 || json.Unmarshal(b, &a) != nil {
+			t.Fatalf("%s %s: got %d %s, want 200", method, path, resp.StatusCode, b)
+		}
+		return a
+	}
+	_, shown := adminDo(t, l.admin, "GET", "/admin/config", testkit.AdminToken, nil)
+	if a := do("PUT", "/admin/config", shown); len(a.Changed) != 0 || len(a.Warnings) != 0 {
+		t.Errorf("round trip: got changed %q warnings %q, want none", a.Changed, a.Warnings)
+	}
+	next := []byte(testkit.ConfigFile(nil) + "  ghost: {image: \"ghost:1\"}\nlimits: {websockets_per_ip: 7}\n")
+	next = []byte(strings.Replace(string(next), "trusted_proxies: [192.0.2.0/24]\n", "", 1) + "trusted_proxies: [192.0.2.0/24]\n")
+	if a := do("POST", "/admin/config/validate", next); !a.Valid || !slices.Contains(a.Warnings, "templates.ghost: image ghost:1 is not on the engine; its sandboxes cannot start until it is built or pulled") {
+		t.Errorf("validate: got %+v, want valid with the missing image warned", a)
+	}
+	a := do("PUT", "/admin/config", next)
+	if want := []string{"limits.websockets_per_ip", "templates.ghost"}; !a.Applied || !slices.Equal(a.Changed, want) {
+		t.Errorf("PUT: got applied %v changed %q, want %q", a.Applied, a.Changed, want)
+	}
+	if len(a.Warnings) != 1 || !strings.Contains(a.Warnings[0], "ghost:1 is not on the engine") {
+		t.Errorf("PUT: got warnings %q, want the missing image", a.Warnings)
+	}
+	if l.store.Load().Templates["ghost"] == nil {
+		t.Error("PUT with a warning was not applied")
 	}
 }

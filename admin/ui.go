@@ -209,8 +209,9 @@ func (u *ui) logout(w http.ResponseWriter, r *http.Request, _ string) {
 // sanitized by the manager and escaped by html/template.
 type pageData struct {
 	Login     bool
-	Error     string // a failure to show
-	Notice    string // a success to show
+	Error     string   // a failure to show
+	Notice    string   // a success to show
+	Warnings  []string // what a valid config will fail at later
 	CSRF      string
 	Sandboxes []sandboxRow
 	Pools     []poolRow
@@ -368,13 +369,15 @@ func (u *ui) config(w http.ResponseWriter, r *http.Request, s string) {
 	if name == "" {
 		name = "config"
 	}
-	if _, _, err := config.ParseUpdate(name, []byte(text), live); err != nil {
+	parsed, _, err := config.ParseUpdate(name, []byte(text), live)
+	if err != nil {
 		d.Error = "Not valid; nothing changed:\n" + err.Error()
 		u.render(w, http.StatusBadRequest, d)
 		return
 	}
 	if r.PostFormValue("action") != "apply" {
 		d.Notice = "Valid."
+		d.Warnings = u.a.configWarnings(r.Context(), parsed, config.RestartNeeded(live, parsed))
 		u.render(w, http.StatusOK, d)
 		return
 	}
@@ -390,11 +393,15 @@ func (u *ui) config(w http.ResponseWriter, r *http.Request, s string) {
 		return
 	}
 	u.a.o.Log.InfoContext(r.Context(), "config replaced through admin page", "path", live.Path, "restart_needed", restart)
+	after := u.a.o.Config()
 	d = u.base(r, s) // the applied config, as it now reads
 	d.Notice = "Applied."
-	if len(restart) > 0 {
-		d.Notice += " These settings need a restart: " + strings.Join(restart, ", ") + "."
+	if changed := changedKeys(live, after, restart); len(changed) > 0 {
+		d.Notice += " Changed: " + strings.Join(changed, ", ") + "."
+	} else {
+		d.Notice += " Nothing changed."
 	}
+	d.Warnings = u.a.configWarnings(r.Context(), after, restart)
 	u.render(w, http.StatusOK, d)
 }
 

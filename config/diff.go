@@ -44,7 +44,20 @@ func diffValue(a, b reflect.Value, path string, out *[]string) {
 				diffValue(a.Field(i), b.Field(i), join(path, name), out)
 			} // else Path, Template.Name, the raw texts: not settings
 		}
+	case reflect.Slice:
+		// An empty list and no list are the same setting: the decoder
+		// leaves nil what the file leaves out, a GET shows it as [] (#24, 3:
+		// a round trip named four unchanged keys).
+		if a.Len() == 0 && b.Len() == 0 {
+			return
+		}
+		if !reflect.DeepEqual(a.Interface(), b.Interface()) {
+			*out = append(*out, path)
+		}
 	case reflect.Map:
+		if a.Len() == 0 && b.Len() == 0 {
+			return
+		}
 		keys := map[string]bool{}
 		for _, k := range a.MapKeys() {
 			keys[k.String()] = true

@@ -423,6 +423,22 @@ func TestChanged(t *testing.T) {
 	if got := Changed(a, a); got != nil {
 		t.Errorf("same config: got %v, want nil", got)
 	}
+	// An empty list or map is no list: what GET /admin/config shows as []
+	// comes back unchanged (#24, 3).
+	d, err := Parse("d.yaml", []byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse("c.yaml", []byte(base+"routes: []\ntrusted_proxies: []\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Auth.AllowedOrigins = []string{}
+	c.Templates["web"].Cmd = []string{}
+	c.Templates["web"].Env = map[string]string{}
+	if got := Changed(d, c); got != nil {
+		t.Errorf("empty lists: got %v, want nil", got)
+	}
 }
 
 // TestWatcherDropsOvertakenReload: a reload whose Prepare is still running
