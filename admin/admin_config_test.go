@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"slices"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
