@@ -169,7 +169,7 @@ func (a *admin) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *admin) getConfig(w http.ResponseWriter, r *http.Request) {
-	b, err := a.o.Config().Redacted()
+	b, err := a.o.Config().RedactedSource()
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, errBody(err.Error(), "internal"))
 		return

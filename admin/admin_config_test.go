@@ -147,3 +147,34 @@ func TestAdminPutConfigWarnsAndNamesChanges(t *testing.T) {
 		t.Error("PUT with a warning was not applied")
 	}
 }
+
+// TestAdminConfigKeepsTheFile: GET /admin/config is the file as written
+// (comments and layout kept, secrets REDACTED), and a GET -> PUT round
+// trip leaves the file byte for byte as it was, with nothing changed in
+// the answer (#24, 2: it became a dump without comments).
+func TestAdminConfigKeepsTheFile(t *testing.T) {
+	t.Parallel()
+	content := "# previews for the team\n" + strings.Replace(testkit.ConfigFile(nil), "templates:\n", "templates:   # one per stack\n", 1)
+	l := newLiveConfig(t, noSandboxes{}, content)
+	resp, shown := adminDo(t, l.admin, "GET", "/admin/config", testkit.AdminToken, nil)
+	if resp.StatusCode != 200 || !strings.HasPrefix(string(shown), "# previews for the team\n") ||
+		!strings.Contains(string(shown), "templates:   # one per stack\n") || strings.Contains(string(shown), testkit.AdminToken) {
+		t.Fatalf("GET: got %d\n%s\nwant the file with its comments, no secret", resp.StatusCode, shown)
+	}
+	resp, body := adminDo(t, l.admin, "PUT", "/admin/config", testkit.AdminToken, shown)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"changed":[]`) {
+		t.Fatalf("PUT: got %d %s, want 200 with nothing changed", resp.StatusCode, body)
+	}
+	if file, _ := os.ReadFile(l.path); string(file) != content {
+		t.Errorf("round trip: file is\n%s\nwant it unchanged:\n%s", file, content)
+	}
+	edited := strings.Replace(string(shown), "app: {image: testapp}", "app: {image: testapp, memory: 2GiB}", 1)
+	resp, body = adminDo(t, l.admin, "PUT", "/admin/config", testkit.AdminToken, []byte(edited))
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"changed":["templates.app.memory"]`) {
+		t.Fatalf("edit: got %d %s, want templates.app.memory changed", resp.StatusCode, body)
+	}
+	want := strings.Replace(content, "app: {image: testapp}", "app: {image: testapp, memory: 2GiB}", 1)
+	if file, _ := os.ReadFile(l.path); string(file) != want {
+		t.Errorf("edit: file is\n%s\nwant only the edited line changed:\n%s", file, want)
+	}
+}

@@ -272,7 +272,7 @@ func (u *ui) base(r *http.Request, session string) pageData {
 	if missing := u.a.missingImages(r.Context()); len(missing) > 0 {
 		d.Checks = append(d.Checks, check{"Images", "missing: " + strings.Join(missing, ", ")})
 	}
-	if b, err := cfg.Redacted(); err == nil {
+	if b, err := cfg.RedactedSource(); err == nil {
 		d.Config = string(b)
 	}
 	return d

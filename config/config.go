@@ -45,6 +45,13 @@ type Config struct {
 	// raw is the text each secret and template env value was written as,
 	// before ${VAR} expansion (see ParseUpdate); nil when not parsed.
 	raw map[string]string
+	// rawSrc is, by the same keys, each hidden value's scalar as it stands
+	// in the file (quotes included), so a REDACTED sent back restores the
+	// file's own text (source.go).
+	rawSrc map[string]string
+	// src is the text this config was parsed from; nil when not parsed.
+	// GET /admin/config shows it, comments and layout kept (#24, 2).
+	src []byte
 }
 
 // Listen holds listener addresses. Changing them needs a restart.

@@ -56,6 +56,7 @@ func parse(name string, data []byte, lookup func(string) (string, bool)) (*Confi
 	decodeErrs := len(d.errs)
 	c.ApplyDefaults()
 	c.Path = name
+	c.src = data
 	d.validate(c)
 	d.errs = dropShadowed(d.errs, decodeErrs)
 	if len(d.errs) > 0 {

@@ -46,8 +46,12 @@ func (d *decoder) keepRaw(c *Config) {
 		}
 	}
 	c.raw = make(map[string]string, len(d.hidden))
+	c.rawSrc = make(map[string]string, len(d.hidden))
 	for k, n := range d.hidden {
 		c.raw[k] = n.value
+		if n.tk != nil && n.style != blockStyle {
+			c.rawSrc[k] = scalarSource(n.tk)
+		}
 	}
 }
 
@@ -131,8 +135,10 @@ func parseUpdate(name string, data []byte, live *Config, lookup func(string) (st
 	if live != nil {
 		liveRaw = live.raw
 	}
-	texts := map[*token.Token]string{} // REDACTED scalar -> replacement
-	used := map[string]bool{}          // the running texts REDACTED stands for
+	texts := map[*token.Token]string{}    // REDACTED scalar -> replacement
+	used := map[string]bool{}             // the running texts REDACTED stands for
+	srcTexts := map[*token.Token]string{} // the same, as the running file wrote them
+	restored := map[string]string{}       // hidden key -> the running text
 	var errs ErrorList
 	for _, key := range slices.Sorted(maps.Keys(d.hidden)) {
 		n := d.hidden[key]
@@ -147,6 +153,12 @@ func parseUpdate(name string, data []byte, live *Config, lookup func(string) (st
 			continue
 		}
 		q := yamlQuote(raw)
+		if s, ok := live.rawSrc[key]; ok && s != "" {
+			srcTexts[n.tk] = s
+		} else {
+			srcTexts[n.tk] = q
+		}
+		restored[key] = raw
 		used[raw] = true
 		if n.style == blockStyle || n.tk == nil {
 			errs = append(errs, &Error{File: name, Line: p.Line, Col: p.Col, Msg: "write REDACTED plainly or in simple quotes to keep the running value"})
@@ -164,7 +176,12 @@ func parseUpdate(name string, data []byte, live *Config, lookup func(string) (st
 		return nil, nil, errs
 	}
 	if len(texts) > 0 {
-		if data, err = rewrite(name, data, d.first, texts); err != nil {
+		// Each REDACTED as the running file wrote it, so a round trip
+		// changes no byte (#24, 2) — unless its new place reads that text
+		// differently (plain ${X} moved into a flow mapping): then quoted.
+		if kept, err := rewrite(name, data, d.first, srcTexts); err == nil && restores(name, kept, restored, lookup) {
+			data = kept
+		} else if data, err = rewrite(name, data, d.first, texts); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -173,6 +190,21 @@ func parseUpdate(name string, data []byte, live *Config, lookup func(string) (st
 		return nil, nil, scrub(err, slices.Collect(maps.Keys(used)), lookup)
 	}
 	return c, data, nil
+}
+
+// restores reports whether data, decoded, holds each hidden value of want
+// (hidden key -> text) as that text.
+func restores(name string, data []byte, want map[string]string, lookup func(string) (string, bool)) bool {
+	c, _, err := decodeOnly(name, data, lookup)
+	if err != nil {
+		return false
+	}
+	for k, v := range want {
+		if got, ok := c.raw[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // scrub puts REDACTED back for every running value a REDACTED stood for

@@ -88,7 +88,8 @@ func TestParseUpdateRoundTrip(t *testing.T) {
 	if !bytes.Equal(again, out) {
 		t.Errorf("round trip changed the config:\n%s\nthen:\n%s", out, again)
 	}
-	for _, want := range []string{`"${ADMIN}"`, `"${K2_SECRET}"`, `"${DB}"`, `"development"`, ` $${NOT_A_VAR} `} {
+	// Each REDACTED comes back as the running file wrote it (#24, 2).
+	for _, want := range []string{`admin_token: ${ADMIN}`, `"${K2_SECRET}"`, `DATABASE_URL: ${DB}`, `NODE_ENV: development`, ` $${NOT_A_VAR} `} {
 		if !bytes.Contains(file, []byte(want)) {
 			t.Errorf("file does not keep %s:\n%s", want, file)
 		}
@@ -254,8 +255,73 @@ func TestParseUpdateKeepsTheFileAsWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := strings.Replace(strings.Replace(put, "REDACTED", `"${ADMIN}"`, 1), "'REDACTED'", `"0123456789abcdef0123456789abcdef"`, 1)
+	// Each REDACTED as the running file wrote it (#24, 2).
+	want := strings.Replace(strings.Replace(put, "REDACTED", `${ADMIN}`, 1), "'REDACTED'", `"0123456789abcdef0123456789abcdef"`, 1)
 	if string(file) != want {
 		t.Errorf("got\n%s\nwant\n%s", file, want)
+	}
+}
+
+// TestRedactedSourceRoundTrip: GET /admin/config shows the file as
+// written, comments and layout kept, hidden values REDACTED in their own
+// quoting; sent back unchanged it gives the file back byte for byte, and
+// an edited line is the only line that changes (#24, 2: a round trip
+// turned a commented 54-line file into a 139-line dump).
+func TestRedactedSourceRoundTrip(t *testing.T) {
+	t.Parallel()
+	src := "# the preview gateway\n" + strings.Replace(liveSrc, "    image: nginx\n", "    image: nginx   # pinned below\n    # memory: 2GiB\n", 1)
+	live, err := parse("live.yaml", []byte(src), env(liveEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown, err := live.RedactedSource()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# the preview gateway\n", "image: nginx   # pinned below\n", "    # memory: 2GiB\n",
+		"admin_token: REDACTED\n", `secret: "REDACTED"}`, "DATABASE_URL: REDACTED\n", `EMPTY: ""`} {
+		if !strings.Contains(string(shown), want) {
+			t.Errorf("GET shows no %q:\n%s", want, shown)
+		}
+	}
+	for _, bad := range []string{liveEnv["ADMIN"], "${ADMIN}", "0123456789abcdef0123456789abcdef", "development"} {
+		if strings.Contains(string(shown), bad) {
+			t.Errorf("GET shows %q:\n%s", bad, shown)
+		}
+	}
+	_, file, err := parseUpdate("live.yaml", shown, live, env(liveEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(file) != src {
+		t.Errorf("round trip: got file\n%s\nwant it unchanged:\n%s", file, src)
+	}
+	edited := strings.Replace(string(shown), "image: nginx ", "image: nginx:2", 1)
+	_, file, err = parseUpdate("live.yaml", []byte(edited), live, env(liveEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Replace(src, "image: nginx ", "image: nginx:2", 1); string(file) != want {
+		t.Errorf("edit: got file\n%s\nwant only the edited line changed:\n%s", file, want)
+	}
+}
+
+// TestParseUpdateQuotesWhereTheFileTextWouldNotRead: a REDACTED moved to
+// where the running file's text reads differently (plain ${X} into a flow
+// mapping) is restored quoted, still standing for the running value.
+func TestParseUpdateQuotesWhereTheFileTextWouldNotRead(t *testing.T) {
+	t.Parallel()
+	e := env(map[string]string{"ADMIN": "0123456789abcdef0123"})
+	live, err := parse("live.yaml", []byte("domain: preview.localhost\nadmin_token: ${ADMIN}\nauth:\n  keys: [{kid: k1, alg: HS256, secret: \"0123456789abcdef0123456789abcdef\"}]\ntemplates:\n  web: {image: nginx}\n"), e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := "{domain: preview.localhost, admin_token: REDACTED, auth: {keys: [{kid: k1, alg: HS256, secret: REDACTED}]}, templates: {web: {image: nginx}}}\n"
+	c, file, err := parseUpdate("put.yaml", []byte(put), live, e)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, file)
+	}
+	if string(c.AdminToken) != "0123456789abcdef0123" || !strings.Contains(string(file), `admin_token: "${ADMIN}"`) {
+		t.Errorf("got admin token %d bytes, file\n%s\nwant the running value, quoted", len(c.AdminToken), file)
 	}
 }
