@@ -154,8 +154,8 @@ func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Templ
 	defer clock.stop()
 	ctx = context.WithValue(ctx, readyClockKey{}, clock)
 
-	m.setPhase(sb, PhaseQueued, "")
 	m.beginDiag(sb, tpl)
+	m.setPhase(sb, PhaseQueued, "")
 	ep, err := m.wake(ctx, sb, tpl, opts)
 	if err == nil {
 		m.setPhase(sb, PhaseReady, "")
