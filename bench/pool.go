@@ -29,6 +29,9 @@ func (c *coldKinds) ColdStart(kind string, _ time.Duration) {
 	c.n[kind]++
 }
 
+// WakePhase is not counted: the bench reads cold starts by kind only.
+func (c *coldKinds) WakePhase(string, string, time.Duration) {}
+
 func (c *coldKinds) get(kind string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

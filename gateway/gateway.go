@@ -73,7 +73,6 @@ type Gateway struct {
 	reqSeq    atomic.Uint64 // request ids
 	reqPfx    string
 
-	wakes    wakeWatches    // wakes requests wait for (waketiming.go)
 	upgrades sync.WaitGroup // upgraded (WebSocket) requests in flight
 	draining context.Context
 	drain    context.CancelFunc
@@ -329,7 +328,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	// that is about to wait is timed.
 	if hint == nil {
 		if _, ready := g.sb.Cached(rt.sandbox); !ready {
-			endWatch = g.watchWake(rt.sandbox, tpl.Name)
+			endWatch = g.watchWake(rt.sandbox)
 		}
 	}
 	ep, err := g.ensure(r, t, rt, tpl, sub, anonymous)

@@ -22,9 +22,6 @@ type Metrics interface {
 	// WebSocketOpened and WebSocketClosed bracket each proxied WebSocket.
 	WebSocketOpened()
 	WebSocketClosed()
-	// WakePhase records how long one phase of a wake of template took
-	// (phase: queued, create, start, app), as a waiting request saw it.
-	WakePhase(template, phase string, d time.Duration)
 }
 
 // noMetrics records nothing: Options.Metrics left nil.
@@ -35,7 +32,6 @@ func (noMetrics) Rejected(string)                          {}
 func (noMetrics) AuthFailed(string)                        {}
 func (noMetrics) WebSocketOpened()                         {}
 func (noMetrics) WebSocketClosed()                         {}
-func (noMetrics) WakePhase(string, string, time.Duration)  {}
 
 // orNoMetrics is m, or noMetrics when m is nil.
 func orNoMetrics(m Metrics) Metrics {

@@ -3,8 +3,10 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/dockertest"
 	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
 // publicDefaultEnv: the default template "site" is public, "priv" is not.
@@ -112,4 +115,27 @@ func mintWithTemplate(t *testing.T, cfg *config.Config, id, tpl string) string {
 		t.Fatal(err)
 	}
 	return tok
+}
+
+// TestForeignMessage (#21, 4): a 409 for another scope's container names
+// the scope and what to do; one not made by previewgate says so.
+func TestForeignMessage(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want []string
+	}{
+		{&sandboxmgr.ForeignError{Container: "previewgate-x", Scope: "pg-staging", Managed: true}, []string{`scope "pg-staging"`, "scope: pg-staging", "remove the container previewgate-x"}},
+		{&sandboxmgr.ForeignError{Container: "previewgate-x", Managed: true}, []string{"another gateway's scope", "previewgate-x"}},
+		{&sandboxmgr.ForeignError{Container: "previewgate-x"}, []string{"not made by previewgate"}},
+	} {
+		he := ensureError(context.Background(), fmt.Errorf("sandbox x: %w", tc.err))
+		if he.Status != http.StatusConflict || he.Code != "foreign_container" {
+			t.Errorf("got %d %s, want 409 foreign_container", he.Status, he.Code)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(he.Msg, w) {
+				t.Errorf("message %q lacks %q", he.Msg, w)
+			}
+		}
+	}
 }

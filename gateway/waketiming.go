@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/previewgate/previewgate/sandboxmgr"
@@ -17,118 +16,17 @@ import (
 // proxy (the app's time to its response head), so a browser's developer
 // tools and a backend both see it. The phases add up to the request's
 // wait, because each one is the request's wait clipped to the span in
-// which the manager reported that phase.
-//
-// The manager reports only the current phase (sandboxmgr.Progress), not
-// when each began, so while at least one request waits, one goroutine per
-// waking sandbox reads Progress every wakePoll and notes each change: a
-// boundary is off by at most wakePoll. Per-phase histograms get each phase
-// of a wake whose start and end were both seen.
+// which the manager's marks (sandboxmgr.Progress.Marks) put that phase.
+// The per-phase histograms are the manager's (Observer.WakePhase): once
+// per wake, however many requests waited for it.
 
-// wakePoll is how often a watched wake's phase is read.
-const wakePoll = 2 * time.Millisecond
-
-// phaseMark is when a phase was first seen.
-type phaseMark struct {
-	phase string // a sandboxmgr.Phase* constant; "" before the wake shows one
-	at    time.Time
-}
-
-// wakeWatch follows one sandbox's wake for the requests waiting on it.
-type wakeWatch struct {
-	mu    sync.Mutex  // guards marks and refs; taken after wakeWatches.mu
-	marks []phaseMark // in order; never empty
-	refs  int
-	stop  chan struct{}
-	done  chan struct{}
-}
-
-// wakeWatches are the watches of sandboxes being waited for.
-type wakeWatches struct {
-	mu sync.Mutex // guards m
-	m  map[string]*wakeWatch
-}
-
-// watchWake joins (or starts) the watch of id's wake; call the result when
-// the request's wait ends.
-func (g *Gateway) watchWake(id, template string) (end func() []phaseSpan) {
+// watchWake notes when a request starts to wait for id's wake; end, called
+// when the wait is over, returns how the wait split into phases.
+func (g *Gateway) watchWake(id string) (end func() []phaseSpan) {
 	begin := time.Now()
-	ws := &g.wakes
-	ws.mu.Lock()
-	if ws.m == nil {
-		ws.m = make(map[string]*wakeWatch)
-	}
-	w := ws.m[id]
-	if w == nil {
-		w = &wakeWatch{marks: []phaseMark{{g.sb.Progress(id).Phase, begin}}, stop: make(chan struct{}), done: make(chan struct{})}
-		ws.m[id] = w
-		go w.run(g, id, template)
-	}
-	w.mu.Lock()
-	w.refs++
-	w.mu.Unlock()
-	ws.mu.Unlock()
 	return func() []phaseSpan {
-		stopAt := time.Now()
-		// ws.mu, then w.mu, as when joining: the last one out removes the
-		// watch before anyone can join it again, so stop is closed once.
-		ws.mu.Lock()
-		w.mu.Lock()
-		spans := clip(w.marks, begin, stopAt)
-		w.refs--
-		last := w.refs == 0
-		if last {
-			delete(ws.m, id)
-		}
-		w.mu.Unlock()
-		ws.mu.Unlock()
-		if last {
-			close(w.stop)
-			<-w.done
-		}
-		return spans
+		return clip(g.sb.Progress(id).Marks, begin, time.Now())
 	}
-}
-
-// run notes each phase change until stopped or the wake ended; when
-// stopped (the last waiting request got its answer, which is when Ensure
-// returned) it reads the phase once more, so a wake that ended is recorded.
-func (w *wakeWatch) run(g *Gateway, id, template string) {
-	defer close(w.done)
-	tick := time.NewTicker(wakePoll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-w.stop:
-			w.observe(g, id, template, time.Now())
-			return
-		case now := <-tick.C:
-			if w.observe(g, id, template, now) {
-				return
-			}
-		}
-	}
-}
-
-// observe notes id's phase at now, and records the wake's phases in the
-// metrics when it has ended (reported true).
-func (w *wakeWatch) observe(g *Gateway, id, template string, now time.Time) (ended bool) {
-	p := g.sb.Progress(id).Phase
-	w.mu.Lock()
-	changed := p != w.marks[len(w.marks)-1].phase
-	if changed {
-		w.marks = append(w.marks, phaseMark{p, now})
-	}
-	marks := w.marks
-	w.mu.Unlock()
-	ended = p == sandboxmgr.PhaseReady || p == sandboxmgr.PhaseFailed
-	if changed && ended {
-		// Phases whose start and end were both seen: all but the first.
-		for i := 1; i+1 < len(marks); i++ {
-			g.metrics.WakePhase(template, timingName(marks[i].phase), marks[i+1].at.Sub(marks[i].at))
-		}
-	}
-	return ended
 }
 
 // phaseSpan is the part of a request's wait spent in one phase.
@@ -137,13 +35,17 @@ type phaseSpan struct {
 	d    time.Duration
 }
 
-// clip splits [from, to] by marks; the spans add up to to-from.
-func clip(marks []phaseMark, from, to time.Time) []phaseSpan {
+// clip splits [from, to] by marks; the spans add up to to-from. Time
+// before the wake's first mark (the request came first) counts as queued.
+func clip(marks []sandboxmgr.PhaseMark, from, to time.Time) []phaseSpan {
+	if len(marks) == 0 || marks[0].At.After(from) {
+		marks = append([]sandboxmgr.PhaseMark{{Phase: sandboxmgr.PhaseQueued, At: from}}, marks...)
+	}
 	var out []phaseSpan
 	for i, m := range marks {
-		s, e := m.at, to
+		s, e := m.At, to
 		if i+1 < len(marks) {
-			e = marks[i+1].at
+			e = marks[i+1].At
 		}
 		if s.Before(from) {
 			s = from
@@ -154,7 +56,7 @@ func clip(marks []phaseMark, from, to time.Time) []phaseSpan {
 		if !e.After(s) {
 			continue
 		}
-		name := timingName(m.phase)
+		name := sandboxmgr.TimingName(m.Phase)
 		if n := len(out); n > 0 && out[n-1].name == name {
 			out[n-1].d += e.Sub(s)
 		} else {
@@ -162,21 +64,6 @@ func clip(marks []phaseMark, from, to time.Time) []phaseSpan {
 		}
 	}
 	return out
-}
-
-// timingName is a phase's Server-Timing name.
-func timingName(phase string) string {
-	switch phase {
-	case sandboxmgr.PhaseCreating:
-		return "create"
-	case sandboxmgr.PhaseStarting:
-		return "start"
-	case sandboxmgr.PhaseWaitingPort, sandboxmgr.PhaseReady:
-		return "app" // ready: the moment between the probe and Ensure's return
-	case sandboxmgr.PhaseFailed:
-		return "failed"
-	}
-	return "queued"
 }
 
 // wakeTiming is what a request that waited carries to the proxy.

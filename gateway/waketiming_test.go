@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,17 +28,23 @@ type slowWake struct {
 
 func (s *slowWake) Cached(string) (sandboxmgr.Endpoint, bool) { return sandboxmgr.Endpoint{}, false }
 
+// Progress reports the marks a manager would: each phase's start, then
+// ready.
 func (s *slowWake) Progress(string) sandboxmgr.Progress {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.began.IsZero() {
 		return sandboxmgr.Progress{}
 	}
-	i := int(time.Since(s.began) / s.perStep)
-	if i >= len(s.phases) {
-		return sandboxmgr.Progress{Phase: sandboxmgr.PhaseReady}
+	var marks []sandboxmgr.PhaseMark
+	for i, ph := range append(slices.Clone(s.phases), sandboxmgr.PhaseReady) {
+		at := s.began.Add(time.Duration(i) * s.perStep)
+		if at.After(time.Now()) {
+			break
+		}
+		marks = append(marks, sandboxmgr.PhaseMark{Phase: ph, At: at})
 	}
-	return sandboxmgr.Progress{Phase: s.phases[i]}
+	return sandboxmgr.Progress{Phase: marks[len(marks)-1].Phase, Marks: marks}
 }
 
 func (s *slowWake) EnsureWith(ctx context.Context, id string, tpl *config.Template, _ sandboxmgr.Options) (sandboxmgr.Endpoint, error) {
@@ -99,32 +106,5 @@ func TestServerTimingAfterWake(t *testing.T) {
 		if sum < took-5 || sum > took+5 {
 			t.Errorf("phases add up to %.1f ms, the wake took %.1f ms: want within 5 ms (%q)", sum, took, st[0])
 		}
-	}
-}
-
-// TestWakeWatchJoinLeave: requests joining and leaving one sandbox's watch
-// in every order share one watch, which stops once with the last of them.
-func TestWakeWatchJoinLeave(t *testing.T) {
-	t.Parallel()
-	g, err := New(testConfig(), &fakeSandboxes{}, Options{}, testkit.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	var wg sync.WaitGroup
-	for i := range 200 {
-		wg.Go(func() {
-			end := g.watchWake("abc", "app")
-			if i%3 == 0 {
-				time.Sleep(time.Millisecond)
-			}
-			end()
-		})
-	}
-	wg.Wait()
-	g.wakes.mu.Lock()
-	defer g.wakes.mu.Unlock()
-	if len(g.wakes.m) != 0 {
-		t.Errorf("got %d watches left, want 0", len(g.wakes.m))
 	}
 }

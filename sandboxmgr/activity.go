@@ -42,6 +42,7 @@ type sandbox struct {
 	flushedAt    atomic.Int64             // when it was (unix ns)
 	sampledAt    atomic.Int64             // last shared-activity sample (shared.go)
 	progress     atomic.Pointer[Progress] // of the last or current wake
+	marks        atomic.Pointer[[]PhaseMark] // when each of its phases began (progress.go)
 	checked      atomic.Pointer[checked]  // last stillServes check that found ep serving
 	diag         diag                     // the wake's output and timing (failure.go)
 	// op serializes a wake with the reaper's stop/pause/remove: a request

@@ -171,6 +171,7 @@ func (m *Manager) TypicalWake(template string) time.Duration {
 // withDiag adds to p what the waiting page shows besides the phase: the
 // output so far, how long the wake has run, how long one usually takes.
 func (m *Manager) withDiag(sb *sandbox, p Progress) Progress {
+	p.Marks = sb.marksNow()
 	if l := sb.diag.logs.Load(); l != nil {
 		p.Logs = *l
 	}

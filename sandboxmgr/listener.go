@@ -36,6 +36,9 @@ type Observer interface {
 	// was not running: kind is "wake" (start or unpause), "create" or
 	// "pool" (claimed from the warm pool).
 	ColdStart(kind string, took time.Duration)
+	// WakePhase is called once per phase of every wake that ended (ready
+	// or failed): how long it spent in phase (TimingName's names).
+	WakePhase(template, phase string, took time.Duration)
 }
 
 // SetListener makes l the manager's Listener; nil means none. It may be

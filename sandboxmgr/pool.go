@@ -109,11 +109,12 @@ func (m *Manager) poolLoop(ctx context.Context) {
 // fillPools starts the refills each template needs, if this replica is
 // the one that fills.
 func (m *Manager) fillPools(ctx context.Context) {
-	if !m.fillsPool(ctx) {
-		return
+	tpls := slices.DeleteFunc(slices.Clone(m.cfg.ListTemplates()), func(t *config.Template) bool { return t == nil || t.Pool <= 0 })
+	if len(tpls) == 0 || !m.fillsPool(ctx) {
+		return // no pool: no lock to take either
 	}
 	now := m.now()
-	for _, tpl := range m.cfg.ListTemplates() {
+	for _, tpl := range tpls {
 		if tpl == nil || tpl.Pool <= 0 || tpl.Image == "" || tpl.Workspace != nil {
 			continue // a pool pod could not mount the workspace of the sandbox it will serve
 		}

@@ -1,6 +1,7 @@
 package sandboxmgr
 
 import (
+	"slices"
 	"time"
 
 	"github.com/previewgate/previewgate/config"
@@ -27,14 +28,71 @@ type Progress struct {
 	Logs    []string
 	Elapsed time.Duration // since the wake began; zero when failed or unknown
 	Typical time.Duration // how long wakes of its template took lately; zero: unknown
+	// Marks are when each phase of the current or last wake began, in
+	// order, ending with PhaseReady or PhaseFailed once it ended: the
+	// gateway's Server-Timing (#22) and the per-phase metrics.
+	Marks []PhaseMark
 }
 
+// PhaseMark is when a wake entered a phase.
+type PhaseMark struct {
+	Phase string
+	At    time.Time
+}
+
+// setPhase records sb's wake entering phase. Only the wake's goroutine
+// calls it; readers get a copy-on-write slice of the marks.
 func (m *Manager) setPhase(sb *sandbox, phase, msg string) {
 	sb.progress.Store(&Progress{Phase: phase, Msg: msg})
+	m.mark(sb, phase)
 }
 
 func (m *Manager) setFailed(sb *sandbox, err error) {
 	sb.progress.Store(&Progress{Phase: PhaseFailed, Msg: "the sandbox could not be started", Err: err})
+	m.mark(sb, PhaseFailed)
+}
+
+// mark appends phase to sb's marks; a wake's first phase starts them anew.
+func (m *Manager) mark(sb *sandbox, phase string) {
+	var marks []PhaseMark
+	if old := sb.marks.Load(); old != nil && phase != PhaseQueued {
+		marks = slices.Clone(*old)
+	}
+	marks = append(marks, PhaseMark{phase, m.now()})
+	sb.marks.Store(&marks)
+	if phase == PhaseReady || phase == PhaseFailed {
+		m.wakePhases(sb, marks)
+	}
+}
+
+// wakePhases tells the Observer how long each phase of an ended wake took.
+func (m *Manager) wakePhases(sb *sandbox, marks []PhaseMark) {
+	if m.cfg.Observer == nil {
+		return
+	}
+	tpl := ""
+	if t := sb.diag.template.Load(); t != nil {
+		tpl = *t
+	}
+	for i := 0; i+1 < len(marks); i++ {
+		m.cfg.Observer.WakePhase(tpl, TimingName(marks[i].Phase), marks[i+1].At.Sub(marks[i].At))
+	}
+}
+
+// TimingName is a phase's short name, as Server-Timing and the metrics
+// name it: queued, create, start, app (waiting for the app's port), failed.
+func TimingName(phase string) string {
+	switch phase {
+	case PhaseCreating:
+		return "create"
+	case PhaseStarting:
+		return "start"
+	case PhaseWaitingPort, PhaseReady:
+		return "app" // ready: the moment between the probe and Ensure's return
+	case PhaseFailed:
+		return "failed"
+	}
+	return "queued"
 }
 
 // Progress reports id's wake: PhaseReady if its endpoint is cached, else the
@@ -45,7 +103,7 @@ func (m *Manager) Progress(id string) Progress {
 		return Progress{}
 	}
 	if sb.ep.Load() != nil {
-		return Progress{Phase: PhaseReady}
+		return Progress{Phase: PhaseReady, Marks: sb.marksNow()}
 	}
 	if p := sb.progress.Load(); p != nil {
 		if p.Phase == PhaseReady { // ready once, dropped since (stopped, killed)
@@ -78,4 +136,12 @@ func (m *Manager) Wake(id string, tpl *config.Template, opts Options) {
 		// Show "queued" at once, before the goroutine reaches the wake.
 		sb.progress.Store(&Progress{Phase: PhaseQueued})
 	}
+}
+
+// marksNow is sb's phase marks (nil before any wake).
+func (sb *sandbox) marksNow() []PhaseMark {
+	if p := sb.marks.Load(); p != nil {
+		return *p
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Ensure returns the endpoint of sandbox id, waking (start/unpause) or
@@ -153,8 +154,8 @@ func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Templ
 	defer clock.stop()
 	ctx = context.WithValue(ctx, readyClockKey{}, clock)
 
-	m.setPhase(sb, PhaseQueued, "")
 	m.beginDiag(sb, tpl)
+	m.setPhase(sb, PhaseQueued, "")
 	ep, err := m.wake(ctx, sb, tpl, opts)
 	if err == nil {
 		m.setPhase(sb, PhaseReady, "")
@@ -524,13 +525,4 @@ func (m *Manager) refreshStates(ctx context.Context) error {
 	return nil
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+var sleep = runtime.Sleep

@@ -1,9 +1,6 @@
 package kube
 
 import (
-	"context"
-	"time"
-
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
@@ -22,16 +19,7 @@ var (
 	ErrForeign     = runtime.ErrForeign
 )
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+var sleep = runtime.Sleep
 
 const (
 	stateCreated    = runtime.StateCreated

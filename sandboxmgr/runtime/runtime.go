@@ -247,3 +247,15 @@ type Activity interface {
 	// RecordActivity publishes this replica's latest activity of id.
 	RecordActivity(ctx context.Context, id string, at time.Time) error
 }
+
+// Sleep waits d or until ctx ends (its error then).
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
