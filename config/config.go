@@ -247,6 +247,9 @@ type Limits struct {
 	StartQueueTimeout        Duration `yaml:"start_queue_timeout"`          // Zero means 30s.
 	MaxRunning               int      `yaml:"max_running"`                  // Zero means 50.
 	CreatesPerSubjectPerHour int      `yaml:"creates_per_subject_per_hour"` // Zero means half of MaxRunning; -1 means unlimited.
+	// MaxRunningPerSubject bounds how many sandboxes one token subject
+	// (sub) runs at once, across replicas (#24, 9). Zero means no bound.
+	MaxRunningPerSubject int `yaml:"max_running_per_subject"`
 	WebSocketsPerSandbox     int      `yaml:"websockets_per_sandbox"`       // Zero means 64.
 	WebSocketsPerIP          int      `yaml:"websockets_per_ip"`            // Zero means 32.
 	MaxHeaderBytes           ByteSize `yaml:"max_header_bytes"`             // Zero means 64KiB.

@@ -382,6 +382,7 @@ func (d *decoder) validateLimits(l *Limits) {
 		n   int
 	}{{"max_concurrent_starts", l.MaxConcurrentStarts}, {"start_queue", l.StartQueue}, {"max_running", l.MaxRunning},
 		{"websockets_per_sandbox", l.WebSocketsPerSandbox}, {"websockets_per_ip", l.WebSocketsPerIP},
+		{"max_running_per_subject", l.MaxRunningPerSubject},
 		{"limiter_entries", l.LimiterEntries}, {"connections_per_ip", l.ConnectionsPerIP}, {"max_connections", l.MaxConnections}} {
 		if f.n < 0 {
 			d.fail(fmt.Sprintf("must not be negative, got %d", f.n), "limits."+f.key, "limits")

@@ -41,6 +41,7 @@ func (g *Gateway) ensureOptions(r *http.Request, t *table, rt route, sub string,
 	if n := t.cfg.Limits.CreatesPerSubjectPerHour; n > 0 && sub != "" {
 		opts.OnCreate = func() error { return g.creates.take(sub, n, t.cfg.Limits.LimiterEntries) }
 	}
+	opts.Subject, opts.SubjectMaxRunning = sub, t.cfg.Limits.MaxRunningPerSubject
 	if anonymous {
 		opts = anonymousOptions(opts, t, rt)
 	}
@@ -78,7 +79,12 @@ func (e *quotaError) Unwrap() error { return errQuota }
 // quota) to statuses; nil for anything else. ensureError tries it first.
 func lifecycleError(err error) *httpError {
 	var q *quotaError
+	var sl *sandboxmgr.SubjectLimitError
 	switch {
+	case errors.As(err, &sl):
+		return &httpError{Status: http.StatusTooManyRequests, Code: "subject_running_limit", RetryAfter: 30,
+			Msg: fmt.Sprintf("You already have %d previews running, the most one user may run at once. "+
+				"Close one you no longer need (idle previews stop by themselves), then reload this page.", sl.Limit), Err: err}
 	case errors.As(err, &q):
 		return &httpError{Status: http.StatusTooManyRequests, Code: "create_quota",
 			RetryAfter: max(1, int(q.retry.Round(time.Second)/time.Second)),

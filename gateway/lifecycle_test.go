@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -237,5 +239,41 @@ func TestLifecycleError(t *testing.T) {
 				t.Fatalf("got %+v, want status %d retry %d", h, tc.want, tc.retry)
 			}
 		})
+	}
+}
+
+// TestSubjectRunningLimit: limits.max_running_per_subject reaches the
+// manager with the token's subject, and its refusal is a clear 429: JSON
+// for clients, a page for browsers, with Retry-After (#24, 9).
+func TestSubjectRunningLimit(t *testing.T) {
+	t.Parallel()
+	app := echoApp(t)
+	cfg := testConfig()
+	cfg.Limits.MaxRunningPerSubject = 3
+	sb := &policySandboxes{fakeSandboxes: &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}}
+	_, srv := startGateway(t, cfg, sb)
+	tok := testkit.Mint(t, cfg, "abc", time.Minute)
+	resp := testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/", tok)
+	resp.Body.Close()
+	if o := sb.last(); o.Subject != "tester" || o.SubjectMaxRunning != 3 {
+		t.Errorf("got subject %q max %d, want tester and 3", o.Subject, o.SubjectMaxRunning)
+	}
+
+	limited := &fakeSandboxes{err: fmt.Errorf("wake: %w", &sandboxmgr.SubjectLimitError{Limit: 3, Running: 3})}
+	_, srv = startGateway(t, cfg, limited)
+	for _, tc := range []struct {
+		accept, ctype, want string
+	}{
+		{"application/json", "application/json", `"code":"subject_running_limit"`},
+		{"text/html", "text/html", "You already have 3 previews running"},
+	} {
+		resp := testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/", tok, "Accept", tc.accept)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" ||
+			!strings.HasPrefix(resp.Header.Get("Content-Type"), tc.ctype) || !strings.Contains(string(body), tc.want) {
+			t.Errorf("Accept %s: got %d Retry-After %q %s\n%.300s, want 429 with %q", tc.accept, resp.StatusCode,
+				resp.Header.Get("Retry-After"), resp.Header.Get("Content-Type"), body, tc.want)
+		}
 	}
 }

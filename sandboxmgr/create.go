@@ -17,10 +17,13 @@ import (
 
 // create creates and starts sb's container from tpl within the start
 // limits. errNameTaken if the name is already in use.
-func (m *Manager) create(ctx context.Context, sb *sandbox, tpl *config.Template) error {
+func (m *Manager) create(ctx context.Context, sb *sandbox, tpl *config.Template, subject string) error {
 	spec, err := m.spec(sb.id, tpl)
 	if err != nil {
 		return err
+	}
+	if subject != "" {
+		spec.Labels[LabelSubject] = SubjectKey(subject)
 	}
 	release, err := m.acquireStart(ctx)
 	if err != nil {

@@ -69,6 +69,7 @@ const (
 	LabelPool     = runtime.LabelPool
 	LabelInstance = runtime.LabelInstance
 	LabelScope    = runtime.LabelScope
+	LabelSubject  = runtime.LabelSubject
 )
 
 // ContainerName is the name of sandbox id's container or pod. The name is

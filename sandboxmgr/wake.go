@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -37,6 +38,18 @@ type Options struct {
 	// background fetches and HMR reconnect loops use it, so a tab left open
 	// does not keep a sandbox awake all night (#7).
 	NoWake bool
+	// Subject is who the wake is for (a token's sub; "" for none). A
+	// container created for it carries LabelSubject (SubjectKey).
+	Subject string
+	// SubjectMaxRunning, with Subject, bounds how many of the subject's
+	// sandboxes run: a wake that would create, claim, start or unpause
+	// one while the runtime lists that many of the subject's instances
+	// running fails with *SubjectLimitError. The runtime's list is shared
+	// by every replica; two replicas deciding at the same moment can each
+	// admit one. Such a wake never claims from the warm pool (a claimed
+	// container's labels cannot be changed on Docker, so it could not be
+	// counted).
+	SubjectMaxRunning int
 	// OnCreate, if set, is called right before a container is created for
 	// the sandbox (not for a start or unpause). Its error fails the wake
 	// (wrapped; errors.Is sees it); the gateway charges per-subject create
@@ -236,6 +249,7 @@ func (m *Manager) wake(ctx context.Context, sb *sandbox, tpl *config.Template, o
 	log := m.log.With("sandbox", sb.id)
 	t0 := m.now()
 	r := runner{m: m, sb: sb, id: sb.id, name: ContainerName(sb.id), tpl: tpl, onCreate: opts.OnCreate, noCreate: opts.NoCreate,
+		subject: opts.Subject, subjectMax: opts.SubjectMaxRunning,
 		mayServe: opts.MayServe, log: log, action: "found running"}
 	c, err := r.run(ctx)
 	if r.claimed {
@@ -269,7 +283,12 @@ type runner struct {
 	id, name string
 	tpl      *config.Template
 	onCreate func() error
-	noCreate bool                        // Options.NoCreate
+	// subject and subjectMax: Options.Subject and SubjectMaxRunning;
+	// subjectChecked once the cap was checked for this wake.
+	subject        string
+	subjectMax     int
+	subjectChecked bool
+	noCreate       bool                        // Options.NoCreate
 	mayServe func(template string) error // Options.MayServe
 	log      *slog.Logger
 	action   string
@@ -290,6 +309,14 @@ func (r *runner) run(ctx context.Context) (ctrInfo, error) {
 		}
 	}
 	for err != nil || c.State != stateRunning {
+		if !r.subjectChecked && r.subjectMax > 0 && r.subject != "" && !errors.Is(err, ErrForeignContainer) &&
+			(errors.Is(err, ErrNoContainer) || err == nil && slices.Contains([]string{statePaused, stateExited, stateCreated}, c.State)) {
+			// About to make one more of the subject's sandboxes run.
+			r.subjectChecked = true
+			if lerr := r.m.checkSubject(ctx, r.subject, r.subjectMax); lerr != nil {
+				return ctrInfo{}, lerr
+			}
+		}
 		switch {
 		case errors.Is(err, ErrForeignContainer):
 			m.disown(r.id)
@@ -374,7 +401,7 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 		r.onCreate = nil // a create that raced and is retried counts once
 	}
 	err = errNoPool
-	if tpl.Pool > 0 && tpl.Workspace == nil && (r.action == "created" || r.action == "adopted") {
+	if tpl.Pool > 0 && tpl.Workspace == nil && r.subjectMax == 0 && (r.action == "created" || r.action == "adopted") {
 		if err = m.claim(ctx, r.id, tpl); err == nil {
 			r.action, r.claimed = "claimed from pool", true
 		} else if !errors.Is(err, errNameTaken) && !errors.Is(err, errNoPool) {
@@ -383,7 +410,7 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 		}
 	}
 	if errors.Is(err, errNoPool) {
-		if err = m.create(ctx, r.sb, tpl); err == nil {
+		if err = m.create(ctx, r.sb, tpl, r.subject); err == nil {
 			r.starts++
 		}
 	}

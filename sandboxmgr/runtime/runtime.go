@@ -59,6 +59,10 @@ const (
 	// LabelScope stamps an instance with the scope of the gateway that
 	// made it (sandboxmgr/scope.go).
 	LabelScope = "previewgate.scope"
+	// LabelSubject records, as a digest (a valid label value whatever the
+	// subject), the token subject an instance was created for, so every
+	// replica can count a subject's running sandboxes (#24, 9).
+	LabelSubject = "previewgate.subject"
 )
 
 // ContainerName is the name of sandbox id's instance. The name is unique
