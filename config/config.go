@@ -249,18 +249,18 @@ type Limits struct {
 	CreatesPerSubjectPerHour int      `yaml:"creates_per_subject_per_hour"` // Zero means half of MaxRunning; -1 means unlimited.
 	// MaxRunningPerSubject bounds how many sandboxes one token subject
 	// (sub) runs at once, across replicas (#24, 9). Zero means no bound.
-	MaxRunningPerSubject int `yaml:"max_running_per_subject"`
-	WebSocketsPerSandbox     int      `yaml:"websockets_per_sandbox"`       // Zero means 64.
-	WebSocketsPerIP          int      `yaml:"websockets_per_ip"`            // Zero means 32.
-	MaxHeaderBytes           ByteSize `yaml:"max_header_bytes"`             // Zero means 64KiB.
-	ReadHeaderTimeout        Duration `yaml:"read_header_timeout"`          // Zero means 10s.
-	IdleConnTimeout          Duration `yaml:"idle_timeout"`                 // client keep-alive. Zero means 120s.
-	BodyTimeout              Duration `yaml:"body_timeout"`                 // longest wait for request body data, and the grace before body_min_rate. Zero means 30s.
-	BodyMinRate              ByteSize `yaml:"body_min_rate"`                // bytes per second of waiting a request body must average. Zero means 1KiB.
-	WriteTimeout             Duration `yaml:"write_timeout"`                // longest a write to a client may wait for the client to take bytes. Zero means 30s.
-	ConnectionsPerIP         int      `yaml:"connections_per_ip"`           // open client connections per IP (IPv6: per /64). Zero means 256.
-	MaxConnections           int      `yaml:"max_connections"`              // open client connections in all. Zero means derived from RLIMIT_NOFILE.
-	LimiterEntries           int      `yaml:"limiter_entries"`              // LRU size per limiter. Zero means 100000.
+	MaxRunningPerSubject int      `yaml:"max_running_per_subject"`
+	WebSocketsPerSandbox int      `yaml:"websockets_per_sandbox"` // Zero means 64.
+	WebSocketsPerIP      int      `yaml:"websockets_per_ip"`      // Zero means 32.
+	MaxHeaderBytes       ByteSize `yaml:"max_header_bytes"`       // Zero means 64KiB.
+	ReadHeaderTimeout    Duration `yaml:"read_header_timeout"`    // Zero means 10s.
+	IdleConnTimeout      Duration `yaml:"idle_timeout"`           // client keep-alive. Zero means 120s.
+	BodyTimeout          Duration `yaml:"body_timeout"`           // longest wait for request body data, and the grace before body_min_rate. Zero means 30s.
+	BodyMinRate          ByteSize `yaml:"body_min_rate"`          // bytes per second of waiting a request body must average. Zero means 1KiB.
+	WriteTimeout         Duration `yaml:"write_timeout"`          // longest a write to a client may wait for the client to take bytes. Zero means 30s.
+	ConnectionsPerIP     int      `yaml:"connections_per_ip"`     // open client connections per IP (IPv6: per /64). Zero means 256.
+	MaxConnections       int      `yaml:"max_connections"`        // open client connections in all. Zero means derived from RLIMIT_NOFILE.
+	LimiterEntries       int      `yaml:"limiter_entries"`        // LRU size per limiter. Zero means 100000.
 }
 
 // Log configures logging.

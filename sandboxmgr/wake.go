@@ -289,11 +289,11 @@ type runner struct {
 	subjectMax     int
 	subjectChecked bool
 	noCreate       bool                        // Options.NoCreate
-	mayServe func(template string) error // Options.MayServe
-	log      *slog.Logger
-	action   string
-	starts   int  // a container that exits at once is not restarted forever
-	claimed  bool // claimed from the warm pool
+	mayServe       func(template string) error // Options.MayServe
+	log            *slog.Logger
+	action         string
+	starts         int  // a container that exits at once is not restarted forever
+	claimed        bool // claimed from the warm pool
 }
 
 // run returns the running container. Every container acted on was
