@@ -301,6 +301,9 @@ func (a *app) buildCerts() error {
 		// The gateway's live route table decides, so domains and routes
 		// added by a reload get certificates too.
 		Decide: a.gw.Serves,
+		// On demand, only names of sandboxes that exist or were announced
+		// (or that tls.acme.ask approves) get a certificate (#24, 7).
+		Worth: a.gw.WorthCertificate,
 	}, a.log.With("component", "certs"))
 	if err != nil {
 		return err
@@ -360,7 +363,7 @@ func (a *app) listenAll() error {
 	// has none, and the cap leaves descriptors for it.
 	previewConns := h1server.NewConnLimiter(cfg.Limits)
 	a.log.Info("connection caps", "max_connections", previewConns.Max(), "connections_per_ip", cfg.Limits.ConnectionsPerIP)
-	adm := admin.New(admin.Options{Config: a.store.Load, Replace: a.replace, Sandboxes: a.mgr,
+	adm := admin.New(admin.Options{Config: a.store.Load, Replace: a.replace, Sandboxes: a.mgr, Announce: a.gw.Announce,
 		Ready: func(context.Context) error { return a.certs.Ready() }, Metrics: a.metrics.Handler(),
 		Log: a.log.With("component", "admin")})
 	if err := a.listen("admin", cfg.Listen.Admin, adm, nil, nil); err != nil {

@@ -67,6 +67,10 @@ type Options struct {
 	// there is no file (the embedded default): PUT answers 409.
 	Replace   func(data []byte) (restart []string, err error)
 	Sandboxes Sandboxes
+	// Announce makes a sandbox id worth an on-demand certificate before
+	// it exists (gateway.Announce); false for an invalid id. Nil: POST
+	// .../announce answers 404.
+	Announce func(id string) bool
 	// Ready reports other readiness conditions (certificates); nil means ready.
 	Ready func(ctx context.Context) error
 	// Metrics serves /metrics; nil means 404.
@@ -108,6 +112,7 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("PUT /admin/sandboxes/{id}", sbx(a.putSandbox))
 	mux.HandleFunc("GET /admin/sandboxes/{id}/logs", sbx(a.sandboxLogs))
 	mux.HandleFunc("POST /admin/sandboxes/{id}/stop", sbx(a.sandboxOp("stop", o.Sandboxes.Stop)))
+	mux.HandleFunc("POST /admin/sandboxes/{id}/announce", sbx(a.announce))
 	mux.HandleFunc("DELETE /admin/sandboxes/{id}", sbx(a.sandboxOp("remove", o.Sandboxes.Remove)))
 	a.ui.routes(mux)
 	return mux

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"time"
 
@@ -60,4 +61,19 @@ func changedKeys(before, after *config.Config, restart []string) []string {
 		out = []string{}
 	}
 	return out
+}
+
+// announce makes sandbox {id}'s preview names worth an on-demand TLS
+// certificate for an hour before the sandbox exists (#24, 7): a backend
+// calls it when it hands out a new id's URL.
+func (a *admin) announce(w http.ResponseWriter, r *http.Request) {
+	if a.o.Announce == nil {
+		writeJSON(w, http.StatusNotFound, errBody("no on-demand certificates here", "not_found"))
+		return
+	}
+	if !a.o.Announce(r.PathValue("id")) {
+		writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"announced": r.PathValue("id"), "for_seconds": 3600})
 }

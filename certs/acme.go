@@ -15,7 +15,6 @@ import (
 
 	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
-	"golang.org/x/time/rate"
 
 	"github.com/previewgate/previewgate/config"
 )
@@ -144,13 +143,22 @@ func issuerTemplate(cfg Config, a config.ACME, zl *zap.Logger) (certmagic.ACMEIs
 // onDemand issues a certificate at the first handshake for a host
 // cfg.Decide approves, within the issuance rate.
 func (s *acmeSource) onDemand(cfg Config, tmpl certmagic.ACMEIssuer) {
-	decide := cfg.Decide
+	decide, worth := cfg.Decide, cfg.Worth
+	ask := newAsker(cfg.TLS.ACME.Ask)
 	s.magic.OnDemand = &certmagic.OnDemandConfig{
-		DecisionFunc: func(_ context.Context, name string) error {
+		DecisionFunc: func(ctx context.Context, name string) error {
 			if !decide(name) {
 				return fmt.Errorf("%w: %q", errHostNotAllowed, name)
 			}
-			return nil
+			// A well-formed name is not enough: anyone could make up ids
+			// and spend the CA's budget for the domain (#24, 7).
+			if worth == nil || worth(name) {
+				return nil
+			}
+			if ask != nil {
+				return ask.approve(ctx, name)
+			}
+			return fmt.Errorf("%w: %q: no such sandbox (announce it first, or set tls.acme.ask)", errHostNotAllowed, name)
 		},
 	}
 	s.issuer = certmagic.NewACMEIssuer(s.magic, tmpl)
@@ -159,7 +167,7 @@ func (s *acmeSource) onDemand(cfg Config, tmpl certmagic.ACMEIssuer) {
 	// restart must not spend the issuance budget on reloading.
 	s.magic.Issuers = []certmagic.Issuer{&limitedIssuer{
 		ACMEIssuer: s.issuer,
-		lim:        rate.NewLimiter(cfg.IssueRate, cfg.IssueBurst),
+		budget:     &hourly{max: cfg.IssuePerHour, now: time.Now},
 	}}
 }
 
@@ -216,11 +224,11 @@ func (s *acmeSource) close() {
 // certificates stay under the same storage key.
 type limitedIssuer struct {
 	*certmagic.ACMEIssuer
-	lim *rate.Limiter
+	budget *hourly
 }
 
 func (l *limitedIssuer) Issue(ctx context.Context, csr *x509.CertificateRequest) (*certmagic.IssuedCertificate, error) {
-	if !l.lim.Allow() {
+	if !l.budget.take() {
 		// No retry: certmagic would otherwise hold the handshake for
 		// minutes of backoff. Renewals are retried at the next
 		// maintenance tick anyway.

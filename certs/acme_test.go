@@ -6,10 +6,12 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/acmetest"
@@ -39,9 +41,15 @@ func (s *acmeSetup) sawEvent(name string) bool {
 
 func startACME(t *testing.T, strategy string) *acmeSetup {
 	t.Helper()
+	return startACMEWith(t, strategy, nil)
+}
+
+// startACMEWith is startACME with edit applied to the certs config.
+func startACMEWith(t *testing.T, strategy string, edit func(*Config)) *acmeSetup {
+	t.Helper()
 	env := acmetest.NewEnv(t, testDomain)
 	s := &acmeSetup{Env: env, httpAddr: env.HTTP.Addr().String(), httpsAddr: env.HTTPS.Addr().String()}
-	m, err := New(Config{
+	cfg := Config{
 		TLS:       env.TLS(strategy),
 		Domains:   []string{testDomain},
 		DataDir:   t.TempDir(),
@@ -52,7 +60,11 @@ func startACME(t *testing.T, strategy string) *acmeSetup {
 			s.events = append(s.events, event)
 			s.mu.Unlock()
 		},
-	}, testLogger(t))
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	m, err := New(cfg, testLogger(t))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -131,15 +143,12 @@ func TestOnDemandPebble(t *testing.T) {
 	})
 }
 
-// TestOnDemandRateLimit: issuance beyond the burst fails the handshake
-// without an order, while certificates already obtained keep serving.
+// TestOnDemandRateLimit: issuance beyond the hour's budget fails the
+// handshake without an order, while certificates already obtained keep
+// serving (#24, 7: tls.acme.issue_per_hour).
 func TestOnDemandRateLimit(t *testing.T) {
 	t.Parallel()
-	s := startACME(t, config.StrategyOnDemand)
-	src := s.m.mode.(*acmeSource)
-	li := src.magic.Issuers[0].(*limitedIssuer)
-	li.lim.SetBurst(1)
-	li.lim.SetLimit(0)
+	s := startACMEWith(t, config.StrategyOnDemand, func(c *Config) { c.IssuePerHour = 1 })
 
 	first := "sandbox-first." + testDomain
 	s.get(t, first)
@@ -189,5 +198,58 @@ func TestWildcardPebble(t *testing.T) {
 	}
 	if errors.Is(s.m.Ready(), ErrNotReady) {
 		t.Errorf("Ready: got %v after issuance", s.m.Ready())
+	}
+}
+
+// TestOnDemandOnlyWorthyNames: a well-formed sandbox name gets a
+// certificate only if the gateway knows it (Worth: it exists or was
+// announced) or the ask hook approves it; any other name fails the
+// handshake with no order at the CA, so nobody can spend the domain's
+// budget on made-up ids (#24, 7).
+func TestOnDemandOnlyWorthyNames(t *testing.T) {
+	t.Parallel()
+	var asked []string
+	var mu sync.Mutex
+	ask := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d := r.URL.Query().Get("domain")
+		mu.Lock()
+		asked = append(asked, d)
+		mu.Unlock()
+		if !strings.HasPrefix(d, "sandbox-asked.") {
+			http.Error(w, "no", http.StatusForbidden)
+		}
+	}))
+	defer ask.Close()
+	known := "sandbox-known." + testDomain
+	s := startACMEWith(t, config.StrategyOnDemand, func(c *Config) {
+		c.Worth = func(host string) bool { return host == known }
+		c.TLS.ACME.Ask = ask.URL + "/check"
+	})
+	s.get(t, known)
+	s.get(t, "sandbox-asked."+testDomain)
+	s.WantNoCertificates(t, []string{"sandbox-madeup." + testDomain, "sandbox-other." + testDomain})
+	if got := s.Pebble.Orders(); len(got) != 2 {
+		t.Errorf("orders: got %v, want the known and the asked name only", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if slices.Contains(asked, known) || !slices.Contains(asked, "sandbox-madeup."+testDomain) {
+		t.Errorf("asked %v: want the unknown names asked, the known one not", asked)
+	}
+}
+
+// TestHourlyBudget: at most max orders in any hour, a sliding window.
+func TestHourlyBudget(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := &hourly{max: 2, now: func() time.Time { return now }}
+	for i, tc := range []struct {
+		after time.Duration
+		want  bool
+	}{{0, true}, {10 * time.Minute, true}, {40 * time.Minute, false}, {10 * time.Minute, true}, {time.Minute, false}, {10 * time.Minute, true}} {
+		now = now.Add(tc.after)
+		if got := h.take(); got != tc.want {
+			t.Errorf("take %d at %s: got %v, want %v", i, now.Format("15:04"), got, tc.want)
+		}
 	}
 }

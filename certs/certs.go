@@ -28,8 +28,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/previewgate/previewgate/config"
 )
 
@@ -56,11 +54,16 @@ type Config struct {
 	// table. Nil means SandboxHostDecider(Domains, nil).
 	Decide func(host string) bool
 
-	// IssueRate and IssueBurst bound certificate orders sent to the CA in
-	// on-demand mode, renewals included. A handshake over the limit fails
-	// without contacting the CA. Zero means 6 per minute and a burst of 12.
-	IssueRate  rate.Limit
-	IssueBurst int
+	// Worth, in on-demand mode, says whether a host Decide approves is
+	// worth a certificate: a route's host, a sandbox that exists or was
+	// announced (#24, 7). A host it refuses gets one only if TLS.ACME.Ask
+	// approves. Nil means every host Decide approves.
+	Worth func(host string) bool
+	// IssuePerHour bounds certificate orders sent to the CA in on-demand
+	// mode in any hour, renewals included; a handshake over it fails
+	// without contacting the CA. Set by config (tls.acme.issue_per_hour);
+	// zero means 20.
+	IssuePerHour int
 
 	// ReloadInterval is how often files mode checks the certificate files.
 	// Zero means 1s.
@@ -111,11 +114,11 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 	if cfg.Decide == nil {
 		cfg.Decide = SandboxHostDecider(cfg.Domains, nil)
 	}
-	if cfg.IssueRate == 0 {
-		cfg.IssueRate = rate.Every(10 * time.Second)
+	if cfg.IssuePerHour == 0 {
+		cfg.IssuePerHour = cfg.TLS.ACME.IssuePerHour
 	}
-	if cfg.IssueBurst == 0 {
-		cfg.IssueBurst = 12
+	if cfg.IssuePerHour == 0 {
+		cfg.IssuePerHour = 20
 	}
 	if cfg.ReloadInterval == 0 {
 		cfg.ReloadInterval = time.Second

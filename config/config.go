@@ -94,6 +94,14 @@ type ACME struct {
 	CARoot   string  `yaml:"ca_root"`  // PEM file of the CA's root, for private ACME servers.
 	Strategy string  `yaml:"strategy"` // on-demand | wildcard. Zero means on-demand.
 	RFC2136  RFC2136 `yaml:"rfc2136"`  // strategy wildcard
+	// Ask (on-demand): a URL asked GET ?domain=<host> before a certificate
+	// is ordered for a host the gateway does not know (an id that does not
+	// exist and was not announced); 200 approves, as Caddy's on_demand_tls
+	// ask. Zero means only known and announced names get certificates.
+	Ask string `yaml:"ask,omitempty"`
+	// IssuePerHour (on-demand) bounds certificate orders in any hour,
+	// renewals included (#24, 7). Zero means 20.
+	IssuePerHour int `yaml:"issue_per_hour"`
 }
 
 // RFC2136 is a DNS server that accepts TSIG-signed dynamic updates (DNS-01).

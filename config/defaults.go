@@ -88,6 +88,10 @@ func (c *Config) ApplyDefaults() {
 	if c.TLS.ACME.Strategy == "" {
 		c.TLS.ACME.Strategy = StrategyOnDemand
 	}
+	// 20 an hour: a public CA's weekly per-domain budget (Let's Encrypt:
+	// 50 certificates per registered domain) lasts a few hours of abuse,
+	// not minutes, while a team's new previews are rarely more (#24, 7).
+	setInt(&c.TLS.ACME.IssuePerHour, 20)
 	if c.TLS.ACME.CA == "" {
 		c.TLS.ACME.CA = "https://acme-v02.api.letsencrypt.org/directory"
 	}

@@ -136,6 +136,14 @@ func (d *decoder) validateTLS(c *Config) {
 		if a.Email != "" && !strings.Contains(a.Email, "@") {
 			d.fail(fmt.Sprintf("invalid email %q", a.Email), "tls.acme.email")
 		}
+		if a.Ask != "" {
+			if _, err := ParseURL(a.Ask); err != nil {
+				d.fail(err.Error(), "tls.acme.ask")
+			}
+		}
+		if a.IssuePerHour < 0 {
+			d.fail(fmt.Sprintf("must not be negative, got %d", a.IssuePerHour), "tls.acme.issue_per_hour")
+		}
 		switch a.Strategy {
 		case StrategyOnDemand:
 		case StrategyWildcard:

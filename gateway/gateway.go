@@ -58,15 +58,16 @@ var _ Sandboxes = (*sandboxmgr.Manager)(nil)
 // Gateway serves preview hosts. Create it with New, feed it configs with
 // Apply; it is an http.Handler.
 type Gateway struct {
-	sb      Sandboxes
-	log     *slog.Logger
-	tls     bool // previews are served over TLS
-	table   atomic.Pointer[table]
-	proxy   *proxy
-	limit   *limiter
-	metrics Metrics
-	sockets *sockets
-	creates *createCounter // creates_per_subject_per_hour; outlives reloads
+	sb        Sandboxes
+	log       *slog.Logger
+	tls       bool // previews are served over TLS
+	table     atomic.Pointer[table]
+	proxy     *proxy
+	limit     *limiter
+	metrics   Metrics
+	sockets   *sockets
+	creates   *createCounter // creates_per_subject_per_hour; outlives reloads
+	announced announced      // ids worth a certificate before they exist (certworth.go)
 	// exchanges counts proxied exchanges in flight per client and in all,
 	// with the connection caps (limits.go admitExchange).
 	exchanges *h1server.ConnLimiter
@@ -99,6 +100,7 @@ func New(cfg *config.Config, sb Sandboxes, opts Options, log *slog.Logger) (*Gat
 	g.metrics = orNoMetrics(opts.Metrics)
 	g.sockets = newSockets()
 	g.creates = newCreateCounter(time.Now)
+	g.announced.now = time.Now
 	g.exchanges = h1server.NewConnLimiter(cfg.Limits)
 	g.limit.onReject = g.metrics.Rejected
 	g.reqPfx = newRequestIDPrefix()
