@@ -74,7 +74,7 @@ templates:
 	addrB, _ := replica("b")
 
 	const id = "killed"
-	out, err := exec.Command(bin, "token", "mint", "--config", filepath.Join(dir, "a.yaml"), "--sandbox", id).CombinedOutput()
+	out, err := exec.Command(bin, "token", "mint", "--config", filepath.Join(dir, "a.yaml"), "--sandbox", id).Output() // stdout: the token alone (stderr names the URL to open)
 	if err != nil {
 		t.Fatalf("token mint: %v %s", err, out)
 	}

@@ -213,7 +213,7 @@ templates:
   app: {image: %q, ready: {path: /, timeout: 20s}}
 `, httpAddr, adminAddr, dockertest.Network(t), image)), 0o600)
 
-	out, err := exec.Command(bin, "token", "mint", "--config", cfgFile, "--sandbox", "shutdown").CombinedOutput()
+	out, err := exec.Command(bin, "token", "mint", "--config", cfgFile, "--sandbox", "shutdown").Output() // stdout: the token alone (stderr names the URL to open)
 	if err != nil {
 		t.Fatalf("token mint: %v %s", err, out)
 	}
