@@ -104,3 +104,15 @@ templates:
 		t.Errorf("--url: got %q, want one line starting %q", got, want)
 	}
 }
+
+// TestServeDomainFlagChecked: --domain replaces the domain after the file
+// (or the development default) was validated, so serve checks it again: a
+// real domain over plain HTTP is refused with the reason (#24, 1).
+func TestServeDomainFlagChecked(t *testing.T) {
+	t.Chdir(t.TempDir()) // the development default keeps its data dir here
+	var out, errb bytes.Buffer
+	code := run([]string{"serve", "--domain", "preview.internal", "--http", "127.0.0.1:1", "--admin", "127.0.0.1:2"}, &out, &errb)
+	if code == 0 || !strings.Contains(errb.String(), "Secure cookie") || !strings.Contains(errb.String(), "trusted_proxies") {
+		t.Errorf("got exit %d, stderr %q; want a refusal naming the Secure cookie and the ways out", code, errb.String())
+	}
+}

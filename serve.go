@@ -37,6 +37,12 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	f.apply(cfg)
+	if f.domain != "" {
+		// The file was validated before the flag replaced its domain.
+		if p := config.DomainProblems(cfg); len(p) > 0 {
+			return fmt.Errorf("--domain %s: %s", f.domain, strings.Join(p, "; "))
+		}
+	}
 	log := newLogger(cfg.Log, stderr)
 	labels := f.labels
 	switch {

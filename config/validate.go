@@ -186,28 +186,37 @@ func IsLocalDomain(h string) bool {
 // reach *.localhost over HTTP-01 nor find it in DNS, so every handshake
 // would fail after the CA's timeout.
 func (d *decoder) validatePlainHTTP(c *Config) {
-	if c.TLS.Mode == TLSACME {
-		for i, h := range c.Domains {
-			if IsLocalDomain(h) {
-				d.fail(fmt.Sprintf("domain %q cannot get an ACME certificate: no CA can reach a localhost name; "+
-					"use tls.mode self-signed (or off: browsers keep Secure cookies on http://*.localhost)", h),
-					fmt.Sprintf("domain[%d]", i), "domain")
-			}
-		}
-		return
-	}
-	if c.TLS.Mode != TLSOff || len(c.TrustedProxies) > 0 {
-		return
-	}
 	for i, h := range c.Domains {
-		if IsLocalDomain(h) || !validHostname(h) {
-			continue
+		if msg := domainProblem(c, h); msg != "" {
+			d.fail(msg, fmt.Sprintf("domain[%d]", i), "domain")
 		}
-		d.fail(fmt.Sprintf("domain %q is served over plain http (tls.mode off) with no TLS-terminating proxy in front: "+
-			"browsers drop the Secure cookie the token exchange sets, so no preview opens in a browser; "+
-			"set tls.mode (acme, files or self-signed), or put a TLS-terminating proxy in front and list its address in trusted_proxies", h),
-			fmt.Sprintf("domain[%d]", i), "domain")
 	}
+}
+
+// DomainProblems is validatePlainHTTP for a config changed after
+// validation (serve's --domain flag): one message per domain that can
+// only fail at run time.
+func DomainProblems(c *Config) []string {
+	var out []string
+	for _, h := range c.Domains {
+		if msg := domainProblem(c, h); msg != "" {
+			out = append(out, msg)
+		}
+	}
+	return out
+}
+
+func domainProblem(c *Config, h string) string {
+	switch {
+	case c.TLS.Mode == TLSACME && IsLocalDomain(h):
+		return fmt.Sprintf("domain %q cannot get an ACME certificate: no CA can reach a localhost name; "+
+			"use tls.mode self-signed (or off: browsers keep Secure cookies on http://*.localhost)", h)
+	case c.TLS.Mode == TLSOff && len(c.TrustedProxies) == 0 && !IsLocalDomain(h) && validHostname(h):
+		return fmt.Sprintf("domain %q is served over plain http (tls.mode off) with no TLS-terminating proxy in front: "+
+			"browsers drop the Secure cookie the token exchange sets, so no preview opens in a browser; "+
+			"set tls.mode (acme, files or self-signed), or put a TLS-terminating proxy in front and list its address in trusted_proxies", h)
+	}
+	return ""
 }
 
 func (d *decoder) validateAuth(c *Config) {
