@@ -244,3 +244,47 @@ func TestAdminPageShowsLastFailure(t *testing.T) {
 		t.Errorf("GET /admin/sandboxes: got %s, want last_failure with reason and exit code", b)
 	}
 }
+
+// imagesListOnly is listOnly with an engine that lacks every image.
+type imagesListOnly struct{ listOnly }
+
+func (imagesListOnly) HasImage(context.Context, string) (bool, error) { return false, nil }
+
+// TestAdminPageShowsConfigWarnings: validating a config on the page shows
+// what will fail later (a missing image) as warnings, and still says it is
+// valid (#24, 3).
+func TestAdminPageShowsConfigWarnings(t *testing.T) {
+	t.Parallel()
+	_, live := testkit.WriteConfig(t, testkit.ConfigFile(nil))
+	var stopped []string
+	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return live },
+		Sandboxes: imagesListOnly{listOnly{stopped: &stopped}}, Log: testkit.Logger(t)}))
+	defer srv.Close()
+	jar, _ := cookiejar.New(nil)
+	cl := &http.Client{Jar: jar}
+	post := func(p string, form url.Values) string {
+		t.Helper()
+		req, _ := http.NewRequest("POST", srv.URL+p, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", srv.URL)
+		resp, err := cl.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	page := post("/ui/login", url.Values{"token": {testkit.AdminToken}})
+	i := strings.Index(page, `name="csrf" value="`)
+	if i < 0 {
+		t.Fatalf("no csrf on the page:\n%.500s", page)
+	}
+	csrf := page[i+len(`name="csrf" value="`):]
+	csrf = csrf[:strings.IndexByte(csrf, '"')]
+	page = post("/ui/config", url.Values{"csrf": {csrf}, "action": {"validate"}, "config": {testkit.ConfigFile(nil)}})
+	if !strings.Contains(page, "Valid.") || !strings.Contains(page, `id="warnings"`) ||
+		!strings.Contains(page, "templates.app: image testapp is not on the engine") {
+		t.Errorf("got %.2000s\nwant Valid. and the missing image among the warnings", page)
+	}
+}
