@@ -1,8 +1,10 @@
 package sandboxmgr
 
 import (
+	"context"
 	"net"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,5 +67,53 @@ func TestEnsureDeadInstanceNotCachedOnReusedAddress(t *testing.T) {
 	}
 	if ep, ok := m.Cached("a"); ok {
 		t.Fatalf("cached endpoint %+v for an exited container", ep)
+	}
+}
+
+// slowListEngine holds its first List after taking the snapshot, until
+// gate is closed.
+type slowListEngine struct {
+	*fakeEngine
+	first   sync.Once
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (s *slowListEngine) List(ctx context.Context, labels map[string]string) ([]ctrInfo, error) {
+	list, err := s.fakeEngine.List(ctx, labels)
+	s.first.Do(func() {
+		close(s.entered)
+		<-s.gate
+	})
+	return list, err
+}
+
+// TestRecheckKeepsWhatWasCachedAfterItsList (attack21): the re-check
+// compares the cache with a list taken before it locks the manager. A
+// sandbox created (and cached) between the list and the lock is not in
+// that list: the re-check dropped its healthy endpoint (its pooled
+// connections closed as "gone") and forgot its container, so Known said
+// it did not exist (anonymous visitors of a public one got 401
+// no_sandbox) until the next re-check.
+func TestRecheckKeepsWhatWasCachedAfterItsList(t *testing.T) {
+	tpl := appListener(t)
+	s := &slowListEngine{fakeEngine: newFake(), entered: make(chan struct{}), gate: make(chan struct{})}
+	m := newManager(Config{Templates: func(string) *config.Template { return tpl }, RecheckEvery: time.Hour}, nil, s)
+	t.Cleanup(func() { m.Close() })
+	done := make(chan error, 1)
+	go func() { done <- m.recheck(context.Background()) }()
+	<-s.entered // the list is taken: no sandbox "a" in it
+	if _, err := m.Ensure(t.Context(), "a", tpl); err != nil {
+		t.Fatal(err)
+	}
+	close(s.gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Cached("a"); !ok {
+		t.Errorf("the re-check dropped the endpoint of a sandbox cached after its list was taken")
+	}
+	if _, ok := m.Known("a"); !ok {
+		t.Errorf("the re-check forgot the container of a sandbox created after its list was taken")
 	}
 }
