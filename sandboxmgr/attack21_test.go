@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -115,5 +116,40 @@ func TestRecheckKeepsWhatWasCachedAfterItsList(t *testing.T) {
 	}
 	if _, ok := m.Known("a"); !ok {
 		t.Errorf("the re-check forgot the container of a sandbox created after its list was taken")
+	}
+}
+
+// TestSandboxIDNeverNamesPoolContainer (attack21): warm pool containers
+// are named previewgate-pool-<template>-<hex>, sandboxes previewgate-<id>,
+// and "pool-<template>-<hex>" is a valid id. Ensure for that id served the
+// unclaimed pool container as if it were that sandbox's, while the pool
+// still offered it: the next new sandbox claimed the very container, and
+// two sandboxes were served by one container.
+func TestSandboxIDNeverNamesPoolContainer(t *testing.T) {
+	tpl := appListener(t)
+	tpl.Pool = 1
+	cfg := Config{
+		ListTemplates: func() []*config.Template { return []*config.Template{tpl} },
+		Templates:     func(string) *config.Template { return tpl },
+		PoolEvery:     10 * time.Millisecond,
+		ReapEvery:     -1,
+	}
+	f := newFake()
+	m := newManager(cfg, nil, f)
+	defer m.Close()
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitPool(t, m, tpl.Name, 1)
+	var poolName string
+	f.mu.Lock()
+	for name := range f.ctrs {
+		poolName = name
+	}
+	f.mu.Unlock()
+	id := strings.TrimPrefix(poolName, "previewgate-")
+	ep, err := m.Ensure(t.Context(), id, tpl)
+	if err == nil && instanceContainer(ep.Instance) == "id-"+poolName {
+		t.Errorf("sandbox %q is served by the unclaimed pool container %s", id, poolName)
 	}
 }
