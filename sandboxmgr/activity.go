@@ -62,6 +62,10 @@ type sandbox struct {
 	// stopRecorded is when the runtime recorded its stop (a kept
 	// workspace's annotation, ctrInfo.StoppedAt); zero if unknown.
 	stopRecorded time.Time
+	// seen is Manager.gen when this record last learned something newer
+	// than a list: a wake cached it, a lookup or an event updated it. The
+	// re-check leaves records seen after its list began alone.
+	seen uint64
 }
 
 // startedAtRLocked reads sb.startedAt under m.mu (taken here).
@@ -143,6 +147,7 @@ func (m *Manager) observe(id string, c ctrInfo) {
 // m.gone. m.mu must be held for writing.
 func (m *Manager) observeLocked(sb *sandbox, c ctrInfo) (gone string) {
 	gone = m.retireLocked(sb, c)
+	m.seenLocked(sb)
 	sb.state = c.State
 	sb.container = c.ID
 	if t := c.Labels[LabelTemplate]; t != "" {
@@ -162,6 +167,7 @@ func (m *Manager) setState(id, state string) {
 	var gone string
 	m.mu.Lock()
 	if sb := m.sandboxes[id]; sb != nil {
+		m.seenLocked(sb)
 		sb.state = state
 		if state != stateRunning {
 			gone = m.dropLocked(sb)
