@@ -34,17 +34,17 @@ import (
 // No lock is held across a runtime call.
 type sandbox struct {
 	id           string
-	ep           atomic.Pointer[Endpoint] // ready endpoint; nil: ask the runtime
-	lastActivity atomic.Int64             // unix nanoseconds
-	holds        atomic.Int64             // open WebSockets / SSE streams
-	waking       atomic.Int32             // wakes in progress (0 or 1)
-	flushed      atomic.Int64             // lastActivity last published (shared.go)
-	flushedAt    atomic.Int64             // when it was (unix ns)
-	sampledAt    atomic.Int64             // last shared-activity sample (shared.go)
-	progress     atomic.Pointer[Progress] // of the last or current wake
+	ep           atomic.Pointer[Endpoint]    // ready endpoint; nil: ask the runtime
+	lastActivity atomic.Int64                // unix nanoseconds
+	holds        atomic.Int64                // open WebSockets / SSE streams
+	waking       atomic.Int32                // wakes in progress (0 or 1)
+	flushed      atomic.Int64                // lastActivity last published (shared.go)
+	flushedAt    atomic.Int64                // when it was (unix ns)
+	sampledAt    atomic.Int64                // last shared-activity sample (shared.go)
+	progress     atomic.Pointer[Progress]    // of the last or current wake
 	marks        atomic.Pointer[[]PhaseMark] // when each of its phases began (progress.go)
-	checked      atomic.Pointer[checked]  // last stillServes check that found ep serving
-	diag         diag                     // the wake's output and timing (failure.go)
+	checked      atomic.Pointer[checked]     // last stillServes check that found ep serving
+	diag         diag                        // the wake's output and timing (failure.go)
 	// op serializes a wake with the reaper's stop/pause/remove: a request
 	// arriving while the reaper stops the sandbox waits, then wakes it.
 	op sync.Mutex
