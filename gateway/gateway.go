@@ -384,7 +384,7 @@ func (g *Gateway) access(w http.ResponseWriter, r *http.Request, t *table, rt ro
 		var err error
 		if res, err = t.verifier.Check(r, rt.sandbox); err != nil {
 			g.metrics.AuthFailed(auth.Reason(err))
-			if he := createNeedsToken(pol, err); he != nil {
+			if he := createNeedsToken(rt, pol, err); he != nil {
 				g.fail(w, r, he)
 			} else {
 				g.fail(w, r, authError(err))

@@ -71,12 +71,19 @@ func anonymousOptions(opts sandboxmgr.Options, t *table, rt route) sandboxmgr.Op
 
 // createNeedsToken says why a request without a token for a sandbox that
 // does not exist under a public template was refused (nil otherwise: the
-// usual 401 applies).
-func createNeedsToken(pol policy, err error) *httpError {
-	if pol.exists || pol.tpl == nil || !pol.tpl.Public || !errors.Is(err, auth.ErrMissing) {
+// usual 401 applies). A private sandbox that exists under a public route
+// template gets the very same answer: an anonymous client must not tell
+// which private sandboxes exist by the answer's code or text.
+func createNeedsToken(rt route, pol policy, err error) *httpError {
+	if pol.public || !errors.Is(err, auth.ErrMissing) {
 		return nil
 	}
-	return anonymousError(fmt.Errorf("%w: %w", sandboxmgr.ErrNoContainer, err))
+	switch {
+	case !pol.exists && pol.tpl != nil && pol.tpl.Public,
+		pol.exists && rt.template != nil && rt.template.Public:
+		return anonymousError(fmt.Errorf("%w: %w", sandboxmgr.ErrNoContainer, err))
+	}
+	return nil
 }
 
 // anonymousError maps what anonymousOptions refused to an answer.
@@ -87,7 +94,7 @@ func anonymousError(err error) *httpError {
 			Msg: "This preview needs an access token (missing). Open it again from the app that created it."}
 	case errors.Is(err, sandboxmgr.ErrNoContainer):
 		return &httpError{Status: http.StatusUnauthorized, Code: "no_sandbox", Err: err,
-			Msg: "This preview does not exist yet, and creating it takes an access token. Open it from the app that creates it."}
+			Msg: "This preview does not exist yet or is not public: creating or opening it takes an access token. Open it from the app that creates it."}
 	}
 	return nil
 }

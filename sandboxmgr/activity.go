@@ -34,17 +34,17 @@ import (
 // No lock is held across a runtime call.
 type sandbox struct {
 	id           string
-	ep           atomic.Pointer[Endpoint] // ready endpoint; nil: ask the runtime
-	lastActivity atomic.Int64             // unix nanoseconds
-	holds        atomic.Int64             // open WebSockets / SSE streams
-	waking       atomic.Int32             // wakes in progress (0 or 1)
-	flushed      atomic.Int64             // lastActivity last published (shared.go)
-	flushedAt    atomic.Int64             // when it was (unix ns)
-	sampledAt    atomic.Int64             // last shared-activity sample (shared.go)
-	progress     atomic.Pointer[Progress] // of the last or current wake
+	ep           atomic.Pointer[Endpoint]    // ready endpoint; nil: ask the runtime
+	lastActivity atomic.Int64                // unix nanoseconds
+	holds        atomic.Int64                // open WebSockets / SSE streams
+	waking       atomic.Int32                // wakes in progress (0 or 1)
+	flushed      atomic.Int64                // lastActivity last published (shared.go)
+	flushedAt    atomic.Int64                // when it was (unix ns)
+	sampledAt    atomic.Int64                // last shared-activity sample (shared.go)
+	progress     atomic.Pointer[Progress]    // of the last or current wake
 	marks        atomic.Pointer[[]PhaseMark] // when each of its phases began (progress.go)
-	checked      atomic.Pointer[checked]  // last stillServes check that found ep serving
-	diag         diag                     // the wake's output and timing (failure.go)
+	checked      atomic.Pointer[checked]     // last stillServes check that found ep serving
+	diag         diag                        // the wake's output and timing (failure.go)
 	// op serializes a wake with the reaper's stop/pause/remove: a request
 	// arriving while the reaper stops the sandbox waits, then wakes it.
 	op sync.Mutex
@@ -62,6 +62,10 @@ type sandbox struct {
 	// stopRecorded is when the runtime recorded its stop (a kept
 	// workspace's annotation, ctrInfo.StoppedAt); zero if unknown.
 	stopRecorded time.Time
+	// seen is Manager.gen when this record last learned something newer
+	// than a list: a wake cached it, a lookup or an event updated it. The
+	// re-check leaves records seen after its list began alone.
+	seen uint64
 }
 
 // startedAtRLocked reads sb.startedAt under m.mu (taken here).
@@ -143,6 +147,7 @@ func (m *Manager) observe(id string, c ctrInfo) {
 // m.gone. m.mu must be held for writing.
 func (m *Manager) observeLocked(sb *sandbox, c ctrInfo) (gone string) {
 	gone = m.retireLocked(sb, c)
+	m.seenLocked(sb)
 	sb.state = c.State
 	sb.container = c.ID
 	if t := c.Labels[LabelTemplate]; t != "" {
@@ -162,6 +167,7 @@ func (m *Manager) setState(id, state string) {
 	var gone string
 	m.mu.Lock()
 	if sb := m.sandboxes[id]; sb != nil {
+		m.seenLocked(sb)
 		sb.state = state
 		if state != stateRunning {
 			gone = m.dropLocked(sb)

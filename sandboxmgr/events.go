@@ -172,6 +172,7 @@ func (m *Manager) applyEvent(ev ctrEvent) {
 		if id, ok := idFromName(ev.OldName, ev.Pool); ok {
 			m.mu.Lock()
 			if sb := m.sandboxes[id]; sb != nil {
+				m.seenLocked(sb)
 				sb.state = ""
 				gone = append(gone, m.dropLocked(sb))
 				sb.last = nil // that container is no longer this sandbox's
@@ -186,6 +187,14 @@ func (m *Manager) applyEvent(ev ctrEvent) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	sb := m.sandboxes[id]
+	defer func() {
+		switch ev.Action {
+		case evStart, evUnpause, evPause, evDie, evStop, evOOM, evKill, evKept, evDestroy, evRename:
+			if sb != nil {
+				m.seenLocked(sb) // newer than a re-check's list begun before
+			}
+		}
+	}()
 	switch ev.Action {
 	case evStart, evUnpause:
 		sb = m.sandboxLocked(id) // started elsewhere: count it as running

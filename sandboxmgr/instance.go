@@ -63,6 +63,7 @@ func (m *Manager) cacheLocked(sb *sandbox, ep *Endpoint) (gone []string) {
 		gone = append(gone, sb.last.Instance)
 	}
 	gone = append(gone, m.claimAddrLocked(sb, ep.Addr)...)
+	m.seenLocked(sb)
 	sb.last = ep
 	sb.ep.Store(ep)
 	return gone
@@ -86,6 +87,13 @@ func (m *Manager) claimAddrLocked(sb *sandbox, addr string) (gone []string) {
 	}
 	m.addrs[host] = sb
 	return gone
+}
+
+// seenLocked marks sb as updated from something newer than any list
+// already begun (recheck). m.mu must be held for writing.
+func (m *Manager) seenLocked(sb *sandbox) {
+	m.gen++
+	sb.seen = m.gen
 }
 
 // addrHost is the host part of "ip:port" ("" if malformed).

@@ -114,6 +114,7 @@ func serveAndIdleStop(b *testing.B, c *k8stest.Cluster, kcfg func(*rest.Config) 
 	rc.WrapTransport = ctr.wrap
 	cfg := kcfg(rc)
 	cfg.ReapEvery = 200 * time.Millisecond
+	cfg.MaxRunning = 2 * n // they all run: the cap is not what is measured
 	cfg.Templates = func(string) *config.Template { return &idle }
 	m, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -174,9 +175,13 @@ func makeSandboxes(b *testing.B, m *Manager, admin kubernetes.Interface, ns stri
 		_, err = m.eng.Create(context.Background(), s)
 		return err
 	})
+	var next atomic.Int64
 	eachPod(b, admin, ns, n, func(p *corev1.Pod) error {
 		now := metav1.Now()
-		ip := fmt.Sprintf("10.%d.%d.%d", 1+len(p.Name)%200, p.UID[0], p.UID[1])
+		// One address per pod, as a cluster gives them: the manager keeps
+		// an address to one sandbox, and drops the others' records.
+		k := next.Add(1)
+		ip := fmt.Sprintf("10.%d.%d.%d", 1+k>>16, k>>8&0xff, k&0xff)
 		p.Spec.NodeName = k8stest.NodeName
 		p.Status.Phase = corev1.PodRunning
 		p.Status.PodIP, p.Status.PodIPs, p.Status.HostIP = ip, []corev1.PodIP{{IP: ip}}, "10.0.0.1"

@@ -210,6 +210,7 @@ type Manager struct {
 	now   func() time.Time
 	born  time.Time // when this manager was made: activity before it is unknown
 	stamp string    // LabelScope of what it creates (scope.go)
+	gen   uint64    // guarded by mu: sandbox.seen's clock
 	// replicaID names this manager among the replicas (runtime.Locks).
 	replicaID string
 	stop      func() error             // closes the runtime's client

@@ -40,6 +40,9 @@ func (m *Manager) recheckLoop(ctx context.Context) {
 // streamSettle after its last reported break succeeded.
 func (m *Manager) recheck(ctx context.Context) error {
 	began := m.now()
+	m.mu.RLock()
+	gen := m.gen // records seen after this know more than the list
+	m.mu.RUnlock()
 	list, err := m.listOwned(ctx)
 	if err != nil {
 		return err
@@ -59,12 +62,18 @@ func (m *Manager) recheck(ctx context.Context) error {
 		// Every sandbox the runtime has gets a record rebuilt from its
 		// own labels, so every replica knows its template (#21, #26).
 		sb := m.sandboxLocked(id)
+		if sb.seen > gen {
+			continue
+		}
 		sb.container, sb.state = c.ID, c.State
 		if t := c.Labels[LabelTemplate]; t != "" {
 			sb.template = t
 		}
 	}
 	for id, sb := range m.sandboxes {
+		if sb.seen > gen {
+			continue // cached or updated after the list was taken (attack21)
+		}
 		if _, ok := byID[id]; !ok && sb.waking.Load() == 0 {
 			sb.container, sb.state = "", ""
 		}

@@ -8,6 +8,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/previewgate/previewgate/config"
 )
 
 // The manager's scope (#13, #21). Every container (or pod) the manager
@@ -134,6 +136,17 @@ func (m *Manager) inspectOwned(ctx context.Context, name string) (ctrInfo, error
 	}
 	if err := m.owns(c); err != nil {
 		return ctrInfo{}, err
+	}
+	// A sandbox's name must find that sandbox's container: "pool-<template>-<hex>"
+	// is a valid id, and its name is a warm pool container's (Docker), or
+	// finds the pod of whichever sandbox claimed it (Kubernetes, where a
+	// claimed pod keeps its pool name) (attack21).
+	if id, ok := strings.CutPrefix(name, "previewgate-"); ok && config.ValidID(id) {
+		n := strings.TrimPrefix(c.Name, "/")
+		if pool := c.Labels[LabelPool]; n != name || pool != "" && strings.HasPrefix(n, poolPrefix(pool)) {
+			return ctrInfo{}, &ForeignError{Container: name, Managed: true,
+				Why: "it is a warm pool container or another sandbox's, never sandbox " + id + "'s; use another id"}
+		}
 	}
 	return c, nil
 }

@@ -468,6 +468,16 @@ func (m *Manager) awaitApp(ctx context.Context, sb *sandbox, tpl *config.Templat
 	if err != nil {
 		return Endpoint{}, err
 	}
+	// The probe only says something answers on the address. A run that
+	// ended while it was probed (liveness is checked every aliveEvery)
+	// left its address to whichever container the runtime started next,
+	// and that one's app may be what answered: look once more before the
+	// endpoint is handed out (attack21).
+	if now, err := m.eng.Lookup(ctx, c.ID); err != nil {
+		return Endpoint{}, err
+	} else if now.State != stateRunning || instanceOf(now) != inst || now.IP != "" && now.IP != c.IP {
+		return Endpoint{}, fmt.Errorf("%w: %w: container %s ended while its app was probed (%s)", ErrNotReady, errExited, name, now.State)
+	}
 	m.mu.Lock()
 	gone = m.cacheLocked(sb, &ep)
 	m.mu.Unlock()

@@ -14,12 +14,14 @@ import (
 // sandbox's: the sweep leaves it alone.
 const LabelLock = "previewgate.lock"
 
-// Hold takes or renews the Lease previewgate-lock-<key> for holder (#26:
+// Hold takes or renews the Lease previewgate.lock.<key> for holder (#26:
 // one replica fills the warm pool for the whole deployment). Every write
 // is guarded by the Lease's resourceVersion, so two replicas never both
 // think they hold it.
 func (e *Runtime) Hold(ctx context.Context, key, holder string, ttl time.Duration) (bool, error) {
-	name := "previewgate-lock-" + key
+	// A dot: no sandbox's Lease (previewgate-<id>, ids have none) can
+	// have this name; "previewgate-lock-pool" was sandbox lock-pool's.
+	name := "previewgate.lock." + key
 	leases := e.cs.CoordinationV1().Leases(e.ns)
 	now := metav1.NowMicro()
 	l, err := leases.Get(ctx, name, metav1.GetOptions{})
