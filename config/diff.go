@@ -13,21 +13,31 @@ import (
 // values, so the result can be logged even where a secret changed. Nil
 // when nothing differs or either config is nil.
 func Changed(old, new *Config) []string {
-	if old == nil || new == nil {
-		return nil
-	}
 	var out []string
-	diffValue(reflect.ValueOf(old).Elem(), reflect.ValueOf(new).Elem(), "", &out)
+	for _, p := range changedPaths(old, new) {
+		out = append(out, strings.Join(p, "."))
+	}
 	slices.Sort(out)
 	return out
 }
 
-func diffValue(a, b reflect.Value, path string, out *[]string) {
+// changedPaths is Changed as key paths, one key per element (a template
+// name may hold dots).
+func changedPaths(old, new *Config) [][]string {
+	if old == nil || new == nil {
+		return nil
+	}
+	var out [][]string
+	diffValue(reflect.ValueOf(old).Elem(), reflect.ValueOf(new).Elem(), nil, &out)
+	return out
+}
+
+func diffValue(a, b reflect.Value, path []string, out *[][]string) {
 	switch a.Kind() {
 	case reflect.Pointer:
 		if a.IsNil() || b.IsNil() {
 			if a.IsNil() != b.IsNil() {
-				*out = append(*out, path)
+				*out = append(*out, slices.Clone(path))
 			}
 			return
 		}
@@ -41,7 +51,7 @@ func diffValue(a, b reflect.Value, path string, out *[]string) {
 			case f.IsExported() && opts == "inline":
 				diffValue(a.Field(i), b.Field(i), path, out)
 			case f.IsExported() && name != "-" && name != "":
-				diffValue(a.Field(i), b.Field(i), join(path, name), out)
+				diffValue(a.Field(i), b.Field(i), append(slices.Clone(path), name), out)
 			} // else Path, Template.Name, the raw texts: not settings
 		}
 	case reflect.Slice:
@@ -52,7 +62,7 @@ func diffValue(a, b reflect.Value, path string, out *[]string) {
 			return
 		}
 		if !reflect.DeepEqual(a.Interface(), b.Interface()) {
-			*out = append(*out, path)
+			*out = append(*out, slices.Clone(path))
 		}
 	case reflect.Map:
 		if a.Len() == 0 && b.Len() == 0 {
@@ -69,14 +79,14 @@ func diffValue(a, b reflect.Value, path string, out *[]string) {
 			kv := reflect.ValueOf(k).Convert(a.Type().Key())
 			av, bv := a.MapIndex(kv), b.MapIndex(kv)
 			if !av.IsValid() || !bv.IsValid() {
-				*out = append(*out, join(path, k))
+				*out = append(*out, append(slices.Clone(path), k))
 				continue
 			}
-			diffValue(av, bv, join(path, k), out)
+			diffValue(av, bv, append(slices.Clone(path), k), out)
 		}
 	default:
 		if !reflect.DeepEqual(a.Interface(), b.Interface()) {
-			*out = append(*out, path)
+			*out = append(*out, slices.Clone(path))
 		}
 	}
 }

@@ -325,3 +325,54 @@ func TestParseUpdateQuotesWhereTheFileTextWouldNotRead(t *testing.T) {
 		t.Errorf("got admin token %d bytes, file\n%s\nwant the running value, quoted", len(c.AdminToken), file)
 	}
 }
+
+// TestParseUpdateMergesADump: a PUT of the effective config (what a
+// script that read the old GET would send: every default written out, no
+// comments) changes in the file only the settings that changed — replaced,
+// added under their parent, or removed — and keeps every other line
+// (#24, 2: the file became a 139-line dump).
+func TestParseUpdateMergesADump(t *testing.T) {
+	t.Parallel()
+	src := "# the preview gateway\n" + strings.Replace(liveSrc, "    image: nginx\n", "    image: nginx   # pinned\n    # memory: 2GiB\n", 1) +
+		"log:\n  level: info  # debug when it breaks\n"
+	live, err := parse("live.yaml", []byte(src), env(liveEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dump, err := live.Redacted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := string(dump)
+	for _, r := range [][2]string{
+		{"image: nginx\n", "image: nginx:2\n"},    // replaced
+		{"  level: info\n", "  level: debug\n"},   // replaced, its comment goes with the old value
+		{"max_running: 50\n", "max_running: 9\n"}, // added under limits, which the file lacks
+		{"pids: 512\n", "pids: 64\n"},             // added under the template
+	} {
+		if !strings.Contains(d, r[0]) {
+			t.Fatalf("dump has no %q:\n%s", r[0], d)
+		}
+		d = strings.Replace(d, r[0], r[1], 1)
+	}
+	c, file, err := parseUpdate("live.yaml", []byte(d), live, env(liveEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Templates["web"].Image != "nginx:2" || c.Limits.MaxRunning != 9 || c.Templates["web"].Pids != 64 || c.Log.Level != "debug" {
+		t.Errorf("got image %s max_running %d pids %d level %s", c.Templates["web"].Image, c.Limits.MaxRunning, c.Templates["web"].Pids, c.Log.Level)
+	}
+	f := string(file)
+	for _, want := range []string{"# the preview gateway\n", "    # memory: 2GiB\n", "    image: nginx:2\n", "admin_token: ${ADMIN}\n",
+		"    pids: 64\n", "limits:\n  max_running: 9\n", "  level: debug\n"} {
+		if !strings.Contains(f, want) {
+			t.Errorf("file has no %q:\n%s", want, f)
+		}
+	}
+	if n := strings.Count(f, "\n"); n > strings.Count(src, "\n")+6 {
+		t.Errorf("file grew from %d to %d lines:\n%s", strings.Count(src, "\n"), n, f)
+	}
+	if strings.Contains(f, "idle_timeout") || strings.Contains(f, Redacted) {
+		t.Errorf("file took unchanged defaults or REDACTED from the dump:\n%s", f)
+	}
+}
