@@ -196,24 +196,9 @@ func healthcheck(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *url == "" {
-		explicit := false
-		fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
-		env, err := envAdminAddr()
+		addr, _, err := findAdmin(fs, *cfgPath)
 		if err != nil {
 			return fmt.Errorf("healthcheck: %w", err)
-		}
-		addr := config.DevListenAdmin
-		if env != "" && !explicit {
-			addr = env
-		} else if *cfgPath != "" {
-			cfg, unset, err := config.LoadPartial(*cfgPath)
-			if err != nil {
-				if len(unset) > 0 {
-					err = fmt.Errorf("%w\n(read as empty: unset environment variable(s) %s)", err, strings.Join(unset, ", "))
-				}
-				return fmt.Errorf("healthcheck: %w", err)
-			}
-			addr = cfg.Listen.Admin
 		}
 		*url = "http://" + dialAddr(addr) + "/healthz"
 	}
@@ -227,6 +212,36 @@ func healthcheck(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("healthcheck: %s answered %s", *url, resp.Status)
 	}
 	return nil
+}
+
+// findAdmin says where the admin listener of the running gateway is, for
+// the commands that talk to it (healthcheck, sandboxes): listen.admin of
+// an explicit --config (fs's "config" flag); else $PREVIEWGATE_ADMIN_ADDR
+// if set; else listen.admin of cfgPath (the flag's default,
+// $PREVIEWGATE_CONFIG); else the development default's. cfg is the file
+// read, nil when none was. Environment variables the address does not
+// need (admin_token's) may be unset.
+func findAdmin(fs *flag.FlagSet, cfgPath string) (addr string, cfg *config.Config, err error) {
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	env, err := envAdminAddr()
+	if err != nil {
+		return "", nil, err
+	}
+	switch {
+	case env != "" && !explicit:
+		return env, nil, nil
+	case cfgPath != "":
+		cfg, unset, err := config.LoadPartial(cfgPath)
+		if err != nil {
+			if len(unset) > 0 {
+				err = fmt.Errorf("%w\n(read as empty: unset environment variable(s) %s)", err, strings.Join(unset, ", "))
+			}
+			return "", nil, err
+		}
+		return cfg.Listen.Admin, cfg, nil
+	}
+	return config.DevListenAdmin, nil, nil
 }
 
 // dialAddr turns a listen address into one to connect to: a wildcard

@@ -49,6 +49,9 @@ usage:
   previewgate healthcheck [--config FILE] [--url URL]
                                           exit 0 if the admin /healthz answers (container health
                                           checks; default: listen.admin of $PREVIEWGATE_CONFIG)
+  previewgate sandboxes ls|up|stop|rm|logs [ID] [--token TOKEN] [--admin URL] [--json]
+                                          the admin API's sandbox calls from a terminal
+                                          ("sandboxes --help": subcommands and flags)
   previewgate version                     print the version (also --version)
 
 "previewgate COMMAND --help" shows a command's flags.
@@ -107,6 +110,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return group(caUsage, args, stdout, stderr)
 		}
 		err = caExport(args[2:], stdout, stderr)
+	case cmd == "sandboxes":
+		var ok bool
+		if ok, err = sandboxesMain(args[1:], stdout, stderr); !ok {
+			return group(sandboxesUsage, args, stdout, stderr)
+		}
 	case cmd == "healthcheck":
 		err = healthcheck(args[1:], stdout, stderr)
 	case cmd == "version" || cmd == "--version" || cmd == "-version":
