@@ -239,7 +239,7 @@ func (c *sandboxesCmd) call(ctx context.Context, method, path string, body any) 
 	if err != nil {
 		how := "--admin URL, $" + adminEnv + ", or --config FILE (its listen.admin)"
 		if errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("no gateway answers at %s (connection refused): is `previewgate serve` running there? Set the admin listener with %s", c.base, how)
+			return nil, fmt.Errorf("no gateway answers at %s (connection refused): is `%s serve` running there? Set the admin listener with %s", c.base, invokedAs(), how)
 		}
 		var ue *url.Error
 		if errors.As(err, &ue) {

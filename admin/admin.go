@@ -137,7 +137,11 @@ func (a *admin) scoped(scope string, h http.HandlerFunc) http.HandlerFunc {
 		}
 		if !allowed {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="previewgate-admin"`)
-			writeJSON(w, http.StatusUnauthorized, errBody("admin token required", "unauthorized"))
+			msg := "admin token required"
+			if scope != "" {
+				msg = "admin token, or an API token with the " + scope + " scope, required"
+			}
+			writeJSON(w, http.StatusUnauthorized, errBody(msg, "unauthorized"))
 			return
 		}
 		h(w, r)
