@@ -58,10 +58,16 @@ func startFailure(err error) *httpError {
 	case sandboxmgr.ReasonExited:
 		e.Status, e.Code = http.StatusBadGateway, "sandbox_exited"
 		e.Msg = fmt.Sprintf("The app exited while starting (exit code %d).", se.ExitCode)
+		if se.OOMKilled {
+			e.Msg = fmt.Sprintf("The app ran out of memory while starting: it was killed at the template's memory limit (exit code %d).", se.ExitCode)
+		}
 		e.ExitCode = &se.ExitCode
 	case sandboxmgr.ReasonCrashLoop:
 		e.Status, e.Code = http.StatusBadGateway, "sandbox_exited"
 		e.Msg = fmt.Sprintf("The app exits right after it starts (exit code %d), every time.", se.ExitCode)
+		if se.OOMKilled {
+			e.Msg = fmt.Sprintf("The app runs out of memory right after it starts, every time: it is killed at the template's memory limit (exit code %d).", se.ExitCode)
+		}
 		e.ExitCode = &se.ExitCode
 	case sandboxmgr.ReasonReadyTimeout:
 		e.Msg = "The app did not answer in time; it was stopped."

@@ -99,3 +99,14 @@ func TestErrorPageForBrowsers(t *testing.T) {
 		t.Fatalf("got %d %q %q, want 404 HTML page", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}
 }
+
+// TestOutOfMemoryMessage: an app killed at its memory limit is told as
+// such, not as a bare exit code 137 (#24 newcomer walk).
+func TestOutOfMemoryMessage(t *testing.T) {
+	for _, reason := range []string{sandboxmgr.ReasonExited, sandboxmgr.ReasonCrashLoop} {
+		he := startFailure(&sandboxmgr.StartError{Reason: reason, ExitCode: 137, OOMKilled: true, Err: sandboxmgr.ErrNotReady})
+		if he == nil || !strings.Contains(he.Msg, "out of memory") || !strings.Contains(he.Msg, "memory limit") {
+			t.Errorf("%s: got %+v, want a message naming the memory limit", reason, he)
+		}
+	}
+}

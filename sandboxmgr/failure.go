@@ -31,10 +31,13 @@ var (
 // exited) and its last lines of output (sanitized, see logLines). It wraps
 // the wake's error, so errors.Is(err, ErrNotReady) and the like still hold.
 type StartError struct {
-	Reason   string   // one of the Reason constants
-	ExitCode int      // when Reason is ReasonExited or ReasonCrashLoop
-	Logs     []string // at most LogTailLines lines of LogLineMax runes
-	Err      error
+	Reason   string // one of the Reason constants
+	ExitCode int    // when Reason is ReasonExited or ReasonCrashLoop
+	// OOMKilled: the runtime killed it for using more memory than the
+	// template's limit (then ExitCode is usually 137).
+	OOMKilled bool
+	Logs      []string // at most LogTailLines lines of LogLineMax runes
+	Err       error
 }
 
 func (e *StartError) Error() string {
@@ -112,7 +115,7 @@ func (m *Manager) explainFailure(id string, err error, timedOut bool) (out error
 			log.InfoContext(ctx, "stopped container after failed start", "reason", se.Reason)
 		}
 	} else {
-		se.ExitCode = c.ExitCode
+		se.ExitCode, se.OOMKilled = c.ExitCode, c.OOMKilled
 	}
 	if le := m.caps.Logs; le != nil {
 		lw := newLogLines(LogTailLines, nil)

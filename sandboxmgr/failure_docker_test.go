@@ -24,11 +24,16 @@ func TestDockerStartFailureExplained(t *testing.T) {
 		timeout time.Duration
 		reasons []string
 		logs    string // a line that must be in the logs
+		oom     bool   // killed at the memory limit
 	}{
 		{name: "app exits", env: map[string]string{"CRASH": crash},
 			reasons: []string{sandboxmgr.ReasonExited, sandboxmgr.ReasonCrashLoop}, logs: crash},
 		{name: "never listens", env: map[string]string{"NEVER_LISTEN": "1"}, timeout: 4 * time.Second, // time to print under load
 			reasons: []string{sandboxmgr.ReasonReadyTimeout}, logs: "testapp: NEVER_LISTEN=1, not listening"},
+		// Over the template's 64 MiB: the kernel kills it, and the failure
+		// says so (a newcomer saw only "exit code 137").
+		{name: "out of memory", env: map[string]string{"EAT_MIB": "256"}, oom: true,
+			reasons: []string{sandboxmgr.ReasonExited, sandboxmgr.ReasonCrashLoop}, logs: "testapp: eating 256 MiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -50,6 +55,9 @@ func TestDockerStartFailureExplained(t *testing.T) {
 			}
 			if !slices.Contains(tc.reasons, se.Reason) {
 				t.Errorf("got reason %q, want one of %q", se.Reason, tc.reasons)
+			}
+			if se.OOMKilled != tc.oom {
+				t.Errorf("got OOMKilled %v, want %v (exit code %d)", se.OOMKilled, tc.oom, se.ExitCode)
 			}
 			has := func(lines []string) bool {
 				return slices.ContainsFunc(lines, func(s string) bool { return strings.Contains(s, tc.logs) })

@@ -154,6 +154,7 @@ func (e *Runtime) Lookup(ctx context.Context, name string) (ctrInfo, error) {
 	if r.State != nil {
 		info.State = r.State.Status
 		info.ExitCode = r.State.ExitCode
+		info.OOMKilled = r.State.OOMKilled
 		if t, err := time.Parse(time.RFC3339Nano, r.State.StartedAt); err == nil && t.Year() > 1 {
 			info.StartedAt = t
 		}

@@ -253,6 +253,7 @@ func podInfo(pod *corev1.Pod) ctrInfo {
 		c.State = stateExited
 		if cst != nil && cst.State.Terminated != nil {
 			c.ExitCode = int(cst.State.Terminated.ExitCode)
+			c.OOMKilled = cst.State.Terminated.Reason == "OOMKilled"
 		} else if pod.Status.Phase == corev1.PodFailed {
 			c.ExitCode = 1
 		}

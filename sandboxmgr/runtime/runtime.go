@@ -99,6 +99,7 @@ type Instance struct {
 	Image     string
 	State     string
 	ExitCode  int
+	OOMKilled bool   // the last run was killed for using more memory than its limit
 	IP        string // where the gateway dials it
 	StartedAt time.Time
 	Created   time.Time

@@ -38,6 +38,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -45,6 +46,20 @@ import (
 )
 
 func main() {
+	if n, err := strconv.Atoi(os.Getenv("EAT_MIB")); err == nil && n > 0 {
+		// Touch n MiB before listening: over the container's memory limit
+		// the kernel kills it (OOMKilled).
+		fmt.Fprintf(os.Stdout, "testapp: eating %d MiB\n", n)
+		hog := make([][]byte, 0, n)
+		for range n {
+			b := make([]byte, 1<<20)
+			for i := 0; i < len(b); i += 4096 {
+				b[i] = 1
+			}
+			hog = append(hog, b)
+		}
+		runtime.KeepAlive(hog)
+	}
 	if msg := os.Getenv("CRASH"); msg != "" {
 		fmt.Fprintln(os.Stdout, "testapp: starting dev server")
 		fmt.Fprintln(os.Stderr, "\x1b[31m"+msg+"\x1b[0m")
