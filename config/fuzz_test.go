@@ -58,11 +58,15 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Redacted: %v", err)
 		}
 		// The document model gives back a valid file as written, which
-		// ParseUpdate's edits rely on.
+		// ParseUpdate's edits rely on, or refuses: it never writes a file
+		// changed where nobody edited it. (goccy's tokens do not give back
+		// every file's text: "jwks_url: http://0\ntemplates:" at the end
+		// of a file is one, found by this target in CI.)
 		d := &decoder{file: "fuzz.yaml"}
 		if _, err := d.parseYAML(data); err == nil && d.first != nil {
-			if out, err := rewrite("fuzz.yaml", data, d.first, nil); err != nil || string(out) != string(data) {
-				t.Fatalf("rewrite without edits: got %q, %v; want the file as written", out, err)
+			out, err := rewrite("fuzz.yaml", data, d.first, nil)
+			if err == nil && string(out) != string(data) {
+				t.Fatalf("rewrite without edits: got %q; want the file as written or a refusal", out)
 			}
 		}
 	})
