@@ -37,7 +37,7 @@ func startCLIGateway(t *testing.T, ids ...string) (cfgFile, adminAddr string) {
 	adminAddr = freePort(t)
 	cfgFile = filepath.Join(t.TempDir(), "previewgate.yaml")
 	os.WriteFile(cfgFile, []byte(fmt.Sprintf(`
-domain: preview.test
+domain: preview.localhost
 listen: {http: %q, admin: %q}
 admin_token: %s
 api_tokens: [{token: %s, scopes: [sandboxes]}]
@@ -121,7 +121,7 @@ func TestSandboxesCLI(t *testing.T) {
 		t.Fatalf("up: exit %d %s", code, errs)
 	}
 	if want := "sandbox " + id + " running (template app, took "; !strings.Contains(out, want) ||
-		!strings.Contains(out, "sandbox-"+id+".preview.test\n") {
+		!strings.Contains(out, "sandbox-"+id+".preview.localhost\n") {
 		t.Errorf("up: got %q, want %q and the sandbox host", out, want)
 	}
 

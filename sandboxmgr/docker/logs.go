@@ -58,6 +58,12 @@ func (e *Runtime) Logs(ctx context.Context, ctr string, tail int, follow bool, w
 // container and that of its current run.
 const RunSeparator = "----- previewgate: the app (re)started at "
 
+// startSkew: the engine can stamp the first line of a run a little before
+// the start time it records (the app writes before the start is noted),
+// while a restart after a crash takes far longer than this (CI saw an app
+// that prints at once lose its separator).
+const startSkew = 50 * time.Millisecond
+
 // runSplitter takes log lines with the engine's timestamps, strips them,
 // and writes a separator before the first line of the run that started at
 // started when lines of earlier runs came before it.
@@ -100,7 +106,7 @@ func (s *runSplitter) line(l []byte) error {
 		if ts, err := time.Parse(time.RFC3339Nano, string(l[:sp])); err == nil {
 			l = l[sp+1:]
 			switch {
-			case ts.Before(s.started):
+			case ts.Before(s.started.Add(-startSkew)):
 				s.earlier = true
 			case s.earlier && !s.marked:
 				s.marked = true
