@@ -50,6 +50,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	case cfg.Scope != "":
 		// Replicas sharing the file share the scope (#21).
 		labels[sandboxmgr.LabelInstance] = cfg.Scope
+		log.Info("gateway scope from the config", "label", sandboxmgr.LabelInstance+"="+cfg.Scope)
 	case dev:
 		if err := scopeToDataDir(cfg, labels, log); err != nil {
 			return err

@@ -471,7 +471,7 @@ func (m *Manager) BuildImage(ctx context.Context, tag string, buildContext []byt
 	if m.caps.Images == nil {
 		return fmt.Errorf("build %s: %w", tag, errPulls)
 	}
-	return m.caps.Images.Build(ctx, tag, buildContext, m.cfg.Labels)
+	return m.caps.Images.Build(ctx, tag, buildContext, m.sharedLabels())
 }
 
 // HasImage reports whether image tag exists locally.
@@ -492,7 +492,7 @@ func (m *Manager) ensureNetwork(ctx context.Context) error {
 		return nil
 	}
 	_, err, _ := m.netWake.Do("net", func() (any, error) {
-		return nil, m.eng.Isolate(ctx, m.cfg.Network, m.scopeLabels())
+		return nil, m.eng.Isolate(ctx, m.cfg.Network, m.sharedLabels())
 	})
 	if err != nil {
 		return fmt.Errorf("network %s: %w", m.cfg.Network, err)

@@ -58,6 +58,17 @@ func (m *Manager) scopeLabels() map[string]string {
 	return l
 }
 
+// sharedLabels label what every gateway on the runtime uses alike, the
+// sandboxes' network (or NetworkPolicy) and built images: the scope
+// labels without the instance, so that removing one gateway's sandboxes
+// by its instance label leaves what another scope's gateway uses (a
+// newcomer walk, #24, removed the other gateway's network that way).
+func (m *Manager) sharedLabels() map[string]string {
+	l := m.scopeLabels()
+	delete(l, LabelInstance)
+	return l
+}
+
 // createLabels are the labels of every container this manager creates.
 func (m *Manager) createLabels() map[string]string {
 	l := m.scopeLabels()
