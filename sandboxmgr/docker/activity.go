@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"sync"
 	"time"
 
@@ -25,13 +26,13 @@ type netSample struct {
 // LastActivity reads container c's network counters (one-shot stats) and
 // returns when they were last seen to move. The first sample of a
 // container counts as movement now: before it, nothing is known.
-func (e *Runtime) LastActivity(ctx context.Context, _ string, c ctrInfo) (time.Time, error) {
+func (e *Runtime) LastActivity(ctx context.Context, _ string, c runtime.Instance) (time.Time, error) {
 	if c.ID == "" {
 		return time.Time{}, fmt.Errorf("stats: no container id")
 	}
 	resp, err := e.cli.ContainerStatsOneShot(ctx, c.ID)
 	if err != nil {
-		return time.Time{}, classify("stats "+c.ID, err, ErrNoContainer)
+		return time.Time{}, classify("stats "+c.ID, err, runtime.ErrNotFound)
 	}
 	defer resp.Body.Close()
 	var st container.StatsResponse

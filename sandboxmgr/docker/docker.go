@@ -28,20 +28,6 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-type (
-	ctrInfo  = runtime.Instance
-	ctrSpec  = runtime.Spec
-	ctrEvent = runtime.Event
-)
-
-var (
-	errNameTaken   = runtime.ErrNameTaken
-	errNoNetwork   = runtime.ErrNoNetwork
-	ErrNoContainer = runtime.ErrNotFound
-	ErrNoImage     = runtime.ErrNoImage
-	ErrUnavailable = runtime.ErrUnavailable
-)
-
 // Options configure a Runtime.
 type Options struct {
 	Host        string        // zero: DOCKER_HOST or the default socket
@@ -125,7 +111,7 @@ func classify(op string, err, notFound error) error {
 	}
 	var nerr net.Error
 	if client.IsErrConnectionFailed(err) || errors.As(err, &nerr) {
-		return fmt.Errorf("%s: %w: %v", op, ErrUnavailable, err)
+		return fmt.Errorf("%s: %w: %v", op, runtime.ErrUnavailable, err)
 	}
 	if notFound != nil && cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("%s: %w", op, notFound)
@@ -138,12 +124,12 @@ func (e *Runtime) Ping(ctx context.Context) error {
 	return classify("ping docker", err, nil)
 }
 
-func (e *Runtime) Lookup(ctx context.Context, name string) (ctrInfo, error) {
+func (e *Runtime) Lookup(ctx context.Context, name string) (runtime.Instance, error) {
 	r, err := e.cli.ContainerInspect(ctx, name)
 	if err != nil {
-		return ctrInfo{}, classify("inspect "+name, err, ErrNoContainer)
+		return runtime.Instance{}, classify("inspect "+name, err, runtime.ErrNotFound)
 	}
-	info := ctrInfo{ID: r.ID, Name: trimSlash(r.Name)}
+	info := runtime.Instance{ID: r.ID, Name: trimSlash(r.Name)}
 	if r.Config != nil {
 		info.Labels = r.Config.Labels
 		info.Image = r.Config.Image
@@ -188,7 +174,7 @@ func trimSlash(s string) string {
 // (#7): no published ports, no mounts, no-new-privileges, every capability
 // dropped except those the template adds, resource limits, no restart policy
 // (a crashed dev server stays down until the next request wakes it).
-func dockerConfig(s ctrSpec) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
+func dockerConfig(s runtime.Spec) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
 	cfg := &container.Config{
 		Image:  s.Image,
 		Env:    s.Env,
@@ -218,7 +204,7 @@ func dockerConfig(s ctrSpec) (*container.Config, *container.HostConfig, *network
 	return cfg, host, nc
 }
 
-func (e *Runtime) Create(ctx context.Context, s ctrSpec) (string, error) {
+func (e *Runtime) Create(ctx context.Context, s runtime.Spec) (string, error) {
 	if s.Workspace != nil {
 		// Config refuses it; a gateway whose live config claims another
 		// runtime than it runs must not lose files silently.
@@ -230,32 +216,32 @@ func (e *Runtime) Create(ctx context.Context, s ctrSpec) (string, error) {
 	case err == nil:
 		return r.ID, nil
 	case cerrdefs.IsConflict(err):
-		return "", fmt.Errorf("create %s: %w", s.Name, errNameTaken)
+		return "", fmt.Errorf("create %s: %w", s.Name, runtime.ErrNameTaken)
 	case cerrdefs.IsNotFound(err):
 		// The only missing thing a create can hit besides the image is the
 		// network; tell them apart by asking for the image.
 		if ok, ierr := e.hasImage(ctx, s.Image); ierr == nil && !ok {
-			return "", fmt.Errorf("create %s: %w: %q (nothing is pulled; build or load it first)", s.Name, ErrNoImage, s.Image)
+			return "", fmt.Errorf("create %s: %w: %q (nothing is pulled; build or load it first)", s.Name, runtime.ErrNoImage, s.Image)
 		}
-		return "", fmt.Errorf("create %s: %w", s.Name, errNoNetwork)
+		return "", fmt.Errorf("create %s: %w", s.Name, runtime.ErrNoNetwork)
 	}
 	return "", classify("create "+s.Name, err, nil)
 }
 
 func (e *Runtime) Start(ctx context.Context, name string) error {
-	return classify("start "+name, e.cli.ContainerStart(ctx, name, container.StartOptions{}), ErrNoContainer)
+	return classify("start "+name, e.cli.ContainerStart(ctx, name, container.StartOptions{}), runtime.ErrNotFound)
 }
 
 func (e *Runtime) Resume(ctx context.Context, name string) error {
-	return classify("unpause "+name, e.cli.ContainerUnpause(ctx, name), ErrNoContainer)
+	return classify("unpause "+name, e.cli.ContainerUnpause(ctx, name), runtime.ErrNotFound)
 }
 
 func (e *Runtime) Claim(ctx context.Context, container, name string) error {
 	err := e.cli.ContainerRename(ctx, container, name)
 	if cerrdefs.IsConflict(err) {
-		return fmt.Errorf("rename to %s: %w", name, errNameTaken)
+		return fmt.Errorf("rename to %s: %w", name, runtime.ErrNameTaken)
 	}
-	return classify("rename to "+name, err, ErrNoContainer)
+	return classify("rename to "+name, err, runtime.ErrNotFound)
 }
 
 // Sleep pauses, stops (10 s to SIGKILL) or kills container name.
@@ -264,26 +250,26 @@ func (e *Runtime) Sleep(ctx context.Context, name string, mode runtime.SleepMode
 	case runtime.SleepPause:
 		return e.pause(ctx, name)
 	case runtime.SleepKill:
-		return classify("kill "+name, e.cli.ContainerKill(ctx, name, "KILL"), ErrNoContainer)
+		return classify("kill "+name, e.cli.ContainerKill(ctx, name, "KILL"), runtime.ErrNotFound)
 	}
 	return e.stop(ctx, name)
 }
 
 func (e *Runtime) pause(ctx context.Context, name string) error {
-	return classify("pause "+name, e.cli.ContainerPause(ctx, name), ErrNoContainer)
+	return classify("pause "+name, e.cli.ContainerPause(ctx, name), runtime.ErrNotFound)
 }
 
 func (e *Runtime) stop(ctx context.Context, name string) error {
 	timeout := 10 // seconds before SIGKILL
-	return classify("stop "+name, e.cli.ContainerStop(ctx, name, container.StopOptions{Timeout: &timeout}), ErrNoContainer)
+	return classify("stop "+name, e.cli.ContainerStop(ctx, name, container.StopOptions{Timeout: &timeout}), runtime.ErrNotFound)
 }
 
 func (e *Runtime) Remove(ctx context.Context, name string) error {
 	err := e.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	return classify("remove "+name, err, ErrNoContainer)
+	return classify("remove "+name, err, runtime.ErrNotFound)
 }
 
-func (e *Runtime) List(ctx context.Context, labels map[string]string) ([]ctrInfo, error) {
+func (e *Runtime) List(ctx context.Context, labels map[string]string) ([]runtime.Instance, error) {
 	f := filters.NewArgs()
 	for k, v := range labels {
 		f.Add("label", k+"="+v)
@@ -292,9 +278,9 @@ func (e *Runtime) List(ctx context.Context, labels map[string]string) ([]ctrInfo
 	if err != nil {
 		return nil, classify("list containers", err, nil)
 	}
-	out := make([]ctrInfo, 0, len(list))
+	out := make([]runtime.Instance, 0, len(list))
 	for _, c := range list {
-		info := ctrInfo{ID: c.ID, Labels: c.Labels, State: string(c.State), Created: time.Unix(c.Created, 0), Image: c.Image}
+		info := runtime.Instance{ID: c.ID, Labels: c.Labels, State: string(c.State), Created: time.Unix(c.Created, 0), Image: c.Image}
 		if len(c.Names) > 0 {
 			info.Name = trimSlash(c.Names[0])
 		}
@@ -358,7 +344,7 @@ var watchedActions = []string{runtime.EventDie, runtime.EventOOM, runtime.EventS
 	runtime.EventDestroy, runtime.EventPause, runtime.EventUnpause, runtime.EventStart, runtime.EventRename}
 
 // Watch follows container events of containers carrying labels.
-func (e *Runtime) Watch(ctx context.Context, since time.Time, labels map[string]string, fn func(ctrEvent)) error {
+func (e *Runtime) Watch(ctx context.Context, since time.Time, labels map[string]string, fn func(runtime.Event)) error {
 	f := filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)))
 	for k, v := range labels {
 		f.Add("label", k+"="+v)
@@ -388,7 +374,7 @@ func (e *Runtime) Watch(ctx context.Context, since time.Time, labels map[string]
 				// if an engine ignored a filter (#13).
 				continue
 			}
-			ev := ctrEvent{
+			ev := runtime.Event{
 				Action:  string(msg.Action),
 				ID:      msg.Actor.ID,
 				Name:    msg.Actor.Attributes["name"],

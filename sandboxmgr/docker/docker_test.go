@@ -53,11 +53,11 @@ func TestClassify(t *testing.T) {
 		err  error
 		want error
 	}{
-		{"dial error", &net.OpError{Op: "dial", Net: "unix", Err: errors.New("no such file")}, ErrUnavailable},
+		{"dial error", &net.OpError{Op: "dial", Net: "unix", Err: errors.New("no such file")}, runtime.ErrUnavailable},
 		{"other", errBoom, errBoom},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := classify("op", tc.err, ErrNoContainer); !errors.Is(got, tc.want) {
+			if got := classify("op", tc.err, runtime.ErrNotFound); !errors.Is(got, tc.want) {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"io"
 	"strconv"
 	"time"
@@ -34,7 +35,7 @@ func (e *Runtime) Logs(ctx context.Context, ctr string, tail int, follow bool, w
 	}
 	rc, err := e.cli.ContainerLogs(ctx, ctr, opts)
 	if err != nil {
-		return classify("logs "+ctr, err, ErrNoContainer)
+		return classify("logs "+ctr, err, runtime.ErrNotFound)
 	}
 	defer rc.Close()
 	var r io.Reader = rc

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,7 +21,7 @@ func (e *Runtime) RecordActivity(ctx context.Context, id string, at time.Time) e
 	if err != nil {
 		return err
 	}
-	_, err = e.cs.CoordinationV1().Leases(e.ns).Patch(ctx, ContainerName(id), types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = e.cs.CoordinationV1().Leases(e.ns).Patch(ctx, runtime.ContainerName(id), types.MergePatchType, patch, metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil // stopped meanwhile
 	}
@@ -31,10 +32,10 @@ func (e *Runtime) RecordActivity(ctx context.Context, id string, at time.Time) e
 func (e *Runtime) RecordEvery() time.Duration { return e.kc.ActivityEvery }
 
 // LastActivity reads the renewTime of sandbox id's Lease.
-func (e *Runtime) LastActivity(ctx context.Context, id string, _ ctrInfo) (time.Time, error) {
-	l, err := e.cs.CoordinationV1().Leases(e.ns).Get(ctx, ContainerName(id), metav1.GetOptions{})
+func (e *Runtime) LastActivity(ctx context.Context, id string, _ runtime.Instance) (time.Time, error) {
+	l, err := e.cs.CoordinationV1().Leases(e.ns).Get(ctx, runtime.ContainerName(id), metav1.GetOptions{})
 	if err != nil {
-		return time.Time{}, kclassify("get lease "+ContainerName(id), err, ErrNoContainer)
+		return time.Time{}, kclassify("get lease "+runtime.ContainerName(id), err, runtime.ErrNotFound)
 	}
 	switch {
 	case l.Spec.RenewTime != nil:

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"sync"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 // and then watches, and relists by itself after a broken watch, so since is
 // not needed: a relist delivers what changed meanwhile. It returns when ctx
 // ends. fn is called from the informer's one handler goroutine, in order.
-func (e *Runtime) Watch(ctx context.Context, _ time.Time, lbls map[string]string, fn func(ctrEvent)) error {
+func (e *Runtime) Watch(ctx context.Context, _ time.Time, lbls map[string]string, fn func(runtime.Event)) error {
 	sel := labels.SelectorFromSet(lbls).String()
 	f := informers.NewSharedInformerFactoryWithOptions(e.watch, 0, informers.WithNamespace(e.ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
@@ -30,12 +31,12 @@ func (e *Runtime) Watch(ctx context.Context, _ time.Time, lbls map[string]string
 		return fmt.Errorf("pod informer: %w", err)
 	}
 	emit := func(action string, pod *corev1.Pod) {
-		fn(ctrEvent{Action: action, ID: kubeID(pod), Name: logicalName(pod), Pool: pod.Labels[LabelPool], Labels: pod.Labels, Time: time.Now()})
+		fn(runtime.Event{Action: action, ID: kubeID(pod), Name: logicalName(pod), Pool: pod.Labels[runtime.LabelPool], Labels: pod.Labels, Time: time.Now()})
 	}
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if pod, ok := obj.(*corev1.Pod); ok && podInfo(pod).State == stateRunning {
-				emit(evStart, pod)
+			if pod, ok := obj.(*corev1.Pod); ok && podInfo(pod).State == runtime.StateRunning {
+				emit(runtime.EventStart, pod)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
@@ -45,7 +46,7 @@ func (e *Runtime) Watch(ctx context.Context, _ time.Time, lbls map[string]string
 				return
 			}
 			for _, ev := range podEvents(old, pod) {
-				ev.ID, ev.Pool, ev.Labels, ev.Time = kubeID(pod), pod.Labels[LabelPool], pod.Labels, time.Now()
+				ev.ID, ev.Pool, ev.Labels, ev.Time = kubeID(pod), pod.Labels[runtime.LabelPool], pod.Labels, time.Now()
 				fn(ev)
 			}
 		},
@@ -54,9 +55,9 @@ func (e *Runtime) Watch(ctx context.Context, _ time.Time, lbls map[string]string
 				obj = t.Obj
 			}
 			if pod, ok := obj.(*corev1.Pod); ok {
-				action := evDestroy
+				action := runtime.EventDestroy
 				if workspaceClaim(pod) != "" {
-					action = evKept // the sandbox is stopped, not gone
+					action = runtime.EventKept // the sandbox is stopped, not gone
 				}
 				emit(action, pod)
 			}
@@ -68,7 +69,7 @@ func (e *Runtime) Watch(ctx context.Context, _ time.Time, lbls map[string]string
 	// A broken watch is relisted by the informer itself, but until then a
 	// pod that ended unseen may have passed its address on (#21).
 	if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-		fn(ctrEvent{Action: evWatchBroken, Time: time.Now()})
+		fn(runtime.Event{Action: runtime.EventWatchBroken, Time: time.Now()})
 		cache.DefaultWatchErrorHandler(ctx, r, err)
 	}); err != nil {
 		return fmt.Errorf("pod informer: %w", err)
@@ -91,28 +92,28 @@ func stripManagedFields(obj any) (any, error) {
 }
 
 // podEvents translates one pod update into container events.
-func podEvents(old, pod *corev1.Pod) []ctrEvent {
-	var out []ctrEvent
+func podEvents(old, pod *corev1.Pod) []runtime.Event {
+	var out []runtime.Event
 	if old.Labels[LabelClaimed] == "" && pod.Labels[LabelClaimed] != "" {
-		out = append(out, ctrEvent{Action: evRename, OldName: old.Name, Name: logicalName(pod)})
+		out = append(out, runtime.Event{Action: runtime.EventRename, OldName: old.Name, Name: logicalName(pod)})
 	}
-	if old.Labels[LabelClaimed] != "" && pod.Labels[LabelClaimed] == "" && podInfo(pod).State == stateRunning {
+	if old.Labels[LabelClaimed] != "" && pod.Labels[LabelClaimed] == "" && podInfo(pod).State == runtime.StateRunning {
 		// A claim undone (it lost the sandbox's Lease): the pod is back in
 		// the pool, for every replica to claim.
-		out = append(out, ctrEvent{Action: evStart, Name: pod.Name})
+		out = append(out, runtime.Event{Action: runtime.EventStart, Name: pod.Name})
 	}
 	name := logicalName(pod)
 	was, now := podInfo(old), podInfo(pod)
 	switch {
-	case now.State == was.State && now.State == stateRunning && !now.StartedAt.Equal(was.StartedAt):
-		out = append(out, ctrEvent{Action: evDie, Name: name}, ctrEvent{Action: evStart, Name: name})
+	case now.State == was.State && now.State == runtime.StateRunning && !now.StartedAt.Equal(was.StartedAt):
+		out = append(out, runtime.Event{Action: runtime.EventDie, Name: name}, runtime.Event{Action: runtime.EventStart, Name: name})
 	case now.State == was.State:
-	case now.State == stateRemoving:
-		out = append(out, ctrEvent{Action: evKill, Name: name})
-	case now.State == stateRunning:
-		out = append(out, ctrEvent{Action: evStart, Name: name})
-	case was.State == stateRunning:
-		out = append(out, ctrEvent{Action: evDie, Name: name})
+	case now.State == runtime.StateRemoving:
+		out = append(out, runtime.Event{Action: runtime.EventKill, Name: name})
+	case now.State == runtime.StateRunning:
+		out = append(out, runtime.Event{Action: runtime.EventStart, Name: name})
+	case was.State == runtime.StateRunning:
+		out = append(out, runtime.Event{Action: runtime.EventDie, Name: name})
 	}
 	return out
 }

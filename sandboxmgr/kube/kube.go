@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"log/slog"
 	"maps"
 	"net"
@@ -195,10 +196,10 @@ func kclassify(op string, err, notFound error) error {
 	case apierrors.IsNotFound(err) && notFound != nil:
 		return fmt.Errorf("%s: %w", op, notFound)
 	case apierrors.IsAlreadyExists(err):
-		return fmt.Errorf("%s: %w", op, errNameTaken)
+		return fmt.Errorf("%s: %w", op, runtime.ErrNameTaken)
 	case apierrors.IsServerTimeout(err), apierrors.IsTimeout(err), apierrors.IsServiceUnavailable(err),
 		apierrors.IsTooManyRequests(err), apierrors.IsInternalError(err), apierrors.IsUnexpectedServerError(err):
-		return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+		return fmt.Errorf("%s: %w: %w", op, runtime.ErrUnavailable, err)
 	}
 	var st apierrors.APIStatus
 	if errors.As(err, &st) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -206,9 +207,9 @@ func kclassify(op string, err, notFound error) error {
 	}
 	var ne net.Error
 	if errors.As(err, &ne) || strings.Contains(err.Error(), "connection refused") {
-		return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+		return fmt.Errorf("%s: %w: %w", op, runtime.ErrUnavailable, err)
 	}
-	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+	return fmt.Errorf("%s: %w: %w", op, runtime.ErrUnavailable, err)
 }
 
 func kubeID(pod *corev1.Pod) string { return pod.Name + "/" + string(pod.UID) }
@@ -223,19 +224,19 @@ func splitKubeID(s string) (name string, uid types.UID) {
 // sandbox's for a claimed pool pod, else its own.
 func logicalName(pod *corev1.Pod) string {
 	if id := pod.Labels[LabelClaimed]; id != "" {
-		return ContainerName(id)
+		return runtime.ContainerName(id)
 	}
 	return pod.Name
 }
 
-func podInfo(pod *corev1.Pod) ctrInfo {
-	c := ctrInfo{
+func podInfo(pod *corev1.Pod) runtime.Instance {
+	c := runtime.Instance{
 		ID:      kubeID(pod),
 		Name:    logicalName(pod),
 		Labels:  maps.Clone(pod.Labels),
 		IP:      pod.Status.PodIP,
 		Created: pod.CreationTimestamp.Time,
-		State:   stateCreated,
+		State:   runtime.StateCreated,
 	}
 	if len(pod.Spec.Containers) > 0 {
 		c.Image = pod.Spec.Containers[0].Image
@@ -248,9 +249,9 @@ func podInfo(pod *corev1.Pod) ctrInfo {
 	}
 	switch {
 	case pod.DeletionTimestamp != nil:
-		c.State = stateRemoving
+		c.State = runtime.StateRemoving
 	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
-		c.State = stateExited
+		c.State = runtime.StateExited
 		if cst != nil && cst.State.Terminated != nil {
 			c.ExitCode = int(cst.State.Terminated.ExitCode)
 			c.OOMKilled = cst.State.Terminated.Reason == "OOMKilled"
@@ -258,10 +259,10 @@ func podInfo(pod *corev1.Pod) ctrInfo {
 			c.ExitCode = 1
 		}
 	case pod.Status.Phase == corev1.PodRunning && cst != nil && cst.State.Running != nil:
-		c.State = stateRunning
+		c.State = runtime.StateRunning
 		c.StartedAt = cst.State.Running.StartedAt.Time
 	case pod.Status.Phase == corev1.PodRunning:
-		c.State = stateRestarting
+		c.State = runtime.StateRestarting
 	}
 	return c
 }
@@ -274,7 +275,7 @@ func (e *Runtime) Ping(ctx context.Context) error {
 func (e *Runtime) getPod(ctx context.Context, name string) (*corev1.Pod, error) {
 	pod, err := e.cs.CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return nil, kclassify("get pod "+name, err, ErrNoContainer)
+		return nil, kclassify("get pod "+name, err, runtime.ErrNotFound)
 	}
 	return pod, nil
 }
@@ -288,12 +289,12 @@ func (e *Runtime) podByID(ctx context.Context, id string) (*corev1.Pod, error) {
 		return nil, err
 	}
 	if uid != "" && pod.UID != uid {
-		return nil, fmt.Errorf("pod %s: %w (replaced)", name, ErrNoContainer)
+		return nil, fmt.Errorf("pod %s: %w (replaced)", name, runtime.ErrNotFound)
 	}
 	return pod, nil
 }
 
-func (e *Runtime) Lookup(ctx context.Context, name string) (ctrInfo, error) {
+func (e *Runtime) Lookup(ctx context.Context, name string) (runtime.Instance, error) {
 	if claim, uid, ok := splitKeptID(name); ok {
 		return e.keptWorkspace(ctx, claim, uid)
 	}
@@ -302,8 +303,8 @@ func (e *Runtime) Lookup(ctx context.Context, name string) (ctrInfo, error) {
 		return podInfo(pod), nil
 	}
 	sbx, isSandbox := strings.CutPrefix(name, "previewgate-")
-	if !errors.Is(err, ErrNoContainer) || strings.Contains(name, "/") || !isSandbox || !validID(sbx) {
-		return ctrInfo{}, err
+	if !errors.Is(err, runtime.ErrNotFound) || strings.Contains(name, "/") || !isSandbox || !validID(sbx) {
+		return runtime.Instance{}, err
 	}
 	if pod := e.claimedPod(ctx, sbx, name); pod != nil {
 		return podInfo(pod), nil
@@ -326,12 +327,12 @@ func (e *Runtime) claimedPod(ctx context.Context, sbx, name string) *corev1.Pod 
 	return pod
 }
 
-func (e *Runtime) Create(ctx context.Context, s ctrSpec) (string, error) {
+func (e *Runtime) Create(ctx context.Context, s runtime.Spec) (string, error) {
 	port := 3000
 	if p := s.Port; p > 0 {
 		port = p
 	}
-	if s.Labels[LabelPool] != "" {
+	if s.Labels[runtime.LabelPool] != "" {
 		s.Workspace = nil // a pool pod serves no sandbox yet
 	}
 	if s.Workspace != nil {
@@ -341,14 +342,14 @@ func (e *Runtime) Create(ctx context.Context, s ctrSpec) (string, error) {
 			return "", err
 		}
 	}
-	if s.Labels[LabelPool] == "" {
+	if s.Labels[runtime.LabelPool] == "" {
 		// A sandbox: take the id's lock first (a pool claim takes it too).
-		id := s.Labels[LabelSandbox]
+		id := s.Labels[runtime.LabelSandbox]
 		err := e.createLease(ctx, id, s.Name)
-		if errors.Is(err, errNameTaken) {
+		if errors.Is(err, runtime.ErrNameTaken) {
 			var ok bool
 			if ok, err = e.takeStaleLease(ctx, id, s.Name); err == nil && !ok {
-				err = fmt.Errorf("lease %s: %w", ContainerName(id), errNameTaken)
+				err = fmt.Errorf("lease %s: %w", runtime.ContainerName(id), runtime.ErrNameTaken)
 			}
 		}
 		if err != nil {
@@ -357,17 +358,17 @@ func (e *Runtime) Create(ctx context.Context, s ctrSpec) (string, error) {
 	}
 	pod, err := e.cs.CoreV1().Pods(e.ns).Create(ctx, e.podSpec(s, port, s.ReadyPath), metav1.CreateOptions{})
 	if err != nil {
-		return "", kclassify("create pod "+s.Name, err, ErrNoImage)
+		return "", kclassify("create pod "+s.Name, err, runtime.ErrNoImage)
 	}
 	return kubeID(pod), nil
 }
 
-func (e *Runtime) List(ctx context.Context, lbls map[string]string) ([]ctrInfo, error) {
+func (e *Runtime) List(ctx context.Context, lbls map[string]string) ([]runtime.Instance, error) {
 	list, err := e.cs.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(lbls).String()})
 	if err != nil {
 		return nil, kclassify("list pods", err, nil)
 	}
-	out := make([]ctrInfo, 0, len(list.Items))
+	out := make([]runtime.Instance, 0, len(list.Items))
 	for i := range list.Items {
 		out = append(out, podInfo(&list.Items[i]))
 	}

@@ -22,22 +22,22 @@ import (
 // new one.
 func (e *Runtime) Start(ctx context.Context, id string) error {
 	if _, _, ok := splitKeptID(id); ok {
-		return fmt.Errorf("%s: %w (only its workspace is kept; create a pod)", id, ErrNoContainer)
+		return fmt.Errorf("%s: %w (only its workspace is kept; create a pod)", id, runtime.ErrNotFound)
 	}
 	pod, err := e.podByID(ctx, id)
 	for err == nil {
 		switch podInfo(pod).State {
-		case stateRunning:
+		case runtime.StateRunning:
 			if pod.Status.PodIP != "" {
 				return nil
 			}
-		case stateRemoving:
-			return fmt.Errorf("pod %s is being deleted: %w", pod.Name, ErrNoContainer)
-		case stateExited:
+		case runtime.StateRemoving:
+			return fmt.Errorf("pod %s is being deleted: %w", pod.Name, runtime.ErrNotFound)
+		case runtime.StateExited:
 			if err := e.deletePod(ctx, pod); err != nil {
 				return err
 			}
-			return fmt.Errorf("pod %s ended: %w", pod.Name, ErrNoContainer)
+			return fmt.Errorf("pod %s ended: %w", pod.Name, runtime.ErrNotFound)
 		}
 		pod, err = e.waitChange(ctx, pod)
 	}
@@ -51,7 +51,7 @@ func (e *Runtime) waitChange(ctx context.Context, pod *corev1.Pod) (*corev1.Pod,
 		ResourceVersion: pod.ResourceVersion,
 	})
 	if err != nil {
-		return nil, kclassify("watch pod "+pod.Name, err, ErrNoContainer)
+		return nil, kclassify("watch pod "+pod.Name, err, runtime.ErrNotFound)
 	}
 	defer w.Stop()
 	for {
@@ -69,7 +69,7 @@ func (e *Runtime) waitChange(ctx context.Context, pod *corev1.Pod) (*corev1.Pod,
 			case !isPod || p.UID != pod.UID:
 				continue
 			case ev.Type == watch.Deleted:
-				return nil, fmt.Errorf("pod %s: %w (deleted)", pod.Name, ErrNoContainer)
+				return nil, fmt.Errorf("pod %s: %w (deleted)", pod.Name, runtime.ErrNotFound)
 			}
 			return p, nil
 		}
@@ -111,13 +111,13 @@ func (e *Runtime) deletePod(ctx context.Context, pod *corev1.Pod) error {
 	uid := pod.UID
 	err := e.cs.CoreV1().Pods(e.ns).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	if err != nil && !apierrors.IsConflict(err) {
-		if err := kclassify("delete pod "+pod.Name, err, ErrNoContainer); !errors.Is(err, ErrNoContainer) {
+		if err := kclassify("delete pod "+pod.Name, err, runtime.ErrNotFound); !errors.Is(err, runtime.ErrNotFound) {
 			return err
 		}
 	}
 	id := pod.Labels[LabelClaimed]
-	if id == "" && pod.Labels[LabelPool] == "" {
-		id = pod.Labels[LabelSandbox]
+	if id == "" && pod.Labels[runtime.LabelPool] == "" {
+		id = pod.Labels[runtime.LabelSandbox]
 	}
 	if id == "" {
 		return nil
@@ -137,12 +137,12 @@ func (e *Runtime) deleteLease(ctx context.Context, id, holder string) error {
 		if err != nil || cur != holder {
 			return nil // gone already, or another pod's now
 		}
-		err = e.cs.CoordinationV1().Leases(e.ns).Delete(ctx, ContainerName(id), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		err = e.cs.CoordinationV1().Leases(e.ns).Delete(ctx, runtime.ContainerName(id), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
 			return nil
 		case !apierrors.IsConflict(err):
-			return kclassify("delete lease "+ContainerName(id), err, nil)
+			return kclassify("delete lease "+runtime.ContainerName(id), err, nil)
 		}
 	}
 	return nil // still changing: the sweep deletes it once its pod is gone (sweep.go)
@@ -168,7 +168,7 @@ func (e *Runtime) removePod(ctx context.Context, pod *corev1.Pod) error {
 		return err
 	}
 	if claim := workspaceClaim(pod); claim != "" {
-		if err := e.deleteWorkspace(ctx, claim, ""); err != nil && !errors.Is(err, ErrNoContainer) {
+		if err := e.deleteWorkspace(ctx, claim, ""); err != nil && !errors.Is(err, runtime.ErrNotFound) {
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"maps"
 	"time"
 
@@ -30,7 +31,7 @@ func (e *Runtime) Hold(ctx context.Context, key, holder string, ttl time.Duratio
 		if lbls == nil {
 			lbls = map[string]string{}
 		}
-		lbls[LabelManaged], lbls[LabelLock] = "true", key
+		lbls[runtime.LabelManaged], lbls[LabelLock] = "true", key
 		secs := int32(ttl / time.Second)
 		_, err = leases.Create(ctx, &coordv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls},

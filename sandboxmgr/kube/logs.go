@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"io"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,7 +24,7 @@ func (e *Runtime) Logs(ctx context.Context, id string, tail int, follow bool, w 
 	}
 	rc, err := client.CoreV1().Pods(e.ns).GetLogs(name, opts).Stream(ctx)
 	if err != nil {
-		return kclassify("logs "+name, err, ErrNoContainer)
+		return kclassify("logs "+name, err, runtime.ErrNotFound)
 	}
 	defer rc.Close()
 	var r io.Reader = rc

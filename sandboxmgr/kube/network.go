@@ -96,7 +96,7 @@ func (e *Runtime) Isolate(ctx context.Context, name string, lbls map[string]stri
 		return kclassify("create network policy "+name, err, nil)
 	case err != nil:
 		return kclassify("get network policy "+name, err, nil)
-	case cur.Labels[LabelManaged] != "true":
+	case cur.Labels[runtime.LabelManaged] != "true":
 		return nil // the operator's now
 	case equality.Semantic.DeepEqual(cur.Spec, np.Spec):
 		return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,10 +27,10 @@ func (e *Runtime) Claim(ctx context.Context, container, name string) error {
 	}
 	podName, _ := splitKubeID(container)
 	err := e.createLease(ctx, id, podName)
-	if errors.Is(err, errNameTaken) {
+	if errors.Is(err, runtime.ErrNameTaken) {
 		var ok bool
 		if ok, err = e.takeStaleLease(ctx, id, podName); err == nil && !ok {
-			err = fmt.Errorf("lease %s: %w", name, errNameTaken)
+			err = fmt.Errorf("lease %s: %w", name, runtime.ErrNameTaken)
 		}
 	}
 	if err != nil {
@@ -58,10 +59,10 @@ func (e *Runtime) bindPool(ctx context.Context, container, id string) error {
 			return nil
 		}
 		if p.Labels[LabelClaimed] != "" || p.DeletionTimestamp != nil {
-			return fmt.Errorf("pool pod %s: %w (claimed by another replica)", p.Name, ErrNoContainer)
+			return fmt.Errorf("pool pod %s: %w (claimed by another replica)", p.Name, runtime.ErrNotFound)
 		}
 		p.Labels[LabelClaimed] = id
-		p.Labels[LabelSandbox] = id
+		p.Labels[runtime.LabelSandbox] = id
 		// Update carries the resourceVersion read above: of two replicas
 		// claiming this pod, one gets a conflict.
 		_, err = e.cs.CoreV1().Pods(e.ns).Update(ctx, p, metav1.UpdateOptions{})
@@ -69,7 +70,7 @@ func (e *Runtime) bindPool(ctx context.Context, container, id string) error {
 			return nil
 		}
 		if !apierrors.IsConflict(err) || attempt >= 3 {
-			return kclassify("claim pod "+p.Name, err, ErrNoContainer)
+			return kclassify("claim pod "+p.Name, err, runtime.ErrNotFound)
 		}
 	}
 }

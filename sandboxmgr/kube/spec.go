@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"maps"
 	"strings"
 	"time"
@@ -19,7 +20,7 @@ import (
 // sandbox id across replicas and records its activity.
 
 // podSpec is s as a pod.
-func (e *Runtime) podSpec(s ctrSpec, port int, readyPath string) *corev1.Pod {
+func (e *Runtime) podSpec(s runtime.Spec, port int, readyPath string) *corev1.Pod {
 	no, yes := false, true
 	var env []corev1.EnvVar
 	for _, kv := range s.Env {
@@ -92,7 +93,7 @@ func (e *Runtime) podSpec(s ctrSpec, port int, readyPath string) *corev1.Pod {
 // volume's group is its uid (fsGroup), changed only when the volume's root
 // does not have it yet, so a large kept workspace is not walked on every
 // wake. With the image's own user (run_as_user -1) the image must see to it.
-func (e *Runtime) mountWorkspace(pod *corev1.Pod, s ctrSpec) {
+func (e *Runtime) mountWorkspace(pod *corev1.Pod, s runtime.Spec) {
 	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: workspaceVolume, VolumeSource: corev1.VolumeSource{
 		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.Name},
 	}})
@@ -116,7 +117,7 @@ func intOrString(port int) intstr.IntOrString { return intstr.FromInt32(int32(po
 func (e *Runtime) createLease(ctx context.Context, id, holder string) error {
 	now := metav1.NowMicro()
 	l := &coordv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: ContainerName(id), Namespace: e.ns, Labels: e.leaseLabels(id)},
+		ObjectMeta: metav1.ObjectMeta{Name: runtime.ContainerName(id), Namespace: e.ns, Labels: e.leaseLabels(id)},
 		Spec:       coordv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &now, RenewTime: &now},
 	}
 	_, err := e.cs.CoordinationV1().Leases(e.ns).Create(ctx, l, metav1.CreateOptions{})
@@ -128,20 +129,20 @@ func (e *Runtime) leaseLabels(id string) map[string]string {
 	if l == nil {
 		l = map[string]string{}
 	}
-	l[LabelManaged] = "true"
-	l[LabelSandbox] = id
+	l[runtime.LabelManaged] = "true"
+	l[runtime.LabelSandbox] = id
 	return l
 }
 
 // leaseHolder returns the pod named by id's lease ("" if there is no lease)
 // and the lease's resourceVersion.
 func (e *Runtime) leaseHolder(ctx context.Context, id string) (holder, rv string, err error) {
-	l, err := e.cs.CoordinationV1().Leases(e.ns).Get(ctx, ContainerName(id), metav1.GetOptions{})
+	l, err := e.cs.CoordinationV1().Leases(e.ns).Get(ctx, runtime.ContainerName(id), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return "", "", nil
 	}
 	if err != nil {
-		return "", "", kclassify("get lease "+ContainerName(id), err, nil)
+		return "", "", kclassify("get lease "+runtime.ContainerName(id), err, nil)
 	}
 	if l.Spec.HolderIdentity != nil {
 		holder = *l.Spec.HolderIdentity
@@ -157,12 +158,12 @@ func (e *Runtime) leaseHolder(ctx context.Context, id string) (holder, rv string
 // previewgate-<id> that does not exist yet may be a create in flight: a
 // claimer leaves it for leaseCreateGrace.
 func (e *Runtime) takeStaleLease(ctx context.Context, id, holder string) (bool, error) {
-	l, err := e.cs.CoordinationV1().Leases(e.ns).Get(ctx, ContainerName(id), metav1.GetOptions{})
+	l, err := e.cs.CoordinationV1().Leases(e.ns).Get(ctx, runtime.ContainerName(id), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false, nil // deleted meanwhile: the caller's retry creates it
 	}
 	if err != nil {
-		return false, kclassify("get lease "+ContainerName(id), err, nil)
+		return false, kclassify("get lease "+runtime.ContainerName(id), err, nil)
 	}
 	cur := ""
 	if l.Spec.HolderIdentity != nil {
@@ -171,13 +172,13 @@ func (e *Runtime) takeStaleLease(ctx context.Context, id, holder string) (bool, 
 	if cur == holder {
 		return true, nil
 	}
-	if cur == ContainerName(id) {
+	if cur == runtime.ContainerName(id) {
 		// Only a pool claimer gets here (creators share that holder name).
 		// A create in flight writes its lease a moment before its pod: a
 		// young lease without its pod is that, not a dead creator, and
 		// taking it over would make a second pod (a race the pool test
 		// caught across replicas).
-		if _, err := e.getPod(ctx, cur); !errors.Is(err, ErrNoContainer) {
+		if _, err := e.getPod(ctx, cur); !errors.Is(err, runtime.ErrNotFound) {
 			return false, err // it exists (or we cannot tell)
 		}
 		if leaseAge(l) < leaseCreateGrace {
@@ -187,7 +188,7 @@ func (e *Runtime) takeStaleLease(ctx context.Context, id, holder string) (bool, 
 		return false, nil
 	} else if err == nil && p.Labels[LabelClaimed] == "" && p.DeletionTimestamp == nil && leaseAge(l) < leaseCreateGrace {
 		return false, nil // a claim in flight: the claimer binds the pod right after its Lease
-	} else if err != nil && !errors.Is(err, ErrNoContainer) {
+	} else if err != nil && !errors.Is(err, runtime.ErrNotFound) {
 		return false, err
 	}
 	l.Spec.HolderIdentity = &holder

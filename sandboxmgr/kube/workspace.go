@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"maps"
 	"strings"
 	"time"
@@ -74,12 +75,12 @@ func workspaceClaim(pod *corev1.Pod) string {
 }
 
 // keptInfo reports a workspace claim without its pod as a stopped sandbox.
-func keptInfo(pvc *corev1.PersistentVolumeClaim) ctrInfo {
-	c := ctrInfo{
+func keptInfo(pvc *corev1.PersistentVolumeClaim) runtime.Instance {
+	c := runtime.Instance{
 		ID:      keptPrefix + pvc.Name + "/" + string(pvc.UID),
 		Name:    pvc.Name,
 		Labels:  maps.Clone(pvc.Labels),
-		State:   stateExited,
+		State:   runtime.StateExited,
 		Created: pvc.CreationTimestamp.Time,
 		Kept:    true,
 	}
@@ -90,7 +91,7 @@ func keptInfo(pvc *corev1.PersistentVolumeClaim) ctrInfo {
 }
 
 // workspaceSpec is the claim for s.
-func (e *Runtime) workspaceSpec(s ctrSpec) *corev1.PersistentVolumeClaim {
+func (e *Runtime) workspaceSpec(s runtime.Spec) *corev1.PersistentVolumeClaim {
 	w := s.Workspace
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: e.ns, Labels: maps.Clone(s.Labels)},
@@ -111,7 +112,7 @@ func (e *Runtime) workspaceSpec(s ctrSpec) *corev1.PersistentVolumeClaim {
 // ensureWorkspace makes s's claim, or takes the kept one: it must be this
 // gateway's (ErrForeignContainer otherwise), and one being deleted is
 // waited for until ctx ends.
-func (e *Runtime) ensureWorkspace(ctx context.Context, s ctrSpec) error {
+func (e *Runtime) ensureWorkspace(ctx context.Context, s runtime.Spec) error {
 	pvc := e.workspaceSpec(s)
 	for {
 		_, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx, pvc, metav1.CreateOptions{})
@@ -124,11 +125,11 @@ func (e *Runtime) ensureWorkspace(ctx context.Context, s ctrSpec) error {
 			continue // deleted meanwhile: make a new one
 		case err != nil:
 			return kclassify("get workspace "+s.Name, err, nil)
-		case !e.ownsWorkspace(cur, s.Labels[LabelSandbox]):
-			return fmt.Errorf("workspace %s: %w (it lacks this gateway's labels)", s.Name, ErrForeign)
+		case !e.ownsWorkspace(cur, s.Labels[runtime.LabelSandbox]):
+			return fmt.Errorf("workspace %s: %w (it lacks this gateway's labels)", s.Name, runtime.ErrForeign)
 		case cur.DeletionTimestamp != nil:
 			// Removed a moment ago; its pod goes first, then the claim.
-			if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			if err := runtime.Sleep(ctx, 100*time.Millisecond); err != nil {
 				return fmt.Errorf("workspace %s is being deleted: %w", s.Name, err)
 			}
 			continue
@@ -148,7 +149,7 @@ func (e *Runtime) ownsWorkspace(pvc *corev1.PersistentVolumeClaim, id string) bo
 			return false
 		}
 	}
-	return pvc.Labels[LabelManaged] == "true" && pvc.Labels[LabelSandbox] == id
+	return pvc.Labels[runtime.LabelManaged] == "true" && pvc.Labels[runtime.LabelSandbox] == id
 }
 
 // annotateStopped sets (at non-nil) or clears the stop time on claim. A
@@ -172,23 +173,23 @@ func (e *Runtime) annotateStopped(ctx context.Context, claim string, at *time.Ti
 // keptWorkspace returns the claim named name as a stopped sandbox;
 // ErrNoContainer if there is none, it is being deleted or it is not uid
 // (when given).
-func (e *Runtime) keptWorkspace(ctx context.Context, name string, uid types.UID) (ctrInfo, error) {
+func (e *Runtime) keptWorkspace(ctx context.Context, name string, uid types.UID) (runtime.Instance, error) {
 	pvc, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
-		return ctrInfo{}, fmt.Errorf("workspace %s: %w", name, ErrNoContainer)
+		return runtime.Instance{}, fmt.Errorf("workspace %s: %w", name, runtime.ErrNotFound)
 	case err != nil:
-		return ctrInfo{}, kclassify("get workspace "+name, err, ErrNoContainer)
+		return runtime.Instance{}, kclassify("get workspace "+name, err, runtime.ErrNotFound)
 	case pvc.DeletionTimestamp != nil:
-		return ctrInfo{}, fmt.Errorf("workspace %s: %w (being deleted)", name, ErrNoContainer)
+		return runtime.Instance{}, fmt.Errorf("workspace %s: %w (being deleted)", name, runtime.ErrNotFound)
 	case uid != "" && pvc.UID != uid:
-		return ctrInfo{}, fmt.Errorf("workspace %s: %w (replaced)", name, ErrNoContainer)
+		return runtime.Instance{}, fmt.Errorf("workspace %s: %w (replaced)", name, runtime.ErrNotFound)
 	}
 	return keptInfo(pvc), nil
 }
 
 // listKept returns the scoped workspace claims that no pod in pods uses.
-func (e *Runtime) listKept(ctx context.Context, lbls map[string]string, pods []ctrInfo) ([]ctrInfo, error) {
+func (e *Runtime) listKept(ctx context.Context, lbls map[string]string, pods []runtime.Instance) ([]runtime.Instance, error) {
 	list, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(lbls).String()})
 	if apierrors.IsForbidden(err) {
 		return nil, nil
@@ -200,7 +201,7 @@ func (e *Runtime) listKept(ctx context.Context, lbls map[string]string, pods []c
 	for _, p := range pods {
 		served[p.Name] = true
 	}
-	var out []ctrInfo
+	var out []runtime.Instance
 	for i := range list.Items {
 		pvc := &list.Items[i]
 		if pvc.DeletionTimestamp == nil && !served[pvc.Name] {
@@ -219,7 +220,7 @@ func (e *Runtime) deleteWorkspace(ctx context.Context, claim string, uid types.U
 	}
 	err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx, claim, opts)
 	if apierrors.IsConflict(err) {
-		return fmt.Errorf("workspace %s: %w (replaced)", claim, ErrNoContainer)
+		return fmt.Errorf("workspace %s: %w (replaced)", claim, runtime.ErrNotFound)
 	}
-	return kclassify("delete workspace "+claim, err, ErrNoContainer)
+	return kclassify("delete workspace "+claim, err, runtime.ErrNotFound)
 }
