@@ -91,11 +91,16 @@ func writeSandboxError(w http.ResponseWriter, err error) {
 	var se *sandboxmgr.StartError
 	switch {
 	case errors.As(err, &se):
-		body := map[string]any{"error": err.Error(), "code": "start_failed", "reason": se.Reason, "logs": se.Logs}
+		// The same code and status a preview answers (gateway/errors.go).
+		body := map[string]any{"error": err.Error(), "code": se.Code(), "reason": se.Reason, "logs": se.Logs}
 		if se.Reason == sandboxmgr.ReasonExited || se.Reason == sandboxmgr.ReasonCrashLoop {
 			body["exit_code"] = se.ExitCode
 		}
-		writeJSON(w, http.StatusBadGateway, body)
+		status := http.StatusBadGateway
+		if se.Reason == sandboxmgr.ReasonReadyTimeout {
+			status = http.StatusGatewayTimeout
+		}
+		writeJSON(w, status, body)
 	case errors.Is(err, sandboxmgr.ErrNotReady), errors.Is(err, context.DeadlineExceeded):
 		writeJSON(w, http.StatusGatewayTimeout, errBody(err.Error(), "not_ready"))
 	case errors.Is(err, sandboxmgr.ErrForeignContainer):
