@@ -197,10 +197,14 @@ func TestSyntaxErrorColumnInLargeFile(t *testing.T) {
 // holds ~45,000 keys: goccy's parser is quadratic in a block mapping's
 // size (v1.19.2: 25 s for 45,000 keys), so only the pre-scan's MaxNodes
 // keeps it away from the parser.
-func wideMapping() []byte {
+func wideMapping() []byte { return wideEnv(1 << 30) }
+
+// wideEnv is a config whose one env mapping holds n keys, or as many as
+// fit in MaxSize.
+func wideEnv(n int) []byte {
 	var b strings.Builder
 	b.WriteString("domain: preview.localhost\ndefault_template: app\ntemplates:\n  app:\n    image: x\n    env:\n")
-	for i := 0; b.Len() < MaxSize-64; i++ {
+	for i := 0; i < n && b.Len() < MaxSize-64; i++ {
 		fmt.Fprintf(&b, "      K%d: v\n", i)
 	}
 	return []byte(b.String())
@@ -241,4 +245,18 @@ func BenchmarkParseBombs(b *testing.B) {
 			}
 		})
 	}
+	// The widest mapping the bound lets through goes to the parser: the
+	// worst cost of a file that is not refused (each key and its value are
+	// two of MaxNodes; the rest of the file holds a few more).
+	widest := wideEnv(MaxNodes/2 - 8)
+	b.Run("widest-accepted-mapping", func(b *testing.B) {
+		if _, err := Parse("wide.yaml", widest); err != nil && strings.Contains(err.Error(), "keys and values") {
+			b.Fatalf("refused by the bound: %.200v", err)
+		}
+		b.SetBytes(int64(len(widest)))
+		b.ReportAllocs()
+		for b.Loop() {
+			Parse("wide.yaml", widest)
+		}
+	})
 }
