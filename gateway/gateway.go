@@ -289,7 +289,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	}
 	// Releases owed when the connection ends: for an upgrade, when its
 	// socket closes, after ServeHTTP returned.
-	var cl closers
+	// Room for the usual releases (exchange admission, touch, a hold or
+	// a socket's): one allocation instead of append's growth to 1, 2, 4.
+	cl := make(closers, 0, 4)
 	handedOff := false // the proxy owns cl from then on
 	defer func() {
 		if !handedOff {
