@@ -15,8 +15,10 @@ import (
 type Awake struct {
 	// Reasons, in words, each a fact: open sockets, the last request, the
 	// runtime's shared activity, a keep-up time.
-	Reasons     []string `json:"reasons"`
-	OpenSockets int      `json:"open_sockets"`
+	Reasons []string `json:"reasons"`
+	// Summary is the main reason in a few words, for tables.
+	Summary     string `json:"summary"`
+	OpenSockets int    `json:"open_sockets"`
 	// LastActivity is the latest request or socket activity this replica
 	// knows of, its own or (SharedActivity) another replica's.
 	LastActivity time.Time `json:"last_activity,omitzero"`
@@ -69,17 +71,22 @@ func (m *Manager) awake(sb *sandbox) *Awake {
 	}
 	if p.act == reapSockets {
 		a.Rule, a.Action = "max_socket_idle", "stop"
+		a.Summary = fmt.Sprintf("%d open socket(s)", a.OpenSockets)
 		a.Reasons = append(a.Reasons, fmt.Sprintf("%d open WebSocket or SSE connection(s): kept up until %s after the last request (max_socket_idle)", a.OpenSockets, p.limit))
 	}
 	ago := func(t time.Time) string { return now.Sub(t).Round(time.Second).String() + " ago" }
 	switch {
 	case !a.SharedActivity.IsZero() && !a.SharedActivity.Before(a.LastActivity) && a.SharedActivity.Equal(p.from):
+		a.summarize("another replica's traffic")
 		a.Reasons = append(a.Reasons, "traffic through another replica "+ago(a.SharedActivity)+" (the runtime's shared activity)")
 	case !a.LastActivity.IsZero() && a.LastActivity.Equal(p.from):
+		a.summarize("recent request")
 		a.Reasons = append(a.Reasons, "last request "+ago(a.LastActivity))
 	case !started.IsZero() && started.Equal(p.from):
+		a.summarize("just started")
 		a.Reasons = append(a.Reasons, "started "+ago(started)+", no request since")
 	default:
+		a.summarize("gateway restart")
 		a.Reasons = append(a.Reasons, "this gateway started "+ago(p.from)+" and saw no request since (earlier activity is unknown to it)")
 	}
 	if !a.KeepUntil.IsZero() && a.KeepUntil.After(now) {
@@ -93,4 +100,11 @@ func (m *Manager) awake(sb *sandbox) *Awake {
 		a.Reasons = append(a.Reasons, when)
 	}
 	return a
+}
+
+// summarize sets Summary to s unless open sockets already explain it.
+func (a *Awake) summarize(s string) {
+	if a.Summary == "" {
+		a.Summary = s
+	}
 }
