@@ -85,6 +85,7 @@ func (m *Manager) Pause(ctx context.Context, id string) error {
 	case c.State != stateRunning:
 		return fmt.Errorf("sandbox %s is %s: %w", id, c.State, ErrNotRunning)
 	}
+	m.beforeStop(id) // a frozen app would leave its sockets hanging: close them with 1001
 	if err := m.eng.Sleep(ctx, c.ID, runtime.SleepPause); err != nil {
 		return fmt.Errorf("pause %s: %w", id, err)
 	}
