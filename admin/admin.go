@@ -125,7 +125,7 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("POST /admin/sandboxes/{id}/resume", sbx(a.resumeSandbox))
 	mux.HandleFunc("GET /admin/sandboxes/{id}/requests", sbx(a.sandboxRequests))
 	mux.HandleFunc("POST /admin/sandboxes/{id}/announce", sbx(a.announce))
-	mux.HandleFunc("DELETE /admin/sandboxes/{id}", sbx(a.sandboxOp("remove", o.Sandboxes.Remove)))
+	mux.HandleFunc("DELETE /admin/sandboxes/{id}", sbx(a.sandboxOp("remove", a.removeSandbox)))
 	a.ui.routes(mux)
 	return mux
 }

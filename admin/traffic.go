@@ -20,6 +20,17 @@ type Traffic interface {
 	Counters(id string) (traffic.Counters, bool)
 	Last(id string, n int) []traffic.Request
 	Replica() string
+	Forget(id string) // the sandbox was removed
+}
+
+// removeSandbox removes id and forgets this replica's log of it (other
+// replicas forget theirs as their bound pushes it out).
+func (a *admin) removeSandbox(ctx context.Context, id string) error {
+	err := a.o.Sandboxes.Remove(ctx, id)
+	if err == nil && a.o.Traffic != nil {
+		a.o.Traffic.Forget(id)
+	}
+	return err
 }
 
 // sandboxTraffic is a sandbox's counters in the list: this replica's.
