@@ -76,6 +76,9 @@ type Options struct {
 	// Metrics serves /metrics; nil means 404.
 	Metrics http.Handler
 	Log     *slog.Logger
+	// PreviewURL is sandbox id's preview address ("/"-terminated), for
+	// share links; nil: http://sandbox-<id>.<first domain>/.
+	PreviewURL func(id string) string
 }
 
 // maxConfigBytes bounds a PUT /admin/config body: the size of a config
@@ -114,6 +117,10 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("POST /admin/sandboxes/{id}/stop", sbx(a.sandboxOp("stop", o.Sandboxes.Stop)))
 	mux.HandleFunc("POST /admin/sandboxes/{id}/announce", sbx(a.announce))
 	mux.HandleFunc("DELETE /admin/sandboxes/{id}", sbx(a.sandboxOp("remove", o.Sandboxes.Remove)))
+	mux.HandleFunc("PATCH /admin/sandboxes/{id}", sbx(a.patchSandbox)) // settings (links.go)
+	mux.HandleFunc("POST /admin/sandboxes/{id}/links", sbx(a.createLink))
+	mux.HandleFunc("GET /admin/sandboxes/{id}/links", sbx(a.listLinks))
+	mux.HandleFunc("DELETE /admin/sandboxes/{id}/links/{link}", sbx(a.deleteLink))
 	a.ui.routes(mux)
 	return mux
 }

@@ -77,6 +77,9 @@ func (m *Manager) decideLocked(sb *sandbox, tpl *config.Template, now time.Time)
 	last := latest(sb.lastActive(), sb.startedAt, m.born)
 	switch sb.state {
 	case stateRunning:
+		if m.keepUp(sb.id, now) {
+			return reapNothing // kept up by its settings (settings.go), up to max_keep_up
+		}
 		idle := now.Sub(last)
 		if sb.holds.Load() == 0 {
 			if idle >= tpl.IdleTimeout.D() {
