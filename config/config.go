@@ -196,15 +196,15 @@ type Template struct {
 	RemoveAfter   Duration          `yaml:"remove_after"`    // Zero means 24h.
 	// MaxKeepUp bounds a sandbox's keep_up_until set through the admin
 	// API (#23), from the time it is set. Zero means 4h.
-	MaxKeepUp Duration `yaml:"max_keep_up"`
-	Pool          int               `yaml:"pool"`
-	ColdStart     string            `yaml:"cold_start"`  // Zero means waiting-page.
-	HostHeader    string            `yaml:"host_header"` // Zero means local.
-	Public        bool              `yaml:"public"`
-	MaxBodyBytes  ByteSize          `yaml:"max_body"`  // Zero means 100MiB.
-	ReadOnly      bool              `yaml:"read_only"` // read-only root with a tmpfs at /tmp
-	CapAdd        []string          `yaml:"cap_add"`
-	Limits        *RateLimits       `yaml:"limits"` // per-template overrides of the global rates
+	MaxKeepUp    Duration    `yaml:"max_keep_up"`
+	Pool         int         `yaml:"pool"`
+	ColdStart    string      `yaml:"cold_start"`  // Zero means waiting-page.
+	HostHeader   string      `yaml:"host_header"` // Zero means local.
+	Public       bool        `yaml:"public"`
+	MaxBodyBytes ByteSize    `yaml:"max_body"`  // Zero means 100MiB.
+	ReadOnly     bool        `yaml:"read_only"` // read-only root with a tmpfs at /tmp
+	CapAdd       []string    `yaml:"cap_add"`
+	Limits       *RateLimits `yaml:"limits"` // per-template overrides of the global rates
 	// AllowEnv names the env variables a pre-create through the admin API
 	// (PUT /admin/sandboxes/{id}) may set; others are refused (#16).
 	AllowEnv []string `yaml:"allow_env,omitempty"`

@@ -29,14 +29,14 @@ const (
 	DefaultActivityEvery = 10 * time.Second
 	// Share links (#23): a link's lifetime unless asked, and the most it
 	// may be asked; a sandbox's keep-up, at most, unless its template says.
-	DefaultLinkTTL    = time.Hour
-	DefaultMaxLinkTTL = 24 * time.Hour
-	DefaultMaxKeepUp  = 4 * time.Hour
-	defaultMaxStarts     = 4
-	defaultStartQueue    = 64
-	defaultMaxRunning    = 50
-	defaultReadyTimeout  = 60 * time.Second
-	defaultQueueTimeout  = 30 * time.Second
+	DefaultLinkTTL      = time.Hour
+	DefaultMaxLinkTTL   = 24 * time.Hour
+	DefaultMaxKeepUp    = 4 * time.Hour
+	defaultMaxStarts    = 4
+	defaultStartQueue   = 64
+	defaultMaxRunning   = 50
+	defaultReadyTimeout = 60 * time.Second
+	defaultQueueTimeout = 30 * time.Second
 )
 
 // DefaultLimits returns the limits of a file that sets none.
