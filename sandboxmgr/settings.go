@@ -233,6 +233,8 @@ func (m *Manager) cacheRecord(id string, cr cachedRecord, local bool) {
 	defer m.recs.mu.Unlock()
 	if m.recs.byID == nil {
 		m.recs.byID = map[string]cachedRecord{}
+	}
+	if m.recs.wrote == nil {
 		m.recs.wrote = map[string]time.Time{}
 	}
 	m.recs.byID[id] = cr
