@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	mrand "math/rand/v2"
 	"sync"
 	"time"
 
@@ -51,6 +52,10 @@ type Link struct {
 // MaxLinks bounds a sandbox's live (unexpired) links, so a record stays
 // far under runtime.MaxRecord.
 const MaxLinks = 32
+
+// maxSettingsTries bounds the retries of a change that lost to another
+// writer.
+const maxSettingsTries = 20
 
 // ErrNoRecords: the runtime keeps no records (a fake in tests).
 var ErrNoRecords = errors.New("this runtime keeps no per-sandbox settings")
@@ -107,7 +112,12 @@ func (m *Manager) UpdateSettings(ctx context.Context, id string, fn func(*Settin
 			return Settings{}, fmt.Errorf("settings of %s: %w", id, err)
 		}
 		v, err := rs.PutRecord(ctx, id, cur.version, data, labels)
-		if errors.Is(err, runtime.ErrConflict) && try < 5 {
+		if errors.Is(err, runtime.ErrConflict) && try < maxSettingsTries {
+			// Another writer (maybe another replica) came first: read
+			// again after a short random pause, so racers spread out.
+			if err := runtime.Sleep(ctx, time.Duration(5+mrand.IntN(20*(try+1)))*time.Millisecond); err != nil {
+				return Settings{}, err
+			}
 			continue
 		}
 		if err != nil {
