@@ -23,7 +23,7 @@ import (
 // settingsTwoReplicas runs the shared checks: concurrent writers from both
 // replicas lose nothing, a setting made on one is seen by the other within
 // the re-check bound, keep-up holds both reapers off an idle sandbox and
-// its end lets them stop it, and a remove takes the record along
+// its end lets them stop it (b reaps, a only serves and sets), and a remove takes the record along
 // (records counts what the runtime keeps for id).
 func settingsTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpl *config.Template, recheck time.Duration, records func(id string) int) {
 	ctx := t.Context()
@@ -60,17 +60,17 @@ func settingsTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpl *config.Tem
 	took := waitUntil(t, 3*recheck+5*time.Second, "b sees public", func() bool { p := b.Settings(id).Public; return p != nil && *p })
 	t.Logf("a setting made on one replica seen by the other after %v (re-check every %v)", took, recheck)
 
-	// Keep-up: no traffic for three idle timeouts, still running.
-	if _, err := b.UpdateSettings(ctx, id, func(s *sandboxmgr.Settings) error {
+	// Keep-up set on a: no traffic for five idle timeouts, still running.
+	if _, err := a.UpdateSettings(ctx, id, func(s *sandboxmgr.Settings) error {
 		s.KeepUpUntil = time.Now().Add(time.Minute)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 3*recheck+5*time.Second, "a sees the keep-up", func() bool { return !a.Settings(id).KeepUpUntil.IsZero() })
-	time.Sleep(3 * tpl.IdleTimeout.D())
+	waitUntil(t, 3*recheck+5*time.Second, "b sees the keep-up", func() bool { return !b.Settings(id).KeepUpUntil.IsZero() })
+	time.Sleep(5 * tpl.IdleTimeout.D())
 	if st := state(t, a, id); st != "running" {
-		t.Fatalf("kept up for a minute, idle for %v: state %q, want running", 3*tpl.IdleTimeout.D(), st)
+		t.Fatalf("kept up for a minute, idle for %v: state %q, want running", 5*tpl.IdleTimeout.D(), st)
 	}
 	if _, err := a.UpdateSettings(ctx, id, func(s *sandboxmgr.Settings) error { s.KeepUpUntil = time.Time{}; return nil }); err != nil {
 		t.Fatal(err)
@@ -123,7 +123,9 @@ func TestDockerSettingsTwoReplicas(t *testing.T) {
 	tpl.MaxSocketIdle, tpl.RemoveAfter = config.Duration(time.Hour), config.Duration(time.Hour)
 	e.cfg.Templates = func(string) *config.Template { return tpl }
 	e.cfg.RecheckEvery, e.cfg.ReapEvery, e.cfg.Replicas = time.Second, 200*time.Millisecond, 2
-	a, b := e.manager(t), e.manager(t)
+	b := e.manager(t)
+	e.cfg.ReapEvery = -1 // a only serves: b's reaper must see a's keep-up
+	a := e.manager(t)
 	settingsTwoReplicas(t, a, b, tpl, e.cfg.RecheckEvery, func(id string) int {
 		f := filters.NewArgs(filters.Arg("label", runtime.LabelRecord+"="+id))
 		vols, err := e.cli.VolumeList(context.Background(), volume.ListOptions{Filters: f})
@@ -149,7 +151,9 @@ func TestKubernetesSettingsTwoReplicas(t *testing.T) {
 	cfg.Templates = func(string) *config.Template { return tpl }
 	cfg.RecheckEvery, cfg.ReapEvery = time.Second, 200*time.Millisecond
 	cfg.Kubernetes.ActivityEvery = 500 * time.Millisecond
-	a, b := e.manager(t, cfg), e.manager(t, cfg)
+	b := e.manager(t, cfg)
+	cfg.ReapEvery = -1 // a only serves: b's reaper must see a's keep-up
+	a := e.manager(t, cfg)
 	settingsTwoReplicas(t, a, b, tpl, cfg.RecheckEvery, func(id string) int {
 		list, err := e.cs.CoreV1().ConfigMaps(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: runtime.LabelRecord + "=" + id})
 		if err != nil {
