@@ -266,6 +266,14 @@ func TestDockerShareLinks(t *testing.T) {
 			t.Errorf("%s%s with the link: got %d %s, want 403 link_scope", c.host, c.path, resp.StatusCode, body)
 		}
 	}
+	if resp, body := get(t, b.srv, host, statusPath, "Cookie", cookie, "Accept", "application/json"); resp.StatusCode != 200 {
+		t.Errorf("the waiting page's status with the link: got %d %s, want 200", resp.StatusCode, body)
+	}
+	for _, body := range []string{`{"path":"docs"}`, `{"path":"/docs?x=1"}`, `{"ttl":"-1m"}`, `{"ttl":"soon"}`, `{"nope":1}`, `not json`} {
+		if st, out := adminCall(t, a.admin.URL, "POST", "/admin/sandboxes/"+id+"/links", body); st != 400 || out["code"] != "bad_request" {
+			t.Errorf("POST links %s: got %d %v, want 400 bad_request", body, st, out)
+		}
+	}
 	if resp, _ := get(t, b.srv, "sandbox-other"+id+"."+testDomain, "/docs", "Cookie", cookie); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("another sandbox with the link: got %d, want 401", resp.StatusCode)
 	}
