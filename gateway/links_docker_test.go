@@ -160,6 +160,10 @@ func linkSetup(t *testing.T) (*config.Config, sandboxmgr.Config) {
 // re-check bound, and closes it again.
 func TestDockerPublicToggleTwoReplicas(t *testing.T) {
 	cfg, mc := linkSetup(t)
+	publicToggle(t, cfg, mc)
+}
+
+func publicToggle(t *testing.T, cfg *config.Config, mc sandboxmgr.Config) {
 	var logs syncBuf
 	a, b := startLinkReplica(t, cfg, mc, &logs), startLinkReplica(t, cfg, mc, &logs)
 	id := dockertest.UniqueID("pub")
@@ -224,6 +228,19 @@ func mintLink(t *testing.T, base, id, body string) (pathQuery, linkID string) {
 // expired when it is.
 func TestDockerShareLinks(t *testing.T) {
 	cfg, mc := linkSetup(t)
+	shareLinks(t, cfg, mc, func(id string) int {
+		f := filters.NewArgs(filters.Arg("label", runtime.LabelRecord+"="+id))
+		vols, err := dockertest.Client(t).VolumeList(context.Background(), volume.ListOptions{Filters: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(vols.Volumes)
+	})
+}
+
+// shareLinks runs the share link checks on the runtime of mc; records
+// counts what the runtime keeps for a sandbox.
+func shareLinks(t *testing.T, cfg *config.Config, mc sandboxmgr.Config, records func(id string) int) {
 	var logs syncBuf
 	a, b := startLinkReplica(t, cfg, mc, &logs), startLinkReplica(t, cfg, mc, &logs)
 	id := dockertest.UniqueID("lnk")
@@ -328,12 +345,13 @@ func TestDockerShareLinks(t *testing.T) {
 	}
 
 	// Removing the sandbox removes its record.
+	if n := records(id); n != 1 {
+		t.Errorf("records of the sandbox: %d, want 1", n)
+	}
 	if st, _ := adminCall(t, a.admin.URL, "DELETE", "/admin/sandboxes/"+id, ""); st != 200 {
 		t.Fatalf("remove sandbox: got %d", st)
 	}
-	f := filters.NewArgs(filters.Arg("label", runtime.LabelRecord+"="+id))
-	vols, err := dockertest.Client(t).VolumeList(context.Background(), volume.ListOptions{Filters: f})
-	if err != nil || len(vols.Volumes) != 0 {
-		t.Errorf("record volumes after remove: %d (%v), want 0", len(vols.Volumes), err)
+	if n := records(id); n != 0 {
+		t.Errorf("records after remove: %d, want 0", n)
 	}
 }
