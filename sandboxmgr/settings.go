@@ -8,6 +8,7 @@ import (
 	"maps"
 	mrand "math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -65,8 +66,10 @@ var ErrTooManyLinks = fmt.Errorf("at most %d live share links per sandbox", MaxL
 
 // recordCache is this replica's copy of the records.
 type recordCache struct {
-	mu    sync.RWMutex // guards byID, wrote
-	byID  map[string]cachedRecord
+	// byID is read on every request (policy): an immutable map swapped
+	// whole, so readers take no lock. Writers copy it under mu.
+	byID  atomic.Pointer[map[string]cachedRecord]
+	mu    sync.Mutex           // serializes writers of byID; guards wrote
 	wrote map[string]time.Time // last local write per id: a list begun before it knows less
 	fresh singleflight.Group   // one reload of one record at a time
 	tried sync.Map             // id → time.Time of its last on-demand reload
@@ -80,9 +83,10 @@ type cachedRecord struct {
 // Settings returns sandbox id's settings as this replica knows them (no
 // runtime call). The Links slice is shared: do not change it.
 func (m *Manager) Settings(id string) Settings {
-	m.recs.mu.RLock()
-	defer m.recs.mu.RUnlock()
-	return m.recs.byID[id].s
+	if p := m.recs.byID.Load(); p != nil {
+		return (*p)[id].s
+	}
+	return Settings{}
 }
 
 // UpdateSettings applies fn to sandbox id's settings, read fresh from the
@@ -191,14 +195,15 @@ func (m *Manager) reloadRecords(ctx context.Context, began time.Time) (map[strin
 		has[id] = true
 	}
 	m.recs.mu.Lock()
+	cur := m.recs.byID.Load()
 	for id, t := range m.recs.wrote {
-		if t.After(began) {
-			next[id] = m.recs.byID[id]
+		if t.After(began) && cur != nil {
+			next[id] = (*cur)[id]
 		} else {
 			delete(m.recs.wrote, id)
 		}
 	}
-	m.recs.byID = next
+	m.recs.byID.Store(&next)
 	m.recs.mu.Unlock()
 	return has, nil
 }
@@ -233,21 +238,23 @@ func (m *Manager) forgetRecord(ctx context.Context, id string) {
 		return
 	}
 	m.recs.mu.Lock()
-	delete(m.recs.byID, id)
+	next := m.copyRecordsLocked()
+	delete(next, id)
+	m.recs.byID.Store(&next)
 	m.recs.mu.Unlock()
+	m.recs.tried.Delete(id)
 }
 
 // cacheRecord stores cr as id's; local: this replica just wrote it.
 func (m *Manager) cacheRecord(id string, cr cachedRecord, local bool) {
 	m.recs.mu.Lock()
 	defer m.recs.mu.Unlock()
-	if m.recs.byID == nil {
-		m.recs.byID = map[string]cachedRecord{}
-	}
 	if m.recs.wrote == nil {
 		m.recs.wrote = map[string]time.Time{}
 	}
-	m.recs.byID[id] = cr
+	next := m.copyRecordsLocked()
+	next[id] = cr
+	m.recs.byID.Store(&next)
 	if local {
 		m.recs.wrote[id] = m.now()
 	}
@@ -295,4 +302,14 @@ func (m *Manager) LoadSettings(ctx context.Context, id string) (Settings, error)
 	}
 	cr, err := m.loadRecord(ctx, id)
 	return cr.s, err
+}
+
+// copyRecordsLocked returns a copy of the cached records to change and
+// swap in (changes are rare: a write, a re-check). m.recs.mu must be held.
+func (m *Manager) copyRecordsLocked() map[string]cachedRecord {
+	cur := m.recs.byID.Load()
+	if cur == nil {
+		return map[string]cachedRecord{}
+	}
+	return maps.Clone(*cur)
 }
