@@ -30,6 +30,9 @@ func (e *Runtime) ListRecords(ctx context.Context, labels map[string]string) (ma
 	}
 	list, err := e.cs.CoreV1().ConfigMaps(e.ns).List(ctx, metav1.ListOptions{
 		LabelSelector: k8slabels.SelectorFromSet(sel).String() + "," + runtime.LabelRecord})
+	if apierrors.IsForbidden(err) {
+		return nil, fmt.Errorf("list records (per-sandbox settings): the gateway's Role lacks configmaps (deploy/kubernetes/rbac.yaml): %w", err)
+	}
 	if err != nil {
 		return nil, kclassify("list records", err, nil)
 	}
