@@ -92,7 +92,8 @@ func PathWithin(path, prefix string) bool {
 }
 
 // Link returns the link token r carries: in the query of a GET or HEAD
-// navigation (fromQuery: exchange it), else in the link cookie.
+// navigation (fromQuery: exchange it), else in the link cookie (on a
+// WebSocket upgrade only with an allowed Origin, see originAllowed).
 func (v *Verifier) Link(r *http.Request) (token string, fromQuery, ok bool) {
 	if !isWebSocket(r) && (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL != nil &&
 		strings.Contains(r.URL.RawQuery, LinkParam) {
@@ -101,6 +102,12 @@ func (v *Verifier) Link(r *http.Request) (token string, fromQuery, ok bool) {
 				return t, true, true
 			}
 		}
+	}
+	if isWebSocket(r) && !v.originAllowed(r) {
+		// A link cookie opens a WebSocket only from the preview's own
+		// origin or an allowed one, as the token cookie does (no
+		// cross-site WebSocket hijacking through a shared link).
+		return "", false, false
 	}
 	var buf [maxCookieCandidates]string
 	for _, c := range cookieValues(buf[:0], r.Header["Cookie"], v.linkCookie) {

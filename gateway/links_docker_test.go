@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/volume"
 
@@ -273,6 +274,30 @@ func shareLinks(t *testing.T, cfg *config.Config, mc sandboxmgr.Config, records 
 		}
 		if strings.Contains(body, secret) || strings.Contains(body, "previewgate_link") || !strings.Contains(body, "app=1") {
 			t.Fatalf("the sandbox received the grant (or lost its own cookie): %s", body)
+		}
+	}
+	// A WebSocket with the link cookie: from the preview's own origin
+	// only (cross-site WebSocket hijacking).
+	pqRoot, _ := mintLink(t, a.admin.URL, id, `{"ttl":"10m"}`)
+	rootCookie := "previewgate_link=" + pqRoot[strings.Index(pqRoot, "=")+1:]
+	wsURL := "ws" + strings.TrimPrefix(b.srv.URL, "http") + "/ws"
+	for origin, want := range map[string]bool{"http://" + host: true, "https://evil.example": false, "": false} {
+		h := http.Header{"Cookie": {rootCookie}}
+		if origin != "" {
+			h.Set("Origin", origin)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		c, resp, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{Host: host, HTTPHeader: h})
+		cancel()
+		if c != nil {
+			c.CloseNow()
+		}
+		if got := err == nil; got != want {
+			status := 0
+			if resp != nil {
+				status = resp.StatusCode
+			}
+			t.Errorf("WebSocket with the link cookie from origin %q: opened %v (%d, %v), want %v", origin, got, status, err, want)
 		}
 	}
 	// Scope: path prefix on a segment boundary, port, sandbox.

@@ -148,10 +148,11 @@ func (m *Manager) loadRecord(ctx context.Context, id string) (cachedRecord, erro
 	return cr, nil
 }
 
-// RefreshSettings reloads id's settings from the runtime if it was not
-// reloaded on demand in the last second (a link minted on another replica
-// moments ago); otherwise it answers the cache. Concurrent callers share
-// one reload. Only for a sandbox the manager knows.
+// RefreshSettings reloads id's settings from the runtime (a link minted
+// on another replica moments ago) and returns them. Reloads of one sandbox
+// are at least a second apart: concurrent callers share one, and a caller
+// coming sooner waits for the next (at most a second). Only for a sandbox
+// the manager knows; otherwise the cache answers.
 func (m *Manager) RefreshSettings(ctx context.Context, id string) Settings {
 	if m.caps.Records == nil {
 		return Settings{}
@@ -159,14 +160,15 @@ func (m *Manager) RefreshSettings(ctx context.Context, id string) Settings {
 	if _, ok := m.Known(id); !ok {
 		return m.Settings(id)
 	}
-	now := m.now()
-	if t, ok := m.recs.tried.Load(id); ok && now.Sub(t.(time.Time)) < time.Second {
-		return m.Settings(id)
-	}
-	m.recs.tried.Store(id, now)
-	v, _, _ := m.recs.fresh.Do(id, func() (any, error) {
+	ch := m.recs.fresh.DoChan(id, func() (any, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
+		if t, ok := m.recs.tried.Load(id); ok {
+			if err := runtime.Sleep(ctx, time.Second-m.now().Sub(t.(time.Time))); err != nil {
+				return m.Settings(id), nil
+			}
+		}
+		m.recs.tried.Store(id, m.now())
 		cr, err := m.loadRecord(ctx, id)
 		if err != nil {
 			m.log.DebugContext(ctx, "reload of sandbox settings failed", "sandbox", id, "err", err)
@@ -174,7 +176,12 @@ func (m *Manager) RefreshSettings(ctx context.Context, id string) Settings {
 		}
 		return cr.s, nil
 	})
-	return v.(Settings)
+	select {
+	case r := <-ch:
+		return r.Val.(Settings)
+	case <-ctx.Done():
+		return m.Settings(id)
+	}
 }
 
 // reloadRecords replaces the cache with the runtime's records (Start and
