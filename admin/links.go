@@ -15,6 +15,7 @@ import (
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Per-sandbox settings and share links (#23): PATCH /admin/sandboxes/{id}
@@ -183,7 +184,7 @@ func (a *admin) settingsFailed(w http.ResponseWriter, err error) bool {
 		return false
 	case errors.Is(err, sandboxmgr.ErrNoContainer):
 		writeJSON(w, http.StatusNotFound, errBody("no such sandbox", "not_found"))
-	case errors.Is(err, sandboxmgr.ErrTooManyLinks):
+	case errors.Is(err, sandboxmgr.ErrTooManyLinks), errors.Is(err, runtime.ErrRecordSize):
 		writeJSON(w, http.StatusConflict, errBody(err.Error(), "too_many_links"))
 	case errors.Is(err, errNoLink):
 		writeJSON(w, http.StatusNotFound, errBody("no such link", "not_found"))

@@ -33,8 +33,9 @@ type Record struct {
 }
 
 // MaxRecord bounds a record's bytes: far under what either store takes
-// (a Docker volume's labels, a ConfigMap's 1 MiB), and a few dozen links.
-const MaxRecord = 16 << 10
+// (a Docker volume's labels, a ConfigMap's 1 MiB), and room for the
+// manager's 32 links with 512-byte paths.
+const MaxRecord = 32 << 10
 
 // LabelRecord marks a record (a volume or ConfigMap) with its sandbox id.
 const LabelRecord = "previewgate.record"
