@@ -369,6 +369,22 @@ func shareLinks(t *testing.T, cfg *config.Config, mc sandboxmgr.Config, records 
 		t.Errorf("access log: the grant is there, or the requests are not")
 	}
 
+	// Bounded: 32 live links (the revoked one counts until it expires).
+	full := false
+	for range 40 {
+		st, out := adminCall(t, a.admin.URL, "POST", "/admin/sandboxes/"+id+"/links", `{"ttl":"10m","path":"/`+strings.Repeat("p", 500)+`"}`)
+		if st == http.StatusConflict && out["code"] == "too_many_links" {
+			full = true
+			break
+		}
+		if st != http.StatusCreated {
+			t.Fatalf("minting up to the bound: got %d %v", st, out)
+		}
+	}
+	if st, out := adminCall(t, a.admin.URL, "GET", "/admin/sandboxes/"+id+"/links", ""); !full || st != 200 || len(out["links"].([]any)) != sandboxmgr.MaxLinks {
+		t.Errorf("at the bound: full %v, %d links listed, want %d", full, len(out["links"].([]any)), sandboxmgr.MaxLinks)
+	}
+
 	// Removing the sandbox removes its record.
 	if n := records(id); n != 1 {
 		t.Errorf("records of the sandbox: %d, want 1", n)
