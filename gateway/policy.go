@@ -55,11 +55,15 @@ func (g *Gateway) policy(t *table, rt route) policy {
 // publicSandbox reports whether existing sandbox id, made from template
 // own, is public: its own setting (#23, set through the admin API and
 // kept by the runtime) if it has one, else its template's.
+// A sandbox of a template no longer configured is never public.
 func (g *Gateway) publicSandbox(id string, own *config.Template) bool {
+	if own == nil {
+		return false
+	}
 	if p := g.sb.Settings(id).Public; p != nil {
 		return *p
 	}
-	return own != nil && own.Public
+	return own.Public
 }
 
 // tokenless says how a request without a token got in, if it did.
