@@ -45,8 +45,8 @@ scope: {{SCOPE}}
 admin_token: "{{ADMIN}}"
 
 # Bearer tokens for backends (generated): the sandboxes scope opens the
-# /admin/sandboxes calls only (create or wake, list, logs, stop, remove),
-# never the config. Give this one to your backend, not the admin token.
+# /admin/sandboxes calls only (create or wake, list, logs, stop, remove,
+# settings, share links), never the config. Give this one to your backend, not the admin token.
 api_tokens:
   - {token: "{{API}}", scopes: [sandboxes]}
 
@@ -61,6 +61,10 @@ auth:
     # same secret (docs/auth.md), or write secret: "${PREVIEWGATE_JWT_SECRET}"
     # to read it from the environment.
     - {kid: k1, alg: HS256, secret: "{{SECRET}}"}
+  # Share links (POST /admin/sandboxes/{id}/links, docs/links.md): the
+  # lifetime of one that names none, and the longest one may ask for.
+  link_ttl: 1h
+  max_link_ttl: 24h
 
 docker:
   network: previewgate        # the bridge sandboxes join; made if missing
@@ -79,6 +83,7 @@ templates:
     # real host is in X-Forwarded-Host. preserve: the preview's own host.
     host_header: local
     idle_timeout: 15m         # stop after this long without traffic
+    max_keep_up: 4h           # PATCH /admin/sandboxes/{id} may keep it up this far ahead
     memory: 1GiB
     cpus: 1.0
 `

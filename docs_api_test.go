@@ -88,14 +88,14 @@ templates:
 				t.Errorf("%s example: the metadata filter found %q, want %s among them", ex.name, lines[0], want)
 			}
 		}
-		openLink(t, httpAddr, lines[1], id)
+		followLink(t, httpAddr, lines[1], id)
 	}
 }
 
-// openLink opens a share link as a browser would, through the gateway at
+// followLink opens a share link as a browser would, through the gateway at
 // addr: the link's navigation answers 303 with a cookie, and the cookie
 // alone then opens sandbox id.
-func openLink(t *testing.T, addr, link, id string) {
+func followLink(t *testing.T, addr, link, id string) {
 	t.Helper()
 	u, err := url.Parse(link)
 	if err != nil || !strings.HasPrefix(u.Host, "sandbox-"+id+".") {

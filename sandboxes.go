@@ -48,6 +48,13 @@ const sandboxesUsage = `usage:
   previewgate sandboxes logs ID [-f] [--tail N] [flags]
                                                  print ID's last output; -f follows it until
                                                  the container stops
+  previewgate sandboxes set ID [--public true|false|default] [--keep-up 2h] [flags]
+                                                 per-sandbox settings, kept by the runtime
+  previewgate sandboxes link ID [--ttl 10m] [--port N] [--path /x] [flags]
+                                                 mint a share link (prints its URL)
+  previewgate sandboxes link ls ID [flags]       list ID's share links (never their secrets)
+  previewgate sandboxes link rm ID LINKID [flags]
+                                                 revoke a share link on every replica
 
 flags of every subcommand:
   --token TOKEN   an api_tokens entry with scope sandboxes, or the admin token
@@ -58,7 +65,6 @@ flags of every subcommand:
   --config FILE   config file whose listen.admin (and domain, for up) to use
   --json          print the API's JSON as is, for scripts
 
-Not yet: "sandboxes link" (share links) waits for the API's share links (#23).
 "previewgate sandboxes SUBCOMMAND --help" shows a subcommand's flags.
 `
 
@@ -72,7 +78,7 @@ var sandboxesCmds = map[string]func(*sandboxesCmd) error{
 // name no subcommand (run then prints the group's usage).
 func sandboxesMain(args []string, stdout, stderr io.Writer) (ok bool, err error) {
 	if len(args) > 0 && args[0] == "link" {
-		return true, usageError("sandboxes link: share links do not exist yet (#23); see previewgate sandboxes --help")
+		return true, sandboxesLink(args[1:], stdout, stderr) // sandboxes_links.go
 	}
 	if len(args) == 0 || sandboxesCmds[args[0]] == nil {
 		return false, nil
@@ -95,6 +101,7 @@ type sandboxesCmd struct {
 	follow               bool     // logs
 	metadata             metaFlag // ls (filters), up (labels)
 	n                    int      // requests
+	ext                  extFlags // link, set (sandboxes_links.go)
 
 	parseErr error
 	cfg      *config.Config // the config file read, if any (up prints its sandbox host)
@@ -135,6 +142,8 @@ func (c *sandboxesCmd) parse(args []string) *sandboxesCmd {
 		fs.IntVar(&c.tail, "tail", 100, "how many of the last lines to print (at most 1000)")
 		fs.BoolVar(&c.follow, "f", false, "follow: print new lines until the container stops")
 		fs.BoolVar(&c.follow, "follow", false, "same as -f")
+	default:
+		c.ext.register(c.name, fs)
 	}
 	c.fs = fs
 	for {

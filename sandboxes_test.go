@@ -156,6 +156,8 @@ func TestSandboxesCLI(t *testing.T) {
 		t.Errorf("ls with the admin token: exit %d %q %s", code, out, errs)
 	}
 
+	cliLinks(t, id, adminAddr)
+
 	// logs: Docker copies the output asynchronously; poll for the line.
 	testkit.WaitFor(t, "the listening line from sandboxes logs", func() bool {
 		code, out, errs := cli("sandboxes", "logs", id, "--tail", "5", "--admin", adminAddr, "--token", cliAPIToken)
@@ -250,8 +252,7 @@ func TestSandboxesCLIErrors(t *testing.T) {
 }
 
 // TestSandboxesCLINoGateway: a refused connection says which address was
-// tried and how to set another; the usage lists the subcommands and says
-// that link is not there yet.
+// tried and how to set another; the usage lists the subcommands.
 func TestSandboxesCLINoGateway(t *testing.T) {
 	t.Setenv(adminEnv, "")
 	t.Setenv("PREVIEWGATE_CONFIG", "")
@@ -260,11 +261,11 @@ func TestSandboxesCLINoGateway(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, "http://"+dead) || !strings.Contains(errs, "connection refused") || !strings.Contains(errs, "--admin URL, $"+adminEnv) {
 		t.Errorf("dead address: exit %d %q, want 1 naming %s and how to set the address", code, errs, dead)
 	}
-	if code, out, _ := cli("sandboxes", "--help"); code != 0 || !strings.Contains(out, "sandboxes logs ID [-f]") || !strings.Contains(out, `"sandboxes link"`) {
-		t.Errorf("sandboxes --help: exit %d %q, want the subcommands and link's absence", code, out)
+	if code, out, _ := cli("sandboxes", "--help"); code != 0 || !strings.Contains(out, "sandboxes logs ID [-f]") || !strings.Contains(out, "sandboxes link rm ID LINKID") {
+		t.Errorf("sandboxes --help: exit %d %q, want the subcommands, link's included", code, out)
 	}
-	if code, _, errs := cli("sandboxes", "link", "abc"); code != 2 || !strings.Contains(errs, "share links do not exist yet") {
-		t.Errorf("sandboxes link: exit %d %q, want 2 saying why", code, errs)
+	if code, _, errs := cli("sandboxes", "link", "rm", "abc"); code != 2 || !strings.Contains(errs, "usage: previewgate sandboxes link rm ID LINKID") {
+		t.Errorf("link rm without a link id: exit %d %q, want 2 and its usage", code, errs)
 	}
 	if code, _, errs := cli("sandboxes", "up"); code != 2 || !strings.Contains(errs, "usage: previewgate sandboxes up ID") {
 		t.Errorf("up without an id: exit %d %q, want 2 and its usage", code, errs)

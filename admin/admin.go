@@ -85,6 +85,9 @@ type Options struct {
 	// Traffic is this replica's per-sandbox request log; nil: none kept.
 	Traffic Traffic
 	Log     *slog.Logger
+	// PreviewURL is sandbox id's preview address ("/"-terminated), for
+	// share links; nil: http://sandbox-<id>.<first domain>/.
+	PreviewURL func(id string) string
 }
 
 // maxConfigBytes bounds a PUT /admin/config body: the size of a config
@@ -126,6 +129,10 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("GET /admin/sandboxes/{id}/requests", sbx(a.sandboxRequests))
 	mux.HandleFunc("POST /admin/sandboxes/{id}/announce", sbx(a.announce))
 	mux.HandleFunc("DELETE /admin/sandboxes/{id}", sbx(a.sandboxOp("remove", a.removeSandbox)))
+	mux.HandleFunc("PATCH /admin/sandboxes/{id}", sbx(a.patchSandbox)) // settings (links.go)
+	mux.HandleFunc("POST /admin/sandboxes/{id}/links", sbx(a.createLink))
+	mux.HandleFunc("GET /admin/sandboxes/{id}/links", sbx(a.listLinks))
+	mux.HandleFunc("DELETE /admin/sandboxes/{id}/links/{link}", sbx(a.deleteLink))
 	a.ui.routes(mux)
 	return mux
 }

@@ -177,6 +177,7 @@ type Verifier struct {
 	origins    map[string]bool // normalized allowed_origins
 	cookieName string          // the name we set
 	cookieBase string          // without the __Host- prefix; Strip removes both
+	linkCookie string          // the share link cookie's name (links.go)
 
 	keys map[string]*staticKey // by kid
 	only *staticKey            // the sole static key, for tokens without kid (nil unless exactly one and no JWKS)
@@ -234,6 +235,7 @@ func NewVerifier(cfg config.Auth, tls bool, opts ...Option) (*Verifier, error) {
 		v.origins[normalizeOrigin(o)] = true
 	}
 	v.cookieBase, v.cookieName = cookieNames(cfg.CookieName, tls)
+	_, v.linkCookie = cookieNames(linkCookieBase, tls)
 
 	for i, k := range cfg.Keys {
 		sk, err := v.newStaticKey(k)

@@ -103,10 +103,10 @@ func redirectTarget(u *url.URL) string {
 	return p
 }
 
-// removeAccessToken drops every access_token pair from a raw query and
+// removeAccessToken drops every access_token (and share link) pair from a raw query and
 // keeps the other pairs and their order byte for byte.
 func removeAccessToken(rawQuery string) string {
-	if !strings.Contains(rawQuery, "access") && !strings.Contains(rawQuery, "%") {
+	if !strings.Contains(rawQuery, "access") && !strings.Contains(rawQuery, "%") && !strings.Contains(rawQuery, LinkParam) {
 		return rawQuery
 	}
 	var b strings.Builder
@@ -115,8 +115,8 @@ func removeAccessToken(rawQuery string) string {
 		var pair string
 		pair, q, _ = strings.Cut(q, "&")
 		k, _, _ := strings.Cut(pair, "=")
-		if isAccessTokenKey(k) {
-			continue
+		if isAccessTokenKey(k) || isLinkKey(k) {
+			continue // a share link's token too (links.go)
 		}
 		if b.Len() > 0 {
 			b.WriteByte('&')
@@ -184,7 +184,7 @@ func (v *Verifier) Strip(out *http.Request) {
 // stripCookieLine removes our cookies from one Cookie header line. It
 // reports whether anything was removed; if not, line is returned as is.
 func (v *Verifier) stripCookieLine(line string) (string, bool) {
-	if !strings.Contains(line, v.cookieBase) {
+	if !strings.Contains(line, v.cookieBase) && !strings.Contains(line, linkCookieBase) {
 		return line, false
 	}
 	var b strings.Builder
@@ -195,7 +195,8 @@ func (v *Verifier) stripCookieLine(line string) (string, bool) {
 		part, rest, _ = strings.Cut(rest, ";")
 		k, _, _ := strings.Cut(part, "=")
 		k = strings.TrimSpace(k)
-		if k == v.cookieBase || k == hostPrefix+v.cookieBase || k == v.cookieName {
+		if k == v.cookieBase || k == hostPrefix+v.cookieBase || k == v.cookieName ||
+			k == linkCookieBase || k == hostPrefix+linkCookieBase {
 			changed = true
 			continue
 		}

@@ -122,6 +122,10 @@ type Auth struct {
 	// CookieName overrides the cookie name. Zero means "previewgate_token"
 	// ("__Host-previewgate_token" over TLS).
 	CookieName string `yaml:"cookie_name"`
+	// LinkTTL is a share link's lifetime when its request names none;
+	// zero means 1h. MaxLinkTTL bounds any; zero means 24h (#23).
+	LinkTTL    Duration `yaml:"link_ttl"`
+	MaxLinkTTL Duration `yaml:"max_link_ttl"`
 }
 
 // Key is one verification key. Exactly one of Secret and PublicKeyFile is set
@@ -190,14 +194,17 @@ type Template struct {
 	IdleAction    string            `yaml:"idle_action"`     // stop | pause. Zero means stop.
 	MaxSocketIdle Duration          `yaml:"max_socket_idle"` // Zero means 1h.
 	RemoveAfter   Duration          `yaml:"remove_after"`    // Zero means 24h.
-	Pool          int               `yaml:"pool"`
-	ColdStart     string            `yaml:"cold_start"`  // Zero means waiting-page.
-	HostHeader    string            `yaml:"host_header"` // Zero means local.
-	Public        bool              `yaml:"public"`
-	MaxBodyBytes  ByteSize          `yaml:"max_body"`  // Zero means 100MiB.
-	ReadOnly      bool              `yaml:"read_only"` // read-only root with a tmpfs at /tmp
-	CapAdd        []string          `yaml:"cap_add"`
-	Limits        *RateLimits       `yaml:"limits"` // per-template overrides of the global rates
+	// MaxKeepUp bounds a sandbox's keep_up_until set through the admin
+	// API (#23), from the time it is set. Zero means 4h.
+	MaxKeepUp    Duration    `yaml:"max_keep_up"`
+	Pool         int         `yaml:"pool"`
+	ColdStart    string      `yaml:"cold_start"`  // Zero means waiting-page.
+	HostHeader   string      `yaml:"host_header"` // Zero means local.
+	Public       bool        `yaml:"public"`
+	MaxBodyBytes ByteSize    `yaml:"max_body"`  // Zero means 100MiB.
+	ReadOnly     bool        `yaml:"read_only"` // read-only root with a tmpfs at /tmp
+	CapAdd       []string    `yaml:"cap_add"`
+	Limits       *RateLimits `yaml:"limits"` // per-template overrides of the global rates
 	// AllowEnv names the env variables a pre-create through the admin API
 	// (PUT /admin/sandboxes/{id}) may set; others are refused (#16).
 	AllowEnv []string `yaml:"allow_env,omitempty"`

@@ -27,11 +27,16 @@ const (
 	DefaultGatewayLabel  = "app.kubernetes.io/name=previewgate"
 	DefaultRunAsUser     = 1000
 	DefaultActivityEvery = 10 * time.Second
-	defaultMaxStarts     = 4
-	defaultStartQueue    = 64
-	defaultMaxRunning    = 50
-	defaultReadyTimeout  = 60 * time.Second
-	defaultQueueTimeout  = 30 * time.Second
+	// Share links (#23): a link's lifetime unless asked, and the most it
+	// may be asked; a sandbox's keep-up, at most, unless its template says.
+	DefaultLinkTTL      = time.Hour
+	DefaultMaxLinkTTL   = 24 * time.Hour
+	DefaultMaxKeepUp    = 4 * time.Hour
+	defaultMaxStarts    = 4
+	defaultStartQueue   = 64
+	defaultMaxRunning   = 50
+	defaultReadyTimeout = 60 * time.Second
+	defaultQueueTimeout = 30 * time.Second
 )
 
 // DefaultLimits returns the limits of a file that sets none.
@@ -98,6 +103,8 @@ func (c *Config) ApplyDefaults() {
 	if c.TLS.ACME.RFC2136.TSIGAlg == "" {
 		c.TLS.ACME.RFC2136.TSIGAlg = "hmac-sha256"
 	}
+	setDur(&c.Auth.LinkTTL, DefaultLinkTTL)
+	setDur(&c.Auth.MaxLinkTTL, DefaultMaxLinkTTL)
 	if c.Auth.Audience == "" {
 		c.Auth.Audience = DefaultAudience
 	}
@@ -175,6 +182,7 @@ func (t *Template) applyDefaults() {
 	}
 	setDur(&t.MaxSocketIdle, time.Hour)
 	setDur(&t.RemoveAfter, 24*time.Hour)
+	setDur(&t.MaxKeepUp, DefaultMaxKeepUp)
 	if t.ColdStart == "" {
 		t.ColdStart = ColdStartWaitingPage
 	}

@@ -284,6 +284,16 @@ func (d *decoder) validateAuth(c *Config) {
 	}) >= 0 {
 		d.fail(fmt.Sprintf("invalid cookie_name %q (letters, digits, _ - . only)", a.CookieName), "auth.cookie_name")
 	}
+	lt, mt := a.LinkTTL.D(), a.MaxLinkTTL.D()
+	if lt == 0 {
+		lt = DefaultLinkTTL
+	}
+	if mt == 0 {
+		mt = DefaultMaxLinkTTL
+	}
+	if lt > mt {
+		d.fail(fmt.Sprintf("link_ttl %s is longer than max_link_ttl %s", lt, mt), "auth.link_ttl")
+	}
 }
 
 // checkOrigin accepts a browser origin: scheme://host[:port], nothing more.

@@ -51,6 +51,11 @@ type Sandboxes interface {
 	Touch(id string)
 	// Hold marks a long-lived connection on id until release is called.
 	Hold(id string) (release func())
+	// Settings are id's own settings and share links as this replica
+	// knows them (no runtime call); RefreshSettings reloads them, at most
+	// once a second per sandbox (links.go).
+	Settings(id string) sandboxmgr.Settings
+	RefreshSettings(ctx context.Context, id string) sandboxmgr.Settings
 }
 
 var _ Sandboxes = (*sandboxmgr.Manager)(nil)
@@ -280,7 +285,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 		pol = g.policy(t, rt)
 	}
 	sandbox = rt.sandbox
-	tpl, sub, done := g.access(w, r, t, rt, pol, hint)
+	tpl, sub, viaLink, done := g.access(w, r, t, rt, pol, hint)
 	if done {
 		return
 	}
@@ -332,7 +337,13 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 			Msg: "No template is configured to create this sandbox."})
 		return
 	}
-	anonymous := pol.public
+	anonymous := withToken // neither public access nor a link creates (policy.go)
+	switch {
+	case pol.public:
+		anonymous = publicNoToken
+	case viaLink:
+		anonymous = viaShareLink
+	}
 	if g.coldStart(w, r, t, rt, tpl, sub, anonymous) {
 		return
 	}
@@ -350,7 +361,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 		timing = &wakeTiming{spans: endWatch(), proxyStart: time.Now()}
 	}
 	if err != nil {
-		if he := anonymousError(err); anonymous && he != nil {
+		if he := anonymousError(err); anonymous != withToken && he != nil {
 			g.fail(w, r, he)
 			return
 		}
@@ -383,25 +394,44 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 // apply and the token's subject. A token's "tpl" claim chooses the
 // template only for a sandbox that does not exist yet. done: r was
 // answered (refused, or sent to the clean URL after a ?access_token=
-// exchange).
-func (g *Gateway) access(w http.ResponseWriter, r *http.Request, t *table, rt route, pol policy, hint *leanHint) (tpl *config.Template, sub string, done bool) {
+// exchange). viaLink: a share link let r in (links.go); it has no subject.
+func (g *Gateway) access(w http.ResponseWriter, r *http.Request, t *table, rt route, pol policy, hint *leanHint) (tpl *config.Template, sub string, viaLink, done bool) {
 	tpl = pol.tpl
 	if pol.public {
-		return tpl, "", false
+		return tpl, "", false, false
 	}
 	var res auth.Result
 	if hint != nil {
 		res = hint.res
 	} else {
+		link, fromQuery, hasLink := t.verifier.Link(r)
 		var err error
-		if res, err = t.verifier.Check(r, rt.sandbox); err != nil {
+		if !fromQuery {
+			res, err = t.verifier.Check(r, rt.sandbox)
+		}
+		if fromQuery || err != nil && hasLink {
+			// A link in the URL is what the user opened; a link cookie
+			// serves when no token does.
+			exp, he := g.linkAccess(r, rt, pol, link)
+			switch {
+			case he != nil:
+				g.metrics.AuthFailed(he.Code)
+				g.fail(w, r, he)
+				return nil, "", false, true
+			case fromQuery:
+				t.verifier.ExchangeLink(w, r, link, exp)
+				return nil, "", false, true
+			}
+			return tpl, "", true, false
+		}
+		if err != nil {
 			g.metrics.AuthFailed(auth.Reason(err))
 			if he := createNeedsToken(rt, pol, err); he != nil {
 				g.fail(w, r, he)
 			} else {
 				g.fail(w, r, authError(err))
 			}
-			return nil, "", true
+			return nil, "", false, true
 		}
 	}
 	if res.Claims != nil {
@@ -412,7 +442,7 @@ func (g *Gateway) access(w http.ResponseWriter, r *http.Request, t *table, rt ro
 		// cookie, the browser is sent to the clean URL first so the token
 		// leaves its address bar and history.
 		t.verifier.Exchange(w, r, res)
-		return nil, "", true
+		return nil, "", false, true
 	}
 	if rt.sandbox != "" && rt.upstream == nil && res.Claims != nil && res.Claims.Template != "" {
 		// A name the config lacks is the backend's mistake, whether or not
@@ -422,13 +452,13 @@ func (g *Gateway) access(w http.ResponseWriter, r *http.Request, t *table, rt ro
 		if named == nil {
 			g.fail(w, r, &httpError{Status: http.StatusBadRequest, Code: "unknown_template",
 				Msg: "The access token names a template this gateway does not have."})
-			return nil, "", true
+			return nil, "", false, true
 		}
 		if !pol.exists {
 			tpl = named
 		}
 	}
-	return tpl, sub, false
+	return tpl, sub, false, false
 }
 
 // isLongLived reports requests that may stay open for long: WebSocket

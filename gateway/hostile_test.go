@@ -71,6 +71,11 @@ func (e *endpoints) EnsureWith(ctx context.Context, id string, tpl *config.Templ
 	return e.Ensure(ctx, id, tpl)
 }
 
+func (e *endpoints) Settings(string) sandboxmgr.Settings { return sandboxmgr.Settings{} }
+func (e *endpoints) RefreshSettings(context.Context, string) sandboxmgr.Settings {
+	return sandboxmgr.Settings{}
+}
+
 func (e *endpoints) Known(id string) (string, bool) {
 	ep, ok := e.Cached(id)
 	return ep.Template, ok

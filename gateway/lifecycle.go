@@ -16,7 +16,7 @@ import (
 // coldStart answers a browser navigation to a cold sandbox with the waiting
 // page (template cold_start: waiting-page), and the page's status stream,
 // and reports true when it did. sub is the token subject ("" when public).
-func (g *Gateway) coldStart(w http.ResponseWriter, r *http.Request, t *table, rt route, tpl *config.Template, sub string, anonymous bool) bool {
+func (g *Gateway) coldStart(w http.ResponseWriter, r *http.Request, t *table, rt route, tpl *config.Template, sub string, anonymous tokenless) bool {
 	if rt.sandbox == "" {
 		return false
 	}
@@ -30,20 +30,20 @@ func (g *Gateway) coldStart(w http.ResponseWriter, r *http.Request, t *table, rt
 // stopped sandbox; a browser's background fetch or WebSocket (an HMR client
 // retrying all night) may not, and gets ErrAsleep (503, Retry-After) unless
 // a wake is already in progress.
-func (g *Gateway) ensure(r *http.Request, t *table, rt route, tpl *config.Template, sub string, anonymous bool) (sandboxmgr.Endpoint, error) {
+func (g *Gateway) ensure(r *http.Request, t *table, rt route, tpl *config.Template, sub string, anonymous tokenless) (sandboxmgr.Endpoint, error) {
 	return g.sb.EnsureWith(r.Context(), rt.sandbox, tpl, g.ensureOptions(r, t, rt, sub, anonymous))
 }
 
 // ensureOptions is the wake policy and create quota for r; a request
 // without a token (anonymous) never creates (policy.go).
-func (g *Gateway) ensureOptions(r *http.Request, t *table, rt route, sub string, anonymous bool) sandboxmgr.Options {
+func (g *Gateway) ensureOptions(r *http.Request, t *table, rt route, sub string, anonymous tokenless) sandboxmgr.Options {
 	opts := sandboxmgr.Options{NoWake: !mayWake(r)}
 	if n := t.cfg.Limits.CreatesPerSubjectPerHour; n > 0 && sub != "" {
 		opts.OnCreate = func() error { return g.creates.take(sub, n, t.cfg.Limits.LimiterEntries) }
 	}
 	opts.Subject, opts.SubjectMaxRunning = sub, t.cfg.Limits.MaxRunningPerSubject
-	if anonymous {
-		opts = anonymousOptions(opts, t, rt)
+	if anonymous != withToken {
+		opts = g.anonymousOptions(opts, t, rt, anonymous == viaShareLink)
 	}
 	return opts
 }

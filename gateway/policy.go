@@ -49,19 +49,47 @@ func (g *Gateway) policy(t *table, rt route) policy {
 		// recorded): the route's settings, and never public.
 		return policy{tpl: rt.template, exists: true}
 	}
-	return policy{tpl: own, exists: true, public: rt.public || own.Public}
+	return policy{tpl: own, exists: true, public: rt.public || g.publicSandbox(rt.sandbox, own)}
 }
+
+// publicSandbox reports whether existing sandbox id, made from template
+// own, is public: its own setting (#23, set through the admin API and
+// kept by the runtime) if it has one, else its template's.
+// A sandbox of a template no longer configured is never public.
+func (g *Gateway) publicSandbox(id string, own *config.Template) bool {
+	if own == nil {
+		return false
+	}
+	if p := g.sb.Settings(id).Public; p != nil {
+		return *p
+	}
+	return own.Public
+}
+
+// tokenless says how a request without a token got in, if it did.
+type tokenless int
+
+const (
+	withToken     tokenless = iota // it has a token
+	publicNoToken                  // the sandbox (or route) is public
+	viaShareLink                   // a share link (links.go)
+)
 
 // errNotPublic: a request without a token reached a sandbox whose own
 // template is not public.
 var errNotPublic = errors.New("sandbox is not public")
 
 // anonymousOptions restrict a wake for a request without a token: no
-// create, and only a sandbox whose own template (or route) is public.
-func anonymousOptions(opts sandboxmgr.Options, t *table, rt route) sandboxmgr.Options {
+// create, and only a sandbox that is public by its own settings or
+// template (or route), or that a share link opened (viaLink: the link's
+// record exists only for an existing sandbox, checked just before).
+func (g *Gateway) anonymousOptions(opts sandboxmgr.Options, t *table, rt route, viaLink bool) sandboxmgr.Options {
 	opts.NoCreate = true
+	if viaLink {
+		return opts
+	}
 	opts.MayServe = func(template string) error {
-		if tp := t.cfg.Templates[template]; rt.public || tp != nil && tp.Public {
+		if rt.public || g.publicSandbox(rt.sandbox, t.cfg.Templates[template]) {
 			return nil
 		}
 		return errNotPublic

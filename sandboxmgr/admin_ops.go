@@ -134,6 +134,7 @@ func (m *Manager) Remove(ctx context.Context, id string) error {
 		err = m.eng.Remove(ctx, c.ID)
 	}
 	if err == nil || errors.Is(err, ErrNoContainer) {
+		m.forgetRecord(ctx, id) // its settings and links go with it
 		var gone string
 		m.mu.Lock()
 		if sb := m.sandboxes[id]; sb != nil {

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // callCounter counts API requests by verb and resource.
@@ -160,12 +161,30 @@ func TestKubernetesRBACFromDeploy(t *testing.T) {
 		t.Fatal(err)
 	}
 	rewake := calls.take()
+	// Settings (#23): a ConfigMap written, read and (below, with the
+	// sandbox) deleted under the deploy Role.
+	yes := true
+	if _, err := m.UpdateSettings(t.Context(), id, func(s *sandboxmgr.Settings) error { s.Public = &yes; return nil }); err != nil {
+		t.Fatalf("UpdateSettings with the deploy RBAC: %v", err)
+	}
+	if s, err := m.LoadSettings(t.Context(), id); err != nil || s.Public == nil {
+		t.Fatalf("LoadSettings with the deploy RBAC: %v %v", s, err)
+	}
+	settings := calls.take()
 	if err := m.Stop(t.Context(), id); err != nil {
 		t.Fatalf("Stop with the deploy RBAC: %v", err)
 	}
 	e.waitNoPod(t, id, 20*time.Second)
 	stop := calls.take()
-	rows := []callRow{{"manager start", startCalls}, {"new sandbox", create}, {"re-probe of a running sandbox", rewake}, {"stop", stop}}
+	if err := m.Remove(t.Context(), id); err != nil {
+		t.Fatalf("Remove with the deploy RBAC: %v", err)
+	}
+	if _, err := e.cs.CoreV1().ConfigMaps(e.ns).Get(t.Context(), runtime.RecordName(id), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the sandbox's record after Remove: %v, want not found", err)
+	}
+	remove := calls.take()
+	rows := []callRow{{"manager start", startCalls}, {"new sandbox", create}, {"re-probe of a running sandbox", rewake},
+		{"settings write and read", settings}, {"stop", stop}, {"remove", remove}}
 	rows = append(rows, workspaceCalls(t, e, m, calls)...)
 	for _, row := range rows {
 		t.Logf("API calls, %s: %s", row.name, fmtCalls(row.n))

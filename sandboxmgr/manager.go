@@ -263,6 +263,7 @@ type Manager struct {
 	// error; 0 once a re-check after it succeeded (recheck.go).
 	watchBroken atomic.Int64
 	checks      singleflight.Group // stillServes inspects, one per sandbox at a time
+	recs        recordCache        // per-sandbox settings and links (settings.go)
 }
 
 // errPulls: the runtime pulls its images (Kubernetes); it builds none.
@@ -348,6 +349,11 @@ func newManager(cfg Config, log *slog.Logger, eng engine) *Manager {
 func (m *Manager) Start(ctx context.Context) error {
 	m.bgOnce.Do(m.startBackground)
 	if err := m.ensureNetwork(ctx); err != nil {
+		return err
+	}
+	// Settings and links before the first request: a restart keeps a
+	// revoked link revoked and a private toggle private (settings.go).
+	if _, err := m.reloadRecords(ctx, time.Time{}); err != nil {
 		return err
 	}
 	list, err := m.listOwned(ctx)

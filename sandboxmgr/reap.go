@@ -95,15 +95,18 @@ type reapPlan struct {
 // m.mu must be held (for reading).
 func (m *Manager) planLocked(sb *sandbox, tpl *config.Template) reapPlan {
 	last := latest(sb.lastActive(), sb.startedAt, m.born)
-	// A per-sandbox "keep up until" (#23 settings) is one more moment
-	// here: last = latest(last, keepUntil-limit), so the stop is due no
-	// earlier than keepUntil.
 	switch sb.state {
 	case stateRunning:
-		if sb.holds.Load() == 0 {
-			return reapPlan{act: reapIdle, at: last.Add(tpl.IdleTimeout.D()), from: last, limit: tpl.IdleTimeout.D()}
+		p := reapPlan{act: reapIdle, at: last.Add(tpl.IdleTimeout.D()), from: last, limit: tpl.IdleTimeout.D()}
+		if sb.holds.Load() != 0 {
+			p = reapPlan{act: reapSockets, at: last.Add(tpl.MaxSocketIdle.D()), from: last, limit: tpl.MaxSocketIdle.D()}
 		}
-		return reapPlan{act: reapSockets, at: last.Add(tpl.MaxSocketIdle.D()), from: last, limit: tpl.MaxSocketIdle.D()}
+		// A per-sandbox keep-up (settings.go, within max_keep_up) puts
+		// the stop off until it ends, traffic or not.
+		if keep := m.Settings(sb.id).KeepUpUntil; keep.After(p.at) {
+			p.at = keep
+		}
+		return p
 	case stateExited, statePaused:
 		since := latest(last, sb.stoppedAt)
 		if !sb.stopRecorded.IsZero() {

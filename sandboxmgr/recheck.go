@@ -43,6 +43,12 @@ func (m *Manager) recheck(ctx context.Context) error {
 	m.mu.RLock()
 	gen := m.gen // records seen after this know more than the list
 	m.mu.RUnlock()
+	// Records first: one whose sandbox the list below lacks was written
+	// before the list was taken (settings.go).
+	recorded, rerr := m.reloadRecords(ctx, began)
+	if rerr != nil {
+		m.log.DebugContext(ctx, "re-check of sandbox settings failed", "err", rerr)
+	}
 	list, err := m.listOwned(ctx)
 	if err != nil {
 		return err
@@ -53,6 +59,7 @@ func (m *Manager) recheck(ctx context.Context) error {
 			byID[id] = c
 		}
 	}
+	m.dropOrphanRecords(ctx, recorded, byID)
 	var gone []string
 	m.mu.Lock()
 	if m.caps.SharedPool {

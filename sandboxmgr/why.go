@@ -51,7 +51,7 @@ func (m *Manager) awake(sb *sandbox) *Awake {
 		return nil
 	}
 	now := m.now()
-	a := &Awake{OpenSockets: int(sb.holds.Load()), LastActivity: sb.lastActive()}
+	a := &Awake{OpenSockets: int(sb.holds.Load()), LastActivity: sb.lastActive(), KeepUntil: m.Settings(sb.id).KeepUpUntil}
 	if n := sb.sharedAt.Load(); n != 0 {
 		a.SharedActivity = time.Unix(0, n)
 	}
@@ -89,8 +89,11 @@ func (m *Manager) awake(sb *sandbox) *Awake {
 		a.summarize("gateway restart")
 		a.Reasons = append(a.Reasons, "this gateway started "+ago(p.from)+" and saw no request since (earlier activity is unknown to it)")
 	}
-	if !a.KeepUntil.IsZero() && a.KeepUntil.After(now) {
-		a.Reasons = append(a.Reasons, "kept up until "+a.KeepUntil.UTC().Format(time.RFC3339))
+	if a.KeepUntil.After(now) && a.KeepUntil.Equal(p.at) {
+		a.Summary = "kept up"
+		a.Reasons = append(a.Reasons, "kept up until "+a.KeepUntil.UTC().Format(time.RFC3339)+" by its settings (keep_up)")
+	} else if !a.KeepUntil.After(now) {
+		a.KeepUntil = time.Time{}
 	}
 	if _, ok := m.shared(); ok {
 		when := "before it stops, the runtime is asked for other replicas' traffic"

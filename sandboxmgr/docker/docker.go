@@ -61,9 +61,9 @@ func New(o Options) (*Runtime, error) {
 func (e *Runtime) Close() error { return e.cli.Close() }
 
 // Capabilities: images built and checked on the engine, logs, a real
-// pause, and with replicas the network counters as shared activity.
+// pause, records as labelled volumes (records.go), and with replicas the network counters as shared activity.
 func (e *Runtime) Capabilities() runtime.Capabilities {
-	c := runtime.Capabilities{Images: images{e}, Logs: e, Pause: true}
+	c := runtime.Capabilities{Images: images{e}, Logs: e, Pause: true, Records: e}
 	if e.replicated {
 		c.Activity = e
 	}

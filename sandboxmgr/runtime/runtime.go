@@ -213,6 +213,9 @@ type Capabilities struct {
 	// claim from the whole pool. (Docker's claim is a rename, which would
 	// take a claimed container over: its replicas keep pools of their own.)
 	SharedPool bool
+	// Records keep per-sandbox settings and share links where every
+	// replica sees them; nil: the runtime has no such store.
+	Records Records
 }
 
 // Locks are leases the replicas of one deployment share.

@@ -1,0 +1,347 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/previewgate/previewgate/auth"
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
+)
+
+// Per-sandbox settings and share links (#23): PATCH /admin/sandboxes/{id}
+// and /admin/sandboxes/{id}/links. The runtime keeps them (sandboxmgr
+// settings.go), so every replica and a restarted gateway see them; the
+// API answers what was written. docs/links.md has the calls.
+
+// SandboxSettings is what these calls need of the manager, beside
+// Sandboxes (the manager has both; an admin without it answers 501).
+type SandboxSettings interface {
+	// Known: the sandbox exists as far as the manager knows, and its template.
+	Known(id string) (template string, ok bool)
+	// LoadSettings reads id's settings from the runtime.
+	LoadSettings(ctx context.Context, id string) (sandboxmgr.Settings, error)
+	// UpdateSettings changes them (ErrNoContainer if the sandbox is missing).
+	UpdateSettings(ctx context.Context, id string, fn func(*sandboxmgr.Settings) error) (sandboxmgr.Settings, error)
+}
+
+var _ SandboxSettings = (*sandboxmgr.Manager)(nil)
+
+// maxSettingsBody bounds a PATCH or POST .../links body.
+const maxSettingsBody = 4 << 10
+
+// patchSandbox is PATCH /admin/sandboxes/{id}. public: true or false sets
+// it, null returns to the template's; keep_up (a duration from now) or
+// keep_up_until (RFC 3339) keep it up, "0s" or null ends that.
+type patchSandbox struct {
+	Public      json.RawMessage `json:"public"`
+	KeepUp      *string         `json:"keep_up"`
+	KeepUpUntil json.RawMessage `json:"keep_up_until"`
+}
+
+// settingsView is a sandbox's settings as the API answers them.
+type settingsView struct {
+	ID string `json:"id"`
+	// Public is the effective value; PublicSetting the sandbox's own
+	// (absent: its template's applies).
+	Public        bool       `json:"public"`
+	PublicSetting *bool      `json:"public_setting,omitempty"`
+	KeepUpUntil   *time.Time `json:"keep_up_until,omitempty"`
+	Links         int        `json:"links"`
+}
+
+func (a *admin) settingsOf(w http.ResponseWriter, r *http.Request) (SandboxSettings, string, *config.Template, bool) {
+	id := r.PathValue("id")
+	if !config.ValidID(id) {
+		writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+		return nil, "", nil, false
+	}
+	ss, ok := a.o.Sandboxes.(SandboxSettings)
+	if !ok {
+		writeJSON(w, http.StatusNotImplemented, errBody("this gateway keeps no per-sandbox settings", "not_implemented"))
+		return nil, "", nil, false
+	}
+	name, known := ss.Known(id)
+	tpl := a.o.Config().Templates[name]
+	if !known {
+		writeJSON(w, http.StatusNotFound, errBody("no such sandbox", "not_found"))
+		return nil, "", nil, false
+	}
+	if tpl == nil {
+		writeJSON(w, http.StatusConflict, errBody(fmt.Sprintf("the sandbox's template %q is not configured", name), "unknown_template"))
+		return nil, "", nil, false
+	}
+	return ss, id, tpl, true
+}
+
+// decodeBody decodes a small JSON body strictly into v.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxSettingsBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeJSON(w, http.StatusBadRequest, errBody("body: "+err.Error(), "bad_request"))
+		return false
+	}
+	return true
+}
+
+func (a *admin) patchSandbox(w http.ResponseWriter, r *http.Request) {
+	ss, id, tpl, ok := a.settingsOf(w, r)
+	if !ok {
+		return
+	}
+	var req patchSandbox
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	change, msg := req.apply(tpl, time.Now())
+	if msg != "" {
+		writeJSON(w, http.StatusBadRequest, errBody(msg, "bad_request"))
+		return
+	}
+	s, err := ss.UpdateSettings(r.Context(), id, func(s *sandboxmgr.Settings) error { change(s); return nil })
+	if a.settingsFailed(w, err) {
+		return
+	}
+	a.o.Log.InfoContext(r.Context(), "sandbox settings changed through admin API", "sandbox", id)
+	writeJSON(w, http.StatusOK, viewOf(id, tpl, s))
+}
+
+// apply validates req against tpl at now and returns the change to make,
+// or why it is refused.
+func (req patchSandbox) apply(tpl *config.Template, now time.Time) (func(*sandboxmgr.Settings), string) {
+	var pub *bool
+	setPub := len(req.Public) > 0
+	if setPub && string(req.Public) != "null" {
+		var b bool
+		if err := json.Unmarshal(req.Public, &b); err != nil {
+			return nil, "public: want true, false or null"
+		}
+		pub = &b
+	}
+	var until time.Time
+	setUntil := req.KeepUp != nil || len(req.KeepUpUntil) > 0
+	switch {
+	case req.KeepUp != nil && len(req.KeepUpUntil) > 0:
+		return nil, "give keep_up or keep_up_until, not both"
+	case req.KeepUp != nil:
+		d, err := time.ParseDuration(*req.KeepUp)
+		if err != nil || d < 0 {
+			return nil, "keep_up: want a duration such as 2h (0s ends it)"
+		}
+		if d > 0 {
+			until = now.Add(d)
+		}
+	case len(req.KeepUpUntil) > 0 && string(req.KeepUpUntil) != "null":
+		var s string
+		t, err := time.Parse(time.RFC3339, strings.Trim(string(req.KeepUpUntil), `"`))
+		if json.Unmarshal(req.KeepUpUntil, &s) != nil || err != nil {
+			return nil, "keep_up_until: want an RFC 3339 time such as 2026-01-02T15:04:05Z, or null"
+		}
+		until = t
+	}
+	if max := tpl.MaxKeepUp.D(); setUntil && until.Sub(now) > max {
+		return nil, fmt.Sprintf("keep-up is at most %s from now (template %s's max_keep_up)", max, tpl.Name)
+	}
+	if !setPub && !setUntil {
+		return nil, "nothing to change: give public, keep_up or keep_up_until"
+	}
+	return func(s *sandboxmgr.Settings) {
+		if setPub {
+			s.Public = pub
+		}
+		if setUntil {
+			s.KeepUpUntil = until
+		}
+	}, ""
+}
+
+func viewOf(id string, tpl *config.Template, s sandboxmgr.Settings) settingsView {
+	v := settingsView{ID: id, Public: tpl.Public, PublicSetting: s.Public, Links: len(s.Links)}
+	if s.Public != nil {
+		v.Public = *s.Public
+	}
+	if !s.KeepUpUntil.IsZero() {
+		t := s.KeepUpUntil.UTC()
+		v.KeepUpUntil = &t
+	}
+	return v
+}
+
+// settingsFailed answers err, if any.
+func (a *admin) settingsFailed(w http.ResponseWriter, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, sandboxmgr.ErrNoContainer):
+		writeJSON(w, http.StatusNotFound, errBody("no such sandbox", "not_found"))
+	case errors.Is(err, sandboxmgr.ErrTooManyLinks), errors.Is(err, runtime.ErrRecordSize):
+		writeJSON(w, http.StatusConflict, errBody(err.Error(), "too_many_links"))
+	case errors.Is(err, errNoLink):
+		writeJSON(w, http.StatusNotFound, errBody("no such link", "not_found"))
+	default:
+		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error(), "unavailable"))
+	}
+	return true
+}
+
+var errNoLink = errors.New("no such link")
+
+// postLink is POST /admin/sandboxes/{id}/links.
+type postLink struct {
+	TTL  string `json:"ttl"`  // zero: auth.link_ttl
+	Port int    `json:"port"` // zero: the template's port
+	Path string `json:"path"` // zero: "/"
+}
+
+// linkView is a link as listed: never its secret.
+type linkView struct {
+	ID      string     `json:"id"`
+	URL     string     `json:"url,omitempty"` // only when minted
+	Port    int        `json:"port"`
+	Path    string     `json:"path"`
+	Created time.Time  `json:"created"`
+	Expires time.Time  `json:"expires"`
+	Revoked *time.Time `json:"revoked,omitempty"`
+}
+
+func (a *admin) createLink(w http.ResponseWriter, r *http.Request) {
+	ss, id, tpl, ok := a.settingsOf(w, r)
+	if !ok {
+		return
+	}
+	var req postLink
+	if r.ContentLength != 0 && !decodeBody(w, r, &req) {
+		return
+	}
+	cfg := a.o.Config()
+	ttl := cfg.Auth.LinkTTL.D()
+	if req.TTL != "" {
+		d, err := time.ParseDuration(req.TTL)
+		if err != nil || d <= 0 {
+			writeJSON(w, http.StatusBadRequest, errBody("ttl: want a positive duration such as 10m", "bad_request"))
+			return
+		}
+		ttl = d
+	}
+	if max := cfg.Auth.MaxLinkTTL.D(); ttl > max {
+		writeJSON(w, http.StatusBadRequest, errBody(fmt.Sprintf("ttl: at most %s (auth.max_link_ttl)", max), "bad_request"))
+		return
+	}
+	port := req.Port
+	if port == 0 {
+		port = tpl.Port
+	}
+	if !slices.Contains(tpl.Ports, port) && port != tpl.Port {
+		writeJSON(w, http.StatusBadRequest, errBody(fmt.Sprintf("port %d is not among template %s's ports", port, tpl.Name), "bad_request"))
+		return
+	}
+	path := req.Path
+	if path == "" {
+		path = "/"
+	}
+	if u, err := url.Parse(path); err != nil || !strings.HasPrefix(path, "/") || strings.HasPrefix(path, "//") ||
+		u.RawQuery != "" || u.Fragment != "" || u.Path != path || len(path) > 512 {
+		writeJSON(w, http.StatusBadRequest, errBody("path: want an absolute path such as /docs, without query", "bad_request"))
+		return
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	exp := now.Add(ttl)
+	lid, tok, digest, err := auth.NewLink(exp)
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, errBody("minting a link failed", "internal"))
+		return
+	}
+	l := sandboxmgr.Link{ID: lid, Digest: digest, Port: port, Path: path, Created: now, Expires: exp}
+	_, err = ss.UpdateSettings(r.Context(), id, func(s *sandboxmgr.Settings) error {
+		if len(s.Links) >= sandboxmgr.MaxLinks {
+			return sandboxmgr.ErrTooManyLinks
+		}
+		s.Links = append(s.Links, l)
+		return nil
+	})
+	if a.settingsFailed(w, err) {
+		return
+	}
+	a.o.Log.InfoContext(r.Context(), "share link minted through admin API", "sandbox", id, "link", lid, "expires", exp)
+	v := viewOfLink(l)
+	v.URL = a.previewURL(id, port, tpl) + strings.TrimPrefix(path, "/") + "?" + auth.LinkParam + "=" + tok
+	writeJSON(w, http.StatusCreated, v)
+}
+
+func viewOfLink(l sandboxmgr.Link) linkView {
+	v := linkView{ID: l.ID, Port: l.Port, Path: l.Path, Created: l.Created, Expires: l.Expires}
+	if !l.Revoked.IsZero() {
+		t := l.Revoked
+		v.Revoked = &t
+	}
+	return v
+}
+
+// previewURL is the address of sandbox id's port ("/"-terminated).
+func (a *admin) previewURL(id string, port int, tpl *config.Template) string {
+	base := "http://" + config.SandboxPrefix + id + "." + a.o.Config().Domains[0] + "/"
+	if a.o.PreviewURL != nil {
+		base = a.o.PreviewURL(id)
+	}
+	if port != tpl.Port {
+		base = strings.Replace(base, "://"+config.SandboxPrefix, "://"+strconv.Itoa(port)+"-"+config.SandboxPrefix, 1)
+	}
+	return base
+}
+
+func (a *admin) listLinks(w http.ResponseWriter, r *http.Request) {
+	ss, id, _, ok := a.settingsOf(w, r)
+	if !ok {
+		return
+	}
+	s, err := ss.LoadSettings(r.Context(), id)
+	if a.settingsFailed(w, err) {
+		return
+	}
+	out := make([]linkView, 0, len(s.Links))
+	now := time.Now()
+	for _, l := range s.Links {
+		if l.Expires.After(now) {
+			out = append(out, viewOfLink(l))
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "links": out})
+}
+
+func (a *admin) deleteLink(w http.ResponseWriter, r *http.Request) {
+	ss, id, _, ok := a.settingsOf(w, r)
+	if !ok {
+		return
+	}
+	lid := r.PathValue("link")
+	now := time.Now().UTC()
+	_, err := ss.UpdateSettings(r.Context(), id, func(s *sandboxmgr.Settings) error {
+		for i := range s.Links {
+			if s.Links[i].ID == lid {
+				// Kept revoked until it expires, so the page can say so.
+				links := slices.Clone(s.Links)
+				if links[i].Revoked.IsZero() {
+					links[i].Revoked = now
+				}
+				s.Links = links
+				return nil
+			}
+		}
+		return errNoLink
+	})
+	if a.settingsFailed(w, err) {
+		return
+	}
+	a.o.Log.InfoContext(r.Context(), "share link revoked through admin API", "sandbox", id, "link", lid)
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "link": lid, "revoked": true})
+}

@@ -1,0 +1,60 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/dockertest"
+	"github.com/previewgate/previewgate/internal/k8stest"
+	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
+)
+
+// Settings and share links (#23) with two replicas on one real API server:
+// the records are ConfigMaps.
+
+func TestKubernetesPublicToggleTwoReplicas(t *testing.T) {
+	cfg, mc := kubeLinkSetup(t)
+	publicToggle(t, cfg, mc)
+}
+
+func TestKubernetesShareLinks(t *testing.T) {
+	cfg, mc := kubeLinkSetup(t)
+	cs := kubeAdmin(t, mc)
+	shareLinks(t, cfg, mc, func(id string) int {
+		list, err := cs.CoreV1().ConfigMaps(mc.Kubernetes.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: runtime.LabelRecord + "=" + id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list.Items)
+	})
+}
+
+// kubeLinkSetup is linkSetup on a real API server (one namespace).
+func kubeLinkSetup(t *testing.T) (*config.Config, sandboxmgr.Config) {
+	c := k8stest.Start(t)
+	ns := fmt.Sprintf("pg-%s-%d", dockertest.RunID(), time.Now().UnixNano()%1e6)
+	c.Namespace(t, ns)
+	k8stest.StartAgent(t, c.Admin(t), ns, dockertest.Network(t))
+	cfg, _ := linkSetup(t)
+	mc := sandboxmgr.Config{Runtime: sandboxmgr.RuntimeKubernetes, Network: "previewgate-sandboxes",
+		Labels:       map[string]string{dockertest.LabelTest: "1", dockertest.LabelRun: dockertest.RunID()},
+		Kubernetes:   sandboxmgr.KubeConfig{Namespace: ns, REST: c.Config(c.AdminToken)},
+		RecheckEvery: time.Second}
+	kubeClusters.Store(ns, c)
+	return cfg, mc
+}
+
+var kubeClusters sync.Map // namespace → *k8stest.Cluster
+
+func kubeAdmin(t *testing.T, mc sandboxmgr.Config) kubernetes.Interface {
+	c, _ := kubeClusters.Load(mc.Kubernetes.Namespace)
+	return c.(*k8stest.Cluster).Admin(t)
+}

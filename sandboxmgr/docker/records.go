@@ -1,0 +1,161 @@
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/volume"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
+)
+
+// Records on the Docker Engine (runtime.Records). The engine has no
+// key-value store, and a container's labels cannot change, so a sandbox's
+// record is a labelled volume that is never mounted: its labels carry the
+// sandbox id, the version and the data, and every replica reads them all
+// with one filtered VolumeList (scoped by the gateway's labels, as its
+// containers are). A change creates version n+1, named
+// previewgate-rec-<id>-<n+1>, then removes the older ones; readers take
+// the newest. The volume name is unique on the engine, so it is the lock
+// between two replicas writing the same version: the loser finds the
+// winner's nonce on the volume it got back and reports ErrConflict.
+// A writer that dies between create and remove leaves an older version
+// that readers ignore and the next write removes.
+const (
+	labelRecordVersion = "previewgate.record.version"
+	labelRecordData    = "previewgate.record.data"
+	labelRecordNonce   = "previewgate.record.nonce"
+)
+
+// ListRecords returns the newest version of every record carrying labels.
+func (e *Runtime) ListRecords(ctx context.Context, labels map[string]string) (map[string]runtime.Record, error) {
+	vols, err := e.recordVolumes(ctx, labels, "")
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]runtime.Record)
+	best := make(map[string]int)
+	for _, v := range vols {
+		id, n := v.Labels[runtime.LabelRecord], versionOf(v)
+		if n <= 0 || id == "" {
+			continue
+		}
+		if cur, ok := best[id]; ok && cur >= n {
+			continue
+		}
+		best[id] = n
+		out[id] = runtime.Record{Data: []byte(v.Labels[labelRecordData]), Version: strconv.Itoa(n)}
+	}
+	return out, nil
+}
+
+// PutRecord creates version prev+1 of id's record and removes the older.
+func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, labels map[string]string) (string, error) {
+	if len(data) > runtime.MaxRecord {
+		return "", fmt.Errorf("record %s: %w", id, runtime.ErrRecordSize)
+	}
+	n := 0
+	if prev != "" {
+		var err error
+		if n, err = strconv.Atoi(prev); err != nil || n <= 0 {
+			return "", fmt.Errorf("record %s: bad version %q", id, prev)
+		}
+	}
+	// The newest version must still be prev: a reader that missed a
+	// write must not write over it with an older view.
+	vols, err := e.recordVolumes(ctx, labels, id)
+	if err != nil {
+		return "", err
+	}
+	for _, v := range vols {
+		if versionOf(v) > n {
+			return "", fmt.Errorf("record %s: %w", id, runtime.ErrConflict)
+		}
+	}
+	nonce := make([]byte, 8)
+	_, _ = rand.Read(nonce)
+	l := maps.Clone(labels)
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[runtime.LabelRecord] = id
+	l[labelRecordVersion] = strconv.Itoa(n + 1)
+	l[labelRecordData] = string(data)
+	l[labelRecordNonce] = hex.EncodeToString(nonce)
+	name := runtime.RecordName(id) + "-" + strconv.Itoa(n+1)
+	got, err := e.cli.VolumeCreate(ctx, volume.CreateOptions{Name: name, Driver: "local", Labels: l})
+	if err != nil {
+		return "", classify("create record "+name, err, nil)
+	}
+	if got.Labels[labelRecordNonce] != l[labelRecordNonce] {
+		// The engine answered the volume another writer made first.
+		return "", fmt.Errorf("record %s: %w", id, runtime.ErrConflict)
+	}
+	for _, v := range vols {
+		if versionOf(v) <= n {
+			if err := e.cli.VolumeRemove(ctx, v.Name, true); err != nil {
+				return "", classify("remove old record "+v.Name, err, nil)
+			}
+		}
+	}
+	return strconv.Itoa(n + 1), nil
+}
+
+// DeleteRecord removes every version of id's record.
+func (e *Runtime) DeleteRecord(ctx context.Context, id string, labels map[string]string) error {
+	vols, err := e.recordVolumes(ctx, labels, id)
+	if err != nil {
+		return err
+	}
+	for _, v := range vols {
+		if err := e.cli.VolumeRemove(ctx, v.Name, true); err != nil {
+			if err = classify("remove record "+v.Name, err, runtime.ErrNotFound); !errors.Is(err, runtime.ErrNotFound) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// recordVolumes lists the record volumes carrying labels (and of sandbox
+// id, if set).
+func (e *Runtime) recordVolumes(ctx context.Context, labels map[string]string, id string) ([]*volume.Volume, error) {
+	f := filters.NewArgs()
+	for k, v := range labels {
+		f.Add("label", k+"="+v)
+	}
+	if id != "" {
+		f.Add("label", runtime.LabelRecord+"="+id)
+	} else {
+		f.Add("label", runtime.LabelRecord)
+	}
+	resp, err := e.cli.VolumeList(ctx, volume.ListOptions{Filters: f})
+	if err != nil {
+		return nil, classify("list records", err, nil)
+	}
+	out := resp.Volumes[:0]
+	for _, v := range resp.Volumes {
+		// A volume named like a record but not one of ours is skipped.
+		if v != nil && strings.HasPrefix(v.Name, runtime.RecordName(v.Labels[runtime.LabelRecord])+"-") {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+func versionOf(v *volume.Volume) int {
+	n, err := strconv.Atoi(v.Labels[labelRecordVersion])
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+var _ runtime.Records = (*Runtime)(nil)

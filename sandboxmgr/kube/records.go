@@ -1,0 +1,104 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
+)
+
+// Records on Kubernetes (runtime.Records): one ConfigMap per sandbox,
+// previewgate-rec-<id> in the sandbox namespace, labelled with the
+// gateway's scope and the sandbox id, its bytes under the key "record".
+// Not an annotation on the sandbox's Lease: the Lease goes with the pod,
+// and settings and links must outlive a stop. Writes are guarded by the
+// ConfigMap's resourceVersion (a stale writer gets ErrConflict); the Role
+// in deploy/kubernetes/rbac.yaml grants configmaps.
+const recordKey = "record"
+
+// ListRecords returns every record carrying labels.
+func (e *Runtime) ListRecords(ctx context.Context, labels map[string]string) (map[string]runtime.Record, error) {
+	sel := maps.Clone(labels)
+	if sel == nil {
+		sel = map[string]string{}
+	}
+	list, err := e.cs.CoreV1().ConfigMaps(e.ns).List(ctx, metav1.ListOptions{
+		LabelSelector: k8slabels.SelectorFromSet(sel).String() + "," + runtime.LabelRecord})
+	if apierrors.IsForbidden(err) {
+		return nil, fmt.Errorf("list records (per-sandbox settings): the gateway's Role lacks configmaps (deploy/kubernetes/rbac.yaml): %w", err)
+	}
+	if err != nil {
+		return nil, kclassify("list records", err, nil)
+	}
+	out := make(map[string]runtime.Record, len(list.Items))
+	for _, cm := range list.Items {
+		id := cm.Labels[runtime.LabelRecord]
+		if id == "" || cm.Name != runtime.RecordName(id) {
+			continue
+		}
+		out[id] = runtime.Record{Data: []byte(cm.Data[recordKey]), Version: cm.ResourceVersion}
+	}
+	return out, nil
+}
+
+// PutRecord creates id's ConfigMap (prev "") or updates it at version prev.
+func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, labels map[string]string) (string, error) {
+	if len(data) > runtime.MaxRecord {
+		return "", fmt.Errorf("record %s: %w", id, runtime.ErrRecordSize)
+	}
+	l := maps.Clone(labels)
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[runtime.LabelRecord] = id
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: runtime.RecordName(id), Labels: l, ResourceVersion: prev},
+		Data:       map[string]string{recordKey: string(data)},
+	}
+	cms := e.cs.CoreV1().ConfigMaps(e.ns)
+	var got *corev1.ConfigMap
+	var err error
+	if prev == "" {
+		got, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+	} else {
+		got, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+	}
+	switch {
+	case apierrors.IsAlreadyExists(err), apierrors.IsConflict(err), prev != "" && apierrors.IsNotFound(err):
+		return "", fmt.Errorf("record %s: %w", id, runtime.ErrConflict)
+	case err != nil:
+		return "", kclassify("write record "+cm.Name, err, nil)
+	}
+	return got.ResourceVersion, nil
+}
+
+// DeleteRecord removes id's ConfigMap if it carries labels.
+func (e *Runtime) DeleteRecord(ctx context.Context, id string, labels map[string]string) error {
+	cms := e.cs.CoreV1().ConfigMaps(e.ns)
+	name := runtime.RecordName(id)
+	cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return kclassify("get record "+name, err, nil)
+	}
+	for k, v := range labels {
+		if cm.Labels[k] != v {
+			return nil // another scope's: not ours to delete
+		}
+	}
+	err = cms.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return kclassify("delete record "+name, err, nil)
+}
+
+var _ runtime.Records = (*Runtime)(nil)

@@ -1,0 +1,52 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+)
+
+// Records keep one small record per sandbox (its settings and share
+// links) where every replica of a deployment and a restarted gateway see
+// it: the runtime, never a replica's memory (DESIGN.md "Many replicas, no
+// shared memory"). Docker keeps each version as a labelled volume
+// (sandboxmgr/docker/records.go), Kubernetes as a ConfigMap
+// (sandboxmgr/kube/records.go). A record is opaque bytes here, at most
+// MaxRecord of them.
+type Records interface {
+	// ListRecords returns every record carrying all of labels, by
+	// sandbox id.
+	ListRecords(ctx context.Context, labels map[string]string) (map[string]Record, error)
+	// PutRecord writes sandbox id's record if its current version is
+	// still prev ("": there is none yet), labelled with labels, and
+	// returns the new version; ErrConflict if another writer came first,
+	// ErrRecordSize if data passes MaxRecord.
+	PutRecord(ctx context.Context, id, prev string, data []byte, labels map[string]string) (version string, err error)
+	// DeleteRecord removes every version of id's record carrying labels;
+	// nil if there is none.
+	DeleteRecord(ctx context.Context, id string, labels map[string]string) error
+}
+
+// Record is one sandbox's record as stored.
+type Record struct {
+	Data    []byte
+	Version string // opaque; PutRecord's prev
+}
+
+// MaxRecord bounds a record's bytes: far under what either store takes
+// (a Docker volume's labels, a ConfigMap's 1 MiB), and room for the
+// manager's 32 links with 512-byte paths.
+const MaxRecord = 32 << 10
+
+// LabelRecord marks a record (a volume or ConfigMap) with its sandbox id.
+const LabelRecord = "previewgate.record"
+
+// RecordName is the object name of sandbox id's record (Kubernetes); a
+// Docker version adds "-<n>".
+func RecordName(id string) string { return "previewgate-rec-" + id }
+
+var (
+	// ErrConflict: a record changed since it was read.
+	ErrConflict = errors.New("record changed meanwhile")
+	// ErrRecordSize: a record passes MaxRecord.
+	ErrRecordSize = errors.New("record too large")
+)

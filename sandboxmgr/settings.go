@@ -1,0 +1,322 @@
+package sandboxmgr
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	mrand "math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
+)
+
+// Per-sandbox settings and share links (#23). They live in the runtime
+// (runtime.Records: Docker volumes used as records, Kubernetes
+// ConfigMaps), never in a replica's memory alone: a replica's view is a
+// cache, written through by its own changes and reloaded by every re-check
+// (recheck.go, Config.RecheckEvery: 5 s), so a change made on one replica
+// governs every other within RecheckEvery plus one list call, and survives
+// a restart (Start loads them before serving). A record goes with its
+// sandbox's Remove; one whose sandbox vanished otherwise is removed by the
+// next re-check.
+
+// Settings are what a sandbox's backend set for it at run time.
+type Settings struct {
+	// Public, if set, overrides the template's public: reachable without
+	// a token (never "anyone may create").
+	Public *bool `json:"public,omitempty"`
+	// KeepUpUntil: the idle reaper leaves the running sandbox up until
+	// then, traffic or not (bounded by its template's max_keep_up).
+	KeepUpUntil time.Time `json:"keep_up_until,omitzero"`
+	// Links are its share links, expired ones pruned at each write.
+	Links []Link `json:"links,omitempty"`
+}
+
+// Link is one share link as kept: the digest of its secret, never the
+// secret itself (package auth mints and checks it).
+type Link struct {
+	ID      string    `json:"id"`
+	Digest  string    `json:"digest"`
+	Port    int       `json:"port,omitempty"` // 0: the template's port
+	Path    string    `json:"path"`           // the path prefix it opens
+	Created time.Time `json:"created"`
+	Expires time.Time `json:"expires"`
+	Revoked time.Time `json:"revoked,omitzero"` // kept until Expires, so the page can say so
+}
+
+// MaxLinks bounds a sandbox's live (unexpired) links, so a record stays
+// far under runtime.MaxRecord.
+const MaxLinks = 32
+
+// maxSettingsTries bounds the retries of a change that lost to another
+// writer.
+const maxSettingsTries = 20
+
+// ErrNoRecords: the runtime keeps no records (a fake in tests).
+var ErrNoRecords = errors.New("this runtime keeps no per-sandbox settings")
+
+// ErrTooManyLinks: a sandbox has MaxLinks live links already.
+var ErrTooManyLinks = fmt.Errorf("at most %d live share links per sandbox", MaxLinks)
+
+// recordCache is this replica's copy of the records.
+type recordCache struct {
+	// byID is read on every request (policy): an immutable map swapped
+	// whole, so readers take no lock. Writers copy it under mu.
+	byID  atomic.Pointer[map[string]cachedRecord]
+	mu    sync.Mutex           // serializes writers of byID; guards wrote
+	wrote map[string]time.Time // last local write per id: a list begun before it knows less
+	fresh singleflight.Group   // one reload of one record at a time
+	tried sync.Map             // id → time.Time of its last on-demand reload
+}
+
+type cachedRecord struct {
+	s       Settings // never changed once cached: readers share its slices
+	version string
+}
+
+// Settings returns sandbox id's settings as this replica knows them (no
+// runtime call). The Links slice is shared: do not change it.
+func (m *Manager) Settings(id string) Settings {
+	if p := m.recs.byID.Load(); p != nil {
+		return (*p)[id].s
+	}
+	return Settings{}
+}
+
+// UpdateSettings applies fn to sandbox id's settings, read fresh from the
+// runtime, and writes them back, retrying when another replica wrote in
+// between. ErrNoContainer if the sandbox does not exist; fn's error as is.
+func (m *Manager) UpdateSettings(ctx context.Context, id string, fn func(*Settings) error) (Settings, error) {
+	rs := m.caps.Records
+	if rs == nil {
+		return Settings{}, ErrNoRecords
+	}
+	if _, err := m.ownedByID(ctx, id); err != nil {
+		return Settings{}, err
+	}
+	labels := m.recordLabels(id)
+	for try := 0; ; try++ {
+		cur, err := m.loadRecord(ctx, id)
+		if err != nil {
+			return Settings{}, err
+		}
+		s := cur.s
+		s.Links = pruneLinks(s.Links, m.now())
+		if err := fn(&s); err != nil {
+			return Settings{}, err
+		}
+		data, err := json.Marshal(s)
+		if err != nil {
+			return Settings{}, fmt.Errorf("settings of %s: %w", id, err)
+		}
+		v, err := rs.PutRecord(ctx, id, cur.version, data, labels)
+		if errors.Is(err, runtime.ErrConflict) && try < maxSettingsTries {
+			// Another writer (maybe another replica) came first: read
+			// again after a short random pause, so racers spread out.
+			if err := runtime.Sleep(ctx, time.Duration(5+mrand.IntN(20*(try+1)))*time.Millisecond); err != nil {
+				return Settings{}, err
+			}
+			continue
+		}
+		if err != nil {
+			return Settings{}, err
+		}
+		m.cacheRecord(id, cachedRecord{s: s, version: v}, true)
+		return s, nil
+	}
+}
+
+// loadRecord reads id's record from the runtime into the cache.
+func (m *Manager) loadRecord(ctx context.Context, id string) (cachedRecord, error) {
+	list, err := m.caps.Records.ListRecords(ctx, m.recordLabels(id))
+	if err != nil {
+		return cachedRecord{}, err
+	}
+	rec, ok := list[id]
+	if !ok {
+		m.cacheRecord(id, cachedRecord{}, false)
+		return cachedRecord{}, nil
+	}
+	cr := decodeRecord(m, id, rec)
+	m.cacheRecord(id, cr, false)
+	return cr, nil
+}
+
+// RefreshSettings reloads id's settings from the runtime (a link minted
+// on another replica moments ago) and returns them. Reloads of one sandbox
+// are at least a second apart: concurrent callers share one, and a caller
+// coming sooner waits for the next (at most a second). Only for a sandbox
+// the manager knows; otherwise the cache answers.
+func (m *Manager) RefreshSettings(ctx context.Context, id string) Settings {
+	if m.caps.Records == nil {
+		return Settings{}
+	}
+	if _, ok := m.Known(id); !ok {
+		return m.Settings(id)
+	}
+	ch := m.recs.fresh.DoChan(id, func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if t, ok := m.recs.tried.Load(id); ok {
+			if err := runtime.Sleep(ctx, time.Second-m.now().Sub(t.(time.Time))); err != nil {
+				return m.Settings(id), nil
+			}
+		}
+		m.recs.tried.Store(id, m.now())
+		cr, err := m.loadRecord(ctx, id)
+		if err != nil {
+			m.log.DebugContext(ctx, "reload of sandbox settings failed", "sandbox", id, "err", err)
+			return m.Settings(id), nil
+		}
+		return cr.s, nil
+	})
+	select {
+	case r := <-ch:
+		return r.Val.(Settings)
+	case <-ctx.Done():
+		return m.Settings(id)
+	}
+}
+
+// reloadRecords replaces the cache with the runtime's records (Start and
+// every re-check), keeping what this replica wrote after began. It returns
+// the ids that have a record.
+func (m *Manager) reloadRecords(ctx context.Context, began time.Time) (map[string]bool, error) {
+	if m.caps.Records == nil {
+		return nil, nil
+	}
+	list, err := m.caps.Records.ListRecords(ctx, m.createLabels())
+	if err != nil {
+		return nil, err
+	}
+	next := make(map[string]cachedRecord, len(list))
+	has := make(map[string]bool, len(list))
+	for id, rec := range list {
+		next[id] = decodeRecord(m, id, rec)
+		has[id] = true
+	}
+	m.recs.mu.Lock()
+	cur := m.recs.byID.Load()
+	for id, t := range m.recs.wrote {
+		if t.After(began) && cur != nil {
+			next[id] = (*cur)[id]
+		} else {
+			delete(m.recs.wrote, id)
+		}
+	}
+	m.recs.byID.Store(&next)
+	m.recs.mu.Unlock()
+	return has, nil
+}
+
+// dropOrphanRecords removes the records of sandboxes the runtime no
+// longer has (removed by something else than this manager). recorded
+// was listed before alive, so a record written for a sandbox made since
+// is not in it.
+func (m *Manager) dropOrphanRecords(ctx context.Context, recorded map[string]bool, alive map[string]ctrInfo) {
+	for id := range recorded {
+		if _, ok := alive[id]; ok {
+			continue
+		}
+		m.mu.RLock()
+		sb := m.sandboxes[id]
+		waking := sb != nil && sb.waking.Load() > 0
+		m.mu.RUnlock()
+		if waking {
+			continue
+		}
+		m.forgetRecord(ctx, id)
+	}
+}
+
+// forgetRecord deletes id's record in the runtime and the cache.
+func (m *Manager) forgetRecord(ctx context.Context, id string) {
+	if m.caps.Records == nil {
+		return
+	}
+	if err := m.caps.Records.DeleteRecord(ctx, id, m.createLabels()); err != nil {
+		m.log.WarnContext(ctx, "remove sandbox settings", "sandbox", id, "err", err)
+		return
+	}
+	m.recs.mu.Lock()
+	next := m.copyRecordsLocked()
+	delete(next, id)
+	m.recs.byID.Store(&next)
+	m.recs.mu.Unlock()
+	m.recs.tried.Delete(id)
+}
+
+// cacheRecord stores cr as id's; local: this replica just wrote it.
+func (m *Manager) cacheRecord(id string, cr cachedRecord, local bool) {
+	m.recs.mu.Lock()
+	defer m.recs.mu.Unlock()
+	if m.recs.wrote == nil {
+		m.recs.wrote = map[string]time.Time{}
+	}
+	next := m.copyRecordsLocked()
+	next[id] = cr
+	m.recs.byID.Store(&next)
+	if local {
+		m.recs.wrote[id] = m.now()
+	}
+}
+
+// recordLabels select sandbox id's record within this manager's scope.
+func (m *Manager) recordLabels(id string) map[string]string {
+	l := maps.Clone(m.createLabels())
+	l[runtime.LabelRecord] = id
+	return l
+}
+
+// decodeRecord reads a stored record; an unreadable one counts as empty
+// (and is overwritten by the next change) rather than blocking changes.
+func decodeRecord(m *Manager, id string, rec runtime.Record) cachedRecord {
+	var s Settings
+	if err := json.Unmarshal(rec.Data, &s); err != nil {
+		m.log.Warn("unreadable sandbox settings ignored", "sandbox", id, "err", err)
+		s = Settings{}
+	}
+	return cachedRecord{s: s, version: rec.Version}
+}
+
+// pruneLinks drops the links that expired before now.
+func pruneLinks(ls []Link, now time.Time) []Link {
+	out := make([]Link, 0, len(ls))
+	for _, l := range ls {
+		if l.Expires.After(now) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// keepUp reports whether sandbox id's settings keep it up at now.
+func (m *Manager) keepUp(id string, now time.Time) bool {
+	return m.Settings(id).KeepUpUntil.After(now)
+}
+
+// LoadSettings reads sandbox id's settings from the runtime (and caches
+// them).
+func (m *Manager) LoadSettings(ctx context.Context, id string) (Settings, error) {
+	if m.caps.Records == nil {
+		return Settings{}, ErrNoRecords
+	}
+	cr, err := m.loadRecord(ctx, id)
+	return cr.s, err
+}
+
+// copyRecordsLocked returns a copy of the cached records to change and
+// swap in (changes are rare: a write, a re-check). m.recs.mu must be held.
+func (m *Manager) copyRecordsLocked() map[string]cachedRecord {
+	cur := m.recs.byID.Load()
+	if cur == nil {
+		return map[string]cachedRecord{}
+	}
+	return maps.Clone(*cur)
+}

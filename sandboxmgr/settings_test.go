@@ -1,0 +1,164 @@
+package sandboxmgr_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/volume"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
+)
+
+// Per-sandbox settings kept by the runtime (#23), on the real engine and
+// the real API server, with two managers (replicas) that share nothing
+// but it.
+
+// settingsTwoReplicas runs the shared checks: concurrent writers from both
+// replicas lose nothing, a setting made on one is seen by the other within
+// the re-check bound, keep-up holds both reapers off an idle sandbox and
+// its end lets them stop it (b reaps, a only serves and sets), and a remove takes the record along
+// (records counts what the runtime keeps for id).
+func settingsTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpl *config.Template, recheck time.Duration, records func(id string) int) {
+	ctx := t.Context()
+	id := newID()
+	if _, err := a.Ensure(ctx, id, tpl); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 15*time.Second, "b knows the sandbox", func() bool { _, ok := b.Known(id); return ok })
+
+	// Concurrent writers on both replicas: every write lands (the record's
+	// version guards it).
+	var wg sync.WaitGroup
+	for i := range 8 {
+		m := []*sandboxmgr.Manager{a, b}[i%2]
+		wg.Go(func() {
+			_, err := m.UpdateSettings(ctx, id, func(s *sandboxmgr.Settings) error {
+				s.Links = append(s.Links, sandboxmgr.Link{ID: fmt.Sprintf("l%d", i), Expires: time.Now().Add(time.Hour)})
+				return nil
+			})
+			if err != nil {
+				t.Errorf("writer %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if s, err := b.LoadSettings(ctx, id); err != nil || len(s.Links) != 8 {
+		t.Fatalf("after 8 concurrent writes over two replicas: %d links (%v), want 8", len(s.Links), err)
+	}
+
+	yes := true
+	if _, err := a.UpdateSettings(ctx, id, func(s *sandboxmgr.Settings) error { s.Public = &yes; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	took := waitUntil(t, 3*recheck+5*time.Second, "b sees public", func() bool { p := b.Settings(id).Public; return p != nil && *p })
+	t.Logf("a setting made on one replica seen by the other after %v (re-check every %v)", took, recheck)
+
+	// Keep-up set on a: no traffic for five idle timeouts, still running.
+	if _, err := a.UpdateSettings(ctx, id, func(s *sandboxmgr.Settings) error {
+		s.KeepUpUntil = time.Now().Add(time.Minute)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 3*recheck+5*time.Second, "b sees the keep-up", func() bool { return !b.Settings(id).KeepUpUntil.IsZero() })
+	time.Sleep(5 * tpl.IdleTimeout.D())
+	if st := state(t, a, id); st != "running" {
+		t.Fatalf("kept up for a minute, idle for %v: state %q, want running", 5*tpl.IdleTimeout.D(), st)
+	}
+	if _, err := a.UpdateSettings(ctx, id, func(s *sandboxmgr.Settings) error { s.KeepUpUntil = time.Time{}; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	took = waitUntil(t, 60*time.Second, "stopped once the keep-up ended", func() bool { return state(t, a, id) != "running" })
+	t.Logf("stopped %v after the keep-up ended (idle_timeout %v)", took, tpl.IdleTimeout.D())
+
+	if n := records(id); n != 1 {
+		t.Fatalf("records kept for the sandbox: %d, want 1", n)
+	}
+	if err := b.Remove(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if n := records(id); n != 0 {
+		t.Errorf("records left after remove: %d, want 0", n)
+	}
+}
+
+func state(t *testing.T, m *sandboxmgr.Manager, id string) string {
+	t.Helper()
+	list, err := m.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range list {
+		if i.ID == id {
+			return i.State
+		}
+	}
+	return ""
+}
+
+func waitUntil(t *testing.T, within time.Duration, what string, f func() bool) time.Duration {
+	t.Helper()
+	t0 := time.Now()
+	for !f() {
+		if time.Since(t0) > within {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return time.Since(t0)
+}
+
+func TestDockerSettingsTwoReplicas(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tpl := testTemplate(t, nil)
+	tpl.IdleTimeout = config.Duration(2 * time.Second)
+	tpl.MaxSocketIdle, tpl.RemoveAfter = config.Duration(time.Hour), config.Duration(time.Hour)
+	e.cfg.Templates = func(string) *config.Template { return tpl }
+	e.cfg.RecheckEvery, e.cfg.ReapEvery, e.cfg.Replicas = time.Second, 200*time.Millisecond, 2
+	b := e.manager(t)
+	e.cfg.ReapEvery = -1 // a only serves: b's reaper must see a's keep-up
+	a := e.manager(t)
+	settingsTwoReplicas(t, a, b, tpl, e.cfg.RecheckEvery, func(id string) int {
+		f := filters.NewArgs(filters.Arg("label", runtime.LabelRecord+"="+id))
+		vols, err := e.cli.VolumeList(context.Background(), volume.ListOptions{Filters: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			for _, v := range vols.Volumes {
+				_ = e.cli.VolumeRemove(context.Background(), v.Name, true)
+			}
+		})
+		return len(vols.Volumes)
+	})
+}
+
+func TestKubernetesSettingsTwoReplicas(t *testing.T) {
+	t.Parallel()
+	e := newKubeEnv(t)
+	tpl := testTemplate(t, nil)
+	tpl.IdleTimeout = config.Duration(2 * time.Second)
+	tpl.MaxSocketIdle, tpl.RemoveAfter = config.Duration(time.Hour), config.Duration(time.Hour)
+	cfg := e.config()
+	cfg.Templates = func(string) *config.Template { return tpl }
+	cfg.RecheckEvery, cfg.ReapEvery = time.Second, 200*time.Millisecond
+	cfg.Kubernetes.ActivityEvery = 500 * time.Millisecond
+	b := e.manager(t, cfg)
+	cfg.ReapEvery = -1 // a only serves: b's reaper must see a's keep-up
+	a := e.manager(t, cfg)
+	settingsTwoReplicas(t, a, b, tpl, cfg.RecheckEvery, func(id string) int {
+		list, err := e.cs.CoreV1().ConfigMaps(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: runtime.LabelRecord + "=" + id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list.Items)
+	})
+}
