@@ -61,8 +61,9 @@ func settingsTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpl *config.Tem
 	t.Logf("a setting made on one replica seen by the other after %v (re-check every %v)", took, recheck)
 
 	// Keep-up set on a: no traffic for five idle timeouts, still running.
+	keep := time.Now().Add(time.Minute).Truncate(time.Second)
 	if _, err := a.UpdateSettings(ctx, id, func(s *sandboxmgr.Settings) error {
-		s.KeepUpUntil = time.Now().Add(time.Minute)
+		s.KeepUpUntil = keep
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -71,6 +72,22 @@ func settingsTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpl *config.Tem
 	time.Sleep(5 * tpl.IdleTimeout.D())
 	if st := state(t, a, id); st != "running" {
 		t.Fatalf("kept up for a minute, idle for %v: state %q, want running", 5*tpl.IdleTimeout.D(), st)
+	}
+	// Why it is awake, as b (whose reaper holds off) explains it: the
+	// keep-up, with the stop due when it ends.
+	list, err := b.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, in := range list {
+		found = found || in.ID == id
+		if in.ID == id && (in.Awake == nil || in.Awake.Summary != "kept up" || !in.Awake.StopsAt.Equal(keep) || !in.Awake.KeepUntil.Equal(keep)) {
+			t.Errorf("b's why-awake for a kept-up sandbox: %+v, want summary \"kept up\" stopping at %v", in.Awake, keep)
+		}
+	}
+	if !found {
+		t.Errorf("b's list lacks %s", id)
 	}
 	if _, err := a.UpdateSettings(ctx, id, func(s *sandboxmgr.Settings) error { s.KeepUpUntil = time.Time{}; return nil }); err != nil {
 		t.Fatal(err)
