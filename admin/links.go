@@ -324,11 +324,22 @@ func (a *admin) deleteLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lid := r.PathValue("link")
+	err := revokeLink(r.Context(), ss, id, lid)
+	if a.settingsFailed(w, err) {
+		return
+	}
+	a.o.Log.InfoContext(r.Context(), "share link revoked through admin API", "sandbox", id, "link", lid)
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "link": lid, "revoked": true})
+}
+
+// revokeLink marks sandbox id's link lid revoked (the API's DELETE and the
+// admin page's button). A revoked link is kept until it expires, so the
+// page it opens can say so; errNoLink if id has no link lid.
+func revokeLink(ctx context.Context, ss SandboxSettings, id, lid string) error {
 	now := time.Now().UTC()
-	_, err := ss.UpdateSettings(r.Context(), id, func(s *sandboxmgr.Settings) error {
+	_, err := ss.UpdateSettings(ctx, id, func(s *sandboxmgr.Settings) error {
 		for i := range s.Links {
 			if s.Links[i].ID == lid {
-				// Kept revoked until it expires, so the page can say so.
 				links := slices.Clone(s.Links)
 				if links[i].Revoked.IsZero() {
 					links[i].Revoked = now
@@ -339,9 +350,5 @@ func (a *admin) deleteLink(w http.ResponseWriter, r *http.Request) {
 		}
 		return errNoLink
 	})
-	if a.settingsFailed(w, err) {
-		return
-	}
-	a.o.Log.InfoContext(r.Context(), "share link revoked through admin API", "sandbox", id, "link", lid)
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "link": lid, "revoked": true})
+	return err
 }

@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"encoding/json"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
@@ -62,6 +63,20 @@ func TestScreenshots(t *testing.T) {
 	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
 		Sandboxes: e.mgr, Traffic: rec, Log: testkit.Logger(t)}))
 	defer srv.Close()
+	// Its settings and share links, through the API: kept up for a
+	// demo, a link for the team and one revoked.
+	adminDo(t, srv, "PATCH", "/admin/sandboxes/"+busy, testkit.AdminToken, []byte(`{"keep_up": "2h"}`))
+	for _, body := range []string{`{"ttl": "8h", "path": "/"}`, `{"ttl": "30m", "path": "/api"}`} {
+		resp, b := adminDo(t, srv, "POST", "/admin/sandboxes/"+busy+"/links", testkit.AdminToken, []byte(body))
+		if resp.StatusCode != 201 {
+			t.Fatalf("POST link: %d %s", resp.StatusCode, b)
+		}
+		if strings.Contains(body, "/api") {
+			var l struct{ ID string }
+			json.Unmarshal(b, &l)
+			adminDo(t, srv, "DELETE", "/admin/sandboxes/"+busy+"/links/"+l.ID, testkit.AdminToken, nil)
+		}
+	}
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1100, 900), chromedp.Navigate(srv.URL+"/ui/")); err != nil {
 		t.Fatal(err)
 	}

@@ -226,6 +226,7 @@ type pageData struct {
 	Sandbox   *sandboxRow
 	Logs      []string
 	Requests  []traffic.Request // the sandbox page: its last requests here
+	Links     []linkView        // the sandbox page: its share links (unexpired)
 	Now       time.Time
 }
 
@@ -301,7 +302,7 @@ func (u *ui) rowOf(s sandboxmgr.Info) sandboxRow {
 // notices are the results a redirect after a POST may name (never text from
 // the query: a link must not make the page say anything else).
 var notices = map[string]string{"stopped": "Stopped sandbox %s.", "removed": "Removed sandbox %s.",
-	"paused": "Paused sandbox %s.", "resumed": "Resumed sandbox %s."}
+	"paused": "Paused sandbox %s.", "resumed": "Resumed sandbox %s.", "revoked": "Revoked a share link of sandbox %s."}
 
 func (u *ui) home(w http.ResponseWriter, r *http.Request) {
 	s, ok := u.validSession(r)
@@ -342,6 +343,7 @@ func (u *ui) sandbox(w http.ResponseWriter, r *http.Request, s string) {
 	if u.a.o.Traffic != nil {
 		d.Requests = u.a.o.Traffic.Last(id, 0)
 	}
+	d.Links = u.links(r.Context(), id)
 	u.render(w, http.StatusOK, d)
 }
 

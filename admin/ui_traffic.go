@@ -2,8 +2,10 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"time"
 )
 
 // humanBytes is n in B, KiB or MiB.
@@ -17,9 +19,19 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
-// The admin page's pause and resume (#23); the traffic and why-awake
-// parts are in ui.html, from Info and the Traffic log.
+// The admin page's pause, resume and link revoke (#23); the traffic,
+// why-awake, settings and links parts are in ui.html, from Info, the
+// Traffic log and the sandbox's settings.
 func (u *ui) trafficRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /ui/sandboxes/{id}/links/{link}/revoke", u.post(u.op("revoked", func(u *ui) func(r *http.Request, id string) error {
+		return func(r *http.Request, id string) error {
+			ss, ok := u.a.o.Sandboxes.(SandboxSettings)
+			if !ok {
+				return errors.New("this gateway keeps no per-sandbox settings")
+			}
+			return revokeLink(r.Context(), ss, id, r.PathValue("link"))
+		}
+	})))
 	mux.HandleFunc("POST /ui/sandboxes/{id}/pause", u.post(u.op("paused", func(u *ui) func(r *http.Request, id string) error {
 		return func(r *http.Request, id string) error { return u.a.o.Sandboxes.Pause(r.Context(), id) }
 	})))
@@ -31,4 +43,25 @@ func (u *ui) trafficRoutes(mux *http.ServeMux) {
 			return err
 		}
 	})))
+}
+
+// links returns sandbox id's unexpired share links for its page, newest
+// first; none where the gateway keeps no settings or they cannot be read.
+func (u *ui) links(ctx context.Context, id string) []linkView {
+	ss, ok := u.a.o.Sandboxes.(SandboxSettings)
+	if !ok {
+		return nil
+	}
+	s, err := ss.LoadSettings(ctx, id)
+	if err != nil {
+		return nil
+	}
+	var out []linkView
+	now := time.Now()
+	for i := len(s.Links) - 1; i >= 0; i-- {
+		if s.Links[i].Expires.After(now) {
+			out = append(out, viewOfLink(s.Links[i]))
+		}
+	}
+	return out
 }

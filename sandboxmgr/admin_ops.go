@@ -28,6 +28,7 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 			continue // an unclaimed pool container is no sandbox yet
 		}
 		info := Info{ID: id, Template: c.Labels[LabelTemplate], State: c.State, Container: c.ID, Metadata: metadataOf(c.Labels)}
+		info.settingsOf(m.Settings(id), m.now())
 		if sb := m.lookup(id); sb != nil {
 			info.LastActivity = sb.lastActive()
 			m.mu.RLock()

@@ -214,6 +214,13 @@ type Info struct {
 	// Awake says what keeps a running sandbox up and when the idle reaper
 	// will stop it (why.go); nil unless running.
 	Awake *Awake `json:"awake,omitempty"`
+	// PublicSetting is its own public setting (#23), absent when its
+	// template's applies; KeepUpUntil its keep-up; LiveLinks how many of
+	// its share links open it now (neither expired nor revoked). As the
+	// runtime keeps them (settings.go): every replica says the same.
+	PublicSetting *bool     `json:"public_setting,omitempty"`
+	KeepUpUntil   time.Time `json:"keep_up_until,omitzero"`
+	LiveLinks     int       `json:"live_links"`
 }
 
 // Manager owns the managed containers.

@@ -80,6 +80,19 @@ type cachedRecord struct {
 	version string
 }
 
+// settingsOf fills in's view of settings s at now.
+func (in *Info) settingsOf(s Settings, now time.Time) {
+	in.PublicSetting = s.Public
+	if s.KeepUpUntil.After(now) {
+		in.KeepUpUntil = s.KeepUpUntil
+	}
+	for _, l := range s.Links {
+		if l.Revoked.IsZero() && l.Expires.After(now) {
+			in.LiveLinks++
+		}
+	}
+}
+
 // Settings returns sandbox id's settings as this replica knows them (no
 // runtime call). The Links slice is shared: do not change it.
 func (m *Manager) Settings(id string) Settings {
