@@ -1,5 +1,6 @@
 // Package upstream is previewgate's HTTP/1.1 client side towards
-// sandboxes: a keep-alive connection pool for the direct path, a
+// sandboxes: a keep-alive connection pool for the direct path with its one
+// exchange (Pool.Exchange: request head out, response in), a
 // response-head parser and body reader that follow net/http's framing
 // rules exactly (and refuse the few heads it accepts that are smuggling
 // vectors), and, for httputil.ReverseProxy, a RoundTripper with one
@@ -26,7 +27,12 @@
 //  3. A connection goes back to the pool only when its response ended
 //     exactly at its framing and nothing more is buffered (an upstream may
 //     send more than it was asked for: a second response would answer the
-//     next user's request).
+//     next user's request). This package alone decides it, as net/http's
+//     Transport does: Pool.Exchange is the only way to take a connection,
+//     and the Body.Close of the response it returns (Release calls it) the
+//     only way to give one back. A body closed before its end, a read that
+//     failed, Connection: close, a body delimited by EOF, a 101 or an
+//     ended context close the connection (TestExchangeOwnsReuse).
 //  4. An idle connection that has become readable (data or EOF) is closed
 //     at Get, not reused. An app can still time extra bytes to arrive just
 //     after that check; they are then read as the answer to the next
