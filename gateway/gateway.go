@@ -101,7 +101,7 @@ func New(cfg *config.Config, sb Sandboxes, opts Options, log *slog.Logger) (*Gat
 	g.sockets = newSockets()
 	g.creates = newCreateCounter(time.Now)
 	g.announced.now = time.Now
-	g.exchanges = h1server.NewConnLimiter(cfg.Limits)
+	g.exchanges = h1server.NewConnLimiter(ConnCaps(cfg.Limits))
 	g.limit.onReject = g.metrics.Rejected
 	g.reqPfx = newRequestIDPrefix()
 	if err := g.Apply(cfg); err != nil {

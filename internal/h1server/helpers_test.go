@@ -14,6 +14,16 @@ func testConfig() *config.Config {
 	return c
 }
 
+// optionsOf is what gateway.ServerOptions makes of cfg's limits (the
+// engine takes resolved values; the tests keep the config's defaults).
+func optionsOf(cfg *config.Config) Options {
+	l := cfg.Limits
+	return Options{ReadHeaderTimeout: l.ReadHeaderTimeout.D(), IdleTimeout: l.IdleConnTimeout.D(),
+		WriteTimeout: l.WriteTimeout.D(), MaxHeaderBytes: int(l.MaxHeaderBytes),
+		BodyTimeout: l.BodyTimeout.D(), BodyMinRate: int64(l.BodyMinRate),
+		Conns: ConnCaps{Max: l.MaxConnections, PerIP: l.ConnectionsPerIP}}
+}
+
 // serve runs s on a loopback listener until the test ends. The result is
 // an httptest.Server only for its URL, Listener and Close.
 func serve(t testing.TB, s *Server) *httptest.Server {
