@@ -23,6 +23,7 @@ import (
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/h1server"
+	"github.com/previewgate/previewgate/internal/tunnel"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
@@ -65,7 +66,7 @@ type Gateway struct {
 	proxy     *proxy
 	limit     *limiter
 	metrics   Metrics
-	sockets   *sockets
+	sockets   *tunnel.Registry
 	creates   *createCounter // creates_per_subject_per_hour; outlives reloads
 	announced announced      // ids worth a certificate before they exist (certworth.go)
 	// exchanges counts proxied exchanges in flight per client and in all,
@@ -98,7 +99,7 @@ func New(cfg *config.Config, sb Sandboxes, opts Options, log *slog.Logger) (*Gat
 	g.proxy = newProxy(g)
 	g.limit = newLimiter()
 	g.metrics = orNoMetrics(opts.Metrics)
-	g.sockets = newSockets()
+	g.sockets = tunnel.NewRegistry()
 	g.creates = newCreateCounter(time.Now)
 	g.announced.now = time.Now
 	g.exchanges = h1server.NewConnLimiter(ConnCaps(cfg.Limits))
@@ -213,7 +214,7 @@ func (g *Gateway) InstanceGone(instance string) { g.proxy.instanceGone(instance)
 // for hijacked connections.
 func (g *Gateway) Close() {
 	g.drain()
-	if n := g.sockets.closeAll(""); n > 0 {
+	if n := g.sockets.CloseAll(""); n > 0 {
 		g.log.Info("closed websockets with 1001 (going away)", "count", n)
 	}
 	g.upgrades.Wait()
