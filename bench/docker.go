@@ -31,7 +31,7 @@ func benchLabels(run string) map[string]string {
 }
 
 // buildTestApp builds testdata/testapp statically into a FROM scratch image,
-// like internal/dockertest does for the tests (that package needs *testing.T).
+// like internal/testing/dockertest does for the tests (that package needs *testing.T).
 func buildTestApp(ctx context.Context, c *client.Client, tag string, labels map[string]string) error {
 	return dockerbuild.GoProgram(ctx, c, "./testdata/testapp", tag, 3000, labels)
 }

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/dockertest"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // A WebSocket client that never reads while its sandbox pushes 10 MB must

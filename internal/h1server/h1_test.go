@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // leanAll is a handler whose every plain request may take the lean loop.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // An HTTP/2 client that stops granting a stream window cannot hold the

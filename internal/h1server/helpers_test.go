@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 func testConfig() *config.Config {
