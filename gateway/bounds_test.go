@@ -133,7 +133,7 @@ func TestProxyHeaderBound(t *testing.T) {
 // header map (it copies the 1xx's headers in, writes the 1xx, then
 // clear(h)), so headers the gateway set before proxying — X-Request-Id —
 // are missing from the final response. The direct path restores them
-// (forwardInterim); the two paths disagree.
+// (upstream.ForwardInterim); the two paths disagree.
 func TestInterimDropsGatewayHeaders(t *testing.T) {
 	addr, _ := rawApp(t, func(w io.Writer, _, _ int, r *http.Request) bool {
 		if r.Body != nil {

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/previewgate/previewgate/internal/upstream"
-	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // serveDirect forwards a bodiless request to a sandbox without
@@ -36,7 +35,7 @@ func (p *proxy) serveDirect(w http.ResponseWriter, r *http.Request, t *target) b
 	var stripped http.Header
 	req := upstream.Request{Method: r.Method, Path: r.URL.EscapedPath(),
 		WriteFields: func(bw *bufio.Writer) { p.outboundFields(r, stripped, (*lineSink)(bw)) },
-		Interim:     func(ir *upstream.Response) { forwardInterim(w, ir.Status, ir.Header) }}
+		Interim:     func(ir *upstream.Response) { upstream.ForwardInterim(w, ir.Status, ir.Header) }}
 	reensured := false
 	for {
 		// Per attempt: a re-ensure may have moved t (the Host of the local
@@ -74,30 +73,6 @@ func (p *proxy) serveDirect(w http.ResponseWriter, r *http.Request, t *target) b
 // errUnrequestedSwitch: a 101 answer to a request without Upgrade.
 var errUnrequestedSwitch = errors.New("upstream switched protocols for a request that asked for no upgrade")
 
-// forwardInterim passes a 1xx interim answer (103 Early Hints) on to the
-// client as ReverseProxy does, with its end-to-end headers only; the
-// response's own headers are left as they were.
-func forwardInterim(w http.ResponseWriter, status int, header http.Header) {
-	h := w.Header()
-	conn := wire.ConnectionTokens(header)
-	saved := make(http.Header, len(header))
-	for k, vv := range header {
-		if wire.HopByHop(k, conn) {
-			continue
-		}
-		saved[k] = h[k]
-		h[k] = vv
-	}
-	w.WriteHeader(status)
-	for k, vv := range saved {
-		if vv == nil {
-			delete(h, k)
-		} else {
-			h[k] = vv
-		}
-	}
-}
-
 // idempotent methods may be sent again after a failed attempt.
 func idempotent(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
@@ -108,7 +83,7 @@ func idempotent(m string) bool {
 // (upstream.Body.Close).
 func (p *proxy) copyDirectResponse(w http.ResponseWriter, resp *upstream.Response, t *target) {
 	h := w.Header()
-	copyEndToEnd(h, resp.Header)
+	upstream.CopyEndToEnd(h, resp.Header)
 	t.mapLocation(h)
 	t.timing.addServerTiming(h)
 	if len(resp.Trailer) > 0 {

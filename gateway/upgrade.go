@@ -125,13 +125,13 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 // protocol asked for: an app that refuses the upgrade has its answer
 // passed through. The caller releases the response.
 func (p *proxy) handshake(w http.ResponseWriter, r, out *http.Request, back net.Conn) (*upstream.Response, *bufio.Reader, bool) {
-	res, br, err := tunnel.Handshake(back, out, func(ir *upstream.Response) { forwardInterim(w, ir.Status, ir.Header) })
+	res, br, err := tunnel.Handshake(back, out, func(ir *upstream.Response) { upstream.ForwardInterim(w, ir.Status, ir.Header) })
 	if err != nil {
 		p.errorHandler(w, r, err)
 		return nil, nil, false
 	}
 	if res.Status != http.StatusSwitchingProtocols {
-		copyEndToEnd(w.Header(), res.Header)
+		upstream.CopyEndToEnd(w.Header(), res.Header)
 		if t := targetFrom(out.Context()); t != nil {
 			t.mapLocation(w.Header())
 		}

@@ -80,7 +80,7 @@
 //   - Other 1xx (103 Early Hints and the like): relayed to the client with
 //     their end-to-end headers only, at most MaxInterim of them, then the
 //     exchange fails (502): the direct path and the upgrade path as they
-//     read them, ReverseProxy through the gateway's interimGuard
+//     read them, ReverseProxy through InterimGuard
 //     (ReverseProxy's own hook forwards an answer before BoundHeads
 //     counts it).
 package upstream
