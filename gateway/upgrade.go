@@ -3,13 +3,11 @@ package gateway
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"strings"
-	"time"
 
 	"github.com/previewgate/previewgate/internal/tunnel"
 	"github.com/previewgate/previewgate/internal/upstream"
@@ -171,21 +169,9 @@ func (p *proxy) upgradeRequest(r *http.Request) *http.Request {
 // dialUpgrade connects to the target. A failed dial to a sandbox re-runs
 // Ensure once (its container may have died or moved).
 func (p *proxy) dialUpgrade(ctx context.Context, out *http.Request, t *target) (net.Conn, error) {
-	d := &net.Dialer{Timeout: 5 * time.Second}
+	d := &net.Dialer{Timeout: tunnel.DialTimeout}
 	if t.url != nil {
-		host := out.URL.Host
-		if out.URL.Port() == "" {
-			if out.URL.Scheme == "https" {
-				host = net.JoinHostPort(out.URL.Hostname(), "443")
-			} else {
-				host = net.JoinHostPort(out.URL.Hostname(), "80")
-			}
-		}
-		if out.URL.Scheme == "https" {
-			td := &tls.Dialer{NetDialer: d, Config: &tls.Config{ServerName: out.URL.Hostname(), NextProtos: []string{"http/1.1"}}}
-			return td.DialContext(ctx, "tcp", host)
-		}
-		return d.DialContext(ctx, "tcp", host)
+		return tunnel.DialURL(ctx, d, out.URL)
 	}
 	c, err := d.DialContext(ctx, "tcp", t.addr)
 	if err == nil || !isDialError(err) {

@@ -2,11 +2,14 @@ package tunnel
 
 import (
 	"bufio"
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -134,4 +137,26 @@ func pump(dst, src net.Conn) error {
 			return err
 		}
 	}
+}
+
+// DialTimeout bounds a dial to a sandbox or a fixed upstream.
+const DialTimeout = 5 * time.Second
+
+// DialURL connects to the host of an http or https URL (its default port
+// if it names none); https speaks TLS with HTTP/1.1 by ALPN, the only
+// protocol an upgrade can switch from.
+func DialURL(ctx context.Context, d *net.Dialer, u *url.URL) (net.Conn, error) {
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	addr := net.JoinHostPort(u.Hostname(), port)
+	if u.Scheme == "https" {
+		td := &tls.Dialer{NetDialer: d, Config: &tls.Config{ServerName: u.Hostname(), NextProtos: []string{"http/1.1"}}}
+		return td.DialContext(ctx, "tcp", addr)
+	}
+	return d.DialContext(ctx, "tcp", addr)
 }
