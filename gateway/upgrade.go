@@ -81,27 +81,7 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 		p.errorHandler(w, r, fmt.Errorf("hijack for protocol switch: %w", err))
 		return
 	}
-	for k, v := range w.Header() { // X-Request-Id and the like
-		if _, ok := res.Header[k]; !ok {
-			res.Header[k] = v
-		}
-	}
-	// The app's 101 with its headers (hop-by-hop Connection and Upgrade
-	// included: they are the switch), written by net/http's rules.
-	head := &http.Response{StatusCode: res.Status, ProtoMajor: 1, ProtoMinor: 1, Header: res.Header, Request: out}
-	err = head.Write(client)
-	upstream.Release(res)
-	if err != nil {
-		client.Close()
-		return
-	}
-	// Bytes either side sent early sit in the readers' buffers: pass them
-	// on, then let the buffers go.
-	if err := tunnel.ForwardBuffered(back, brw.Reader); err != nil {
-		client.Close()
-		return
-	}
-	if err := tunnel.ForwardBuffered(client, br); err != nil {
+	if err := tunnel.Switch(client, brw.Reader, back, br, res, w.Header(), out); err != nil {
 		client.Close()
 		return
 	}

@@ -160,3 +160,32 @@ func DialURL(ctx context.Context, d *net.Dialer, u *url.URL) (net.Conn, error) {
 	}
 	return d.DialContext(ctx, "tcp", addr)
 }
+
+// Switch completes a protocol switch on a hijacked client connection:
+// it writes the sandbox's 101 (res, released here) by net/http's rules,
+// its hop-by-hop Connection and Upgrade included (they are the switch),
+// with the gateway's own headers (X-Request-Id and the like) added where
+// res has none, then forwards the bytes either side sent early (clientBuf:
+// read by the server past the request; backBuf: by the handshake past the
+// 101). Then the buffers may go and the pair be spliced. On error the
+// caller closes both connections.
+func Switch(client net.Conn, clientBuf *bufio.Reader, back net.Conn, backBuf *bufio.Reader, res *upstream.Response, own http.Header, out *http.Request) error {
+	for k, v := range own {
+		if _, ok := res.Header[k]; !ok {
+			res.Header[k] = v
+		}
+	}
+	head := &http.Response{StatusCode: res.Status, ProtoMajor: 1, ProtoMinor: 1, Header: res.Header, Request: out}
+	err := head.Write(client)
+	upstream.Release(res)
+	if err != nil {
+		return fmt.Errorf("write protocol switch: %w", err)
+	}
+	if err := ForwardBuffered(back, clientBuf); err != nil {
+		return fmt.Errorf("forward early client bytes: %w", err)
+	}
+	if err := ForwardBuffered(client, backBuf); err != nil {
+		return fmt.Errorf("forward early upstream bytes: %w", err)
+	}
+	return nil
+}
