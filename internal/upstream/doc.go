@@ -8,7 +8,8 @@
 //
 // Every byte a sandbox sends is hostile (#13). What it promises, each
 // invariant tested with an upstream that breaks it (the gateway's
-// hostile_test.go and hostile_docker_test.go, FuzzPoolReuse):
+// hostile_test.go and hostile_docker_test.go, FuzzPoolReuse; this
+// package's exchange_test.go):
 //
 //  1. A connection belongs to one container instance (a key such as
 //     sandboxmgr.Endpoint.Instance: container ID and start time) and is
@@ -50,7 +51,7 @@
 //  7. Every response head, final or interim, is at most MaxResponseHead
 //     (64 KiB) as sent, status line and blank line included, on every
 //     path: ReadFinal for the direct path and the upgrade handshake
-//     (which the gateway reads with it), MaxResponseHeaderBytes on the
+//     (internal/tunnel.Handshake reads with it), MaxResponseHeaderBytes on the
 //     Transports it makes for ReverseProxy (HTTP/1.1 and HTTP/2 clients
 //     alike: the sandbox side is HTTP/1.1). One byte more fails the
 //     exchange with ErrHeadTooLarge (RoundTrip wraps net/http's refusal
