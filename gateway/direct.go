@@ -32,16 +32,14 @@ func (p *proxy) serveDirect(w http.ResponseWriter, r *http.Request, t *target) b
 		return false
 	}
 	ctx := r.Context()
-	var stripped http.Header
-	req := upstream.Request{Method: r.Method, Path: r.URL.EscapedPath(),
-		WriteFields: func(bw *bufio.Writer) { p.outboundFields(r, stripped, (*lineSink)(bw)) },
-		Interim:     func(ir *upstream.Response) { upstream.ForwardInterim(w, ir.Status, ir.Header) }}
+	t.fields = directFields{p: p, r: r, w: w}
+	req := upstream.Request{Method: r.Method, Path: r.URL.EscapedPath(), Caller: &t.fields}
 	reensured := false
 	for {
 		// Per attempt: a re-ensure may have moved t (the Host of the local
 		// and rewrite modes names its port or address).
 		req.Instance, req.Addr = t.poolKey(), t.addr
-		req.HostPrefix, req.Host, req.Query, stripped = p.outboundHead(r, t)
+		req.HostPrefix, req.Host, req.Query, t.fields.stripped = p.outboundHead(r, t)
 		resp, err := p.pool.Exchange(ctx, &req)
 		switch {
 		case err == nil:
@@ -72,6 +70,25 @@ func (p *proxy) serveDirect(w http.ResponseWriter, r *http.Request, t *target) b
 
 // errUnrequestedSwitch: a 101 answer to a request without Upgrade.
 var errUnrequestedSwitch = errors.New("upstream switched protocols for a request that asked for no upgrade")
+
+// directFields is the direct path's upstream.Caller: the outbound
+// policy's fields, and interim answers relayed to the client. It lives in
+// the request's target, so that handing it to the exchange allocates
+// nothing.
+type directFields struct {
+	p        *proxy
+	r        *http.Request
+	w        http.ResponseWriter
+	stripped http.Header
+}
+
+func (f *directFields) WriteFields(bw *bufio.Writer) {
+	f.p.outboundFields(f.r, f.stripped, (*lineSink)(bw))
+}
+
+func (f *directFields) Interim(ir *upstream.Response) {
+	upstream.ForwardInterim(f.w, ir.Status, ir.Header)
+}
 
 // idempotent methods may be sent again after a failed attempt.
 func idempotent(m string) bool {

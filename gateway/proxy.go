@@ -29,8 +29,9 @@ type target struct {
 	url      *url.URL
 	tpl      *config.Template
 	verifier *auth.Verifier
-	host     hostMode    // what Host (and Origin) the app sees (hostmode.go)
-	timing   *wakeTiming // the request waited for a wake: Server-Timing; else nil
+	host     hostMode     // what Host (and Origin) the app sees (hostmode.go)
+	timing   *wakeTiming  // the request waited for a wake: Server-Timing; else nil
+	fields   directFields // the direct path's outbound fields (direct.go)
 }
 
 type targetKey struct{}

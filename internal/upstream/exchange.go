@@ -24,12 +24,21 @@ type Request struct {
 	HostPrefix, Host string
 	// Fresh dials a new connection instead of taking an idle one.
 	Fresh bool
-	// WriteFields writes the header fields after Host, each "Key: value\r\n"
-	// (not the blank line). Nil: none.
-	WriteFields func(w *bufio.Writer)
-	// Interim gets each 1xx answer except 101 (nil: skip them), at most
-	// MaxInterim of them (invariant 6).
-	Interim func(*Response)
+	// Caller writes the header fields and takes the interim answers; nil:
+	// no fields, interim answers skipped.
+	Caller Caller
+}
+
+// Caller is the caller's part of an exchange, an interface so that a
+// per-request value already on the heap can be handed over without
+// allocating closures.
+type Caller interface {
+	// WriteFields writes the header fields after Host, each
+	// "Key: value\r\n" (not the blank line).
+	WriteFields(w *bufio.Writer)
+	// Interim gets each 1xx answer except 101, at most MaxInterim of them
+	// (invariant 6); its Header is valid during the call only.
+	Interim(*Response)
 }
 
 // ErrUnanswered marks a failed exchange on a reused connection that
@@ -86,14 +95,16 @@ func (c *Conn) exchange(req *Request) (*Response, error) {
 	bw.WriteString(req.HostPrefix)
 	bw.WriteString(req.Host)
 	bw.WriteString("\r\n")
-	if req.WriteFields != nil {
-		req.WriteFields(bw)
+	var interim func(*Response)
+	if req.Caller != nil {
+		req.Caller.WriteFields(bw)
+		interim = req.Caller.Interim
 	}
 	bw.WriteString("\r\n")
 	if err := bw.Flush(); err != nil {
 		return nil, err
 	}
-	return ReadFinal(c.R, req.Method, req.Interim)
+	return ReadFinal(c.R, req.Method, interim)
 }
 
 // Close ends the body's use of its connection (a response of Exchange;
