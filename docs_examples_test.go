@@ -36,7 +36,7 @@ func TestDocsTokenExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jsCode, pyCode := codeBlock(t, doc, "js"), codeBlock(t, doc, "python")
+	jsCode, pyCode := codeBlock(t, "docs/auth.md", doc, "js"), codeBlock(t, "docs/auth.md", doc, "python")
 	python := findPython(t)
 	node := findNode(t)
 
@@ -116,13 +116,13 @@ templates:
 	}
 }
 
-// codeBlock returns the one fenced block of lang in doc.
-func codeBlock(t *testing.T, doc []byte, lang string) []byte {
+// codeBlock returns the one fenced block of lang in doc (file name).
+func codeBlock(t *testing.T, name string, doc []byte, lang string) []byte {
 	t.Helper()
 	re := regexp.MustCompile("(?ms)^```" + regexp.QuoteMeta(lang) + "\n(.*?)^```")
 	m := re.FindAllSubmatch(doc, -1)
 	if len(m) != 1 {
-		t.Fatalf("docs/auth.md: got %d ```%s blocks, want 1", len(m), lang)
+		t.Fatalf("%s: got %d ```%s blocks, want 1", name, len(m), lang)
 	}
 	return m[0][1]
 }

@@ -29,12 +29,22 @@ import (
 const tokenEnv = "PREVIEWGATE_TOKEN"
 
 const sandboxesUsage = `usage:
-  previewgate sandboxes ls [flags]               list sandboxes: id, template, state, started,
-                                                 last activity, container
-  previewgate sandboxes up ID [--template NAME] [flags]
+  previewgate sandboxes ls [--metadata K=V]... [flags]
+                                                 list sandboxes: id, template, state, started,
+                                                 last activity, container, requests, when the
+                                                 idle reaper stops it, metadata; --metadata
+                                                 keeps those that carry every K=V given
+  previewgate sandboxes up ID [--template NAME] [--metadata K=V]... [flags]
                                                  create or wake ID, wait until it is ready
+                                                 (metadata labels a sandbox it creates)
   previewgate sandboxes stop ID [flags]          stop ID (the next request wakes it)
   previewgate sandboxes rm ID [flags]            remove ID's container
+  previewgate sandboxes pause ID [flags]         pause ID, memory kept (Docker; Kubernetes
+                                                 has no pause: use stop)
+  previewgate sandboxes resume ID [flags]        unpause or start ID, wait until it is ready
+  previewgate sandboxes requests ID [--n N] [flags]
+                                                 ID's last requests through the replica
+                                                 that answers, newest first
   previewgate sandboxes logs ID [-f] [--tail N] [flags]
                                                  print ID's last output; -f follows it until
                                                  the container stops
@@ -55,6 +65,7 @@ Not yet: "sandboxes link" (share links) waits for the API's share links (#23).
 // sandboxesCmds are the subcommands sandboxes knows.
 var sandboxesCmds = map[string]func(*sandboxesCmd) error{
 	"ls": sbxList, "up": sbxUp, "stop": sbxStop, "rm": sbxRemove, "logs": sbxLogs,
+	"pause": sbxPause, "resume": sbxResume, "requests": sbxRequests,
 }
 
 // sandboxesMain runs "previewgate sandboxes ARGS"; ok is false when args
@@ -79,9 +90,11 @@ type sandboxesCmd struct {
 
 	token, admin, config string
 	json                 bool
-	template             string // up
-	tail                 int    // logs
-	follow               bool   // logs
+	template             string   // up
+	tail                 int      // logs
+	follow               bool     // logs
+	metadata             metaFlag // ls (filters), up (labels)
+	n                    int      // requests
 
 	parseErr error
 	cfg      *config.Config // the config file read, if any (up prints its sandbox host)
@@ -90,11 +103,14 @@ type sandboxesCmd struct {
 }
 
 var sandboxesSynopsis = map[string]string{
-	"ls":   "sandboxes ls [flags]   (list sandboxes)",
-	"up":   "sandboxes up ID [--template NAME] [flags]   (create or wake ID, wait until ready)",
-	"stop": "sandboxes stop ID [flags]   (stop ID; the next request wakes it)",
-	"rm":   "sandboxes rm ID [flags]   (remove ID's container)",
-	"logs": "sandboxes logs ID [-f] [--tail N] [flags]   (print ID's output; -f follows it)",
+	"ls":       "sandboxes ls [flags]   (list sandboxes)",
+	"up":       "sandboxes up ID [--template NAME] [flags]   (create or wake ID, wait until ready)",
+	"stop":     "sandboxes stop ID [flags]   (stop ID; the next request wakes it)",
+	"rm":       "sandboxes rm ID [flags]   (remove ID's container)",
+	"logs":     "sandboxes logs ID [-f] [--tail N] [flags]   (print ID's output; -f follows it)",
+	"pause":    "sandboxes pause ID [flags]   (pause ID, memory kept; Docker only)",
+	"resume":   "sandboxes resume ID [flags]   (unpause or start ID, wait until ready)",
+	"requests": "sandboxes requests ID [--n N] [flags]   (ID's last requests, newest first)",
 }
 
 // parse reads the subcommand's flags, before and after its positional
@@ -108,6 +124,13 @@ func (c *sandboxesCmd) parse(args []string) *sandboxesCmd {
 	switch c.name {
 	case "up":
 		fs.StringVar(&c.template, "template", "", "template to create the sandbox from (default: the config's default_template)")
+		c.metadata = metaFlag{}
+		fs.Var(c.metadata, "metadata", "`KEY=VALUE` metadata of a sandbox this creates (repeat for more)")
+	case "ls":
+		c.metadata = metaFlag{}
+		fs.Var(c.metadata, "metadata", "list only sandboxes with metadata `KEY=VALUE` (repeat: all must match)")
+	case "requests":
+		fs.IntVar(&c.n, "n", 0, "how many of the last requests to print (default: all kept)")
 	case "logs":
 		fs.IntVar(&c.tail, "tail", 100, "how many of the last lines to print (at most 1000)")
 		fs.BoolVar(&c.follow, "f", false, "follow: print new lines until the container stops")
@@ -305,7 +328,7 @@ func sbxList(c *sandboxesCmd) error {
 	if err := c.connect(0); err != nil {
 		return err
 	}
-	b, err := c.get("GET", "/admin/sandboxes", nil, callTimeout)
+	b, err := c.get("GET", "/admin/sandboxes"+c.listQuery(), nil, callTimeout)
 	if err != nil {
 		return err
 	}
@@ -314,7 +337,11 @@ func sbxList(c *sandboxesCmd) error {
 		return err
 	}
 	var rows []sandboxRow
+	var extra []lsExtra
 	if err := json.Unmarshal(b, &rows); err != nil {
+		return fmt.Errorf("sandboxes ls: the answer is not a list of sandboxes: %w", err)
+	}
+	if err := json.Unmarshal(b, &extra); err != nil || len(extra) != len(rows) {
 		return fmt.Errorf("sandboxes ls: the answer is not a list of sandboxes: %w", err)
 	}
 	if len(rows) == 0 {
@@ -323,10 +350,10 @@ func sbxList(c *sandboxesCmd) error {
 	}
 	now := time.Now()
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTEMPLATE\tSTATE\tSTARTED\tLAST ACTIVITY\tCONTAINER")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, dash(r.Template), dash(r.State),
-			ago(now, r.StartedAt), ago(now, r.LastActivity), dash(shortContainer(r.Container)))
+	fmt.Fprintln(tw, "ID\tTEMPLATE\tSTATE\tSTARTED\tLAST ACTIVITY\tCONTAINER"+lsColumns)
+	for i, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s%s\n", r.ID, dash(r.Template), dash(r.State),
+			ago(now, r.StartedAt), ago(now, r.LastActivity), dash(shortContainer(r.Container)), extra[i].columns(now))
 	}
 	return tw.Flush()
 }
@@ -376,8 +403,8 @@ func sbxUp(c *sandboxesCmd) error {
 	}
 	id := c.args[0]
 	var body any
-	if c.template != "" {
-		body = map[string]string{"template": c.template}
+	if c.template != "" || len(c.metadata) > 0 {
+		body = map[string]any{"template": c.template, "metadata": map[string]string(c.metadata)}
 	}
 	b, err := c.get("PUT", sandboxPath(id, ""), body, upTimeout)
 	if err != nil {

@@ -30,6 +30,14 @@ const (
 // returns the config file and the admin listener's address.
 func startCLIGateway(t *testing.T, ids ...string) (cfgFile, adminAddr string) {
 	t.Helper()
+	return startScopedCLIGateway(t, dockertest.ScopedLabels(), ids...)
+}
+
+// startScopedCLIGateway is startCLIGateway with the scope labels given:
+// two gateways with the same ones share their sandboxes (replicas, or a
+// restart).
+func startScopedCLIGateway(t *testing.T, scope map[string]string, ids ...string) (cfgFile, adminAddr string) {
+	t.Helper()
 	dockertest.Client(t)
 	image := dockertest.TestAppImage(t)
 	network := dockertest.Network(t)
@@ -64,7 +72,7 @@ templates:
 		a.close()
 	})
 	// Scoped to this test: the gateway adopts and reaps only its own.
-	if err := a.buildRuntime(ctx, labelFlag(dockertest.ScopedLabels())); err != nil {
+	if err := a.buildRuntime(ctx, labelFlag(scope)); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.buildCerts(); err != nil {
@@ -132,7 +140,7 @@ func TestSandboxesCLI(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("ls: exit %d %s", code, errs)
 	}
-	header := regexp.MustCompile(`(?m)^ID +TEMPLATE +STATE +STARTED +LAST ACTIVITY +CONTAINER$`)
+	header := regexp.MustCompile(`(?m)^ID +TEMPLATE +STATE +STARTED +LAST ACTIVITY +CONTAINER +REQUESTS +IDLE STOP +METADATA$`)
 	row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(id) + ` +app +running +(\d+s ago|just now) +\S`)
 	if !header.MatchString(out) || !row.MatchString(out) {
 		t.Errorf("ls: got\n%s\nwant a header and a running row for %s", out, id)

@@ -23,6 +23,7 @@ import (
 	"github.com/previewgate/previewgate/internal/h1server"
 	"github.com/previewgate/previewgate/metrics"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/traffic"
 )
 
 // serve: the gateway process, built in steps (app) and drained on a signal.
@@ -227,6 +228,7 @@ type app struct {
 	store   *config.Store
 	metrics *metrics.Metrics
 	mgr     *sandboxmgr.Manager
+	traffic *traffic.Recorder // this replica's per-sandbox request log
 	gw      *gateway.Gateway
 	certs   *certs.Manager
 	replace func([]byte) ([]string, error) // admin PUT; nil without a file
@@ -283,7 +285,9 @@ func (a *app) buildRuntime(ctx context.Context, labels labelFlag) error {
 	a.mgr = mgr
 	a.closers = append(a.closers, func() { mgr.Close() })
 	tlsOn := cfg.TLS.Mode != config.TLSOff
-	a.gw, err = gateway.New(cfg, mgr, gateway.Options{TLS: tlsOn, Metrics: a.metrics}, a.log.With("component", "gateway"))
+	replica, _ := os.Hostname() // a pod's name on Kubernetes
+	a.traffic = traffic.New(traffic.Options{Replica: replica})
+	a.gw, err = gateway.New(cfg, mgr, gateway.Options{TLS: tlsOn, Metrics: a.metrics, Traffic: a.traffic}, a.log.With("component", "gateway"))
 	if err != nil {
 		return err
 	}
@@ -372,7 +376,7 @@ func (a *app) listenAll() error {
 	a.log.Info("connection caps", "max_connections", previewConns.Max(), "connections_per_ip", cfg.Limits.ConnectionsPerIP)
 	adm := admin.New(admin.Options{Config: a.store.Load, Replace: a.replace, Sandboxes: a.mgr, Announce: a.gw.Announce,
 		Ready: func(context.Context) error { return a.certs.Ready() }, Metrics: a.metrics.Handler(),
-		Log: a.log.With("component", "admin")})
+		Traffic: a.traffic, Log: a.log.With("component", "admin")})
 	if err := a.listen("admin", cfg.Listen.Admin, adm, nil, nil); err != nil {
 		return err
 	}

@@ -45,6 +45,13 @@ type Sandboxes interface {
 	FollowLogs(ctx context.Context, id string, tail int, fn func(string) error) error
 	// PoolSize is how many warm containers template has ready (no engine call).
 	PoolSize(template string) int
+	// EnsureWith is Ensure with options (metadata for a new sandbox).
+	EnsureWith(ctx context.Context, id string, tpl *config.Template, opts sandboxmgr.Options) (sandboxmgr.Endpoint, error)
+	// Pause freezes id (sandboxmgr.ErrNoPause where the runtime cannot,
+	// ErrNotRunning if it is not running).
+	Pause(ctx context.Context, id string) error
+	// Resume wakes id without creating it and waits until it is ready.
+	Resume(ctx context.Context, id string) (sandboxmgr.Endpoint, error)
 }
 
 // ImageChecker is optional on Sandboxes: /readyz then names templates
@@ -75,6 +82,8 @@ type Options struct {
 	Ready func(ctx context.Context) error
 	// Metrics serves /metrics; nil means 404.
 	Metrics http.Handler
+	// Traffic is this replica's per-sandbox request log; nil: none kept.
+	Traffic Traffic
 	Log     *slog.Logger
 }
 
@@ -112,8 +121,11 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("PUT /admin/sandboxes/{id}", sbx(a.putSandbox))
 	mux.HandleFunc("GET /admin/sandboxes/{id}/logs", sbx(a.sandboxLogs))
 	mux.HandleFunc("POST /admin/sandboxes/{id}/stop", sbx(a.sandboxOp("stop", o.Sandboxes.Stop)))
+	mux.HandleFunc("POST /admin/sandboxes/{id}/pause", sbx(a.pauseSandbox))
+	mux.HandleFunc("POST /admin/sandboxes/{id}/resume", sbx(a.resumeSandbox))
+	mux.HandleFunc("GET /admin/sandboxes/{id}/requests", sbx(a.sandboxRequests))
 	mux.HandleFunc("POST /admin/sandboxes/{id}/announce", sbx(a.announce))
-	mux.HandleFunc("DELETE /admin/sandboxes/{id}", sbx(a.sandboxOp("remove", o.Sandboxes.Remove)))
+	mux.HandleFunc("DELETE /admin/sandboxes/{id}", sbx(a.sandboxOp("remove", a.removeSandbox)))
 	a.ui.routes(mux)
 	return mux
 }
@@ -251,6 +263,11 @@ func (a *admin) putConfig(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *admin) listSandboxes(w http.ResponseWriter, r *http.Request) {
+	want, err := metadataFilter(r)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, errBody(err.Error(), "bad_filter"))
+		return
+	}
 	list, err := a.o.Sandboxes.List(r.Context())
 	if err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error(), "unavailable"))
@@ -258,11 +275,15 @@ func (a *admin) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	}
 	type item struct {
 		sandboxmgr.Info
-		UptimeSeconds float64 `json:"uptime_seconds,omitempty"`
+		UptimeSeconds float64         `json:"uptime_seconds,omitempty"`
+		Traffic       *sandboxTraffic `json:"traffic,omitempty"`
 	}
 	out := make([]item, 0, len(list))
 	for _, s := range list {
-		it := item{Info: s}
+		if !sandboxmgr.MatchMetadata(s.Metadata, want) {
+			continue
+		}
+		it := item{Info: s, Traffic: a.trafficOf(s.ID)}
 		if s.State == "running" && !s.StartedAt.IsZero() {
 			it.UptimeSeconds = time.Since(s.StartedAt).Round(time.Second).Seconds()
 		}

@@ -104,9 +104,9 @@ func TestAdminAPIWarmAndLogs(t *testing.T) {
 		Logs         []string
 	}
 	json.Unmarshal(body, &fail)
-	if resp.StatusCode != 502 || fail.Code != "start_failed" ||
+	if resp.StatusCode != 502 || fail.Code != "sandbox_exited" ||
 		!slices.ContainsFunc(fail.Logs, func(l string) bool { return strings.Contains(l, "Cannot find module") }) {
-		t.Errorf("PUT crash: got %d %s, want 502 start_failed with the app's error", resp.StatusCode, body)
+		t.Errorf("PUT crash: got %d %s, want 502 sandbox_exited (as a preview says) with the app's error", resp.StatusCode, body)
 	}
 	for _, c := range dockertest.Containers(t, e.cli, sandboxLabel(crashID)) {
 		if c.State == "running" {

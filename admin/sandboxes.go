@@ -29,6 +29,9 @@ const logWriteTimeout = 10 * time.Second
 type putSandbox struct {
 	Template string            `json:"template"` // zero: default_template
 	Env      map[string]string `json:"env"`      // only names in the template's allow_env
+	// Metadata labels a sandbox this call creates (sandboxmgr.CheckMetadata
+	// says what is allowed); an existing one keeps its own.
+	Metadata map[string]string `json:"metadata"`
 }
 
 // putSandbox creates (or wakes) sandbox id from a template and waits until
@@ -48,6 +51,10 @@ func (a *admin) putSandbox(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusBadRequest, errBody("body: "+err.Error(), "bad_request"))
 			return
 		}
+	}
+	if err := sandboxmgr.CheckMetadata(req.Metadata); err != nil {
+		writeJSON(w, http.StatusBadRequest, errBody(err.Error(), "bad_metadata"))
+		return
 	}
 	cfg := a.o.Config()
 	if req.Template == "" {
@@ -75,7 +82,7 @@ func (a *admin) putSandbox(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), tpl.Ready.Timeout.D()+30*time.Second)
 	defer cancel()
 	t0 := time.Now()
-	ep, err := a.o.Sandboxes.Ensure(ctx, id, &tpl)
+	ep, err := a.o.Sandboxes.EnsureWith(ctx, id, &tpl, sandboxmgr.Options{Metadata: req.Metadata})
 	if err != nil {
 		writeSandboxError(w, err)
 		return
@@ -91,11 +98,16 @@ func writeSandboxError(w http.ResponseWriter, err error) {
 	var se *sandboxmgr.StartError
 	switch {
 	case errors.As(err, &se):
-		body := map[string]any{"error": err.Error(), "code": "start_failed", "reason": se.Reason, "logs": se.Logs}
+		// The same code and status a preview answers (gateway/errors.go).
+		body := map[string]any{"error": err.Error(), "code": se.Code(), "reason": se.Reason, "logs": se.Logs}
 		if se.Reason == sandboxmgr.ReasonExited || se.Reason == sandboxmgr.ReasonCrashLoop {
 			body["exit_code"] = se.ExitCode
 		}
-		writeJSON(w, http.StatusBadGateway, body)
+		status := http.StatusBadGateway
+		if se.Reason == sandboxmgr.ReasonReadyTimeout {
+			status = http.StatusGatewayTimeout
+		}
+		writeJSON(w, status, body)
 	case errors.Is(err, sandboxmgr.ErrNotReady), errors.Is(err, context.DeadlineExceeded):
 		writeJSON(w, http.StatusGatewayTimeout, errBody(err.Error(), "not_ready"))
 	case errors.Is(err, sandboxmgr.ErrForeignContainer):

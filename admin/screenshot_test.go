@@ -2,6 +2,8 @@ package admin_test
 
 import (
 	"net/http/httptest"
+	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +14,8 @@ import (
 	"github.com/previewgate/previewgate/internal/testing/browsertest"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
+	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/traffic"
 )
 
 // TestScreenshots writes the admin page as a PNG to
@@ -22,17 +26,41 @@ func TestScreenshots(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
 	e.cfg.Path = "/etc/previewgate/previewgate.yaml"
-	for _, id := range []string{"todo-app", "landing-page", "docs-preview"} {
-		if _, err := e.mgr.Ensure(t.Context(), id+"-"+dockertest.UniqueID("s")[2:8], e.cfg.Templates["app"]); err != nil {
+	rec := traffic.New(traffic.Options{Replica: "gateway-0"})
+	var busy string
+	for i, id := range []string{"todo-app", "landing-page", "docs-preview"} {
+		id += "-" + dockertest.UniqueID("s")[2:8]
+		md := map[string]string{"user": []string{"u-1842", "u-77", "u-1842"}[i], "project": strings.Split(id, "-")[0]}
+		if _, err := e.mgr.EnsureWith(t.Context(), id, e.cfg.Templates["app"], sandboxmgr.Options{Metadata: md}); err != nil {
 			t.Fatal(err)
 		}
+		if i == 1 {
+			busy = id
+		}
 	}
+	// The page's traffic as a gateway records it (the gateway itself is
+	// not in this test): a page load and its assets on one sandbox.
+	client := netip.MustParseAddr("203.0.113.24")
+	for _, q := range []struct {
+		method, path string
+		status       int
+		ms           int
+		out          int64
+	}{{"GET", "/", 200, 41, 5120}, {"GET", "/_next/static/chunks/main-app.js", 200, 12, 184320}, {"GET", "/_next/static/css/app.css", 200, 3, 9216},
+		{"GET", "/api/todos", 200, 18, 742}, {"POST", "/api/todos", 201, 25, 96}, {"GET", "/favicon.ico", 404, 1, 0}} {
+		e.mgr.Touch(busy)
+		rec.Record(busy, q.method, q.path, q.status, time.Duration(q.ms)*time.Millisecond, map[bool]int64{true: 64}[q.method == "POST"], q.out, client)
+	}
+	release := e.mgr.Hold(busy)
+	defer release()
 	list, _ := e.mgr.List(t.Context())
-	if len(list) > 0 {
-		e.mgr.Stop(t.Context(), list[0].ID)
+	for _, s := range list {
+		if strings.HasPrefix(s.ID, "docs-preview") {
+			e.mgr.Stop(t.Context(), s.ID)
+		}
 	}
 	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Traffic: rec, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1100, 900), chromedp.Navigate(srv.URL+"/ui/")); err != nil {
 		t.Fatal(err)
@@ -42,4 +70,8 @@ func TestScreenshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	browsertest.SaveScreenshot(t, ctx, dir, "admin-page.png")
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/ui/sandboxes/"+busy), chromedp.WaitVisible("#requests")); err != nil {
+		t.Fatal(err)
+	}
+	browsertest.SaveScreenshot(t, ctx, dir, "admin-sandbox.png")
 }

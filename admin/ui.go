@@ -20,6 +20,7 @@ import (
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/traffic"
 )
 
 // The admin web page (#16): server-rendered, no script, no external asset,
@@ -51,7 +52,9 @@ var uiTmpl = template.Must(template.New("ui").Funcs(template.FuncMap{
 		}
 		return human(time.Since(t)) + " ago"
 	},
-	"dur": human,
+	"dur":   human,
+	"bytes": humanBytes,
+	"clock": func(t time.Time) string { return t.Local().Format("15:04:05.000") },
 	"args": func(csrf string, s any) map[string]any {
 		return map[string]any{"CSRF": csrf, "S": s}
 	},
@@ -76,6 +79,7 @@ func (u *ui) routes(mux *http.ServeMux) {
 		return func(r *http.Request, id string) error { return u.a.o.Sandboxes.Remove(r.Context(), id) }
 	})))
 	mux.HandleFunc("POST /ui/config", u.post(u.config))
+	u.trafficRoutes(mux)
 }
 
 // sessionKey derives the session MAC key from the admin token; nil when
@@ -221,14 +225,16 @@ type pageData struct {
 	Path      string // the config file
 	Sandbox   *sandboxRow
 	Logs      []string
+	Requests  []traffic.Request // the sandbox page: its last requests here
 	Now       time.Time
 }
 
 type sandboxRow struct {
 	sandboxmgr.Info
 	Uptime   time.Duration // running only
-	IdleStop time.Duration // running only: until the reaper stops it for idleness; <0: due
+	IdleStop time.Duration // running only: until the reaper stops it (Info.Awake); <0: due
 	Idle     bool          // IdleStop is known
+	Traffic  *sandboxTraffic
 }
 
 type poolRow struct {
@@ -257,7 +263,7 @@ func (u *ui) base(r *http.Request, session string) pageData {
 	}
 	slices.SortFunc(list, func(a, b sandboxmgr.Info) int { return strings.Compare(a.ID, b.ID) })
 	for _, s := range list {
-		d.Sandboxes = append(d.Sandboxes, rowOf(cfg, s))
+		d.Sandboxes = append(d.Sandboxes, u.rowOf(s))
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Templates)) {
 		if n := cfg.Templates[name].Pool; n > 0 {
@@ -278,27 +284,24 @@ func (u *ui) base(r *http.Request, session string) pageData {
 	return d
 }
 
-// rowOf adds uptime and time until idle stop (as the reaper decides it,
-// without open WebSockets, which keep it up to max_socket_idle).
-func rowOf(cfg *config.Config, s sandboxmgr.Info) sandboxRow {
-	row := sandboxRow{Info: s}
+// rowOf adds uptime and time until the reaper's stop, as the manager
+// planned it (Info.Awake: the reaper's own rules, open sockets included).
+func (u *ui) rowOf(s sandboxmgr.Info) sandboxRow {
+	row := sandboxRow{Info: s, Traffic: u.a.trafficOf(s.ID)}
 	if s.State != "running" || s.StartedAt.IsZero() {
 		return row
 	}
 	row.Uptime = time.Since(s.StartedAt)
-	if tpl := cfg.Templates[s.Template]; tpl != nil && tpl.IdleTimeout > 0 {
-		last := s.StartedAt
-		if s.LastActivity.After(last) {
-			last = s.LastActivity
-		}
-		row.IdleStop, row.Idle = time.Until(last.Add(tpl.IdleTimeout.D())), true
+	if s.Awake != nil && !s.Awake.StopsAt.IsZero() {
+		row.IdleStop, row.Idle = time.Until(s.Awake.StopsAt), true
 	}
 	return row
 }
 
 // notices are the results a redirect after a POST may name (never text from
 // the query: a link must not make the page say anything else).
-var notices = map[string]string{"stopped": "Stopped sandbox %s.", "removed": "Removed sandbox %s."}
+var notices = map[string]string{"stopped": "Stopped sandbox %s.", "removed": "Removed sandbox %s.",
+	"paused": "Paused sandbox %s.", "resumed": "Resumed sandbox %s."}
 
 func (u *ui) home(w http.ResponseWriter, r *http.Request) {
 	s, ok := u.validSession(r)
@@ -323,7 +326,7 @@ func (u *ui) sandbox(w http.ResponseWriter, r *http.Request, s string) {
 	if list, err := u.a.o.Sandboxes.List(r.Context()); err == nil {
 		for _, info := range list {
 			if info.ID == id {
-				row := rowOf(u.a.o.Config(), info)
+				row := u.rowOf(info)
 				d.Sandbox = &row
 			}
 		}
@@ -336,6 +339,9 @@ func (u *ui) sandbox(w http.ResponseWriter, r *http.Request, s string) {
 		d.Error = "Reading logs failed: " + err.Error()
 	}
 	d.Logs = lines
+	if u.a.o.Traffic != nil {
+		d.Requests = u.a.o.Traffic.Last(id, 0)
+	}
 	u.render(w, http.StatusOK, d)
 }
 

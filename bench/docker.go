@@ -30,10 +30,11 @@ func benchLabels(run string) map[string]string {
 	return map[string]string{labelBench: "1", labelRun: run}
 }
 
-// buildTestApp builds testdata/testapp statically into a FROM scratch image,
-// like internal/testing/dockertest does for the tests (that package needs *testing.T).
-func buildTestApp(ctx context.Context, c *client.Client, tag string, labels map[string]string) error {
-	return dockerbuild.GoProgram(ctx, c, "./testdata/testapp", tag, 3000, labels)
+// buildTestApp builds the app (testdata/testapp, or testdata/fastapp with
+// -fastapp) statically into a FROM scratch image, like internal/testing/dockertest
+// does for the tests (that package needs *testing.T).
+func buildTestApp(ctx context.Context, c *client.Client, pkg, tag string, labels map[string]string) error {
+	return dockerbuild.GoProgram(ctx, c, pkg, tag, 3000, labels)
 }
 
 // buildViteApp builds testdata/viteapp (the browser rows' dev server) the

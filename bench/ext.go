@@ -97,6 +97,9 @@ func (b *bench) extRows() error {
 				if r == 0 && c.h2 && c.size == 1<<10 {
 					prof = b.f.h2profile
 				}
+				if r == 0 && !c.h2 && !c.tls && c.size == 1<<10 {
+					prof = b.f.wrkProfile
+				}
 				m, err := b.measureExt(c, p, prof)
 				if err != nil {
 					return err

@@ -50,12 +50,14 @@ type flags struct {
 	cold               int
 	cpuprofile         string
 	h2profile          string
+	wrkProfile         string
 	pageloads          int
 	extOnly            string
 	h2Baseline         bool
 	memprofile         string
 	nginx              string
 	netHTTP            bool
+	fastApp            bool
 	only               string
 }
 
@@ -71,12 +73,14 @@ func main() {
 	flag.IntVar(&f.cold, "cold", 5, "samples per cold-start row: wake, create; 2× for the pool claim, 4× for the running sandbox (0 skips them)")
 	flag.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the gateway during the 1 KiB plain row")
 	flag.StringVar(&f.h2profile, "h2profile", "", "write a CPU profile of the gateway during the h2load 1 KiB row (round 1)")
+	flag.StringVar(&f.wrkProfile, "wrkprofile", "", "write a CPU profile of the gateway during the wrk 1 KiB plain row (round 1)")
 	flag.IntVar(&f.pageloads, "pageloads", 5, "browser rows: page loads per path, cold and warm each (interleaved), and HMR edits ×4")
 	flag.StringVar(&f.extOnly, "extonly", "", "ext rows: run only those whose label contains this (\"h2load\", \"wrk 1 KiB\")")
 	flag.BoolVar(&f.h2Baseline, "h2baseline", false, "h2load rows: also run a gateway with HTTP/2 requests on ReverseProxy, as before #17 (in the notes)")
 	flag.StringVar(&f.memprofile, "memprofile", "", "write a heap profile of the gateway while the idle WebSockets are open")
 	flag.StringVar(&f.only, "only", "", "comma-separated row groups to run: http,ext,browser,ws,firstbyte,idle,cold (default all)")
 	flag.BoolVar(&f.netHTTP, "nethttp", false, "serve the gateway with net/http only (no lean HTTP/1.1 loop), for comparison")
+	flag.BoolVar(&f.fastApp, "fastapp", false, "serve testdata/fastapp (a handler that costs almost nothing) instead of testdata/testapp; only the http and ext rows")
 	flag.StringVar(&f.nginx, "nginx", "nginx", "nginx binary (looked up on PATH); empty skips the nginx columns")
 	flag.Parse()
 	limit := raiseNoFile(200_000)
@@ -186,9 +190,20 @@ func run(f flags) (err error) {
 		os.Exit(130)
 	}()
 
-	logf("building the test app image")
 	labels := benchLabels(b.run)
-	if err := buildTestApp(ctx, b.dc, b.image, labels); err != nil {
+	app := "./testdata/testapp"
+	if f.fastApp {
+		// The fast app answers /bytes only: the rows that need the
+		// testapp's other routes (WebSockets, cold starts, browsers) are out.
+		for _, o := range strings.Split(f.only, ",") {
+			if o != "http" && o != "ext" {
+				return fmt.Errorf("-fastapp runs only the http and ext rows: give -only http,ext")
+			}
+		}
+		app = "./testdata/fastapp"
+	}
+	logf("building the app image from %s", app)
+	if err := buildTestApp(ctx, b.dc, app, b.image, labels); err != nil {
 		return err
 	}
 	if f.only == "" || slices.Contains(strings.Split(f.only, ","), "browser") {

@@ -192,3 +192,71 @@ func TestSyntaxErrorColumnInLargeFile(t *testing.T) {
 		t.Errorf("got %v, want %s...", err, want)
 	}
 }
+
+// wideMapping is a config within MaxSize and MaxDepth whose one env mapping
+// holds ~45,000 keys: goccy's parser is quadratic in a block mapping's
+// size (v1.19.2: 25 s for 45,000 keys), so only the pre-scan's MaxNodes
+// keeps it away from the parser.
+func wideMapping() []byte { return wideEnv(1 << 30) }
+
+// wideEnv is a config whose one env mapping holds n keys, or as many as
+// fit in MaxSize.
+func wideEnv(n int) []byte {
+	var b strings.Builder
+	b.WriteString("domain: preview.localhost\ndefault_template: app\ntemplates:\n  app:\n    image: x\n    env:\n")
+	for i := 0; i < n && b.Len() < MaxSize-64; i++ {
+		fmt.Fprintf(&b, "      K%d: v\n", i)
+	}
+	return []byte(b.String())
+}
+
+// TestParseRefusesWideMapping: the 45,000-key mapping is refused with a
+// position, before the parser runs (#13). BenchmarkParseBombs measures the
+// cost of the refusal.
+func TestParseRefusesWideMapping(t *testing.T) {
+	data := wideMapping()
+	_, err := Parse("keys.yaml", data)
+	if err == nil || !strings.Contains(err.Error(), "keys.yaml:") || !strings.Contains(err.Error(), "more than 10000 keys and values") {
+		t.Fatalf("a %d-byte config with one mapping of %d keys: got %.200v, want it refused with a position before the parser runs",
+			len(data), strings.Count(string(data), "\n"), err)
+	}
+}
+
+// BenchmarkParseBombs measures refusing hostile input: the 45,000-key
+// mapping, the billion laughs of merge keys and aliases, and 200 KB of
+// "[". Nothing asserts a time; TestParseRefusesBombs and
+// TestParseRefusesWideMapping assert the refusals.
+func BenchmarkParseBombs(b *testing.B) {
+	for _, bomb := range []struct {
+		name string
+		data []byte
+	}{
+		{"wide-mapping-45k", wideMapping()},
+		{"billion-laughs", []byte(lol())},
+		{"200KB-of-[", []byte(strings.Repeat("[", 200_000))},
+	} {
+		b.Run(bomb.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bomb.data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Parse("bomb.yaml", bomb.data); err == nil {
+					b.Fatal("bomb accepted")
+				}
+			}
+		})
+	}
+	// The widest mapping the bound lets through goes to the parser: the
+	// worst cost of a file that is not refused (each key and its value are
+	// two of MaxNodes; the rest of the file holds a few more).
+	widest := wideEnv(MaxNodes/2 - 8)
+	b.Run("widest-accepted-mapping", func(b *testing.B) {
+		if _, err := Parse("wide.yaml", widest); err != nil && strings.Contains(err.Error(), "keys and values") {
+			b.Fatalf("refused by the bound: %.200v", err)
+		}
+		b.SetBytes(int64(len(widest)))
+		b.ReportAllocs()
+		for b.Loop() {
+			Parse("wide.yaml", widest)
+		}
+	})
+}

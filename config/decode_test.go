@@ -56,6 +56,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown key in list item", base + "routes:\n  - host: a.example.com\n    upstream: http://x\n    sandbx: y\n", "9:5", `unknown key "sandbx"`},
 		{"duplicate key", base + "log:\n  level: info\n  level: debug\n", "8:3", `duplicate key "level"`},
 		{"int gets string", base + "  t2:\n    image: x\n    port: \"3000\"\n", "8:11", "expected an integer, got a string"},
+		{"int gets a fraction", base + "  t2:\n    image: x\n    port: 3000.7\n", "8:11", "expected an integer, got a number"},
 		{"int gets list", base + "  t2:\n    image: x\n    pids: [1]\n", "8:11", "expected a single value, got a list"},
 		{"bool gets yes", base + "  t2:\n    image: x\n    public: yes\n", "8:13", "expected true or false"},
 		{"float gets string", base + "  t2:\n    image: x\n    cpus: lots\n", "8:11", "expected a number"},

@@ -100,3 +100,43 @@ func yamlDepth(data []byte) (depth int, ok bool) {
 	}
 	return walk(root), true
 }
+
+// FuzzParseUpdate: a PUT body applied to a running file (the dump merge,
+// REDACTED restored) never panics, and what it would write to the file
+// reads back as the config it applies: a merge on goccy's AST that went
+// wrong is caught, never written.
+func FuzzParseUpdate(f *testing.F) {
+	dump := func(src string) string {
+		c, err := parse("live.yaml", []byte(src), env(liveEnv))
+		if err != nil {
+			f.Fatal(err)
+		}
+		out, err := c.Redacted()
+		if err != nil {
+			f.Fatal(err)
+		}
+		return string(out)
+	}
+	d := dump(liveSrc)
+	f.Add([]byte(liveSrc), []byte(d))
+	f.Add([]byte(liveSrc), []byte(strings.Replace(d, "image: nginx\n", "image: nginx:2\n", 1)))
+	f.Add([]byte("# c\n"+liveSrc+"log:\n  level: info # x\n"), []byte(strings.Replace(d, "level: info", "level: debug", 1)))
+	f.Add([]byte(liveSrc+"limits: {max_running: 3}\n"), []byte(strings.Replace(d, "max_running: 50", "max_running: 9", 1)))
+	f.Fuzz(func(t *testing.T, file, body []byte) {
+		live, err := parse("live.yaml", file, env(liveEnv))
+		if err != nil {
+			return
+		}
+		c, out, err := parseUpdate("live.yaml", body, live, env(liveEnv))
+		if err != nil {
+			return
+		}
+		back, err := parse("live.yaml", out, env(liveEnv))
+		if err != nil {
+			t.Fatalf("the file to write does not parse: %v\n%s", err, out)
+		}
+		if diff := changedPaths(back, c); len(diff) > 0 {
+			t.Fatalf("the file to write reads differently at %v:\n%s", diff, out)
+		}
+	})
+}

@@ -2,15 +2,19 @@ package config
 
 import (
 	"strings"
+
+	"github.com/goccy/go-yaml/ast"
 )
 
 // A PUT whose body is not an edit of the file (a script that sends the
 // effective config, comments gone) is applied to the file key by key, as a
 // person would: each changed setting's entry is replaced, added under its
 // parent or removed, and every other line (comments, order, layout) stays
-// (#24, 2). Only block-style mappings are edited; where an entry cannot be
-// found that way (a flow mapping on the path), or where the result would
-// not read as the body does, the body is written as sent.
+// (#24, 2). Entries are found on goccy's AST, the document model rewrite
+// edits too, and spliced as the lines their keys start. Only block-style
+// mappings are edited; where the path goes through anything else (a flow
+// mapping, an alias), or where the result would not read as the body does,
+// the body is written as sent.
 
 // isEditOf reports whether body looks like an edit of file: it keeps every
 // comment line of the file. Then body is written as sent, comment edits
@@ -55,61 +59,92 @@ type lineEntry struct {
 	indent     int
 }
 
-// find locates the entry of path in lines[from:to] (children of a block
-// mapping); ok false if a key on the path is missing, or a value on the
-// way is not a block mapping. depth is how many keys of path were found
-// (the last found entry is parent).
-func (ls yamlLines) find(path []string) (e lineEntry, parent lineEntry, depth int, ok bool) {
+// parseBody parses data into the body of its one document, the model the
+// edit walks (nil for an empty document); ok false if it does not parse.
+func parseBody(data []byte) (ast.Node, bool) {
+	f, err := goccyParse(data)
+	if err != nil || len(f.Docs) > 1 {
+		return nil, false
+	}
+	if len(f.Docs) == 0 {
+		return nil, true
+	}
+	return f.Docs[0].Body, true
+}
+
+// find locates the entry of path in body, the goccy AST of the text ls
+// holds: found false if a key on the path is missing, with depth the number
+// of keys found and parent the last entry found. editable false where the
+// path goes through something other than a block mapping (a flow mapping,
+// an alias, a scalar): the lines cannot be edited there.
+func (ls yamlLines) find(body ast.Node, path []string) (e, parent lineEntry, depth int, found, editable bool) {
 	parent = lineEntry{start: -1, end: len(ls), indent: -1}
-	from, to := 0, len(ls)
+	n := body
 	for i, key := range path {
-		child := -1
-		for j := from; j < to; j++ {
-			if !blankOrComment(ls[j]) {
-				child = indentOf(ls[j])
-				break
-			}
-		}
-		if child <= parent.indent {
-			return lineEntry{}, parent, i, false
-		}
-		found := -1
-		for j := from; j < to; j++ {
-			if blankOrComment(ls[j]) || indentOf(ls[j]) != child {
+		for {
+			switch w := n.(type) {
+			case *ast.AnchorNode:
+				n = w.Value
+				continue
+			case *ast.TagNode:
+				n = w.Value
 				continue
 			}
-			t := strings.TrimSpace(ls[j])
-			for _, k := range []string{key, `"` + key + `"`, `'` + key + `'`} {
-				if rest, cut := strings.CutPrefix(t, k+":"); cut && (rest == "" || rest[0] == ' ') {
-					found = j
-				}
+			break
+		}
+		var entries []*ast.MappingValueNode
+		switch m := n.(type) {
+		case nil, *ast.NullNode, *ast.CommentGroupNode:
+			return e, parent, i, false, true
+		case *ast.MappingNode:
+			if m.IsFlowStyle {
+				return e, parent, i, false, false
 			}
-			if found >= 0 {
+			entries = m.Values
+		case *ast.MappingValueNode:
+			entries = []*ast.MappingValueNode{m}
+		default:
+			return e, parent, i, false, false
+		}
+		var mv *ast.MappingValueNode
+		for _, c := range entries {
+			if tk := c.Key.GetToken(); tk != nil && tk.Value == key {
+				mv = c
 				break
 			}
 		}
-		if found < 0 {
-			return lineEntry{}, parent, i, false
+		if mv == nil {
+			return e, parent, i, false, true
 		}
-		end := found + 1
-		for end < to {
-			l := ls[end]
-			if !blankOrComment(l) && (indentOf(l) < child || indentOf(l) == child && !strings.HasPrefix(strings.TrimSpace(l), "- ")) {
-				break
-			}
-			end++
+		p := tokenPos(mv.Key.GetToken())
+		if p.Line-1 <= parent.start || p.Line-1 >= parent.end {
+			return e, parent, i, false, false
 		}
-		for end > found+1 && blankOrComment(ls[end-1]) {
-			end--
-		}
-		e = lineEntry{start: found, end: end, indent: child}
+		e = lineEntry{start: p.Line - 1, end: ls.entryEnd(p.Line-1, p.Col-1, parent.end), indent: p.Col - 1}
 		if i == len(path)-1 {
-			return e, parent, i + 1, true
+			return e, parent, i + 1, true, true
 		}
-		parent = e
-		from, to = found+1, end
+		parent, n = e, mv.Value
 	}
-	return e, parent, len(path), true
+	return e, parent, len(path), true, true
+}
+
+// entryEnd is where the entry whose key is at line start, column indent,
+// ends: before the first line less indented (or as indented, but not a
+// list item), at most to, without trailing blank or comment lines.
+func (ls yamlLines) entryEnd(start, indent, to int) int {
+	end := start + 1
+	for end < to {
+		l := ls[end]
+		if !blankOrComment(l) && (indentOf(l) < indent || indentOf(l) == indent && !strings.HasPrefix(strings.TrimSpace(l), "- ")) {
+			break
+		}
+		end++
+	}
+	for end > start+1 && blankOrComment(ls[end-1]) {
+		end--
+	}
+	return end
 }
 
 // reindent shifts lines by d columns (d may be negative).
@@ -131,11 +166,22 @@ func reindent(lines []string, d int) []string {
 // mergeInto applies the settings at paths from body onto file, line by
 // line; ok false where it cannot.
 func mergeInto(file, body []byte, paths [][]string) (out []byte, ok bool) {
-	fl := yamlLines(strings.Split(string(file), "\n"))
 	bl := yamlLines(strings.Split(string(body), "\n"))
+	bt, ok := parseBody(body)
+	if !ok {
+		return nil, false
+	}
 	for _, p := range paths {
-		be, _, _, inBody := bl.find(p)
-		fe, parent, depth, inFile := fl.find(p)
+		ft, ok := parseBody(file) // again after each edit: the lines moved
+		if !ok {
+			return nil, false
+		}
+		fl := yamlLines(strings.Split(string(file), "\n"))
+		be, _, _, inBody, okB := bl.find(bt, p)
+		fe, parent, depth, inFile, okF := fl.find(ft, p)
+		if !okB || !okF {
+			return nil, false
+		}
 		switch {
 		case inFile && inBody:
 			repl := reindent([]string(bl[be.start:be.end]), fe.indent-be.indent)
@@ -143,37 +189,35 @@ func mergeInto(file, body []byte, paths [][]string) (out []byte, ok bool) {
 		case inFile:
 			fl = append(fl[:fe.start], fl[fe.end:]...)
 		case inBody:
-			// Add the keys the file lacks at the end of the deepest
-			// parent it has: the missing mappings as bare keys, then the
-			// body's entry for the setting itself.
-			indent := 0
-			if parent.start >= 0 {
-				indent = parent.indent + 2
-				for j := parent.start + 1; j < parent.end; j++ {
-					if !blankOrComment(fl[j]) {
-						indent = indentOf(fl[j])
-						break
-					}
-				}
-				if strings.TrimSpace(strings.SplitN(fl[parent.start], ":", 2)[1]) != "" &&
-					!strings.HasPrefix(strings.TrimSpace(strings.SplitN(fl[parent.start], ":", 2)[1]), "#") {
-					return nil, false // the parent's value is inline (a flow mapping)
-				}
+			fl = fl.add(parent, p[depth:], bl[be.start:be.end], be.indent)
+		}
+		file = []byte(strings.Join(fl, "\n"))
+	}
+	return file, true
+}
+
+// add puts the keys of rest the file lacks at the end of parent (the
+// deepest entry of the path it has): the missing mappings as bare keys,
+// then the body's lines for the setting, indented under them.
+func (fl yamlLines) add(parent lineEntry, rest []string, entry []string, entryIndent int) yamlLines {
+	indent, at := 0, len(fl)
+	if parent.start >= 0 {
+		indent, at = parent.indent+2, parent.end
+		for j := parent.start + 1; j < parent.end; j++ {
+			if !blankOrComment(fl[j]) {
+				indent = indentOf(fl[j])
+				break
 			}
-			var add []string
-			for k, key := range p[depth : len(p)-1] {
-				add = append(add, strings.Repeat(" ", indent+2*k)+key+":")
-			}
-			add = append(add, reindent([]string(bl[be.start:be.end]), indent+2*(len(p)-1-depth)-be.indent)...)
-			at := parent.end
-			if parent.start < 0 {
-				at = len(fl)
-				for at > 0 && strings.TrimSpace(fl[at-1]) == "" {
-					at--
-				}
-			}
-			fl = append(fl[:at], append(add, fl[at:]...)...)
+		}
+	} else {
+		for at > 0 && strings.TrimSpace(fl[at-1]) == "" {
+			at--
 		}
 	}
-	return []byte(strings.Join(fl, "\n")), true
+	var add []string
+	for k, key := range rest[:len(rest)-1] {
+		add = append(add, strings.Repeat(" ", indent+2*k)+key+":")
+	}
+	add = append(add, reindent(entry, indent+2*(len(rest)-1)-entryIndent)...)
+	return append(fl[:at], append(add, fl[at:]...)...)
 }

@@ -274,35 +274,59 @@ func hiddenName(key string) string {
 // is the tokens' own text (Origin), so comments, order and layout stay as
 // written: the document model edits of the file build on (#24).
 func rewrite(name string, data []byte, first *token.Token, texts map[*token.Token]string) ([]byte, error) {
+	out, ok, err := editTokens(data, first, func(tk *token.Token, o string) (string, error) {
+		text, ok := texts[tk]
+		if !ok {
+			return o, nil
+		}
+		raw := quotedAs(tk, Redacted)
+		i := strings.LastIndex(o, raw)
+		if i < 0 {
+			p := tokenPos(tk)
+			return "", ErrorList{{File: name, Line: p.Line, Col: p.Col, Msg: "write REDACTED plainly or in simple quotes to keep the running value"}}
+		}
+		return o[:i] + text + o[i+len(raw):], nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, ErrorList{{File: name, Line: 1, Col: 1, Msg: "this file cannot be kept as written with REDACTED in it; write the values"}}
+	}
+	return out, nil
+}
+
+// editTokens gives back data with the text (Origin) of each token from
+// first on passed through edit. The tokens hold the text up to the last
+// one; what follows is blank or comments. ok is false when the tokens do
+// not give back the text as written: then nothing is to be written rather
+// than a changed file.
+func editTokens(data []byte, first *token.Token, edit func(tk *token.Token, o string) (string, error)) (_ []byte, ok bool, _ error) {
 	var orig, out strings.Builder
 	for tk := first; tk != nil; tk = tk.Next {
-		o := tk.Origin
-		orig.WriteString(o)
-		if text, ok := texts[tk]; ok {
-			raw := Redacted
-			switch tk.Type {
-			case token.DoubleQuoteType:
-				raw = `"` + Redacted + `"`
-			case token.SingleQuoteType:
-				raw = `'` + Redacted + `'`
-			}
-			i := strings.LastIndex(o, raw)
-			if i < 0 {
-				p := tokenPos(tk)
-				return nil, ErrorList{{File: name, Line: p.Line, Col: p.Col, Msg: "write REDACTED plainly or in simple quotes to keep the running value"}}
-			}
-			o = o[:i] + text + o[i+len(raw):]
+		orig.WriteString(tk.Origin)
+		o, err := edit(tk, tk.Origin)
+		if err != nil {
+			return nil, false, err
 		}
 		out.WriteString(o)
 	}
-	// The tokens hold the text up to the last one; what follows is blank
-	// or comments. Should they ever not give back the text as written,
-	// nothing is written rather than a changed file.
 	if !strings.HasPrefix(string(data), orig.String()) {
-		return nil, ErrorList{{File: name, Line: 1, Col: 1, Msg: "this file cannot be kept as written with REDACTED in it; write the values"}}
+		return nil, false, nil
 	}
 	out.Write(data[orig.Len():])
-	return []byte(out.String()), nil
+	return []byte(out.String()), true, nil
+}
+
+// quotedAs is s in the quotes of the scalar token tk.
+func quotedAs(tk *token.Token, s string) string {
+	switch tk.Type {
+	case token.DoubleQuoteType:
+		return `"` + s + `"`
+	case token.SingleQuoteType:
+		return `'` + s + `'`
+	}
+	return s
 }
 
 // yamlQuote writes s as a YAML double-quoted scalar on one line.

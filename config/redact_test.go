@@ -376,3 +376,36 @@ func TestParseUpdateMergesADump(t *testing.T) {
 		t.Errorf("file took unchanged defaults or REDACTED from the dump:\n%s", f)
 	}
 }
+
+// TestParseUpdateMergeFindsKeysNotText: the merge finds a setting by the
+// document's structure (goccy's AST), not by a line that reads like its
+// key: here a quoted string's second line. Found by text, that line was
+// replaced, the result did not read as the body, and the dump was written
+// as sent, the file's comments gone.
+func TestParseUpdateMergeFindsKeysNotText(t *testing.T) {
+	t.Parallel()
+	src := "# the preview gateway\ndomain: preview.localhost\nadmin_token: ${ADMIN}\nauth: {jwks_url: \"https://a.example.com/j\"}\ntemplates:\n  web:\n    cmd: [\"sh\", \"-c\", \"echo\n    image: fake\"]\n    image: nginx  # pinned\n"
+	live, err := parse("live.yaml", []byte(src), env(liveEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := live.Templates["web"].Cmd; len(got) != 3 || got[2] != "echo image: fake" {
+		t.Fatalf("cmd reads %q, want its third item \"echo image: fake\"", got)
+	}
+	dump, err := live.Redacted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := strings.Replace(string(dump), "image: nginx\n", "image: nginx:2\n", 1)
+	c, file, err := parseUpdate("live.yaml", []byte(d), live, env(liveEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Templates["web"].Image != "nginx:2" {
+		t.Errorf("image %q, want nginx:2", c.Templates["web"].Image)
+	}
+	want := strings.Replace(src, "    image: nginx  # pinned\n", "    image: nginx:2\n", 1)
+	if string(file) != want {
+		t.Errorf("file\n%s\nwant\n%s", file, want)
+	}
+}

@@ -35,31 +35,20 @@ func (c *Config) RedactedSource() ([]byte, error) {
 		if n.tk == nil || n.style == blockStyle {
 			return c.Redacted()
 		}
-		switch n.tk.Type {
-		case token.DoubleQuoteType:
-			texts[n.tk] = `"` + Redacted + `"`
-		case token.SingleQuoteType:
-			texts[n.tk] = `'` + Redacted + `'`
-		default:
-			texts[n.tk] = Redacted
-		}
+		texts[n.tk] = quotedAs(n.tk, Redacted)
 	}
-	var orig, out strings.Builder
-	for tk := d.first; tk != nil; tk = tk.Next {
-		o := tk.Origin
-		orig.WriteString(o)
-		if text, ok := texts[tk]; ok {
+	out, ok, _ := editTokens(c.src, d.first, func(tk *token.Token, o string) (string, error) {
+		if text, hidden := texts[tk]; hidden {
 			start := len(o) - len(strings.TrimLeft(o, " \t\r\n"))
 			end := len(strings.TrimRight(o, " \t\r\n"))
 			o = o[:start] + text + o[end:]
 		}
-		out.WriteString(o)
-	}
-	if !strings.HasPrefix(string(c.src), orig.String()) {
+		return o, nil
+	})
+	if !ok {
 		return c.Redacted() // the tokens do not give back the text: show the values instead
 	}
-	out.Write(c.src[orig.Len():])
-	return []byte(out.String()), nil
+	return out, nil
 }
 
 // scalarSource is a scalar token's text as the file has it: its Origin

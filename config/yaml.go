@@ -11,11 +11,24 @@ import (
 	"github.com/goccy/go-yaml/token"
 )
 
-// This file is the only one that knows the YAML library (goccy/go-yaml):
-// it parses a file into the small node tree the decoder walks. goccy
-// places syntax errors and every node at a line and a column; checkBounds
-// has already bounded the input's size and nesting, which is what keeps
-// goccy's cost (quadratic in nesting depth) in check.
+// This file parses a file with the YAML library (goccy/go-yaml) into the
+// small node tree the decoder walks; each scalar keeps its goccy token, so
+// the edits of the file (rewrite, RedactedSource, mergeInto) work on the
+// same parse. goccy places syntax errors and every node at a line and a
+// column; checkBounds has already bounded the input's size, nesting and
+// node count, which is what keeps goccy's parser in check: on v1.19.2 it
+// is quadratic in a block mapping's size (10,000 keys 2.7 s, 45,000 keys
+// 25 s) and superlinear in flow nesting (20,000 levels 2.3 s).
+//
+// Values are decoded by decode*.go, not by goccy's decoder: measured on
+// v1.19.2 with Strict(), it takes port: "3000" into an int, truncates
+// port: 3000.7 to 3000, stops at the first type error (the docs promise
+// every error of a file in one run), and took 41 s on a 45,000-key
+// mapping. Its custom unmarshalers would make the scalars strict only by
+// changing every int and bool of the Config types to a wrapper type; the
+// config's own scalar types (Duration, ByteSize, URL) decode through
+// scalarParser instead, with the YAML tag, so "15" without a unit or a
+// quoted integer is refused with its position.
 
 type nodeKind uint8
 

@@ -52,27 +52,25 @@ func startFailure(err error) *httpError {
 	if !errors.As(err, &se) {
 		return nil
 	}
-	e := &httpError{Status: http.StatusGatewayTimeout, Code: "not_ready", Reason: se.Reason, Err: err,
+	e := &httpError{Status: http.StatusBadGateway, Code: se.Code(), Reason: se.Reason, Err: err,
 		Logs: pageLogs(se.Logs)}
 	switch se.Reason {
 	case sandboxmgr.ReasonExited:
-		e.Status, e.Code = http.StatusBadGateway, "sandbox_exited"
 		e.Msg = fmt.Sprintf("The app exited while starting (exit code %d).", se.ExitCode)
 		if se.OOMKilled {
 			e.Msg = fmt.Sprintf("The app ran out of memory while starting: it was killed at the template's memory limit (exit code %d).", se.ExitCode)
 		}
 		e.ExitCode = &se.ExitCode
 	case sandboxmgr.ReasonCrashLoop:
-		e.Status, e.Code = http.StatusBadGateway, "sandbox_exited"
 		e.Msg = fmt.Sprintf("The app exits right after it starts (exit code %d), every time.", se.ExitCode)
 		if se.OOMKilled {
 			e.Msg = fmt.Sprintf("The app runs out of memory right after it starts, every time: it is killed at the template's memory limit (exit code %d).", se.ExitCode)
 		}
 		e.ExitCode = &se.ExitCode
 	case sandboxmgr.ReasonReadyTimeout:
+		e.Status = http.StatusGatewayTimeout
 		e.Msg = "The app did not answer in time; it was stopped."
 	case sandboxmgr.ReasonImageMissing:
-		e.Status, e.Code = http.StatusBadGateway, "sandbox_failed"
 		e.Msg = "The sandbox image is missing on the preview host: an operator has to build or pull it."
 	default:
 		e.Msg = "The sandbox could not be started."

@@ -66,6 +66,7 @@ type Gateway struct {
 	proxy     *proxy
 	limit     *limiter
 	metrics   Metrics
+	traffic   Traffic
 	sockets   *tunnel.Registry
 	creates   *createCounter // creates_per_subject_per_hour; outlives reloads
 	announced announced      // ids worth a certificate before they exist (certworth.go)
@@ -86,6 +87,9 @@ type Options struct {
 	TLS bool
 	// Metrics receives what the gateway did. Nil means nothing is recorded.
 	Metrics Metrics
+	// Traffic receives each request proxied to a sandbox (the per-sandbox
+	// request log). Nil means nothing is recorded.
+	Traffic Traffic
 }
 
 // New returns a gateway serving cfg. It owns the auth verifier built for
@@ -99,6 +103,10 @@ func New(cfg *config.Config, sb Sandboxes, opts Options, log *slog.Logger) (*Gat
 	g.proxy = newProxy(g)
 	g.limit = newLimiter()
 	g.metrics = orNoMetrics(opts.Metrics)
+	g.traffic = opts.Traffic
+	if g.traffic == nil {
+		g.traffic = noTraffic{}
+	}
 	g.sockets = tunnel.NewRegistry()
 	g.creates = newCreateCounter(time.Now)
 	g.announced.now = time.Now
@@ -240,10 +248,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Request-Id", id)
 	sw := &statusWriter{ResponseWriter: w}
+	sw.countIn(r)
 	sandbox, label, proxied := g.serve(sw, r, t, hint)
 	status := sw.final(r)
 	took := time.Since(start)
 	g.metrics.Request(label, status, took, proxied && !sw.hijacked)
+	g.record(sandbox, proxied, r, sw, status, took, t)
 	if t.cfg.Log.Access {
 		g.log.LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("id", id),
 			slog.String("method", r.Method), slog.String("host", r.Host), slog.String("path", r.URL.Path),
@@ -290,7 +300,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	}
 	// Releases owed when the connection ends: for an upgrade, when its
 	// socket closes, after ServeHTTP returned.
-	var cl closers
+	// Room for the usual releases (exchange admission, touch, a hold or
+	// a socket's): one allocation instead of append's growth to 1, 2, 4.
+	cl := make(closers, 0, 4)
 	handedOff := false // the proxy owns cl from then on
 	defer func() {
 		if !handedOff {

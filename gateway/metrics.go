@@ -45,7 +45,9 @@ func orNoMetrics(m Metrics) Metrics {
 type statusWriter struct {
 	http.ResponseWriter
 	status   int
-	hijacked bool // an upgrade took the connection (its 101 is written raw)
+	hijacked bool      // an upgrade took the connection (its 101 is written raw)
+	written  int64     // body bytes written to the client (traffic.go)
+	body     countBody // the request body's bytes read (traffic.go)
 }
 
 // Hijack lets http.ResponseController reach the connection and notes that
@@ -85,7 +87,9 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	return w.ResponseWriter.Write(p)
+	n, err := w.ResponseWriter.Write(p)
+	w.written += int64(n)
+	return n, err
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

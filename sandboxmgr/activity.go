@@ -44,6 +44,9 @@ type sandbox struct {
 	progress     atomic.Pointer[Progress]    // of the last or current wake
 	marks        atomic.Pointer[[]PhaseMark] // when each of its phases began (progress.go)
 	checked      atomic.Pointer[checked]     // last stillServes check that found ep serving
+	sharedAt     atomic.Int64                // latest activity the runtime's shared signal reported (unix ns; shared.go)
+	wakes        atomic.Int64                // wakes this manager made (create, claim, start, unpause)
+	wakeNanos    atomic.Int64                // their total time
 	diag         diag                        // the wake's output and timing (failure.go)
 	// op serializes a wake with the reaper's stop/pause/remove: a request
 	// arriving while the reaper stops the sandbox waits, then wakes it.
@@ -66,6 +69,12 @@ type sandbox struct {
 	// than a list: a wake cached it, a lookup or an event updated it. The
 	// re-check leaves records seen after its list began alone.
 	seen uint64
+}
+
+// countWake records one wake that took took.
+func (sb *sandbox) countWake(took time.Duration) {
+	sb.wakes.Add(1)
+	sb.wakeNanos.Add(int64(took))
 }
 
 // startedAtRLocked reads sb.startedAt under m.mu (taken here).

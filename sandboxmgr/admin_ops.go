@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 
 	"github.com/previewgate/previewgate/config"
@@ -25,13 +27,19 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 		if !ok {
 			continue // an unclaimed pool container is no sandbox yet
 		}
-		info := Info{ID: id, Template: c.Labels[LabelTemplate], State: c.State, Container: c.ID}
+		info := Info{ID: id, Template: c.Labels[LabelTemplate], State: c.State, Container: c.ID, Metadata: metadataOf(c.Labels)}
 		if sb := m.lookup(id); sb != nil {
 			info.LastActivity = sb.lastActive()
 			m.mu.RLock()
 			info.StartedAt = sb.startedAt
 			m.mu.RUnlock()
 			info.LastFailure = sb.diag.failed.Load()
+			info.OpenSockets = int(sb.holds.Load())
+			info.Wakes = sb.wakes.Load()
+			info.WakeSeconds = time.Duration(sb.wakeNanos.Load()).Seconds()
+			if c.State == stateRunning {
+				info.Awake = m.awake(sb)
+			}
 		}
 		out = append(out, info)
 	}
@@ -51,6 +59,56 @@ func (m *Manager) Stop(ctx context.Context, id string) error {
 		m.setState(id, stateExited)
 	}
 	return err
+}
+
+// ErrNoPause: the runtime cannot pause (Kubernetes has no pause: a pod
+// stops or runs). Stop instead; the next request wakes it either way.
+var ErrNoPause = errors.New("this runtime cannot pause a sandbox; stop it instead (POST .../stop), the next request wakes it")
+
+// ErrNotRunning: pause asked of a sandbox that is not running.
+var ErrNotRunning = errors.New("sandbox is not running")
+
+// Pause freezes sandbox id, memory kept, where the runtime can
+// (Capabilities.Pause); ErrNoPause where it cannot. Pausing a paused
+// sandbox is no error; one that is not running is ErrNotRunning. The next
+// request (or Resume) unpauses it, as after an idle pause.
+func (m *Manager) Pause(ctx context.Context, id string) error {
+	if !m.caps.Pause {
+		return ErrNoPause
+	}
+	c, err := m.ownedByID(ctx, id)
+	switch {
+	case err != nil:
+		return err
+	case c.State == statePaused:
+		return nil
+	case c.State != stateRunning:
+		return fmt.Errorf("sandbox %s is %s: %w", id, c.State, ErrNotRunning)
+	}
+	m.beforeStop(id) // a frozen app would leave its sockets hanging: close them with 1001
+	if err := m.eng.Sleep(ctx, c.ID, runtime.SleepPause); err != nil {
+		return fmt.Errorf("pause %s: %w", id, err)
+	}
+	if sb := m.lookup(id); sb != nil {
+		m.setStopped(sb, statePaused)
+	} else {
+		m.setState(id, statePaused)
+	}
+	return nil
+}
+
+// Resume wakes sandbox id (unpause, or start a stopped one) with its own
+// template and waits until it is ready, as a request would; it never
+// creates one (ErrNoContainer).
+func (m *Manager) Resume(ctx context.Context, id string) (Endpoint, error) {
+	if !config.ValidID(id) {
+		return Endpoint{}, ErrNoContainer
+	}
+	c, err := m.ownedByID(ctx, id)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	return m.EnsureWith(ctx, id, m.cfg.Templates(c.Labels[LabelTemplate]), Options{NoCreate: true})
 }
 
 // ownedByID inspects sandbox id's container and checks that this manager

@@ -17,10 +17,16 @@ import (
 
 // create creates and starts sb's container from tpl within the start
 // limits. errNameTaken if the name is already in use.
-func (m *Manager) create(ctx context.Context, sb *sandbox, tpl *config.Template, subject string) error {
+func (m *Manager) create(ctx context.Context, sb *sandbox, tpl *config.Template, subject string, meta map[string]string) error {
 	spec, err := m.spec(sb.id, tpl)
 	if err != nil {
 		return err
+	}
+	if err := CheckMetadata(meta); err != nil {
+		return err
+	}
+	for k, v := range meta {
+		spec.Labels[LabelMetaPrefix+k] = v
 	}
 	if subject != "" {
 		spec.Labels[LabelSubject] = SubjectKey(subject)

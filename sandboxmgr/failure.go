@@ -46,6 +46,22 @@ func (e *StartError) Error() string {
 
 func (e *StartError) Unwrap() error { return e.Err }
 
+// Code is the failure's name in the HTTP answers of previews and of the
+// admin API alike: "sandbox_exited" for an app that exited or crash-loops,
+// "sandbox_failed" for a missing image or an unknown reason, "not_ready"
+// for an app that ran but never answered (the one 504; the others are
+// 502).
+func (e *StartError) Code() string {
+	switch e.Reason {
+	case ReasonExited, ReasonCrashLoop:
+		return "sandbox_exited"
+	case ReasonReadyTimeout:
+		return "not_ready"
+	default:
+		return "sandbox_failed"
+	}
+}
+
 // Failure is a failed start as the sandbox list shows it: why, the app's
 // exit code when it exited, and when.
 type Failure struct {

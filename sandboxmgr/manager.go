@@ -70,6 +70,8 @@ const (
 	LabelInstance = runtime.LabelInstance
 	LabelScope    = runtime.LabelScope
 	LabelSubject  = runtime.LabelSubject
+	// LabelMetaPrefix prefixes a sandbox's metadata labels (metadata.go).
+	LabelMetaPrefix = runtime.LabelMetaPrefix
 )
 
 // ContainerName is the name of sandbox id's container or pod. The name is
@@ -200,6 +202,18 @@ type Info struct {
 	// LastFailure is the sandbox's last failed start as this replica saw
 	// it (#24, 6); nil if it saw none.
 	LastFailure *Failure `json:"last_failure,omitempty"`
+	// Metadata is what the sandbox was created with (its instance's
+	// labels): every replica and a restarted gateway see the same.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	// OpenSockets, Wakes and WakeSeconds are this replica's: its open
+	// WebSockets and SSE streams, and the wakes it made (their total
+	// time), since it started.
+	OpenSockets int     `json:"open_sockets"`
+	Wakes       int64   `json:"wakes"`
+	WakeSeconds float64 `json:"wake_seconds"`
+	// Awake says what keeps a running sandbox up and when the idle reaper
+	// will stop it (why.go); nil unless running.
+	Awake *Awake `json:"awake,omitempty"`
 }
 
 // Manager owns the managed containers.

@@ -72,19 +72,38 @@ func (m *Manager) reapOnce(ctx context.Context) {
 	}
 }
 
-// decide returns what to do with sb now. m.mu must be held (for reading).
+// decideLocked returns what to do with sb now: its plan's action once
+// due. m.mu must be held (for reading).
 func (m *Manager) decideLocked(sb *sandbox, tpl *config.Template, now time.Time) reapAction {
+	if p := m.planLocked(sb, tpl); p.act != reapNothing && !now.Before(p.at) {
+		return p.act
+	}
+	return reapNothing
+}
+
+// reapPlan is what the reaper will do with a sandbox, and from when, if
+// nothing happens meanwhile. The reaper acts on it (decideLocked) and the
+// admin API explains it (why.go): one set of rules.
+type reapPlan struct {
+	act   reapAction
+	at    time.Time     // due from then (the reaper's next round after it)
+	from  time.Time     // the moment idleness (or the stop) counts from
+	limit time.Duration // the template's setting that applies
+}
+
+// planLocked returns sb's plan under tpl (with withReapDefaults applied).
+// m.mu must be held (for reading).
+func (m *Manager) planLocked(sb *sandbox, tpl *config.Template) reapPlan {
 	last := latest(sb.lastActive(), sb.startedAt, m.born)
+	// A per-sandbox "keep up until" (#23 settings) is one more moment
+	// here: last = latest(last, keepUntil-limit), so the stop is due no
+	// earlier than keepUntil.
 	switch sb.state {
 	case stateRunning:
-		idle := now.Sub(last)
 		if sb.holds.Load() == 0 {
-			if idle >= tpl.IdleTimeout.D() {
-				return reapIdle
-			}
-		} else if idle >= tpl.MaxSocketIdle.D() {
-			return reapSockets
+			return reapPlan{act: reapIdle, at: last.Add(tpl.IdleTimeout.D()), from: last, limit: tpl.IdleTimeout.D()}
 		}
+		return reapPlan{act: reapSockets, at: last.Add(tpl.MaxSocketIdle.D()), from: last, limit: tpl.MaxSocketIdle.D()}
 	case stateExited, statePaused:
 		since := latest(last, sb.stoppedAt)
 		if !sb.stopRecorded.IsZero() {
@@ -92,11 +111,9 @@ func (m *Manager) decideLocked(sb *sandbox, tpl *config.Template, now time.Time)
 			// to count from this manager's start.
 			since = latest(sb.lastActive(), sb.stopRecorded, sb.stoppedAt)
 		}
-		if now.Sub(since) >= tpl.RemoveAfter.D() {
-			return reapRemove
-		}
+		return reapPlan{act: reapRemove, at: since.Add(tpl.RemoveAfter.D()), from: since, limit: tpl.RemoveAfter.D()}
 	}
-	return reapNothing
+	return reapPlan{act: reapNothing}
 }
 
 // reapOne acts on one sandbox. sb.op must be held.

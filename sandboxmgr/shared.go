@@ -113,6 +113,7 @@ func (m *Manager) sharedIdle(ctx context.Context, sb *sandbox, limit time.Durati
 		return false
 	}
 	if m.now().Sub(at) < limit {
+		storeLater(&sb.sharedAt, at.UnixNano())
 		storeLater(&sb.lastActivity, at.UnixNano())
 		return false
 	}

@@ -67,6 +67,11 @@ type Options struct {
 	// anonymous requests for sandboxes whose template is not public with
 	// it, whatever its cache said when it decided the request was public.
 	MayServe func(template string) error
+	// Metadata labels a sandbox created by this wake (CheckMetadata must
+	// accept it); an existing one keeps its own. Such a wake never claims
+	// from the warm pool: a claimed container's labels cannot be changed
+	// on Docker.
+	Metadata map[string]string
 }
 
 // EnsureWith is Ensure with options. Errors are Ensure's plus ErrAsleep and
@@ -250,7 +255,7 @@ func (m *Manager) wake(ctx context.Context, sb *sandbox, tpl *config.Template, o
 	t0 := m.now()
 	r := runner{m: m, sb: sb, id: sb.id, name: ContainerName(sb.id), tpl: tpl, onCreate: opts.OnCreate, noCreate: opts.NoCreate,
 		subject: opts.Subject, subjectMax: opts.SubjectMaxRunning,
-		mayServe: opts.MayServe, log: log, action: "found running"}
+		mayServe: opts.MayServe, meta: opts.Metadata, log: log, action: "found running"}
 	c, err := r.run(ctx)
 	if r.claimed {
 		// Refill after this wake, not during it: the refill's create and
@@ -268,6 +273,7 @@ func (m *Manager) wake(ctx context.Context, sb *sandbox, tpl *config.Template, o
 	took := m.now().Sub(t0)
 	log.InfoContext(ctx, "sandbox ready", "action", r.action, "took", took, "addr", ep.Addr)
 	if kind := coldStartKind(r.action); kind != "" {
+		sb.countWake(took)
 		m.coldStart(kind, took)
 		m.wakeTimes.record(ep.Template, took)
 	}
@@ -290,6 +296,7 @@ type runner struct {
 	subjectChecked bool
 	noCreate       bool                        // Options.NoCreate
 	mayServe       func(template string) error // Options.MayServe
+	meta           map[string]string           // Options.Metadata
 	log            *slog.Logger
 	action         string
 	starts         int  // a container that exits at once is not restarted forever
@@ -401,7 +408,7 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 		r.onCreate = nil // a create that raced and is retried counts once
 	}
 	err = errNoPool
-	if tpl.Pool > 0 && tpl.Workspace == nil && r.subjectMax == 0 && (r.action == "created" || r.action == "adopted") {
+	if tpl.Pool > 0 && tpl.Workspace == nil && r.subjectMax == 0 && len(r.meta) == 0 && (r.action == "created" || r.action == "adopted") {
 		if err = m.claim(ctx, r.id, tpl); err == nil {
 			r.action, r.claimed = "claimed from pool", true
 		} else if !errors.Is(err, errNameTaken) && !errors.Is(err, errNoPool) {
@@ -410,7 +417,7 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 		}
 	}
 	if errors.Is(err, errNoPool) {
-		if err = m.create(ctx, r.sb, tpl, r.subject); err == nil {
+		if err = m.create(ctx, r.sb, tpl, r.subject, r.meta); err == nil {
 			r.starts++
 		}
 	}

@@ -40,6 +40,11 @@ type rawConn struct {
 	rerr  error
 	readF func(fd uintptr) bool
 
+	// idleReadable's state, under rmu (readable_linux.go).
+	peekB        [1]byte
+	peekReadable bool
+	peekF        func(fd uintptr)
+
 	wmu    sync.Mutex // guards the write state
 	wbuf   []byte
 	wn     int
@@ -59,7 +64,7 @@ func NewRawConn(c net.Conn, writeTimeout time.Duration) net.Conn {
 		return c
 	}
 	r := &rawConn{TCPConn: tc, rc: rc, wto: writeTimeout}
-	r.readF, r.writeF = r.read, r.write // bound once, not per call
+	r.readF, r.writeF, r.peekF = r.read, r.write, r.peek // bound once, not per call
 	return r
 }
 

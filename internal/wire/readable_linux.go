@@ -32,6 +32,9 @@ func ReadableWaiter(c net.Conn) func() error {
 // (or is broken): such a connection must not carry another request
 // (connPool invariant 4). It peeks without blocking and consumes nothing.
 func IdleReadable(c net.Conn) bool {
+	if r, ok := c.(*rawConn); ok {
+		return r.idleReadable()
+	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return idleReadableByDeadline(c)
@@ -53,4 +56,30 @@ func IdleReadable(c net.Conn) bool {
 		}
 	})
 	return readable || cerr != nil
+}
+
+// idleReadable is IdleReadable's peek on the socket handle r keeps: the
+// same MSG_PEEK system call, without the net.rawConn and the closure a
+// SyscallConn().Control call allocates on every pool Get. r.rmu orders
+// it with Read (an idle connection has no reader; the lock costs nothing).
+func (r *rawConn) idleReadable() bool {
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	r.peekReadable = true
+	if err := r.rc.Control(r.peekF); err != nil {
+		return true
+	}
+	return r.peekReadable
+}
+
+// peek is idleReadable's Control func, bound once at NewRawConn.
+func (r *rawConn) peek(fd uintptr) {
+	for {
+		_, _, err := syscall.Recvfrom(int(fd), r.peekB[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		if err == syscall.EINTR {
+			continue
+		}
+		r.peekReadable = err != syscall.EAGAIN
+		return
+	}
 }

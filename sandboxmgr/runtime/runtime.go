@@ -63,6 +63,9 @@ const (
 	// subject), the token subject an instance was created for, so every
 	// replica can count a subject's running sandboxes (#24, 9).
 	LabelSubject = "previewgate.subject"
+	// LabelMetaPrefix prefixes a sandbox's own metadata (#23): key k is
+	// the label LabelMetaPrefix+k, set at create and never changed.
+	LabelMetaPrefix = "previewgate.meta."
 )
 
 // ContainerName is the name of sandbox id's instance. The name is unique

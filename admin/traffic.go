@@ -1,0 +1,162 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/traffic"
+)
+
+// Per-sandbox traffic, metadata filters, pause and resume (#23).
+
+// Traffic is this replica's per-sandbox request log (*traffic.Recorder).
+type Traffic interface {
+	Counters(id string) (traffic.Counters, bool)
+	Last(id string, n int) []traffic.Request
+	Replica() string
+	Forget(id string) // the sandbox was removed
+}
+
+// removeSandbox removes id and forgets this replica's log of it (other
+// replicas forget theirs as their bound pushes it out).
+func (a *admin) removeSandbox(ctx context.Context, id string) error {
+	err := a.o.Sandboxes.Remove(ctx, id)
+	if err == nil && a.o.Traffic != nil {
+		a.o.Traffic.Forget(id)
+	}
+	return err
+}
+
+// sandboxTraffic is a sandbox's counters in the list: this replica's.
+type sandboxTraffic struct {
+	Replica string `json:"replica"`
+	traffic.Counters
+}
+
+// trafficOf returns id's counters as this replica recorded them; nil if it
+// recorded none (or keeps no log).
+func (a *admin) trafficOf(id string) *sandboxTraffic {
+	if a.o.Traffic == nil {
+		return nil
+	}
+	c, ok := a.o.Traffic.Counters(id)
+	if !ok {
+		return nil
+	}
+	return &sandboxTraffic{Replica: a.o.Traffic.Replica(), Counters: c}
+}
+
+// maxFilters bounds the metadata.KEY=VALUE filters of one list.
+const maxFilters = sandboxmgr.MaxMetadata
+
+// metadataFilter reads ?metadata.KEY=VALUE (several: all must match). A
+// key given twice, or a pair no sandbox could carry, is a 400.
+func metadataFilter(r *http.Request) (map[string]string, error) {
+	var want map[string]string
+	for k, vs := range r.URL.Query() {
+		key, ok := strings.CutPrefix(k, "metadata.")
+		if !ok {
+			continue
+		}
+		if len(vs) != 1 {
+			return nil, errors.New("metadata." + key + " given more than once")
+		}
+		if want == nil {
+			want = make(map[string]string)
+		}
+		want[key] = vs[0]
+	}
+	if len(want) > maxFilters {
+		return nil, errors.New("too many metadata filters")
+	}
+	if err := sandboxmgr.CheckMetadata(want); err != nil {
+		return nil, err
+	}
+	return want, nil
+}
+
+// maxRequests bounds ?n= of GET .../requests: a ring holds no more.
+const maxRequests = traffic.DefaultRing
+
+// sandboxRequests answers id's last requests through this replica,
+// newest first (?n=, default and most: all kept).
+func (a *admin) sandboxRequests(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !config.ValidID(id) {
+		writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+		return
+	}
+	n := 0
+	if s := r.URL.Query().Get("n"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 {
+			writeJSON(w, http.StatusBadRequest, errBody("n must be a positive number of requests", "bad_request"))
+			return
+		}
+		n = min(v, maxRequests)
+	}
+	body := map[string]any{"id": id, "requests": []traffic.Request{}}
+	if a.o.Traffic != nil {
+		body["replica"] = a.o.Traffic.Replica()
+		if reqs := a.o.Traffic.Last(id, n); reqs != nil {
+			body["requests"] = reqs
+		}
+		if c, ok := a.o.Traffic.Counters(id); ok {
+			body["counters"] = c
+		}
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// pauseSandbox pauses id where the runtime can. Kubernetes cannot: 409
+// with code "pause_unsupported" and a message that says to stop instead;
+// nothing is changed (mapping it to a stop silently would lose the memory
+// the caller asked to keep).
+func (a *admin) pauseSandbox(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !config.ValidID(id) {
+		writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+		return
+	}
+	err := a.o.Sandboxes.Pause(r.Context(), id)
+	switch {
+	case errors.Is(err, sandboxmgr.ErrNoPause):
+		writeJSON(w, http.StatusConflict, errBody(err.Error(), "pause_unsupported"))
+	case errors.Is(err, sandboxmgr.ErrNotRunning):
+		writeJSON(w, http.StatusConflict, errBody(err.Error(), "not_running"))
+	case err != nil:
+		writeSandboxError(w, err)
+	default:
+		a.o.Log.InfoContext(r.Context(), "sandbox paused through admin API", "sandbox", id)
+		writeJSON(w, http.StatusOK, map[string]any{"id": id, "paused": true})
+	}
+}
+
+// resumeTimeout bounds a resume's wait; the wake itself is bounded by its
+// template's ready timeout.
+const resumeTimeout = 5 * time.Minute
+
+// resumeSandbox unpauses (or starts) id and waits until it is ready; it
+// never creates one (404).
+func (a *admin) resumeSandbox(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !config.ValidID(id) {
+		writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), resumeTimeout)
+	defer cancel()
+	ep, err := a.o.Sandboxes.Resume(ctx, id)
+	if err != nil {
+		writeSandboxError(w, err)
+		return
+	}
+	a.o.Log.InfoContext(r.Context(), "sandbox resumed through admin API", "sandbox", id)
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "template": ep.Template, "state": "running"})
+}

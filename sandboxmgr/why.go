@@ -1,0 +1,110 @@
+package sandboxmgr
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/previewgate/previewgate/config"
+)
+
+// Why a sandbox is awake (#23): what keeps a running sandbox up and when
+// the idle reaper will stop it, from the plan the reaper itself acts on
+// (planLocked), so the answer cannot drift from what happens.
+
+// Awake explains a running sandbox's plan as this replica sees it.
+type Awake struct {
+	// Reasons, in words, each a fact: open sockets, the last request, the
+	// runtime's shared activity, a keep-up time.
+	Reasons []string `json:"reasons"`
+	// Summary is the main reason in a few words, for tables.
+	Summary     string `json:"summary"`
+	OpenSockets int    `json:"open_sockets"`
+	// LastActivity is the latest request or socket activity this replica
+	// knows of, its own or (SharedActivity) another replica's.
+	LastActivity time.Time `json:"last_activity,omitzero"`
+	// SharedActivity is the latest activity the runtime's shared signal
+	// reported (another replica's traffic: a Kubernetes Lease, Docker's
+	// network counters), when the reaper last asked; zero if it never
+	// reported any.
+	SharedActivity time.Time `json:"shared_activity,omitzero"`
+	// KeepUntil is a per-sandbox keep-up time (#23 settings); zero: none.
+	KeepUntil time.Time `json:"keep_until,omitzero"`
+	// IdleFrom is the moment idleness counts from, and Rule the setting
+	// (idle_timeout, max_socket_idle) that applies, LimitSeconds its value.
+	IdleFrom     time.Time `json:"idle_from"`
+	Rule         string    `json:"rule"`
+	LimitSeconds float64   `json:"limit_seconds"`
+	// StopsAt is the earliest the reaper acts (at its first round after
+	// it, every ReapEvery), with Action "stop" or "pause", unless a request
+	// comes first. With a shared signal the reaper asks the runtime first,
+	// and another replica's traffic moves it.
+	StopsAt time.Time `json:"stops_at,omitzero"`
+	Action  string    `json:"action,omitempty"`
+}
+
+// awake explains sb if it is running; nil otherwise.
+func (m *Manager) awake(sb *sandbox) *Awake {
+	m.mu.RLock()
+	running, tplName, started := sb.state == stateRunning, sb.template, sb.startedAt
+	m.mu.RUnlock()
+	if !running {
+		return nil
+	}
+	now := m.now()
+	a := &Awake{OpenSockets: int(sb.holds.Load()), LastActivity: sb.lastActive()}
+	if n := sb.sharedAt.Load(); n != 0 {
+		a.SharedActivity = time.Unix(0, n)
+	}
+	tpl := m.cfg.Templates(tplName)
+	if tpl == nil {
+		a.Reasons = []string{fmt.Sprintf("its template %q is no longer configured: the idle reaper leaves it alone", tplName)}
+		return a
+	}
+	tpl = withReapDefaults(tpl)
+	m.mu.RLock()
+	p := m.planLocked(sb, tpl)
+	m.mu.RUnlock()
+	a.IdleFrom, a.LimitSeconds, a.StopsAt = p.from, p.limit.Seconds(), p.at
+	a.Rule, a.Action = "idle_timeout", "stop"
+	if tpl.IdleAction == config.IdlePause {
+		a.Action = "pause"
+	}
+	if p.act == reapSockets {
+		a.Rule, a.Action = "max_socket_idle", "stop"
+		a.Summary = fmt.Sprintf("%d open socket(s)", a.OpenSockets)
+		a.Reasons = append(a.Reasons, fmt.Sprintf("%d open WebSocket or SSE connection(s): kept up until %s after the last request (max_socket_idle)", a.OpenSockets, p.limit))
+	}
+	ago := func(t time.Time) string { return now.Sub(t).Round(time.Second).String() + " ago" }
+	switch {
+	case !a.SharedActivity.IsZero() && !a.SharedActivity.Before(a.LastActivity) && a.SharedActivity.Equal(p.from):
+		a.summarize("another replica's traffic")
+		a.Reasons = append(a.Reasons, "traffic through another replica "+ago(a.SharedActivity)+" (the runtime's shared activity)")
+	case !a.LastActivity.IsZero() && a.LastActivity.Equal(p.from):
+		a.summarize("recent request")
+		a.Reasons = append(a.Reasons, "last request "+ago(a.LastActivity))
+	case !started.IsZero() && started.Equal(p.from):
+		a.summarize("just started")
+		a.Reasons = append(a.Reasons, "started "+ago(started)+", no request since")
+	default:
+		a.summarize("gateway restart")
+		a.Reasons = append(a.Reasons, "this gateway started "+ago(p.from)+" and saw no request since (earlier activity is unknown to it)")
+	}
+	if !a.KeepUntil.IsZero() && a.KeepUntil.After(now) {
+		a.Reasons = append(a.Reasons, "kept up until "+a.KeepUntil.UTC().Format(time.RFC3339))
+	}
+	if _, ok := m.shared(); ok {
+		when := "before it stops, the runtime is asked for other replicas' traffic"
+		if m.sharedSampled() && a.OpenSockets == 0 {
+			when += " (network counters: it stops between 1 and 1.5 times the limit after the last traffic)"
+		}
+		a.Reasons = append(a.Reasons, when)
+	}
+	return a
+}
+
+// summarize sets Summary to s unless open sockets already explain it.
+func (a *Awake) summarize(s string) {
+	if a.Summary == "" {
+		a.Summary = s
+	}
+}
