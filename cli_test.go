@@ -16,8 +16,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/dockertest"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 func TestConfigValidateCLI(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/docker/docker/api/types/container"
 
-	"github.com/previewgate/previewgate/internal/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 

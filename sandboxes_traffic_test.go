@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/previewgate/previewgate/internal/dockertest"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // adminGet calls the admin API with the API token and decodes its JSON.

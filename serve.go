@@ -372,7 +372,7 @@ func (a *app) listenAll() error {
 	cfg := a.cfg
 	// The preview listeners share one connection cap; the admin listener
 	// has none, and the cap leaves descriptors for it.
-	previewConns := h1server.NewConnLimiter(cfg.Limits)
+	previewConns := h1server.NewConnLimiter(gateway.ConnCaps(cfg.Limits))
 	a.log.Info("connection caps", "max_connections", previewConns.Max(), "connections_per_ip", cfg.Limits.ConnectionsPerIP)
 	adm := admin.New(admin.Options{Config: a.store.Load, Replace: a.replace, Sandboxes: a.mgr, Announce: a.gw.Announce,
 		Ready: func(context.Context) error { return a.certs.Ready() }, Metrics: a.metrics.Handler(),
@@ -411,7 +411,14 @@ func (a *app) listen(name, addr string, h http.Handler, tc *tls.Config, conns *h
 	if err != nil {
 		return fmt.Errorf("listen %s %s: %w", name, addr, err)
 	}
-	srv := gateway.NewServer(a.cfg, h, a.log)
+	// The preview listeners are the gateway's (its lean hook); the admin
+	// and metrics listeners are the engine's alone, with the same limits.
+	var srv *h1server.Server
+	if conns != nil {
+		srv = gateway.NewServer(a.cfg, h, a.log)
+	} else {
+		srv = h1server.New(gateway.ServerOptions(a.cfg.Limits), h, a.log)
+	}
 	srv.TLSConfig = tc
 	srv.Conns = conns
 	a.servers = append(a.servers, srv)

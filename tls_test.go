@@ -14,9 +14,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/previewgate/previewgate/internal/acmetest"
-	"github.com/previewgate/previewgate/internal/dockertest"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/acmetest"
+	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // tlsServer is the real binary serving with a config file in some tls mode,

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // TestAdminConfigBomb: the nesting bomb of #13 (200 KB of "[", which took

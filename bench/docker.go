@@ -31,7 +31,7 @@ func benchLabels(run string) map[string]string {
 }
 
 // buildTestApp builds the app (testdata/testapp, or testdata/fastapp with
-// -fastapp) statically into a FROM scratch image, like internal/dockertest
+// -fastapp) statically into a FROM scratch image, like internal/testing/dockertest
 // does for the tests (that package needs *testing.T).
 func buildTestApp(ctx context.Context, c *client.Client, pkg, tag string, labels map[string]string) error {
 	return dockerbuild.GoProgram(ctx, c, pkg, tag, 3000, labels)

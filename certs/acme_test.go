@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/acmetest"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/acmetest"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 const testDomain = "preview.test"

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/previewgate/previewgate/internal/acmetest"
+	"github.com/previewgate/previewgate/internal/testing/acmetest"
 )
 
 // testLogger returns a slog.Logger writing to t.Log until the test ends

@@ -11,7 +11,7 @@ import (
 	"github.com/libdns/libdns"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/acmetest"
+	"github.com/previewgate/previewgate/internal/testing/acmetest"
 )
 
 func TestRFC2136(t *testing.T) {

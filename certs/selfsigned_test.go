@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/acmetest"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/acmetest"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 func startSelfSigned(t testing.TB, dataDir string, domains ...string) (m *Manager, httpsAddr, httpAddr string) {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // syncBuffer is a bytes.Buffer safe for the gateway's goroutines.

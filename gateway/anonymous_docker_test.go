@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/previewgate/previewgate/internal/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/dockertest"
 )
 
 // TestDockerAnonymousCannotTellPrivateFromMissing (attack21): with a public

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // TestHTTP2AuthorityValidated: an HTTP/2 client sends a raw :authority

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // statusMetrics records the status of each finished request.

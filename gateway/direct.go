@@ -1,15 +1,13 @@
 package gateway
 
 import (
-	"context"
+	"bufio"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/previewgate/previewgate/internal/upstream"
-	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // serveDirect forwards a bodiless request to a sandbox without
@@ -34,99 +32,62 @@ func (p *proxy) serveDirect(w http.ResponseWriter, r *http.Request, t *target) b
 		return false
 	}
 	ctx := r.Context()
-	reensured, fresh := false, false
+	t.fields = directFields{p: p, r: r, w: w}
+	req := upstream.Request{Method: r.Method, Path: r.URL.EscapedPath(), Caller: &t.fields}
+	reensured := false
 	for {
-		c, reused, err := p.pool.Get(ctx, t.poolKey(), t.addr, fresh)
-		if err != nil {
-			if !reensured && isDialError(err) {
-				reensured = true
-				if err = p.reensure(ctx, t); err == nil {
-					continue
-				}
-			}
-			p.errorHandler(w, r, err)
-			return true
-		}
-		stop := context.AfterFunc(ctx, func() { c.Net.SetDeadline(time.Unix(1, 0)) })
-		resp, err := p.directExchange(c, w, r, t)
-		if err != nil {
-			stop()
-			c.Net.Close()
-			if ctx.Err() == nil && reused && !c.Answered() && !fresh {
-				fresh = true // a kept-alive connection that died meanwhile
+		// Per attempt: a re-ensure may have moved t (the Host of the local
+		// and rewrite modes names its port or address).
+		req.Instance, req.Addr = t.poolKey(), t.addr
+		req.HostPrefix, req.Host, req.Query, t.fields.stripped = p.outboundHead(r, t)
+		resp, err := p.pool.Exchange(ctx, &req)
+		switch {
+		case err == nil:
+		case !reensured && isDialError(err):
+			reensured = true
+			if err = p.reensure(ctx, t); err == nil {
 				continue
 			}
+		case !req.Fresh && errors.Is(err, upstream.ErrUnanswered):
+			req.Fresh = true // a kept-alive connection that died meanwhile
+			continue
+		}
+		if err != nil {
 			p.errorHandler(w, r, err)
 			return true
 		}
-		p.copyDirectResponse(w, resp, c, stop, t)
+		if resp.Status == http.StatusSwitchingProtocols {
+			// Nobody asked for a protocol switch: what follows is not HTTP
+			// the client could be handed (ReverseProxy answers 502 too).
+			upstream.Release(resp) // closes the connection: a 101 is never reused
+			p.errorHandler(w, r, errUnrequestedSwitch)
+			return true
+		}
+		p.copyDirectResponse(w, resp, t)
 		return true
 	}
-}
-
-// directExchange writes r's head for the sandbox and reads the response,
-// forwarding 1xx interim answers to w. The caller releases the response.
-func (p *proxy) directExchange(c *upstream.Conn, w http.ResponseWriter, r *http.Request, t *target) (*upstream.Response, error) {
-	bw := c.W
-	bw.WriteString(r.Method)
-	bw.WriteByte(' ')
-	uri := r.URL.EscapedPath()
-	if uri == "" {
-		uri = "/"
-	}
-	bw.WriteString(uri)
-	hostPfx, host, query, stripped := p.outboundHead(r, t)
-	if query != "" {
-		bw.WriteByte('?')
-		bw.WriteString(query)
-	}
-	bw.WriteString(" HTTP/1.1\r\nHost: ")
-	bw.WriteString(hostPfx)
-	bw.WriteString(host)
-	bw.WriteString("\r\n")
-	p.outboundFields(r, stripped, (*lineSink)(bw))
-	bw.WriteString("\r\n")
-	if err := bw.Flush(); err != nil {
-		return nil, err
-	}
-	resp, err := upstream.ReadFinal(c.R, r.Method, func(ir *upstream.Response) { forwardInterim(w, ir.Status, ir.Header) })
-	if err != nil {
-		return nil, err
-	}
-	if resp.Status == http.StatusSwitchingProtocols {
-		// Nobody asked for a protocol switch: what follows is not HTTP
-		// the client could be handed (ReverseProxy answers 502 too).
-		upstream.Release(resp)
-		return nil, errUnrequestedSwitch
-	}
-	return resp, nil
 }
 
 // errUnrequestedSwitch: a 101 answer to a request without Upgrade.
 var errUnrequestedSwitch = errors.New("upstream switched protocols for a request that asked for no upgrade")
 
-// forwardInterim passes a 1xx interim answer (103 Early Hints) on to the
-// client as ReverseProxy does, with its end-to-end headers only; the
-// response's own headers are left as they were.
-func forwardInterim(w http.ResponseWriter, status int, header http.Header) {
-	h := w.Header()
-	conn := wire.ConnectionTokens(header)
-	saved := make(http.Header, len(header))
-	for k, vv := range header {
-		if wire.HopByHop(k, conn) {
-			continue
-		}
-		saved[k] = h[k]
-		h[k] = vv
-	}
-	w.WriteHeader(status)
-	for k, vv := range saved {
-		if vv == nil {
-			delete(h, k)
-		} else {
-			h[k] = vv
-		}
-	}
+// directFields is the direct path's upstream.Caller: the outbound
+// policy's fields, and interim answers relayed to the client. It lives in
+// the request's target, so that handing it to the exchange allocates
+// nothing.
+type directFields struct {
+	p        *proxy
+	r        *http.Request
+	w        http.ResponseWriter
+	stripped http.Header
+}
+
+func (f *directFields) WriteFields(bw *bufio.Writer) {
+	f.p.outboundFields(f.r, f.stripped, (*lineSink)(bw))
+}
+
+func (f *directFields) Interim(ir *upstream.Response) {
+	upstream.ForwardInterim(f.w, ir.Status, ir.Header)
 }
 
 // idempotent methods may be sent again after a failed attempt.
@@ -134,12 +95,12 @@ func idempotent(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
 }
 
-// copyDirectResponse sends resp to the client and returns the connection
-// to the pool when the body was read to its end.
-func (p *proxy) copyDirectResponse(w http.ResponseWriter, resp *upstream.Response, c *upstream.Conn, stop func() bool, t *target) {
-	reuse := !resp.Close
+// copyDirectResponse sends resp to the client. Releasing resp closes its
+// body, which alone decides whether the connection is pooled again
+// (upstream.Body.Close).
+func (p *proxy) copyDirectResponse(w http.ResponseWriter, resp *upstream.Response, t *target) {
 	h := w.Header()
-	copyEndToEnd(h, resp.Header)
+	upstream.CopyEndToEnd(h, resp.Header)
 	t.mapLocation(h)
 	t.timing.addServerTiming(h)
 	if len(resp.Trailer) > 0 {
@@ -163,14 +124,9 @@ func (p *proxy) copyDirectResponse(w http.ResponseWriter, resp *upstream.Respons
 		h[http.TrailerPrefix+k] = vv
 	}
 	upstream.Release(resp)
-	if !stop() || err != nil || !reuse {
-		c.Net.Close()
-		if err != nil && !errors.Is(err, io.EOF) {
-			// Headers are out: abort the response so the client sees a
-			// broken body, not a short one (as ReverseProxy does).
-			panic(http.ErrAbortHandler)
-		}
-		return
+	if err != nil && !errors.Is(err, io.EOF) {
+		// Headers are out: abort the response so the client sees a
+		// broken body, not a short one (as ReverseProxy does).
+		panic(http.ErrAbortHandler)
 	}
-	p.pool.Put(c)
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/auth"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // TestDirectMatchesReverseProxy sends the same requests through the direct

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 

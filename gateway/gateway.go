@@ -23,6 +23,7 @@ import (
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/h1server"
+	"github.com/previewgate/previewgate/internal/tunnel"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
@@ -71,7 +72,7 @@ type Gateway struct {
 	limit     *limiter
 	metrics   Metrics
 	traffic   Traffic
-	sockets   *sockets
+	sockets   *tunnel.Registry
 	creates   *createCounter // creates_per_subject_per_hour; outlives reloads
 	announced announced      // ids worth a certificate before they exist (certworth.go)
 	// exchanges counts proxied exchanges in flight per client and in all,
@@ -111,10 +112,10 @@ func New(cfg *config.Config, sb Sandboxes, opts Options, log *slog.Logger) (*Gat
 	if g.traffic == nil {
 		g.traffic = noTraffic{}
 	}
-	g.sockets = newSockets()
+	g.sockets = tunnel.NewRegistry()
 	g.creates = newCreateCounter(time.Now)
 	g.announced.now = time.Now
-	g.exchanges = h1server.NewConnLimiter(cfg.Limits)
+	g.exchanges = h1server.NewConnLimiter(ConnCaps(cfg.Limits))
 	g.limit.onReject = g.metrics.Rejected
 	g.reqPfx = newRequestIDPrefix()
 	if err := g.Apply(cfg); err != nil {
@@ -226,7 +227,7 @@ func (g *Gateway) InstanceGone(instance string) { g.proxy.instanceGone(instance)
 // for hijacked connections.
 func (g *Gateway) Close() {
 	g.drain()
-	if n := g.sockets.closeAll(""); n > 0 {
+	if n := g.sockets.CloseAll(""); n > 0 {
 		g.log.Info("closed websockets with 1001 (going away)", "count", n)
 	}
 	g.upgrades.Wait()

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // FuzzPoolReuse feeds an arbitrary upstream byte stream as the answer to

@@ -174,7 +174,7 @@ func (l *limiter) allow(w http.ResponseWriter, r *http.Request, t *table, rt rou
 	size := cfg.Limits.LimiterEntries
 	now := l.now()
 	if limit, burst, ok := bucketParams(ipRate); ok {
-		ip := wire.IPKey(clientIP(r, cfg.TrustedProxies))
+		ip := wire.IPKey(wire.ClientIP(r, cfg.TrustedProxies))
 		lim := l.ip.get(bucketKey[netip.Addr]{ip, limit, burst}, size)
 		if !lim.AllowN(now, 1) {
 			return l.limited(w, rejectIP, lim, now)
@@ -235,7 +235,7 @@ func (l *limiter) rejected(reason string) {
 // harmless). Counters at zero are deleted, so idle keys cost nothing.
 func (l *limiter) openSocket(r *http.Request, t *table, sandbox string) (release func(), herr *httpError) {
 	lim := &t.cfg.Limits
-	ip := wire.IPKey(clientIP(r, t.cfg.TrustedProxies))
+	ip := wire.IPKey(wire.ClientIP(r, t.cfg.TrustedProxies))
 	sk, ik := socketKey{sandbox: sandbox}, socketKey{ip: ip}
 	l.mu.Lock()
 	switch {

@@ -16,7 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // fakeClock is a limiter clock for tests over real sockets, where synctest

@@ -8,8 +8,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/dockertest"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // TestMetricsAfterKnownSequence: a create, a wake, a 401 and a 429 move

@@ -16,7 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // portApp answers / with which app it is and the Host it saw, and /ws

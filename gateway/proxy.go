@@ -29,8 +29,9 @@ type target struct {
 	url      *url.URL
 	tpl      *config.Template
 	verifier *auth.Verifier
-	host     hostMode    // what Host (and Origin) the app sees (hostmode.go)
-	timing   *wakeTiming // the request waited for a wake: Server-Timing; else nil
+	host     hostMode     // what Host (and Origin) the app sees (hostmode.go)
+	timing   *wakeTiming  // the request waited for a wake: Server-Timing; else nil
+	fields   directFields // the direct path's outbound fields (direct.go)
 }
 
 type targetKey struct{}
@@ -104,7 +105,7 @@ func newProxy(g *Gateway) *proxy {
 		ErrorHandler: p.errorHandler,
 		// ReverseProxy clears the response's header map after each 1xx it
 		// forwards, taking the gateway's X-Request-Id with it; the direct
-		// path keeps it (forwardInterim).
+		// path keeps it (upstream.ForwardInterim).
 		ModifyResponse: checkResponse,
 		ErrorLog:       log.New(slogWriter{g.log}, "", 0),
 	}
@@ -124,7 +125,7 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, t *target, cl clos
 	}
 	// The heads' trace goes in before ReverseProxy adds its own: composed
 	// traces return the older hook's error.
-	p.rp.ServeHTTP(&interimGuard{ResponseWriter: w}, r.WithContext(upstream.BoundHeads(context.WithValue(r.Context(), targetKey{}, t))))
+	p.rp.ServeHTTP(&upstream.InterimGuard{ResponseWriter: w}, r.WithContext(upstream.BoundHeads(context.WithValue(r.Context(), targetKey{}, t))))
 }
 
 func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
@@ -245,16 +246,6 @@ type slogWriter struct{ l *slog.Logger }
 func (s slogWriter) Write(p []byte) (int, error) {
 	s.l.Warn("proxy", "msg", string(p))
 	return len(p), nil
-}
-
-// copyEndToEnd copies src's end-to-end headers into dst.
-func copyEndToEnd(dst, src http.Header) {
-	conn := wire.ConnectionTokens(src)
-	for k, vv := range src {
-		if !wire.HopByHop(k, conn) {
-			dst[k] = vv
-		}
-	}
 }
 
 // checkResponse refuses a 101 (ReverseProxy carries only requests that

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/dockertest"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // A WebSocket client that never reads while its sandbox pushes 10 MB must
@@ -42,7 +42,7 @@ func (e *dockerEnv) stuckSocket(id string) net.Conn {
 	}
 	// Let the flood fill every buffer between the app and this socket.
 	time.Sleep(2 * time.Second)
-	if n := e.gw.sockets.count(); n == 0 {
+	if n := e.gw.sockets.Count(); n == 0 {
 		e.t.Fatal("no proxied socket registered")
 	}
 	return c
@@ -53,9 +53,9 @@ func (e *dockerEnv) stuckSocket(id string) net.Conn {
 func (e *dockerEnv) waitNoSockets(d time.Duration) {
 	e.t.Helper()
 	deadline := time.Now().Add(d)
-	for e.gw.sockets.count() > 0 {
+	for e.gw.sockets.Count() > 0 {
 		if time.Now().After(deadline) {
-			e.t.Fatalf("%d proxied sockets still open %v after their sandbox stopped", e.gw.sockets.count(), d)
+			e.t.Fatalf("%d proxied sockets still open %v after their sandbox stopped", e.gw.sockets.Count(), d)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -10,9 +10,9 @@ import (
 
 	"github.com/previewgate/previewgate/certs"
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/acmetest"
-	"github.com/previewgate/previewgate/internal/dockertest"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/acmetest"
+	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // tlsGateway is the real gateway (Options{TLS: true}) with a real sandbox

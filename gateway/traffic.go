@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"time"
+
+	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // Traffic receives every request proxied to a sandbox (#23): the
@@ -54,5 +56,5 @@ func (g *Gateway) record(sandbox string, proxied bool, r *http.Request, sw *stat
 	if sandbox == "" || !proxied {
 		return
 	}
-	g.traffic.Record(sandbox, r.Method, r.URL.Path, status, took, sw.body.n.Load(), sw.written, clientIP(r, t.cfg.TrustedProxies))
+	g.traffic.Record(sandbox, r.Method, r.URL.Path, status, took, sw.body.n.Load(), sw.written, wire.ClientIP(r, t.cfg.TrustedProxies))
 }

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // directGet sends method path for sandbox abc through a gateway whose

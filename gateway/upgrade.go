@@ -3,19 +3,14 @@ package gateway
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"strings"
-	"sync"
-	"time"
 
+	"github.com/previewgate/previewgate/internal/tunnel"
 	"github.com/previewgate/previewgate/internal/upstream"
-	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // closers are releases owed when a request's connection closes: for an
@@ -49,8 +44,8 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 	stopDrain := context.AfterFunc(g.draining, cancel)
 	cl = append(cl, func() { stopDrain() })
 	// The client side is registered for the 1001 close when hijacked.
-	uw := &upgradeWriter{ResponseWriter: w, s: g.sockets, sandbox: t.sandbox, cancel: cancel}
-	cl = append(cl, uw.done)
+	uw := g.sockets.Wrap(w, t.sandbox, cancel)
+	cl = append(cl, uw.Done)
 	w = uw
 	g.metrics.WebSocketOpened()
 	cl = append(cl, g.metrics.WebSocketClosed)
@@ -86,27 +81,7 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 		p.errorHandler(w, r, fmt.Errorf("hijack for protocol switch: %w", err))
 		return
 	}
-	for k, v := range w.Header() { // X-Request-Id and the like
-		if _, ok := res.Header[k]; !ok {
-			res.Header[k] = v
-		}
-	}
-	// The app's 101 with its headers (hop-by-hop Connection and Upgrade
-	// included: they are the switch), written by net/http's rules.
-	head := &http.Response{StatusCode: res.Status, ProtoMajor: 1, ProtoMinor: 1, Header: res.Header, Request: out}
-	err = head.Write(client)
-	upstream.Release(res)
-	if err != nil {
-		client.Close()
-		return
-	}
-	// Bytes either side sent early sit in the readers' buffers: pass them
-	// on, then let the buffers go.
-	if err := forwardBuffered(back, brw.Reader); err != nil {
-		client.Close()
-		return
-	}
-	if err := forwardBuffered(client, br); err != nil {
+	if err := tunnel.Switch(client, brw.Reader, back, br, res, w.Header(), out); err != nil {
 		client.Close()
 		return
 	}
@@ -114,12 +89,12 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 	stopClient()
 	// Let the server's per-connection state (buffered reader and writer,
 	// the request) go: cl keeps uw alive until the socket closes.
-	uw.ResponseWriter = nil
+	uw.Detach()
 	brw, br = nil, nil
 	go func() {
 		defer cl.run()
 		defer stopBack()
-		splice(client, back)
+		tunnel.Splice(client, back)
 	}()
 }
 
@@ -128,26 +103,13 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 // protocol asked for: an app that refuses the upgrade has its answer
 // passed through. The caller releases the response.
 func (p *proxy) handshake(w http.ResponseWriter, r, out *http.Request, back net.Conn) (*upstream.Response, *bufio.Reader, bool) {
-	back.SetDeadline(time.Now().Add(30 * time.Second)) // the handshake, not the socket
-	if err := out.Write(back); err != nil {
-		p.errorHandler(w, r, fmt.Errorf("write upgrade request: %w", err))
-		return nil, nil, false
-	}
-	// The heads are read by the direct path's reader, within its bounds
-	// (upstream.MaxResponseHead each, upstream.MaxInterim interim ones
-	// forwarded as the other paths do): an app cannot make the gateway
-	// buffer an endless header (#13), and a head fits here exactly when it
-	// fits there (#21). Bytes after the 101 that the reader took are
-	// forwarded before the splice.
-	br := bufio.NewReaderSize(back, 4<<10)
-	res, err := upstream.ReadFinal(br, out.Method, func(ir *upstream.Response) { forwardInterim(w, ir.Status, ir.Header) })
+	res, br, err := tunnel.Handshake(back, out, func(ir *upstream.Response) { upstream.ForwardInterim(w, ir.Status, ir.Header) })
 	if err != nil {
-		p.errorHandler(w, r, fmt.Errorf("read upgrade response: %w", err))
+		p.errorHandler(w, r, err)
 		return nil, nil, false
 	}
-	back.SetDeadline(time.Time{})
 	if res.Status != http.StatusSwitchingProtocols {
-		copyEndToEnd(w.Header(), res.Header)
+		upstream.CopyEndToEnd(w.Header(), res.Header)
 		if t := targetFrom(out.Context()); t != nil {
 			t.mapLocation(w.Header())
 		}
@@ -164,100 +126,6 @@ func (p *proxy) handshake(w http.ResponseWriter, r, out *http.Request, back net.
 		return nil, nil, false
 	}
 	return res, br, true
-}
-
-// splice copies both ways until either side ends, then closes both. It
-// runs one direction on a new goroutine and the other on its own. Every
-// write either way has a deadline (socketWriteTimeout), so a peer that
-// stops reading ends the pair instead of holding it.
-func splice(client, back net.Conn) {
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		pump(back, readSide(client))
-		client.Close()
-		back.Close()
-	})
-	pump(client, back)
-	if sc, ok := client.(*socketConn); ok {
-		sc.sendGoAway()
-	}
-	client.Close()
-	back.Close()
-	wg.Wait()
-}
-
-// readSide is the connection to read from: the hijacked client connection
-// wraps its writes (for the 1001 close) but reads from the raw socket.
-func readSide(c net.Conn) net.Conn {
-	if sc, ok := c.(*socketConn); ok {
-		return sc.Conn
-	}
-	return c
-}
-
-func forwardBuffered(dst net.Conn, br *bufio.Reader) error {
-	n := br.Buffered()
-	if n == 0 {
-		return nil
-	}
-	b, _ := br.Peek(n)
-	return writeTimed(dst, b)
-}
-
-// writeTimed writes p to an upgraded connection within socketWriteTimeout
-// (a *socketConn sets its own deadline).
-func writeTimed(dst net.Conn, p []byte) error {
-	if _, ok := dst.(*socketConn); !ok {
-		if err := dst.SetWriteDeadline(time.Now().Add(socketWriteTimeout)); err != nil {
-			return fmt.Errorf("set write deadline: %w", err)
-		}
-	}
-	_, err := dst.Write(p)
-	return err
-}
-
-// pumpBufSize is the buffer a pump borrows while data flows.
-const pumpBufSize = 16 << 10
-
-var pumpBufs = sync.Pool{New: func() any { return new([pumpBufSize]byte) }}
-
-// pump copies src to dst. On a plain TCP source it waits for readability
-// holding no buffer and borrows one from a pool for each read, so an idle
-// socket costs no buffer memory. Other sources (TLS) read into a small
-// buffer of their own. Each write to dst has a deadline of
-// socketWriteTimeout (a *socketConn sets its own).
-func pump(dst, src net.Conn) error {
-	wait := wire.ReadableWaiter(src)
-	var small []byte
-	if wait == nil {
-		small = make([]byte, 2<<10)
-	}
-	for {
-		buf := small
-		var pooled *[pumpBufSize]byte
-		if wait != nil {
-			if err := wait(); err != nil {
-				return err
-			}
-			pooled = pumpBufs.Get().(*[pumpBufSize]byte)
-			buf = pooled[:]
-		}
-		n, err := src.Read(buf)
-		if n > 0 {
-			if werr := writeTimed(dst, buf[:n]); werr != nil {
-				err = werr
-			}
-		}
-		if pooled != nil {
-			pumpBufs.Put(pooled)
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-	}
 }
 
 // upgradeRequest is the outgoing request for an upgrade: the outbound
@@ -281,21 +149,9 @@ func (p *proxy) upgradeRequest(r *http.Request) *http.Request {
 // dialUpgrade connects to the target. A failed dial to a sandbox re-runs
 // Ensure once (its container may have died or moved).
 func (p *proxy) dialUpgrade(ctx context.Context, out *http.Request, t *target) (net.Conn, error) {
-	d := &net.Dialer{Timeout: 5 * time.Second}
+	d := &net.Dialer{Timeout: tunnel.DialTimeout}
 	if t.url != nil {
-		host := out.URL.Host
-		if out.URL.Port() == "" {
-			if out.URL.Scheme == "https" {
-				host = net.JoinHostPort(out.URL.Hostname(), "443")
-			} else {
-				host = net.JoinHostPort(out.URL.Hostname(), "80")
-			}
-		}
-		if out.URL.Scheme == "https" {
-			td := &tls.Dialer{NetDialer: d, Config: &tls.Config{ServerName: out.URL.Hostname(), NextProtos: []string{"http/1.1"}}}
-			return td.DialContext(ctx, "tcp", host)
-		}
-		return d.DialContext(ctx, "tcp", host)
+		return tunnel.DialURL(ctx, d, out.URL)
 	}
 	c, err := d.DialContext(ctx, "tcp", t.addr)
 	if err == nil || !isDialError(err) {
@@ -311,3 +167,9 @@ func (p *proxy) dialUpgrade(ctx context.Context, out *http.Request, t *target) (
 	out.URL.Host = t.addr
 	return d.DialContext(ctx, "tcp", t.addr)
 }
+
+// CloseSockets closes the WebSockets proxied to sandbox id with 1001 (going
+// away), e.g. before the reaper stops it. It returns how many it closed.
+// It does not block on clients (tunnel.Registry.CloseAll), so a caller
+// holding a lock (the reaper's BeforeStop) is never wedged by one (#13).
+func (g *Gateway) CloseSockets(id string) int { return g.sockets.CloseAll(id) }

@@ -20,7 +20,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 

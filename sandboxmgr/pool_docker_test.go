@@ -9,7 +9,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // emfileChild marks the subprocess TestAcceptSurvivesEMFILE runs in: it

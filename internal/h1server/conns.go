@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/wire"
 )
 
@@ -34,17 +33,25 @@ type ConnLimiter struct {
 	byIP map[netip.Addr]int
 }
 
-// NewConnLimiter returns the limiter for limits.connections_per_ip and
-// limits.max_connections; a zero max_connections is derived from the
-// process's descriptor limit (DefaultMaxConnections).
-func NewConnLimiter(l config.Limits) *ConnLimiter {
-	max := l.MaxConnections
+// ConnCaps are a ConnLimiter's caps (limits.max_connections and
+// limits.connections_per_ip).
+type ConnCaps struct {
+	// Max caps all connections; zero: derived from the process's
+	// descriptor limit (DefaultMaxConnections).
+	Max int
+	// PerIP caps one client IP's connections; zero: no cap.
+	PerIP int
+}
+
+// NewConnLimiter returns the limiter for caps.
+func NewConnLimiter(caps ConnCaps) *ConnLimiter {
+	max := caps.Max
 	if max == 0 {
 		if n, ok := openFileLimit(); ok {
 			max = DefaultMaxConnections(n)
 		}
 	}
-	return &ConnLimiter{max: max, perIP: l.ConnectionsPerIP, byIP: make(map[netip.Addr]int)}
+	return &ConnLimiter{max: max, perIP: caps.PerIP, byIP: make(map[netip.Addr]int)}
 }
 
 // fdReserve is what the global connection cap leaves of the descriptor

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // leanAll is a handler whose every plain request may take the lean loop.
@@ -24,7 +24,7 @@ type leanAll struct{ http.Handler }
 
 // NewServer is New with the lean loop on for a leanAll handler.
 func NewServer(cfg *config.Config, h http.Handler, log *slog.Logger) *Server {
-	s := New(cfg, h, log)
+	s := New(optionsOf(cfg), h, log)
 	if _, ok := h.(leanAll); ok {
 		s.Lean = func(*http.Request, *any) bool { return true }
 	}

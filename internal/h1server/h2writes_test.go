@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // An HTTP/2 client that stops granting a stream window cannot hold the
@@ -41,7 +41,7 @@ func TestStalledHTTP2StreamReset(t *testing.T) {
 		}
 		ended <- err
 	})
-	s := New(cfg, h, nil)
+	s := New(optionsOf(cfg), h, nil)
 	s.TLSConfig = testkit.TLSConfig("h2")
 	addr := serve(t, s).Listener.Addr().String()
 
@@ -94,7 +94,7 @@ func TestShutdownEndsStalledHTTP2Stream(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig() // write_timeout at its default, longer than a drain should take
 	ended := make(chan error, 1)
-	s := New(cfg, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := New(optionsOf(cfg), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, err := w.Write(bytes.Repeat([]byte("x"), 8<<10)) // blocks: no window
 		ended <- err
 	}), nil)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // TestServerHandsOver: whatever the lean loop does not serve reaches

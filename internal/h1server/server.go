@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/wire"
 )
 
@@ -35,7 +34,7 @@ type Server struct {
 	// TLSConfig, when set, makes Serve terminate TLS (HTTP/2 by ALPN).
 	TLSConfig *tls.Config
 	// Conns caps the open connections at accept; nil means no caps.
-	// NewServer sets one from the config's limits; several preview
+	// New sets one from Options.Conns; several preview
 	// listeners should share one, and the admin listener has none.
 	Conns *ConnLimiter
 
@@ -75,24 +74,37 @@ type Server struct {
 	refusedLog atomic.Int64  // Unix nanoseconds of the last log of them
 }
 
-// NewServer returns a Server for h with the connection limits of cfg:
-// ReadHeaderTimeout cuts slowloris clients, IdleTimeout bounds keep-alive,
-// MaxHeaderBytes bounds header memory, BodyTimeout and BodyMinRate bound
-// slow request bodies (bodyRate), ConnectionsPerIP and MaxConnections cap
-// connections (Conns). The lean loop is off until Lean is set.
-func New(cfg *config.Config, h http.Handler, log *slog.Logger) *Server {
+// Options are a Server's limits, resolved values (the config's defaults
+// are applied by the caller; zero means none only where a field says so).
+type Options struct {
+	ReadHeaderTimeout time.Duration // cuts slowloris clients
+	IdleTimeout       time.Duration // bounds keep-alive
+	WriteTimeout      time.Duration // bounds each write to a client
+	MaxHeaderBytes    int           // bounds header memory
+	// BodyTimeout and BodyMinRate (bytes per second) bound slow request
+	// bodies (bodyRate).
+	BodyTimeout time.Duration
+	BodyMinRate int64
+	// Conns caps the open connections (NewServer's Conns).
+	Conns ConnCaps
+}
+
+// New returns a Server for h with the limits of opts, its connections
+// capped by a ConnLimiter of its own for opts.Conns (set Conns to share
+// one, or nil for none). The lean loop is off until Lean is set.
+func New(opts Options, h http.Handler, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
 		HTTP: &http.Server{
-			ReadHeaderTimeout: cfg.Limits.ReadHeaderTimeout.D(),
-			IdleTimeout:       cfg.Limits.IdleConnTimeout.D(),
-			MaxHeaderBytes:    int(cfg.Limits.MaxHeaderBytes),
+			ReadHeaderTimeout: opts.ReadHeaderTimeout,
+			IdleTimeout:       opts.IdleTimeout,
+			MaxHeaderBytes:    opts.MaxHeaderBytes,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		},
-		Conns:        NewConnLimiter(cfg.Limits),
-		writeTimeout: cfg.Limits.WriteTimeout.D(),
+		Conns:        NewConnLimiter(opts.Conns),
+		writeTimeout: opts.WriteTimeout,
 		log:          log,
 		heads:        make(map[net.Conn]*headWatch),
 		sweepStop:    make(chan struct{}),
@@ -102,7 +114,7 @@ func New(cfg *config.Config, h http.Handler, log *slog.Logger) *Server {
 	}
 	s.streams.timeout = s.writeTimeout
 	s.streams.drainTimeout = min(s.writeTimeout, drainWriteTimeout)
-	s.HTTP.Handler = limitBodies(s.watchStreams(h), cfg.Limits.BodyTimeout.D(), int64(cfg.Limits.BodyMinRate))
+	s.HTTP.Handler = limitBodies(s.watchStreams(h), opts.BodyTimeout, opts.BodyMinRate)
 	// nginx's default is 128, Go's 250; each stream a client holds costs a
 	// goroutine and buffers (h2writes.go).
 	s.HTTP.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: maxStreams}

@@ -1,5 +1,6 @@
 // Package upstream is previewgate's HTTP/1.1 client side towards
-// sandboxes: a keep-alive connection pool for the direct path, a
+// sandboxes: a keep-alive connection pool for the direct path with its one
+// exchange (Pool.Exchange: request head out, response in), a
 // response-head parser and body reader that follow net/http's framing
 // rules exactly (and refuse the few heads it accepts that are smuggling
 // vectors), and, for httputil.ReverseProxy, a RoundTripper with one
@@ -7,7 +8,8 @@
 //
 // Every byte a sandbox sends is hostile (#13). What it promises, each
 // invariant tested with an upstream that breaks it (the gateway's
-// hostile_test.go and hostile_docker_test.go, FuzzPoolReuse):
+// hostile_test.go and hostile_docker_test.go, FuzzPoolReuse; this
+// package's exchange_test.go):
 //
 //  1. A connection belongs to one container instance (a key such as
 //     sandboxmgr.Endpoint.Instance: container ID and start time) and is
@@ -26,7 +28,12 @@
 //  3. A connection goes back to the pool only when its response ended
 //     exactly at its framing and nothing more is buffered (an upstream may
 //     send more than it was asked for: a second response would answer the
-//     next user's request).
+//     next user's request). This package alone decides it, as net/http's
+//     Transport does: Pool.Exchange is the only way to take a connection,
+//     and the Body.Close of the response it returns (Release calls it) the
+//     only way to give one back. A body closed before its end, a read that
+//     failed, Connection: close, a body delimited by EOF, a 101 or an
+//     ended context close the connection (TestExchangeOwnsReuse).
 //  4. An idle connection that has become readable (data or EOF) is closed
 //     at Get, not reused. An app can still time extra bytes to arrive just
 //     after that check; they are then read as the answer to the next
@@ -44,7 +51,7 @@
 //  7. Every response head, final or interim, is at most MaxResponseHead
 //     (64 KiB) as sent, status line and blank line included, on every
 //     path: ReadFinal for the direct path and the upgrade handshake
-//     (which the gateway reads with it), MaxResponseHeaderBytes on the
+//     (internal/tunnel.Handshake reads with it), MaxResponseHeaderBytes on the
 //     Transports it makes for ReverseProxy (HTTP/1.1 and HTTP/2 clients
 //     alike: the sandbox side is HTTP/1.1). One byte more fails the
 //     exchange with ErrHeadTooLarge (RoundTrip wraps net/http's refusal
@@ -74,7 +81,7 @@
 //   - Other 1xx (103 Early Hints and the like): relayed to the client with
 //     their end-to-end headers only, at most MaxInterim of them, then the
 //     exchange fails (502): the direct path and the upgrade path as they
-//     read them, ReverseProxy through the gateway's interimGuard
+//     read them, ReverseProxy through InterimGuard
 //     (ReverseProxy's own hook forwards an answer before BoundHeads
 //     counts it).
 package upstream

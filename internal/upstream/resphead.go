@@ -40,6 +40,9 @@ type Response struct {
 	// nil if neither. As http.Response.Trailer.
 	Trailer http.Header
 	Body    Body
+
+	conn *Conn       // the pooled connection of an Exchange; nil once Body.Close ran
+	stop func() bool // unregisters the exchange's context hook
 }
 
 // Heads net/http would accept but the direct path refuses (502). Each is
@@ -88,8 +91,9 @@ var responsePool = sync.Pool{New: func() any { return new(Response) }}
 
 // Release returns resp to the pool once nothing refers to it or its
 // Header map (values handed on to a ResponseWriter stay valid: they are
-// never reused).
+// never reused). It closes the body first when the caller did not.
 func Release(resp *Response) {
+	resp.Body.Close()
 	if len(resp.Header) > 32 {
 		resp.Header = nil // do not keep a large map alive for small responses
 	}

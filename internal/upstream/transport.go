@@ -39,6 +39,7 @@ type Conn struct {
 	Net      net.Conn
 	R        *bufio.Reader // reads Net, counting (Answered)
 	W        *bufio.Writer
+	pool     *Pool
 	instance string
 	addr     string // what it was dialed to: it serves only requests for addr
 	gen      uint64 // the instance's generation when dialed
@@ -65,10 +66,11 @@ func NewPool(dialer *net.Dialer, maxIdle int, idleTimeout time.Duration) *Pool {
 		idle: make(map[string][]*Conn), gen: make(map[string]uint64)}
 }
 
-// Get returns an idle connection of instance to addr (reused: true), or
+// get returns an idle connection of instance to addr (reused: true), or
 // dials addr; fresh always dials. An instance's idle connections to its
-// other ports are never handed out for addr (invariant 1).
-func (t *Pool) Get(ctx context.Context, instance, addr string, fresh bool) (c *Conn, reused bool, err error) {
+// other ports are never handed out for addr (invariant 1). Only Exchange
+// takes connections, and only Body.Close gives them back.
+func (t *Pool) get(ctx context.Context, instance, addr string, fresh bool) (c *Conn, reused bool, err error) {
 	now := time.Now()
 	for {
 		t.mu.Lock()
@@ -100,16 +102,17 @@ func (t *Pool) dial(ctx context.Context, instance, addr string, gen uint64) (*Co
 	if err != nil {
 		return nil, false, err
 	}
-	c := &Conn{Net: wire.NewRawConn(conn, WriteTimeout), instance: instance, addr: addr, gen: gen}
+	c := &Conn{Net: wire.NewRawConn(conn, WriteTimeout), pool: t, instance: instance, addr: addr, gen: gen}
 	c.R = bufio.NewReaderSize(c, 16<<10)
 	c.W = bufio.NewWriterSize(c.Net, 4<<10)
 	return c, false, nil
 }
 
 // put keeps c for reuse after an exchange whose response ended exactly at
-// its framing, and now and then closes connections idle too long, so no
-// background goroutine is needed.
-func (t *Pool) Put(c *Conn) {
+// its framing (Body.Close, its only caller, decides that), and now and
+// then closes connections idle too long, so no background goroutine is
+// needed.
+func (t *Pool) put(c *Conn) {
 	if c.R.Buffered() > 0 {
 		c.Net.Close() // the upstream sent more than its response
 		return

@@ -30,21 +30,21 @@ func TestPoolPerAddress(t *testing.T) {
 	}
 	p := NewPool(&net.Dialer{}, 8, time.Minute)
 	ctx := context.Background()
-	a, _, err := p.Get(ctx, "inst", addrs[0], false)
+	a, _, err := p.get(ctx, "inst", addrs[0], false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Put(a)
-	b, reused, err := p.Get(ctx, "inst", addrs[1], false)
+	p.put(a)
+	b, reused, err := p.get(ctx, "inst", addrs[1], false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if reused || b.Net.RemoteAddr().String() != addrs[1] {
 		t.Fatalf("Get for %s: got a connection to %s (reused %v), want a new one to %s", addrs[1], b.Net.RemoteAddr(), reused, addrs[1])
 	}
-	p.Put(b)
+	p.put(b)
 	for i, addr := range []string{addrs[0], addrs[1]} {
-		c, reused, err := p.Get(ctx, "inst", addr, false)
+		c, reused, err := p.get(ctx, "inst", addr, false)
 		if err != nil {
 			t.Fatal(err)
 		}

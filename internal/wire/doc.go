@@ -1,8 +1,10 @@
 // Package wire holds the socket and HTTP/1.1 byte-level helpers that the
 // lean server loop (internal/h1server) and the upstream client
 // (internal/upstream) share: raw-syscall TCP connections with bounded
-// writes, readability checks that consume nothing, and token and header
-// field rules.
+// writes, readability checks that consume nothing, token and header
+// field rules, and the client address behind trusted proxies (ClientIP:
+// X-Forwarded-For and Forwarded walked from the right; which proxies are
+// trusted is the caller's to say; FuzzClientIP).
 //
 // It promises net.Conn semantics (deadlines as timeouts, net.ErrClosed,
 // concurrent Read and Write) and that no helper allocates on the common

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // TestRawConn (run without -race by .ci/run too: under the race detector

@@ -1,5 +1,5 @@
 // Command testapp is the dev server stand-in used by integration tests. It is
-// built statically into a FROM scratch image by internal/dockertest.
+// built statically into a FROM scratch image by internal/testing/dockertest.
 //
 // It listens on :3000 (env PORT overrides). LISTEN_DELAY (a duration) delays
 // listening, like a slow dev server; NEVER_LISTEN=1 never listens; CRASH=msg

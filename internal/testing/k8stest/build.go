@@ -10,7 +10,7 @@
 // $(go env GOCACHE)/../previewgate-k8s/<key>, where key hashes the build
 // module (go.mod, go.sum, etcd/main.go) and the Go version; a cold build of
 // kube-apiserver takes several minutes on two cores, so .ci/run builds them
-// before the tests (go run ./internal/k8stest/prebuild).
+// before the tests (go run ./internal/testing/k8stest/prebuild).
 package k8stest
 
 import (

@@ -14,7 +14,7 @@ import (
 	"log"
 	"time"
 
-	"github.com/previewgate/previewgate/internal/k8stest"
+	"github.com/previewgate/previewgate/internal/testing/k8stest"
 )
 
 func main() {

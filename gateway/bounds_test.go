@@ -1,7 +1,10 @@
 package gateway
 
-// Review of #13 (branch review13): proofs of what still breaks. Each test
-// states the invariant it checks and fails on the code as reviewed.
+// The bounds a sandbox or a client meets on the paths other than the
+// direct one (#13's review): response heads on the upgrade handshake and
+// ReverseProxy, interim answers there, HTTP/2 streams against the
+// connection caps. Each test states the invariant it checks; each failed
+// on the code as reviewed then.
 
 import (
 	"bufio"
@@ -16,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // hostileListener is an upstream that runs serve on every connection,
@@ -30,7 +33,7 @@ func hostileListener(t *testing.T, serve func(c net.Conn, r *http.Request)) stri
 	})
 }
 
-// TestReviewUpgradeHeaderBomb: the WebSocket handshake reads the sandbox's
+// TestUpgradeHeaderBomb: the WebSocket handshake reads the sandbox's
 // answer with http.ReadResponse, which has no header size limit
 // (textproto.ReadMIMEHeader is unbounded). A sandbox that answers its own
 // user's upgrade request with an endless header makes the gateway hold
@@ -38,7 +41,7 @@ func hostileListener(t *testing.T, serve func(c net.Conn, r *http.Request)) stri
 // sandbox can exhaust the gateway's memory, and every other sandbox with
 // it. The direct path refuses a head beyond 16 KiB; the upgrade path must
 // refuse one beyond some bound too.
-func TestReviewUpgradeHeaderBomb(t *testing.T) {
+func TestUpgradeHeaderBomb(t *testing.T) {
 	const limit = 64 << 20 // stop the proof here: far beyond any sane bound
 	var sent atomic.Int64
 	addr := hostileListener(t, func(c net.Conn, r *http.Request) {
@@ -83,14 +86,14 @@ func TestReviewUpgradeHeaderBomb(t *testing.T) {
 	}
 }
 
-// TestReviewProxyHeaderBound: on the ReverseProxy path (any request with a
+// TestProxyHeaderBound: on the ReverseProxy path (any request with a
 // body) the per-instance http.Transport keeps net/http's default
 // MaxResponseHeaderBytes of 10 MiB, and the limit is reset after every
 // interim answer, so one request takes up to (MaxInterim+1) x 10 MiB of
 // headers from a sandbox and passes them to the client. The direct path
 // refuses a head over 16 KiB with a 502. With a few hundred connections per
 // client IP, a sandbox and its own client multiply that into gigabytes.
-func TestReviewProxyHeaderBound(t *testing.T) {
+func TestProxyHeaderBound(t *testing.T) {
 	big := "X-Big: " + strings.Repeat("b", 8<<20) + "\r\n"
 	addr := hostileListener(t, func(c net.Conn, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
@@ -125,13 +128,13 @@ func TestReviewProxyHeaderBound(t *testing.T) {
 	}
 }
 
-// TestReviewInterimDropsGatewayHeaders: on the ReverseProxy path a 1xx
+// TestInterimDropsGatewayHeaders: on the ReverseProxy path a 1xx
 // from the sandbox makes httputil.ReverseProxy clear the whole response
 // header map (it copies the 1xx's headers in, writes the 1xx, then
 // clear(h)), so headers the gateway set before proxying — X-Request-Id —
 // are missing from the final response. The direct path restores them
-// (forwardInterim); the two paths disagree.
-func TestReviewInterimDropsGatewayHeaders(t *testing.T) {
+// (upstream.ForwardInterim); the two paths disagree.
+func TestInterimDropsGatewayHeaders(t *testing.T) {
 	addr, _ := rawApp(t, func(w io.Writer, _, _ int, r *http.Request) bool {
 		if r.Body != nil {
 			io.Copy(io.Discard, r.Body)
@@ -156,12 +159,12 @@ func TestReviewInterimDropsGatewayHeaders(t *testing.T) {
 	}
 }
 
-// TestReviewUpgradeInterim: a 1xx answer to an upgrade request is taken
+// TestUpgradeInterim: a 1xx answer to an upgrade request is taken
 // as the final answer: the gateway forwards the 103, then net/http makes
 // up an empty 200 for the client (the handler wrote no final status), and
 // the sandbox's real 101 is dropped. On the other two paths a 1xx is
 // forwarded and the final answer read after it.
-func TestReviewUpgradeInterim(t *testing.T) {
+func TestUpgradeInterim(t *testing.T) {
 	addr := hostileListener(t, func(c net.Conn, r *http.Request) {
 		io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"+
 			"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
@@ -195,7 +198,7 @@ func TestReviewUpgradeInterim(t *testing.T) {
 	}
 }
 
-// TestReviewH2StreamsOutgrowConnectionCaps: the connection caps (#13 item
+// TestH2StreamsOutgrowConnectionCaps: the connection caps (#13 item
 // 6) count client connections and budget one upstream descriptor for
 // each (h1server.DefaultMaxConnections: (nofile-128)/2), but one HTTP/2
 // connection carries up to 250 concurrent streams (net/http's default; the
@@ -204,7 +207,7 @@ func TestReviewUpgradeInterim(t *testing.T) {
 // connections_per_ip at 2, one client IP here holds 200 upstream
 // descriptors; with the default 256 it is 64,000, past the descriptor
 // budget the global cap was derived from (admin listener included).
-func TestReviewH2StreamsOutgrowConnectionCaps(t *testing.T) {
+func TestH2StreamsOutgrowConnectionCaps(t *testing.T) {
 	var upstreamConns atomic.Int32
 	release := make(chan struct{})
 	addr := hostileListener(t, func(c net.Conn, r *http.Request) {

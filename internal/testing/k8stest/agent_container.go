@@ -9,7 +9,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/previewgate/previewgate/internal/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/dockertest"
 )
 
 // startContainer creates and starts c of pod as a Docker container: image,

@@ -1,4 +1,4 @@
-package gateway
+package wire
 
 import (
 	"net/http"
@@ -66,7 +66,7 @@ func TestClientIP(t *testing.T) {
 			for _, v := range tc.fwd {
 				r.Header.Add("Forwarded", v)
 			}
-			if got := clientIP(r, trusted); got != netip.MustParseAddr(tc.want) {
+			if got := ClientIP(r, trusted); got != netip.MustParseAddr(tc.want) {
 				t.Fatalf("got %v, want %s", got, tc.want)
 			}
 		})
@@ -78,7 +78,7 @@ func TestClientIPNoTrustedProxies(t *testing.T) {
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "10.1.2.3:1"
 	r.Header.Set("X-Forwarded-For", "198.51.100.7")
-	if got := clientIP(r, nil); got != netip.MustParseAddr("10.1.2.3") {
+	if got := ClientIP(r, nil); got != netip.MustParseAddr("10.1.2.3") {
 		t.Fatalf("got %v, want the peer 10.1.2.3", got)
 	}
 }
@@ -99,9 +99,9 @@ func FuzzClientIP(f *testing.F) {
 		if fwd != "" {
 			r.Header["Forwarded"] = []string{fwd}
 		}
-		got := clientIP(r, trusted)
+		got := ClientIP(r, trusted)
 		if !got.IsValid() || got.Zone() != "" || got.Is4In6() {
-			t.Fatalf("clientIP(%q, %q, %q) = %v, want a valid unzoned unmapped address", remote, xff, fwd, got)
+			t.Fatalf("ClientIP(%q, %q, %q) = %v, want a valid unzoned unmapped address", remote, xff, fwd, got)
 		}
 		if peer := peerAddr(remote); !isTrusted(peer, trusted) && got != peer {
 			t.Fatalf("untrusted peer %v: got %v from headers", peer, got)
@@ -126,7 +126,7 @@ func BenchmarkClientIP(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				if !clientIP(r, trusted).IsValid() {
+				if !ClientIP(r, trusted).IsValid() {
 					b.Fatal("invalid")
 				}
 			}

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 
-	"github.com/previewgate/previewgate/internal/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/dockertest"
 )
 
 // PersistentVolumeClaims, as the agent stands in for a provisioner, the

@@ -1,14 +1,12 @@
-package gateway
+package wire
 
 import (
 	"net/http"
 	"net/netip"
 	"strings"
-
-	"github.com/previewgate/previewgate/internal/wire"
 )
 
-// clientIP returns the address a request came from: the socket peer, or,
+// ClientIP returns the address a request came from: the socket peer, or,
 // when the peer is one of the trusted proxies, the right-most address in
 // X-Forwarded-For (or, without that header, RFC 7239 Forwarded "for=") that
 // is not itself a trusted proxy. Headers from untrusted peers are ignored
@@ -26,7 +24,7 @@ import (
 //
 // The result is always a valid address without zone, IPv4 unmapped; an
 // unparsable peer (not a TCP socket) reads as 0.0.0.0.
-func clientIP(r *http.Request, trusted []netip.Prefix) netip.Addr {
+func ClientIP(r *http.Request, trusted []netip.Prefix) netip.Addr {
 	peer := peerAddr(r.RemoteAddr)
 	if !isTrusted(peer, trusted) {
 		return peer
@@ -43,7 +41,7 @@ func clientIP(r *http.Request, trusted []netip.Prefix) netip.Addr {
 // peerAddr parses a RemoteAddr ("ip:port", "[ip6]:port").
 func peerAddr(remote string) netip.Addr {
 	if ap, err := netip.ParseAddrPort(remote); err == nil {
-		return wire.NormAddr(ap.Addr())
+		return NormAddr(ap.Addr())
 	}
 	if a, ok := parseNode(remote); ok {
 		return a
@@ -71,7 +69,7 @@ func walkXFF(last netip.Addr, lines []string, trusted []netip.Prefix) netip.Addr
 			if comma >= 0 {
 				elem, s = s[comma+1:], s[:comma]
 			}
-			elem = wire.TrimOWS(elem)
+			elem = TrimOWS(elem)
 			if elem == "" {
 				// Empty list elements carry nothing (RFC 9110, 5.6.1).
 				if comma < 0 {
@@ -99,14 +97,14 @@ func walkXFF(last netip.Addr, lines []string, trusted []netip.Prefix) netip.Addr
 // "[2001:db8::1]" or "[2001:db8::1]:80".
 func parseNode(s string) (netip.Addr, bool) {
 	if a, err := netip.ParseAddr(s); err == nil {
-		return wire.NormAddr(a), true
+		return NormAddr(a), true
 	}
 	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return wire.NormAddr(ap.Addr()), true
+		return NormAddr(ap.Addr()), true
 	}
 	if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
 		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil && a.Is6() {
-			return wire.NormAddr(a), true
+			return NormAddr(a), true
 		}
 	}
 	return netip.Addr{}, false
@@ -163,7 +161,7 @@ func forwardedHops(s string, hops []fwdHop) ([]fwdHop, bool) {
 		hop, bad, empty = fwdHop{}, false, true
 	}
 	for {
-		s = wire.TrimOWS(s)
+		s = TrimOWS(s)
 		if s == "" {
 			flush()
 			return hops, true
@@ -188,15 +186,15 @@ func forwardedHops(s string, hops []fwdHop) ([]fwdHop, bool) {
 			s = s[eq:]
 			continue
 		}
-		name := wire.TrimOWS(s[:eq])
-		s = wire.TrimOWS(s[eq+1:])
+		name := TrimOWS(s[:eq])
+		s = TrimOWS(s[eq+1:])
 		var val string
 		if len(s) > 0 && s[0] == '"' {
 			v, rest, ok := unquote(s)
 			if !ok {
 				return hops, false
 			}
-			val, s = v, wire.TrimOWS(rest)
+			val, s = v, TrimOWS(rest)
 			if s != "" && s[0] != ',' && s[0] != ';' {
 				bad = true // junk after a quoted value
 			}
@@ -207,7 +205,7 @@ func forwardedHops(s string, hops []fwdHop) ([]fwdHop, bool) {
 				end = len(s)
 			}
 			if val == "" {
-				val = wire.TrimOWS(s[:end])
+				val = TrimOWS(s[:end])
 			}
 			s = s[end:]
 		}

@@ -1,4 +1,4 @@
-package gateway
+package tunnel
 
 import (
 	"bufio"
@@ -11,30 +11,32 @@ import (
 	"time"
 )
 
-// sockets tracks the client side of upgraded (WebSocket) connections so the
-// gateway can close them with 1001 (going away) when it drains or when the
-// reaper stops their sandbox. http.Server.Shutdown does not see hijacked
+// Registry tracks the client side of upgraded (WebSocket) connections,
+// each under a key (the gateway's: a sandbox id), so that they can be
+// closed with 1001 (going away) when the gateway drains or the reaper
+// stops their sandbox. http.Server.Shutdown does not see hijacked
 // connections.
-type sockets struct {
+type Registry struct {
 	mu    sync.Mutex // guards conns
 	conns map[*socketConn]struct{}
 }
 
-func newSockets() *sockets { return &sockets{conns: make(map[*socketConn]struct{})} }
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{conns: make(map[*socketConn]struct{})} }
 
-// socketWriteTimeout bounds every write to an upgraded connection, either
+// WriteTimeout bounds every write to an upgraded connection, either
 // side: a client (or sandbox) that stops reading is cut after this long
 // instead of holding the socket pair, its goroutines and its descriptors
 // forever (#13). A write is one pump chunk (at most pumpBufSize), so a
 // peer must take 16 KiB per 30 s to stay connected.
-const socketWriteTimeout = 30 * time.Second
+const WriteTimeout = 30 * time.Second
 
 // goAwayTimeout bounds the 1001 close frame sent when the gateway closes a
 // socket; a client that does not take 4 bytes in this time gets none.
 const goAwayTimeout = time.Second
 
 // socketConn wraps a hijacked client connection. Every Write has a
-// deadline (socketWriteTimeout), and no lock is held across one: goAway
+// deadline (WriteTimeout), and no lock is held across one: goAway
 // never waits for a writer, so closing a sandbox's sockets takes bounded
 // time whatever the clients do (#13).
 //
@@ -47,9 +49,9 @@ const goAwayTimeout = time.Second
 // which ends the socket as surely as a 1001.
 type socketConn struct {
 	net.Conn
-	sandbox string
-	state   atomic.Int32 // sockOpen, sockWriting, sockGoingAway or sockCut
-	cancel  func()       // ends the proxying of this connection
+	key    string       // the Registry key
+	state  atomic.Int32 // sockOpen, sockWriting, sockGoingAway or sockCut
+	cancel func()       // ends the proxying of this connection
 }
 
 // socketConn states.
@@ -62,13 +64,13 @@ const (
 
 var errGoingAway = errors.New("websocket closed by the gateway")
 
-// Write writes p with a deadline of socketWriteTimeout. Writes must not be
+// Write writes p with a deadline of WriteTimeout. Writes must not be
 // concurrent (one pump writes to the client). After goAway it fails with
 // errGoingAway.
 func (c *socketConn) Write(p []byte) (int, error) {
 	// The deadline goes first: goAway's past deadline, set after it saw
 	// sockWriting, then always wins over this one.
-	if err := c.Conn.SetWriteDeadline(time.Now().Add(socketWriteTimeout)); err != nil {
+	if err := c.Conn.SetWriteDeadline(time.Now().Add(WriteTimeout)); err != nil {
 		return 0, fmt.Errorf("set write deadline: %w", err)
 	}
 	if !c.state.CompareAndSwap(sockOpen, sockWriting) {
@@ -116,14 +118,16 @@ func (c *socketConn) sendGoAway() {
 	c.Conn.Write(closeFrame1001)
 }
 
-// closeAll closes every socket of sandbox ("" means all) with 1001. It
-// returns at once, whatever the clients do; the sockets end within
-// goAwayTimeout (Gateway.Close waits for them).
-func (s *sockets) closeAll(sandbox string) int {
+// CloseAll closes every socket under key ("" means all) with 1001. It
+// returns at once, whatever the clients do: a client that stopped reading
+// is cut, not waited for, so a caller holding a lock (the reaper's
+// BeforeStop) is never wedged by one (#13). The sockets end within
+// goAwayTimeout. It returns how many it closed.
+func (s *Registry) CloseAll(key string) int {
 	s.mu.Lock()
 	var list []*socketConn
 	for c := range s.conns {
-		if sandbox == "" || c.sandbox == sandbox {
+		if key == "" || c.key == key {
 			list = append(list, c)
 		}
 	}
@@ -134,58 +138,63 @@ func (s *sockets) closeAll(sandbox string) int {
 	return len(list)
 }
 
-// count is how many proxied sockets are open.
-func (s *sockets) count() int {
+// Count is how many registered sockets are open.
+func (s *Registry) Count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.conns)
 }
 
-func (s *sockets) add(c *socketConn) {
+func (s *Registry) add(c *socketConn) {
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
 }
 
-func (s *sockets) remove(c *socketConn) {
+func (s *Registry) remove(c *socketConn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
 }
 
-// upgradeWriter captures the hijacked connection of an upgrade request.
-type upgradeWriter struct {
+// Writer is the ResponseWriter of an upgrade request: its Hijack
+// registers the client connection under its key, wrapped so that every
+// write to it has a deadline and the registry can close it.
+type Writer struct {
 	http.ResponseWriter
-	s       *sockets
-	sandbox string
-	cancel  func()
-	conn    *socketConn
+	s      *Registry
+	key    string
+	cancel func()
+	conn   *socketConn
 }
 
-func (w *upgradeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+// Wrap returns w's Writer for a socket under key; cancel ends its
+// proxying (CloseAll calls it).
+func (s *Registry) Wrap(w http.ResponseWriter, key string, cancel func()) *Writer {
+	return &Writer{ResponseWriter: w, s: s, key: key, cancel: cancel}
+}
 
-func (w *upgradeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+func (w *Writer) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *Writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
 	if err != nil {
 		return nil, nil, err
 	}
-	w.conn = &socketConn{Conn: conn, sandbox: w.sandbox, cancel: w.cancel}
+	w.conn = &socketConn{Conn: conn, key: w.key, cancel: w.cancel}
 	w.s.add(w.conn)
 	// The buffered writer must write through the wrapper too.
 	brw.Writer.Reset(w.conn)
 	return w.conn, brw, nil
 }
 
-// done unregisters the connection when proxying ended.
-func (w *upgradeWriter) done() {
+// Detach lets the server's per-connection state (the ResponseWriter and
+// what it holds) go once the connection is hijacked; Done still works.
+func (w *Writer) Detach() { w.ResponseWriter = nil }
+
+// Done unregisters the connection when proxying ended.
+func (w *Writer) Done() {
 	if w.conn != nil {
 		w.s.remove(w.conn)
 	}
 }
-
-// CloseSockets closes the WebSockets proxied to sandbox id with 1001 (going
-// away), e.g. before the reaper stops it. It returns how many it closed.
-// It does not block on clients: a client that stopped reading is cut, not
-// waited for, so a caller holding a lock (the reaper's BeforeStop) is
-// never wedged by one (#13).
-func (g *Gateway) CloseSockets(id string) int { return g.sockets.closeAll(id) }

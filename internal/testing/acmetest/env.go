@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // TSIG key of the Env's DNS server.
