@@ -11,9 +11,9 @@ import (
 
 	"github.com/previewgate/previewgate/admin"
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/browsertest"
-	"github.com/previewgate/previewgate/internal/dockertest"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/browsertest"
+	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // The admin page shows a sandbox's settings and share links, and revokes
