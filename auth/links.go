@@ -91,6 +91,24 @@ func PathWithin(path, prefix string) bool {
 	return ok && (rest == "" || rest[0] == '/')
 }
 
+// RequestWithin reports whether u's path is prefix or below it as any
+// server may read it: decoded and as sent (an encoded "/" is not a
+// separator to every server), with no dot segment ("." or "..", also
+// with the ";" suffix some servers drop, or between backslashes, which
+// some servers take for "/"), so that no server's normalizing lands
+// outside prefix.
+func RequestWithin(u *url.URL, prefix string) bool {
+	if !PathWithin(u.Path, prefix) || !PathWithin(u.EscapedPath(), (&url.URL{Path: prefix}).EscapedPath()) {
+		return false
+	}
+	for _, seg := range strings.FieldsFunc(u.Path, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if seg, _, _ = strings.Cut(seg, ";"); seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
+}
+
 // Link returns the link token r carries: in the query of a GET or HEAD
 // navigation (fromQuery: exchange it), else in the link cookie (on a
 // WebSocket upgrade only with an allowed Origin, see originAllowed).

@@ -64,7 +64,7 @@ func (g *Gateway) linkAccess(r *http.Request, rt route, pol policy, tok string) 
 	}
 	// The waiting page's own status stream is the gateway's, under no
 	// app path: a link that may wake the sandbox may follow its wake.
-	if l.Port != port || !auth.PathWithin(r.URL.Path, l.Path) && !isStatusRequest(r) {
+	if l.Port != port || !auth.RequestWithin(r.URL, l.Path) && !isStatusRequest(r) {
 		return time.Time{}, &httpError{Status: http.StatusForbidden, Code: "link_scope", Err: errLink,
 			Msg: "This share link does not open this address: it is for another port or path of the preview."}
 	}

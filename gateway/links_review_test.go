@@ -1,0 +1,89 @@
+package gateway
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/previewgate/previewgate/internal/dockertest"
+	"github.com/previewgate/previewgate/internal/testkit"
+)
+
+// Attacks on share links (#23 review) as a hostile client, on the real
+// engine: each request is sent byte for byte (no client cleans its path).
+
+// linkTarget is one replica, one running sandbox and a link cookie for
+// its path /docs on its main port.
+type linkTarget struct {
+	r            *linkReplica
+	id, host     string
+	cookie, addr string
+}
+
+func newLinkTarget(t *testing.T) *linkTarget {
+	t.Helper()
+	cfg, mc := linkSetup(t)
+	var logs syncBuf
+	r := startLinkReplica(t, cfg, mc, &logs)
+	id := dockertest.UniqueID("rvw")
+	host := "sandbox-" + id + "." + testDomain
+	if resp, _ := get(t, r.srv, host, "/", "Authorization", "Bearer "+testkit.Mint(t, cfg, id, time.Minute)); resp.StatusCode != 200 {
+		t.Fatalf("create: got %d, want 200", resp.StatusCode)
+	}
+	pq, _ := mintLink(t, r.admin.URL, id, `{"ttl":"10m","path":"/docs"}`)
+	resp, _ := get(t, r.srv, host, pq)
+	if cs := resp.Cookies(); resp.StatusCode != http.StatusSeeOther || len(cs) != 1 {
+		t.Fatalf("open link: got %d %v", resp.StatusCode, cs)
+	}
+	c := resp.Cookies()[0]
+	return &linkTarget{r: r, id: id, host: host, cookie: c.Name + "=" + c.Value, addr: strings.TrimPrefix(r.srv.URL, "http://")}
+}
+
+// raw sends head (a request line and headers, without the blank line)
+// as is and returns the status and the first bytes of the body.
+func (lt *linkTarget) raw(t *testing.T, head string) (int, string) {
+	t.Helper()
+	c, err := net.Dial("tcp", lt.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(c, head+"\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("%q: %v", head, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return resp.StatusCode, string(b)
+}
+
+// TestDockerLinkPathEscapes: a link for /docs opens nothing outside it,
+// whatever spelling of a dot segment or separator the request uses.
+func TestDockerLinkPathEscapes(t *testing.T) {
+	lt := newLinkTarget(t)
+	for _, p := range []string{
+		"/docs/../admin", "/docs/./../admin", "/docs//../admin", "/docs/..",
+		"/docs/%2e%2e/admin", "/docs/%2E%2E/admin", "/docs/.%2e/admin",
+		"/docs%2f..%2fadmin", "/docs%2F..%2Fadmin", "/docs/..%2fadmin",
+		"/docs/..\\admin", "/docs\\..\\admin", "/docs/..%5cadmin",
+		"/docs/..;/admin", "/docs/.;/../admin", "/docs%2fadmin", "/%64ocs/../admin",
+	} {
+		st, body := lt.raw(t, "GET "+p+" HTTP/1.1\r\nHost: "+lt.host+"\r\nAccept: application/json\r\nCookie: "+lt.cookie)
+		if st != http.StatusForbidden || !strings.Contains(body, `"link_scope"`) {
+			t.Errorf("GET %s with a /docs link: got %d %.200s, want 403 link_scope", p, st, body)
+		}
+	}
+	for _, p := range []string{"/docs", "/docs/", "/docs/a/b", "/docs/a%20b", "/docs/..a", "/docs/a..", "/docs/.well"} {
+		if st, body := lt.raw(t, "GET "+p+" HTTP/1.1\r\nHost: "+lt.host+"\r\nCookie: "+lt.cookie); st != http.StatusOK {
+			t.Errorf("GET %s with a /docs link: got %d %.200s, want 200", p, st, body)
+		}
+	}
+}
