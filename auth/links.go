@@ -136,6 +136,12 @@ func (v *Verifier) Link(r *http.Request) (token string, fromQuery, ok bool) {
 	return "", false, false
 }
 
+// OriginAllowed reports whether an upgrade that a cookie lets in comes
+// from the preview's own origin or an allowed one: a link cookie's
+// WebSocket is held to Check's rule for a token cookie's (cross-site
+// WebSocket hijacking; another sandbox's page is same-site).
+func (v *Verifier) OriginAllowed(r *http.Request) bool { return v.originAllowed(r) }
+
 // ExchangeLink answers a navigation carrying a link token: 303 to the
 // same URL without it, setting the link cookie until exp (host-only, so
 // bound to this sandbox and port's host; HttpOnly, Secure, no-store,

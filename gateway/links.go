@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -28,13 +29,15 @@ import (
 // A link never creates a sandbox; it may wake a stopped one, like a
 // token. Its failures answer a page (JSON for API clients) that says what
 // happened: 410 link_expired or link_revoked, 403 link_scope (another
-// port or path), 401 link_invalid.
+// port or path), 401 link_invalid; 403 forbidden for an upgrade (a
+// WebSocket) from another origin than the preview's own or an allowed one,
+// as for a token cookie (auth Check).
 
 var errLink = errors.New("share link refused")
 
 // linkAccess checks link token tok for route rt (whose own template is
 // pol.tpl); it returns the link's expiry, or the answer to give.
-func (g *Gateway) linkAccess(r *http.Request, rt route, pol policy, tok string) (time.Time, *httpError) {
+func (g *Gateway) linkAccess(r *http.Request, v *auth.Verifier, rt route, pol policy, tok string) (time.Time, *httpError) {
 	id, claimed, ok := auth.ParseLink(tok)
 	if !ok || rt.sandbox == "" || rt.upstream != nil || !pol.exists || pol.tpl == nil {
 		return time.Time{}, linkInvalid()
@@ -67,6 +70,9 @@ func (g *Gateway) linkAccess(r *http.Request, rt route, pol policy, tok string) 
 	if l.Port != port || !auth.RequestWithin(r.URL, l.Path) && !isStatusRequest(r) {
 		return time.Time{}, &httpError{Status: http.StatusForbidden, Code: "link_scope", Err: errLink,
 			Msg: "This share link does not open this address: it is for another port or path of the preview."}
+	}
+	if isUpgrade(r) && !v.OriginAllowed(r) {
+		return time.Time{}, authError(fmt.Errorf("%w: share link cookie", auth.ErrOrigin))
 	}
 	return l.Expires, nil
 }

@@ -87,3 +87,26 @@ func TestDockerLinkPathEscapes(t *testing.T) {
 		}
 	}
 }
+
+// TestDockerLinkWebSocketOrigin: a link cookie alone does not open a
+// WebSocket from another origin (cross-site WebSocket hijacking: a page
+// of another sandbox is same-site), as the token cookie does not.
+func TestDockerLinkWebSocketOrigin(t *testing.T) {
+	lt := newLinkTarget(t)
+	ws := "GET /docs/ws HTTP/1.1\r\nHost: " + lt.host + "\r\nCookie: " + lt.cookie +
+		"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="
+	for _, origin := range []string{"http://evil.example", "http://sandbox-other." + testDomain, ""} {
+		h := ws
+		if origin != "" {
+			h += "\r\nOrigin: " + origin
+		}
+		if st, body := lt.raw(t, h); st != http.StatusForbidden && st != http.StatusUnauthorized {
+			t.Errorf("WebSocket with the link cookie from origin %q: got %d %.200s, want refused (401 or 403)", origin, st, body)
+		}
+	}
+	// Its own origin still opens the socket (the testapp has no /docs/ws:
+	// whatever it answers, the gateway let it through).
+	if st, body := lt.raw(t, ws+"\r\nOrigin: http://"+lt.host); st == http.StatusForbidden || st == http.StatusUnauthorized {
+		t.Errorf("WebSocket with the link cookie from its own origin: got %d %.200s", st, body)
+	}
+}
