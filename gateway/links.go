@@ -39,10 +39,18 @@ var errLink = errors.New("share link refused")
 // pol.tpl); it returns the link's expiry, or the answer to give.
 func (g *Gateway) linkAccess(r *http.Request, v *auth.Verifier, rt route, pol policy, tok string) (time.Time, *httpError) {
 	id, claimed, ok := auth.ParseLink(tok)
-	if !ok || rt.sandbox == "" || rt.upstream != nil || !pol.exists || pol.tpl == nil {
+	if !ok {
 		return time.Time{}, linkInvalid()
 	}
 	now := time.Now()
+	if rt.sandbox == "" || rt.upstream != nil || !pol.exists || pol.tpl == nil {
+		// Answered as an unknown link of an existing sandbox is: a
+		// made-up link must not tell whether a sandbox exists.
+		if !claimed.After(now) {
+			return time.Time{}, linkExpired()
+		}
+		return time.Time{}, linkInvalid()
+	}
 	l, found := findLink(g.sb.Settings(rt.sandbox).Links, id)
 	if !found && claimed.After(now) {
 		l, found = findLink(g.sb.RefreshSettings(r.Context(), rt.sandbox).Links, id)
@@ -56,8 +64,7 @@ func (g *Gateway) linkAccess(r *http.Request, v *auth.Verifier, rt route, pol po
 	case found && !l.Expires.After(now), !found && !claimed.After(now):
 		// An expired link is pruned from the record at its next change;
 		// its token still says when it ended.
-		return time.Time{}, &httpError{Status: http.StatusGone, Code: "link_expired", Err: errLink,
-			Msg: "This share link has expired. Ask whoever shared it for a new one."}
+		return time.Time{}, linkExpired()
 	case !found:
 		return time.Time{}, linkInvalid()
 	}
@@ -75,6 +82,11 @@ func (g *Gateway) linkAccess(r *http.Request, v *auth.Verifier, rt route, pol po
 		return time.Time{}, authError(fmt.Errorf("%w: share link cookie", auth.ErrOrigin))
 	}
 	return l.Expires, nil
+}
+
+func linkExpired() *httpError {
+	return &httpError{Status: http.StatusGone, Code: "link_expired", Err: errLink,
+		Msg: "This share link has expired. Ask whoever shared it for a new one."}
 }
 
 func linkInvalid() *httpError {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -108,5 +109,22 @@ func TestDockerLinkWebSocketOrigin(t *testing.T) {
 	// whatever it answers, the gateway let it through).
 	if st, body := lt.raw(t, ws+"\r\nOrigin: http://"+lt.host); st == http.StatusForbidden || st == http.StatusUnauthorized {
 		t.Errorf("WebSocket with the link cookie from its own origin: got %d %.200s", st, body)
+	}
+}
+
+// TestDockerLinkNoExistenceOracle: an anonymous client with a made-up
+// link gets the same answer whether the sandbox exists or not.
+func TestDockerLinkNoExistenceOracle(t *testing.T) {
+	lt := newLinkTarget(t)
+	missing := "sandbox-gone" + lt.id + "." + testDomain
+	for _, tok := range []string{"l000000000000.1.abc", "l000000000000.zzzzzzzz.abc", "garbage"} {
+		var got [2]string
+		for i, h := range []string{lt.host, missing} {
+			st, body := lt.raw(t, "GET /docs?previewgate_link="+tok+" HTTP/1.1\r\nHost: "+h+"\r\nAccept: application/json")
+			got[i] = fmt.Sprintf("%d %s", st, body)
+		}
+		if got[0] != got[1] {
+			t.Errorf("made-up link %s: existing sandbox %q, missing one %q: want the same answer", tok, got[0], got[1])
+		}
 	}
 }
