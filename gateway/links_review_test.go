@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/docker/docker/api/types/container"
 
 	"github.com/previewgate/previewgate/internal/dockertest"
 	"github.com/previewgate/previewgate/internal/testkit"
@@ -126,5 +129,31 @@ func TestDockerLinkNoExistenceOracle(t *testing.T) {
 		if got[0] != got[1] {
 			t.Errorf("made-up link %s: existing sandbox %q, missing one %q: want the same answer", tok, got[0], got[1])
 		}
+	}
+}
+
+// TestDockerLinkDiesWithSandbox: a sandbox removed behind the gateway's
+// back (docker rm) and created again under the same id is a new sandbox:
+// the old one's links do not open it, even before a re-check runs.
+func TestDockerLinkDiesWithSandbox(t *testing.T) {
+	lt := newLinkTarget(t)
+	if st, _ := lt.raw(t, "GET /docs HTTP/1.1\r\nHost: "+lt.host+"\r\nCookie: "+lt.cookie); st != 200 {
+		t.Fatalf("link before: got %d, want 200", st)
+	}
+	cli := dockertest.Client(t)
+	for _, c := range dockertest.Containers(t, cli, "previewgate.sandbox="+lt.id) {
+		if err := cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, _ := linkSetup(t)
+	if resp, _ := get(t, lt.r.srv, lt.host, "/", "Authorization", "Bearer "+testkit.Mint(t, cfg, lt.id, time.Minute)); resp.StatusCode != 200 {
+		t.Fatalf("re-create: got %d, want 200", resp.StatusCode)
+	}
+	if st, body := lt.raw(t, "GET /docs HTTP/1.1\r\nHost: "+lt.host+"\r\nCookie: "+lt.cookie); st == 200 {
+		t.Errorf("the removed sandbox's link on the new one: got %d %.200s, want refused", st, body)
+	}
+	if st, out := adminCall(t, lt.r.admin.URL, "GET", "/admin/sandboxes/"+lt.id+"/links", ""); st != 200 || fmt.Sprint(out["links"]) != "[]" {
+		t.Errorf("links of the new sandbox: got %d %v, want none", st, out)
 	}
 }

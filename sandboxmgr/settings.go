@@ -237,12 +237,22 @@ func (m *Manager) dropOrphanRecords(ctx context.Context, recorded map[string]boo
 
 // forgetRecord deletes id's record in the runtime and the cache.
 func (m *Manager) forgetRecord(ctx context.Context, id string) {
+	if err := m.dropRecord(ctx, id); err != nil {
+		m.log.WarnContext(ctx, "remove sandbox settings", "sandbox", id, "err", err)
+	}
+}
+
+// dropRecord is forgetRecord, reporting a failure. A create calls it
+// first: a new sandbox under the id of one removed behind the manager's
+// back (before a re-check dropped its record) never inherits that one's
+// settings or share links. Other replicas drop their copy at their next
+// re-check.
+func (m *Manager) dropRecord(ctx context.Context, id string) error {
 	if m.caps.Records == nil {
-		return
+		return nil
 	}
 	if err := m.caps.Records.DeleteRecord(ctx, id, m.createLabels()); err != nil {
-		m.log.WarnContext(ctx, "remove sandbox settings", "sandbox", id, "err", err)
-		return
+		return err
 	}
 	m.recs.mu.Lock()
 	next := m.copyRecordsLocked()
@@ -250,6 +260,7 @@ func (m *Manager) forgetRecord(ctx context.Context, id string) {
 	m.recs.byID.Store(&next)
 	m.recs.mu.Unlock()
 	m.recs.tried.Delete(id)
+	return nil
 }
 
 // cacheRecord stores cr as id's; local: this replica just wrote it.
