@@ -157,3 +157,37 @@ func TestDockerLinkDiesWithSandbox(t *testing.T) {
 		t.Errorf("links of the new sandbox: got %d %v, want none", st, out)
 	}
 }
+
+// TestDockerLinkRevocableAtTheBound: links with long paths ("&" takes 6
+// bytes in the record's JSON) fill a sandbox's record to its last byte; every one of them can still be
+// revoked, and the public toggle still set.
+func TestDockerLinkRevocableAtTheBound(t *testing.T) {
+	lt := newLinkTarget(t)
+	mint := func(n int) (int, string) {
+		st, out := adminCall(t, lt.r.admin.URL, "POST", "/admin/sandboxes/"+lt.id+"/links",
+			`{"ttl":"10m","path":"/`+strings.Repeat("&", n)+`"}`)
+		id, _ := out["id"].(string)
+		return st, id
+	}
+	var ids []string
+	for n := 500; n > 0 && len(ids) < 40; {
+		st, id := mint(n)
+		if st == http.StatusCreated {
+			ids = append(ids, id)
+			continue
+		}
+		if st != http.StatusConflict {
+			t.Fatalf("mint into a full record: got %d, want 409 too_many_links", st)
+		}
+		n /= 2 // fill what is left with shorter paths
+	}
+	t.Logf("%d links minted", len(ids))
+	for _, id := range ids {
+		if st, out := adminCall(t, lt.r.admin.URL, "DELETE", "/admin/sandboxes/"+lt.id+"/links/"+id, ""); st != 200 {
+			t.Fatalf("revoke %s of a full record: got %d %v, want 200", id, st, out)
+		}
+	}
+	if st, out := adminCall(t, lt.r.admin.URL, "PATCH", "/admin/sandboxes/"+lt.id, `{"public":false,"keep_up_until":"`+time.Now().Add(time.Hour).Format(time.RFC3339Nano)+`"}`); st != 200 {
+		t.Errorf("PATCH a full record: got %d %v, want 200", st, out)
+	}
+}

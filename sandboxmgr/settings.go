@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	mrand "math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -305,6 +306,28 @@ func pruneLinks(ls []Link, now time.Time) []Link {
 		}
 	}
 	return out
+}
+
+// AddLink appends l to s if the record keeps room for every change that
+// adds no link: revoking each link, setting public and a keep-up time
+// (a record past runtime.MaxRecord cannot be written, so a link minted
+// into the last bytes could never be revoked). ErrTooManyLinks if not.
+func AddLink(s *Settings, l Link) error {
+	if len(s.Links) >= MaxLinks {
+		return ErrTooManyLinks
+	}
+	worst, no := *s, false
+	worst.Public = &no
+	worst.KeepUpUntil = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("", -(23*3600+59*60)))
+	worst.Links = append(slices.Clone(s.Links), l)
+	for i := range worst.Links {
+		worst.Links[i].Revoked = worst.KeepUpUntil
+	}
+	if b, err := json.Marshal(worst); err != nil || len(b) > runtime.MaxRecord {
+		return fmt.Errorf("%w: the sandbox's record (%d bytes) is full", ErrTooManyLinks, runtime.MaxRecord)
+	}
+	s.Links = append(s.Links, l)
+	return nil
 }
 
 // keepUp reports whether sandbox id's settings keep it up at now.
