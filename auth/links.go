@@ -142,6 +142,14 @@ func (v *Verifier) Link(r *http.Request) (token string, fromQuery, ok bool) {
 // WebSocket hijacking; another sandbox's page is same-site).
 func (v *Verifier) OriginAllowed(r *http.Request) bool { return v.originAllowed(r) }
 
+// LinkCookies returns every link cookie value r carries (at most
+// maxCookieCandidates), in order: without TLS the cookie has no __Host-
+// prefix, so a page of another sandbox can set one of that name for the
+// whole domain, and it must not shadow the user's own.
+func (v *Verifier) LinkCookies(r *http.Request) []string {
+	return cookieValues(nil, r.Header["Cookie"], v.linkCookie)
+}
+
 // ExchangeLink answers a navigation carrying a link token: 303 to the
 // same URL without it, setting the link cookie until exp (host-only, so
 // bound to this sandbox and port's host; HttpOnly, Secure, no-store,

@@ -84,6 +84,31 @@ func (g *Gateway) linkAccess(r *http.Request, v *auth.Verifier, rt route, pol po
 	return l.Expires, nil
 }
 
+// linkGrant is linkAccess for the link in r's query (fromQuery), else for
+// each link cookie r carries, the first that opens rt winning (a cookie
+// tossed by another sandbox's page, auth LinkCookies); if none does, the
+// first answer that is not link_invalid, else the first.
+func (g *Gateway) linkGrant(r *http.Request, v *auth.Verifier, rt route, pol policy, tok string, fromQuery bool) (time.Time, *httpError) {
+	exp, first := g.linkAccess(r, v, rt, pol, tok)
+	if first == nil || fromQuery {
+		return exp, first
+	}
+	best := first
+	for _, c := range v.LinkCookies(r) {
+		if c == tok {
+			continue
+		}
+		exp, he := g.linkAccess(r, v, rt, pol, c)
+		if he == nil {
+			return exp, nil
+		}
+		if best.Code == "link_invalid" {
+			best = he
+		}
+	}
+	return time.Time{}, best
+}
+
 func linkExpired() *httpError {
 	return &httpError{Status: http.StatusGone, Code: "link_expired", Err: errLink,
 		Msg: "This share link has expired. Ask whoever shared it for a new one."}

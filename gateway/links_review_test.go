@@ -191,3 +191,21 @@ func TestDockerLinkRevocableAtTheBound(t *testing.T) {
 		t.Errorf("PATCH a full record: got %d %v, want 200", st, out)
 	}
 }
+
+// TestDockerLinkCookieTossed: without TLS at the gateway the link cookie
+// has no __Host- prefix, so another sandbox's page can set one of that
+// name for the whole domain (cookie tossing); sent before the user's own,
+// it must not lock the user out of the sandbox their link opens.
+func TestDockerLinkCookieTossed(t *testing.T) {
+	lt := newLinkTarget(t)
+	name, _, _ := strings.Cut(lt.cookie, "=")
+	for _, tossed := range []string{"l000000000000.zzzzzzzz.abc", "l000000000000.1.abc", "junk"} {
+		st, body := lt.raw(t, "GET /docs HTTP/1.1\r\nHost: "+lt.host+"\r\nCookie: "+name+"="+tossed+"; "+lt.cookie)
+		if st != http.StatusOK {
+			t.Errorf("a tossed link cookie %s before the user's: got %d %.200s, want 200", tossed, st, body)
+		}
+		if strings.Contains(body, tossed) {
+			t.Errorf("the tossed cookie reached the sandbox: %.300s", body)
+		}
+	}
+}
