@@ -209,3 +209,27 @@ func TestDockerLinkCookieTossed(t *testing.T) {
 		}
 	}
 }
+
+// TestDockerLinkNeverCreates: once the sandbox is removed behind the
+// gateway's back, neither its link cookie nor its "public": true creates
+// it again (held before this review; kept as a regression test).
+func TestDockerLinkNeverCreates(t *testing.T) {
+	lt := newLinkTarget(t)
+	if st, out := adminCall(t, lt.r.admin.URL, "PATCH", "/admin/sandboxes/"+lt.id, `{"public":true}`); st != 200 {
+		t.Fatalf("PATCH public: got %d %v", st, out)
+	}
+	cli := dockertest.Client(t)
+	for _, c := range dockertest.Containers(t, cli, "previewgate.sandbox="+lt.id) {
+		if err := cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, hdr := range []string{"\r\nCookie: " + lt.cookie, ""} {
+		if st, body := lt.raw(t, "GET /docs HTTP/1.1\r\nHost: "+lt.host+"\r\nAccept: application/json"+hdr); st == 200 {
+			t.Errorf("after the sandbox was removed (%q): got %d %.200s, want refused", hdr, st, body)
+		}
+	}
+	if n := len(dockertest.Containers(t, cli, "previewgate.sandbox="+lt.id)); n != 0 {
+		t.Errorf("containers of the removed sandbox: %d, want 0 (created again)", n)
+	}
+}
