@@ -262,13 +262,7 @@ func (a *admin) createLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	l := sandboxmgr.Link{ID: lid, Digest: digest, Port: port, Path: path, Created: now, Expires: exp}
-	_, err = ss.UpdateSettings(r.Context(), id, func(s *sandboxmgr.Settings) error {
-		if len(s.Links) >= sandboxmgr.MaxLinks {
-			return sandboxmgr.ErrTooManyLinks
-		}
-		s.Links = append(s.Links, l)
-		return nil
-	})
+	_, err = ss.UpdateSettings(r.Context(), id, func(s *sandboxmgr.Settings) error { return sandboxmgr.AddLink(s, l) })
 	if a.settingsFailed(w, err) {
 		return
 	}

@@ -91,6 +91,24 @@ func PathWithin(path, prefix string) bool {
 	return ok && (rest == "" || rest[0] == '/')
 }
 
+// RequestWithin reports whether u's path is prefix or below it as any
+// server may read it: decoded and as sent (an encoded "/" is not a
+// separator to every server), with no dot segment ("." or "..", also
+// with the ";" suffix some servers drop, or between backslashes, which
+// some servers take for "/"), so that no server's normalizing lands
+// outside prefix.
+func RequestWithin(u *url.URL, prefix string) bool {
+	if !PathWithin(u.Path, prefix) || !PathWithin(u.EscapedPath(), (&url.URL{Path: prefix}).EscapedPath()) {
+		return false
+	}
+	for _, seg := range strings.FieldsFunc(u.Path, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if seg, _, _ = strings.Cut(seg, ";"); seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
+}
+
 // Link returns the link token r carries: in the query of a GET or HEAD
 // navigation (fromQuery: exchange it), else in the link cookie (on a
 // WebSocket upgrade only with an allowed Origin, see originAllowed).
@@ -116,6 +134,20 @@ func (v *Verifier) Link(r *http.Request) (token string, fromQuery, ok bool) {
 		}
 	}
 	return "", false, false
+}
+
+// OriginAllowed reports whether an upgrade that a cookie lets in comes
+// from the preview's own origin or an allowed one: a link cookie's
+// WebSocket is held to Check's rule for a token cookie's (cross-site
+// WebSocket hijacking; another sandbox's page is same-site).
+func (v *Verifier) OriginAllowed(r *http.Request) bool { return v.originAllowed(r) }
+
+// LinkCookies returns every link cookie value r carries (at most
+// maxCookieCandidates), in order: without TLS the cookie has no __Host-
+// prefix, so a page of another sandbox can set one of that name for the
+// whole domain, and it must not shadow the user's own.
+func (v *Verifier) LinkCookies(r *http.Request) []string {
+	return cookieValues(nil, r.Header["Cookie"], v.linkCookie)
 }
 
 // ExchangeLink answers a navigation carrying a link token: 303 to the

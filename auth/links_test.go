@@ -3,6 +3,7 @@ package auth
 import (
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +59,28 @@ func TestPathWithin(t *testing.T) {
 		if got := PathWithin(c.path, c.prefix); got != c.want {
 			t.Errorf("PathWithin(%q, %q): got %v, want %v", c.path, c.prefix, got, c.want)
 		}
+	}
+}
+
+// TestRequestWithin: no spelling of a dot segment or separator leaves the
+// prefix (what the server behind the gateway would normalize it to).
+func TestRequestWithin(t *testing.T) {
+	t.Parallel()
+	for target, want := range map[string]bool{
+		"/docs": true, "/docs/a/b": true, "/docs/a%20b": true, "/docs/..a": true, "/docs/.well": true,
+		"/docs/../admin": false, "/docs/%2e%2e/admin": false, "/docs%2f..%2fadmin": false, "/docs%2fadmin": false,
+		"/docs/..%5cadmin": false, "/docs/..;/admin": false, "/docs/.;/x": false, "/%64ocs/x": false, "/docs/..": false,
+	} {
+		u, err := url.ParseRequestURI(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := RequestWithin(u, "/docs"); got != want {
+			t.Errorf("RequestWithin(%q, /docs): got %v, want %v", target, got, want)
+		}
+	}
+	if u, _ := url.ParseRequestURI("/my%20docs/x"); !RequestWithin(u, "/my docs") {
+		t.Errorf("an escaped prefix: refused")
 	}
 }
 

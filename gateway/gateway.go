@@ -413,7 +413,7 @@ func (g *Gateway) access(w http.ResponseWriter, r *http.Request, t *table, rt ro
 		if fromQuery || err != nil && hasLink {
 			// A link in the URL is what the user opened; a link cookie
 			// serves when no token does.
-			exp, he := g.linkAccess(r, rt, pol, link)
+			exp, he := g.linkGrant(r, t.verifier, rt, pol, link, fromQuery)
 			switch {
 			case he != nil:
 				g.metrics.AuthFailed(he.Code)

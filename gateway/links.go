@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -28,18 +29,28 @@ import (
 // A link never creates a sandbox; it may wake a stopped one, like a
 // token. Its failures answer a page (JSON for API clients) that says what
 // happened: 410 link_expired or link_revoked, 403 link_scope (another
-// port or path), 401 link_invalid.
+// port or path), 401 link_invalid; 403 forbidden for an upgrade (a
+// WebSocket) from another origin than the preview's own or an allowed one,
+// as for a token cookie (auth Check).
 
 var errLink = errors.New("share link refused")
 
 // linkAccess checks link token tok for route rt (whose own template is
 // pol.tpl); it returns the link's expiry, or the answer to give.
-func (g *Gateway) linkAccess(r *http.Request, rt route, pol policy, tok string) (time.Time, *httpError) {
+func (g *Gateway) linkAccess(r *http.Request, v *auth.Verifier, rt route, pol policy, tok string) (time.Time, *httpError) {
 	id, claimed, ok := auth.ParseLink(tok)
-	if !ok || rt.sandbox == "" || rt.upstream != nil || !pol.exists || pol.tpl == nil {
+	if !ok {
 		return time.Time{}, linkInvalid()
 	}
 	now := time.Now()
+	if rt.sandbox == "" || rt.upstream != nil || !pol.exists || pol.tpl == nil {
+		// Answered as an unknown link of an existing sandbox is: a
+		// made-up link must not tell whether a sandbox exists.
+		if !claimed.After(now) {
+			return time.Time{}, linkExpired()
+		}
+		return time.Time{}, linkInvalid()
+	}
 	l, found := findLink(g.sb.Settings(rt.sandbox).Links, id)
 	if !found && claimed.After(now) {
 		l, found = findLink(g.sb.RefreshSettings(r.Context(), rt.sandbox).Links, id)
@@ -53,8 +64,7 @@ func (g *Gateway) linkAccess(r *http.Request, rt route, pol policy, tok string) 
 	case found && !l.Expires.After(now), !found && !claimed.After(now):
 		// An expired link is pruned from the record at its next change;
 		// its token still says when it ended.
-		return time.Time{}, &httpError{Status: http.StatusGone, Code: "link_expired", Err: errLink,
-			Msg: "This share link has expired. Ask whoever shared it for a new one."}
+		return time.Time{}, linkExpired()
 	case !found:
 		return time.Time{}, linkInvalid()
 	}
@@ -64,11 +74,44 @@ func (g *Gateway) linkAccess(r *http.Request, rt route, pol policy, tok string) 
 	}
 	// The waiting page's own status stream is the gateway's, under no
 	// app path: a link that may wake the sandbox may follow its wake.
-	if l.Port != port || !auth.PathWithin(r.URL.Path, l.Path) && !isStatusRequest(r) {
+	if l.Port != port || !auth.RequestWithin(r.URL, l.Path) && !isStatusRequest(r) {
 		return time.Time{}, &httpError{Status: http.StatusForbidden, Code: "link_scope", Err: errLink,
 			Msg: "This share link does not open this address: it is for another port or path of the preview."}
 	}
+	if isUpgrade(r) && !v.OriginAllowed(r) {
+		return time.Time{}, authError(fmt.Errorf("%w: share link cookie", auth.ErrOrigin))
+	}
 	return l.Expires, nil
+}
+
+// linkGrant is linkAccess for the link in r's query (fromQuery), else for
+// each link cookie r carries, the first that opens rt winning (a cookie
+// tossed by another sandbox's page, auth LinkCookies); if none does, the
+// first answer that is not link_invalid, else the first.
+func (g *Gateway) linkGrant(r *http.Request, v *auth.Verifier, rt route, pol policy, tok string, fromQuery bool) (time.Time, *httpError) {
+	exp, first := g.linkAccess(r, v, rt, pol, tok)
+	if first == nil || fromQuery {
+		return exp, first
+	}
+	best := first
+	for _, c := range v.LinkCookies(r) {
+		if c == tok {
+			continue
+		}
+		exp, he := g.linkAccess(r, v, rt, pol, c)
+		if he == nil {
+			return exp, nil
+		}
+		if best.Code == "link_invalid" {
+			best = he
+		}
+	}
+	return time.Time{}, best
+}
+
+func linkExpired() *httpError {
+	return &httpError{Status: http.StatusGone, Code: "link_expired", Err: errLink,
+		Msg: "This share link has expired. Ask whoever shared it for a new one."}
 }
 
 func linkInvalid() *httpError {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	mrand "math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -250,12 +251,22 @@ func (m *Manager) dropOrphanRecords(ctx context.Context, recorded map[string]boo
 
 // forgetRecord deletes id's record in the runtime and the cache.
 func (m *Manager) forgetRecord(ctx context.Context, id string) {
+	if err := m.dropRecord(ctx, id); err != nil {
+		m.log.WarnContext(ctx, "remove sandbox settings", "sandbox", id, "err", err)
+	}
+}
+
+// dropRecord is forgetRecord, reporting a failure. A create calls it
+// first: a new sandbox under the id of one removed behind the manager's
+// back (before a re-check dropped its record) never inherits that one's
+// settings or share links. Other replicas drop their copy at their next
+// re-check.
+func (m *Manager) dropRecord(ctx context.Context, id string) error {
 	if m.caps.Records == nil {
-		return
+		return nil
 	}
 	if err := m.caps.Records.DeleteRecord(ctx, id, m.createLabels()); err != nil {
-		m.log.WarnContext(ctx, "remove sandbox settings", "sandbox", id, "err", err)
-		return
+		return err
 	}
 	m.recs.mu.Lock()
 	next := m.copyRecordsLocked()
@@ -263,6 +274,7 @@ func (m *Manager) forgetRecord(ctx context.Context, id string) {
 	m.recs.byID.Store(&next)
 	m.recs.mu.Unlock()
 	m.recs.tried.Delete(id)
+	return nil
 }
 
 // cacheRecord stores cr as id's; local: this replica just wrote it.
@@ -307,6 +319,28 @@ func pruneLinks(ls []Link, now time.Time) []Link {
 		}
 	}
 	return out
+}
+
+// AddLink appends l to s if the record keeps room for every change that
+// adds no link: revoking each link, setting public and a keep-up time
+// (a record past runtime.MaxRecord cannot be written, so a link minted
+// into the last bytes could never be revoked). ErrTooManyLinks if not.
+func AddLink(s *Settings, l Link) error {
+	if len(s.Links) >= MaxLinks {
+		return ErrTooManyLinks
+	}
+	worst, no := *s, false
+	worst.Public = &no
+	worst.KeepUpUntil = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("", -(23*3600+59*60)))
+	worst.Links = append(slices.Clone(s.Links), l)
+	for i := range worst.Links {
+		worst.Links[i].Revoked = worst.KeepUpUntil
+	}
+	if b, err := json.Marshal(worst); err != nil || len(b) > runtime.MaxRecord {
+		return fmt.Errorf("%w: the sandbox's record (%d bytes) is full", ErrTooManyLinks, runtime.MaxRecord)
+	}
+	s.Links = append(s.Links, l)
+	return nil
 }
 
 // keepUp reports whether sandbox id's settings keep it up at now.

@@ -407,6 +407,11 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 		}
 		r.onCreate = nil // a create that raced and is retried counts once
 	}
+	if !kept && r.action == "created" {
+		if err := m.dropRecord(ctx, r.id); err != nil { // settings.go
+			return true, fmt.Errorf("clear the settings a removed sandbox left: %w", err)
+		}
+	}
 	err = errNoPool
 	if tpl.Pool > 0 && tpl.Workspace == nil && r.subjectMax == 0 && len(r.meta) == 0 && (r.action == "created" || r.action == "adopted") {
 		if err = m.claim(ctx, r.id, tpl); err == nil {

@@ -34,6 +34,10 @@ const (
 	labelRecordNonce   = "previewgate.record.nonce"
 )
 
+// beforeRecordCreate, if set (tests only), runs between PutRecord's check
+// of the newest version and its create.
+var beforeRecordCreate func()
+
 // ListRecords returns the newest version of every record carrying labels.
 func (e *Runtime) ListRecords(ctx context.Context, labels map[string]string) (map[string]runtime.Record, error) {
 	vols, err := e.recordVolumes(ctx, labels, "")
@@ -90,6 +94,9 @@ func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, l
 	l[labelRecordData] = string(data)
 	l[labelRecordNonce] = hex.EncodeToString(nonce)
 	name := runtime.RecordName(id) + "-" + strconv.Itoa(n+1)
+	if beforeRecordCreate != nil {
+		beforeRecordCreate()
+	}
 	got, err := e.cli.VolumeCreate(ctx, volume.CreateOptions{Name: name, Driver: "local", Labels: l})
 	if err != nil {
 		return "", classify("create record "+name, err, nil)
@@ -97,6 +104,9 @@ func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, l
 	if got.Labels[labelRecordNonce] != l[labelRecordNonce] {
 		// The engine answered the volume another writer made first.
 		return "", fmt.Errorf("record %s: %w", id, runtime.ErrConflict)
+	}
+	if err := e.newestAfterCreate(ctx, id, name, n+1, labels); err != nil {
+		return "", err
 	}
 	for _, v := range vols {
 		if versionOf(v) <= n {
@@ -106,6 +116,26 @@ func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, l
 		}
 	}
 	return strconv.Itoa(n + 1), nil
+}
+
+// newestAfterCreate reports ErrConflict if a version above n exists once
+// version n was created as name: between PutRecord's check and its
+// create, other writers wrote n and n+1 and removed n, so the name was
+// free; the write made there is older than the newest, and is removed. Versions are
+// removed only after a newer one exists, so a create into such a gap
+// always finds the newer one here.
+func (e *Runtime) newestAfterCreate(ctx context.Context, id, name string, n int, labels map[string]string) error {
+	vols, err := e.recordVolumes(ctx, labels, id)
+	if err != nil {
+		return err
+	}
+	for _, v := range vols {
+		if versionOf(v) > n {
+			_ = e.cli.VolumeRemove(ctx, name, true) // else ignored by readers, removed by the next write
+			return fmt.Errorf("record %s: %w", id, runtime.ErrConflict)
+		}
+	}
+	return nil
 }
 
 // DeleteRecord removes every version of id's record.

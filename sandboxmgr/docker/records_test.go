@@ -1,0 +1,56 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/previewgate/previewgate/internal/dockertest"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
+)
+
+// TestRecordLostUpdate: writer A checked that version 1 is the newest;
+// before its create, B wrote version 2 and C version 3 (removing 2). A's
+// create of version 2 then finds the name free: it must report a
+// conflict, not succeed with a write every reader ignores (a revoke or
+// "public": false lost while the API said done).
+func TestRecordLostUpdate(t *testing.T) {
+	dockertest.Client(t) // skips under -short
+	e, err := New(Options{DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id, labels := dockertest.UniqueID("rec"), dockertest.ScopedLabels()
+	labels[runtime.LabelRecord] = id
+	t.Cleanup(func() { _ = e.DeleteRecord(context.Background(), id, labels) })
+	if _, err := e.PutRecord(ctx, id, "", []byte("v1"), labels); err != nil {
+		t.Fatal(err)
+	}
+	beforeRecordCreate = func() {
+		beforeRecordCreate = nil
+		if v, err := e.PutRecord(ctx, id, "1", []byte("B"), labels); err != nil || v != "2" {
+			t.Errorf("B: %q %v", v, err)
+		}
+		if v, err := e.PutRecord(ctx, id, "2", []byte("C"), labels); err != nil || v != "3" {
+			t.Errorf("C: %q %v", v, err)
+		}
+	}
+	defer func() { beforeRecordCreate = nil }()
+	if v, err := e.PutRecord(ctx, id, "1", []byte("A"), labels); !errors.Is(err, runtime.ErrConflict) {
+		t.Errorf("A's write over a stale version: got %q %v, want ErrConflict", v, err)
+	}
+	list, err := e.ListRecords(ctx, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := list[id]; string(got.Data) != "C" || got.Version != "3" {
+		t.Errorf("record: got %q version %s, want C version 3", got.Data, got.Version)
+	}
+	if v, err := e.PutRecord(ctx, id, "3", []byte("D"), labels); err != nil || v != "4" {
+		t.Errorf("the next write: got %q %v, want version 4", v, err)
+	}
+}
