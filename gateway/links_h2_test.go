@@ -11,8 +11,8 @@ import (
 
 	"github.com/previewgate/previewgate/admin"
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/dockertest"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/previewgate/previewgate/internal/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 

@@ -13,8 +13,8 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
-	"github.com/previewgate/previewgate/internal/dockertest"
-	"github.com/previewgate/previewgate/internal/testkit"
+	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // Attacks on share links (#23 review) as a hostile client, on the real
