@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,10 +26,17 @@ import (
 // the re-check bound, keep-up holds both reapers off an idle sandbox and
 // its end lets them stop it (b reaps, a only serves and sets), and a remove takes the record along
 // (records counts what the runtime keeps for id).
-func settingsTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpl *config.Template, recheck time.Duration, records func(id string) int) {
+//
+// The managers read their template from tpls: it keeps the sandbox up
+// (idle_timeout 1h) until the keep-up is in place, and only then turns to
+// a 2 s idle timeout, so no reaper stops the sandbox before the keep-up
+// phase, however slow the phases before it run.
+func settingsTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpls *atomic.Pointer[config.Template], recheck time.Duration, records func(id string) int) {
 	ctx := t.Context()
 	id := newID()
-	if _, err := a.Ensure(ctx, id, tpl); err != nil {
+	tpl := new(*tpls.Load())
+	tpl.IdleTimeout = config.Duration(2 * time.Second)
+	if _, err := a.Ensure(ctx, id, tpls.Load()); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, 15*time.Second, "b knows the sandbox", func() bool { _, ok := b.Known(id); return ok })
@@ -69,6 +77,10 @@ func settingsTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpl *config.Tem
 		t.Fatal(err)
 	}
 	waitUntil(t, 3*recheck+5*time.Second, "b sees the keep-up", func() bool { return !b.Settings(id).KeepUpUntil.IsZero() })
+	if st := state(t, a, id); st != "running" {
+		t.Fatalf("before the idle timeout turns short: state %q, want running", st)
+	}
+	tpls.Store(tpl)
 	time.Sleep(5 * tpl.IdleTimeout.D())
 	if st := state(t, a, id); st != "running" {
 		t.Fatalf("kept up for a minute, idle for %v: state %q, want running", 5*tpl.IdleTimeout.D(), st)
@@ -136,14 +148,16 @@ func TestDockerSettingsTwoReplicas(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	tpl := testTemplate(t, nil)
-	tpl.IdleTimeout = config.Duration(2 * time.Second)
+	var tpls atomic.Pointer[config.Template]
+	tpl.IdleTimeout = config.Duration(time.Hour) // settingsTwoReplicas turns it short
 	tpl.MaxSocketIdle, tpl.RemoveAfter = config.Duration(time.Hour), config.Duration(time.Hour)
-	e.cfg.Templates = func(string) *config.Template { return tpl }
+	e.cfg.Templates = func(string) *config.Template { return tpls.Load() }
+	tpls.Store(tpl)
 	e.cfg.RecheckEvery, e.cfg.ReapEvery, e.cfg.Replicas = time.Second, 200*time.Millisecond, 2
 	b := e.manager(t)
 	e.cfg.ReapEvery = -1 // a only serves: b's reaper must see a's keep-up
 	a := e.manager(t)
-	settingsTwoReplicas(t, a, b, tpl, e.cfg.RecheckEvery, func(id string) int {
+	settingsTwoReplicas(t, a, b, &tpls, e.cfg.RecheckEvery, func(id string) int {
 		f := filters.NewArgs(filters.Arg("label", runtime.LabelRecord+"="+id))
 		vols, err := e.cli.VolumeList(context.Background(), volume.ListOptions{Filters: f})
 		if err != nil {
@@ -162,16 +176,18 @@ func TestKubernetesSettingsTwoReplicas(t *testing.T) {
 	t.Parallel()
 	e := newKubeEnv(t)
 	tpl := testTemplate(t, nil)
-	tpl.IdleTimeout = config.Duration(2 * time.Second)
+	var tpls atomic.Pointer[config.Template]
+	tpl.IdleTimeout = config.Duration(time.Hour) // settingsTwoReplicas turns it short
 	tpl.MaxSocketIdle, tpl.RemoveAfter = config.Duration(time.Hour), config.Duration(time.Hour)
 	cfg := e.config()
-	cfg.Templates = func(string) *config.Template { return tpl }
+	cfg.Templates = func(string) *config.Template { return tpls.Load() }
+	tpls.Store(tpl)
 	cfg.RecheckEvery, cfg.ReapEvery = time.Second, 200*time.Millisecond
 	cfg.Kubernetes.ActivityEvery = 500 * time.Millisecond
 	b := e.manager(t, cfg)
 	cfg.ReapEvery = -1 // a only serves: b's reaper must see a's keep-up
 	a := e.manager(t, cfg)
-	settingsTwoReplicas(t, a, b, tpl, cfg.RecheckEvery, func(id string) int {
+	settingsTwoReplicas(t, a, b, &tpls, cfg.RecheckEvery, func(id string) int {
 		list, err := e.cs.CoreV1().ConfigMaps(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: runtime.LabelRecord + "=" + id})
 		if err != nil {
 			t.Fatal(err)

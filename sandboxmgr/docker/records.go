@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -26,13 +27,25 @@ import (
 // the newest. The volume name is unique on the engine, so it is the lock
 // between two replicas writing the same version: the loser finds the
 // winner's nonce on the volume it got back and reports ErrConflict.
+// Each version also carries its lineage, its own nonce and its
+// ancestors' (the last maxLineage): a writer that finds a newer version
+// right after its create tells a write built on its own (done) from one
+// that was newer before it (its create landed in a gap another writer's
+// remove made: ErrConflict), so a write is neither lost nor applied twice.
 // A writer that dies between create and remove leaves an older version
 // that readers ignore and the next write removes.
 const (
 	labelRecordVersion = "previewgate.record.version"
 	labelRecordData    = "previewgate.record.data"
 	labelRecordNonce   = "previewgate.record.nonce"
+	labelRecordLineage = "previewgate.record.lineage"
 )
+
+// maxLineage is how many writes a version's lineage remembers: a writer
+// slower than that many writes after its own gets ErrConflict though its
+// write was kept (applied twice on retry), so it is far above the writes
+// one change can see (a few per sandbox per second).
+const maxLineage = 16
 
 // beforeRecordCreate, if set (tests only), runs between PutRecord's check
 // of the newest version and its create.
@@ -78,9 +91,13 @@ func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, l
 	if err != nil {
 		return "", err
 	}
+	lineage := ""
 	for _, v := range vols {
 		if versionOf(v) > n {
 			return "", fmt.Errorf("record %s: %w", id, runtime.ErrConflict)
+		}
+		if versionOf(v) == n {
+			lineage = v.Labels[labelRecordLineage]
 		}
 	}
 	nonce := make([]byte, 8)
@@ -93,6 +110,7 @@ func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, l
 	l[labelRecordVersion] = strconv.Itoa(n + 1)
 	l[labelRecordData] = string(data)
 	l[labelRecordNonce] = hex.EncodeToString(nonce)
+	l[labelRecordLineage] = extendLineage(l[labelRecordNonce], lineage)
 	name := runtime.RecordName(id) + "-" + strconv.Itoa(n+1)
 	if beforeRecordCreate != nil {
 		beforeRecordCreate()
@@ -105,7 +123,7 @@ func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, l
 		// The engine answered the volume another writer made first.
 		return "", fmt.Errorf("record %s: %w", id, runtime.ErrConflict)
 	}
-	if err := e.newestAfterCreate(ctx, id, name, n+1, labels); err != nil {
+	if err := e.newestAfterCreate(ctx, id, name, l[labelRecordNonce], n+1, labels); err != nil {
 		return "", err
 	}
 	for _, v := range vols {
@@ -118,24 +136,34 @@ func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, l
 	return strconv.Itoa(n + 1), nil
 }
 
-// newestAfterCreate reports ErrConflict if a version above n exists once
-// version n was created as name: between PutRecord's check and its
-// create, other writers wrote n and n+1 and removed n, so the name was
-// free; the write made there is older than the newest, and is removed. Versions are
-// removed only after a newer one exists, so a create into such a gap
-// always finds the newer one here.
-func (e *Runtime) newestAfterCreate(ctx context.Context, id, name string, n int, labels map[string]string) error {
+// newestAfterCreate reports ErrConflict if a version above n that does
+// not descend from this write (nonce) exists once version n was created as
+// name: between PutRecord's check and its create, other writers wrote n
+// and n+1 and removed n, so the name was free; the write made there is
+// older than the newest, and is removed. Versions are removed only after
+// a newer one exists, so a create into such a gap always finds the newer
+// one here. A newer version that descends from it was built on it: done.
+func (e *Runtime) newestAfterCreate(ctx context.Context, id, name, nonce string, n int, labels map[string]string) error {
 	vols, err := e.recordVolumes(ctx, labels, id)
 	if err != nil {
 		return err
 	}
 	for _, v := range vols {
-		if versionOf(v) > n {
+		if versionOf(v) > n && !slices.Contains(strings.Split(v.Labels[labelRecordLineage], ","), nonce) {
 			_ = e.cli.VolumeRemove(ctx, name, true) // else ignored by readers, removed by the next write
 			return fmt.Errorf("record %s: %w", id, runtime.ErrConflict)
 		}
 	}
 	return nil
+}
+
+// extendLineage is nonce followed by the newest maxLineage-1 of parent's.
+func extendLineage(nonce, parent string) string {
+	out := []string{nonce}
+	if parent != "" {
+		out = append(out, strings.Split(parent, ",")...)
+	}
+	return strings.Join(out[:min(len(out), maxLineage)], ",")
 }
 
 // DeleteRecord removes every version of id's record.
