@@ -52,11 +52,12 @@ type Sandboxes interface {
 	Touch(id string)
 	// Hold marks a long-lived connection on id until release is called.
 	Hold(id string) (release func())
-	// Settings are id's own settings and share links as this replica
-	// knows them (no runtime call); RefreshSettings reloads them, at most
-	// once a second per sandbox (links.go).
-	Settings(id string) sandboxmgr.Settings
-	RefreshSettings(ctx context.Context, id string) sandboxmgr.Settings
+	// FreshSettings are id's own settings and share links as this
+	// replica knows them (no runtime call), and whether that copy is
+	// recent enough to grant access on; RefreshSettings reloads them, at
+	// most once a second per sandbox (links.go).
+	FreshSettings(id string) (sandboxmgr.Settings, bool)
+	RefreshSettings(ctx context.Context, id string) (sandboxmgr.Settings, bool)
 }
 
 var _ Sandboxes = (*sandboxmgr.Manager)(nil)

@@ -20,7 +20,9 @@ import (
 // yet: for a known sandbox the record is reloaded on demand, at most once
 // a second per sandbox (RefreshSettings), so an unknown link costs an
 // attacker one runtime call a second per existing sandbox at most, and
-// nothing for a sandbox that does not exist.
+// nothing for a sandbox that does not exist. If this replica's copy is
+// stale (the runtime's list kept failing: sandboxmgr FreshSettings), a
+// link is reloaded, and answers 503 link_unavailable if that fails too.
 //
 // path is a prefix restriction (segment boundary: /docs holds /docs/a,
 // not /docsx), and the link opens there. A dev server loading assets from
@@ -51,11 +53,17 @@ func (g *Gateway) linkAccess(r *http.Request, v *auth.Verifier, rt route, pol po
 		}
 		return time.Time{}, linkInvalid()
 	}
-	l, found := findLink(g.sb.Settings(rt.sandbox).Links, id)
-	if !found && claimed.After(now) {
-		l, found = findLink(g.sb.RefreshSettings(r.Context(), rt.sandbox).Links, id)
+	s, fresh := g.sb.FreshSettings(rt.sandbox)
+	l, found := findLink(s.Links, id)
+	if (!found || !fresh) && claimed.After(now) {
+		s, fresh = g.sb.RefreshSettings(r.Context(), rt.sandbox)
+		l, found = findLink(s.Links, id)
 	}
 	switch {
+	case !fresh && claimed.After(now):
+		// Revoked on another replica, maybe: grant nothing on an old copy.
+		return time.Time{}, &httpError{Status: http.StatusServiceUnavailable, Code: "link_unavailable", Err: errLink,
+			Msg: "This share link cannot be checked right now. Try again in a minute."}
 	case found && !auth.LinkMatches(tok, l.Digest):
 		return time.Time{}, linkInvalid()
 	case found && !l.Revoked.IsZero():

@@ -55,12 +55,18 @@ func (g *Gateway) policy(t *table, rt route) policy {
 // publicSandbox reports whether existing sandbox id, made from template
 // own, is public: its own setting (#23, set through the admin API and
 // kept by the runtime) if it has one, else its template's.
-// A sandbox of a template no longer configured is never public.
+// A sandbox of a template no longer configured is never public, nor is
+// one whose settings this replica could not re-read lately (a "public"
+// withdrawn on another replica must not stay open here).
 func (g *Gateway) publicSandbox(id string, own *config.Template) bool {
 	if own == nil {
 		return false
 	}
-	if p := g.sb.Settings(id).Public; p != nil {
+	s, fresh := g.sb.FreshSettings(id)
+	if !fresh {
+		return false
+	}
+	if p := s.Public; p != nil {
 		return *p
 	}
 	return own.Public

@@ -269,8 +269,10 @@ type Manager struct {
 	// watchBroken: when (unix ns) the Kubernetes watch last reported an
 	// error; 0 once a re-check after it succeeded (recheck.go).
 	watchBroken atomic.Int64
-	checks      singleflight.Group // stillServes inspects, one per sandbox at a time
-	recs        recordCache        // per-sandbox settings and links (settings.go)
+	// recheckFailing: the last re-check failed (logged once, recheck.go).
+	recheckFailing atomic.Bool
+	checks         singleflight.Group // stillServes inspects, one per sandbox at a time
+	recs           recordCache        // per-sandbox settings and links (settings.go)
 }
 
 // errPulls: the runtime pulls its images (Kubernetes); it builds none.

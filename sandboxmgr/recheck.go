@@ -29,9 +29,24 @@ func (m *Manager) recheckLoop(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, m.cfg.RecheckEvery)
 		err := m.recheck(rctx)
 		cancel()
-		if err != nil && ctx.Err() == nil {
-			m.log.DebugContext(ctx, "re-check of cached sandboxes failed", "err", err)
+		if ctx.Err() != nil {
+			return
 		}
+		m.noteRecheck(ctx, err)
+		m.noteRecordsAge()
+	}
+}
+
+// noteRecheck logs a failing re-check once, as a warning, and its
+// recovery: every period would flood the log, debug would hide it.
+func (m *Manager) noteRecheck(ctx context.Context, err error) {
+	switch {
+	case err != nil && !m.recheckFailing.Swap(true):
+		m.log.WarnContext(ctx, "re-check of cached sandboxes failed; cached endpoints are not confirmed until it succeeds", "err", err)
+	case err != nil:
+		m.log.DebugContext(ctx, "re-check of cached sandboxes failed", "err", err)
+	case m.recheckFailing.Swap(false):
+		m.log.InfoContext(ctx, "re-check of cached sandboxes succeeds again")
 	}
 }
 
@@ -47,7 +62,7 @@ func (m *Manager) recheck(ctx context.Context) error {
 	// before the list was taken (settings.go).
 	recorded, rerr := m.reloadRecords(ctx, began)
 	if rerr != nil {
-		m.log.DebugContext(ctx, "re-check of sandbox settings failed", "err", rerr)
+		m.log.DebugContext(ctx, "re-check of sandbox settings failed", "err", rerr) // noteRecordsAge says when it matters
 	}
 	list, err := m.listOwned(ctx)
 	if err != nil {

@@ -26,6 +26,13 @@ import (
 // a restart (Start loads them before serving). A record goes with its
 // sandbox's Remove; one whose sandbox vanished otherwise is removed by the
 // next re-check.
+//
+// That bound holds only while the runtime answers. A replica whose lists
+// keep failing would go on granting what another replica revoked (a link,
+// a "public"), so a copy not read from the runtime within staleRecords
+// re-check periods is stale: FreshSettings says so, and the gateway then
+// refuses what the copy would grant (a link answers 503, a sandbox needs a
+// token) until a list or a reload of that record succeeds.
 
 // Settings are what a sandbox's backend set for it at run time.
 type Settings struct {
@@ -59,6 +66,11 @@ const MaxLinks = 32
 // writer.
 const maxSettingsTries = 20
 
+// staleRecords is how many re-check periods a replica's copy of a record
+// may go without a read from the runtime before FreshSettings calls it
+// stale.
+const staleRecords = 3
+
 // ErrNoRecords: the runtime keeps no records (a fake in tests).
 var ErrNoRecords = errors.New("this runtime keeps no per-sandbox settings")
 
@@ -74,11 +86,16 @@ type recordCache struct {
 	wrote map[string]time.Time // last local write per id: a list begun before it knows less
 	fresh singleflight.Group   // one reload of one record at a time
 	tried sync.Map             // id → time.Time of its last on-demand reload
+	// listed is when the last successful list of every record began
+	// (unix nanoseconds); stale reports whether that was logged as too old.
+	listed atomic.Int64
+	stale  atomic.Bool
 }
 
 type cachedRecord struct {
-	s       Settings // never changed once cached: readers share its slices
-	version string
+	s       Settings  // never changed once cached: readers share its slices
+	version string    // the runtime's, for the next write's guard
+	read    time.Time // when the read from the runtime (or the write) that gave it began
 }
 
 // settingsOf fills in's view of settings s at now.
@@ -101,6 +118,49 @@ func (m *Manager) Settings(id string) Settings {
 		return (*p)[id].s
 	}
 	return Settings{}
+}
+
+// FreshSettings is Settings, and whether this replica's copy was read
+// from the runtime (a list of every record, or this one's reload or
+// write) within staleRecords re-check periods. A stale copy may still
+// hold a link revoked, or a public withdrawn, on another replica: grant
+// nothing on it. Always fresh without periodic re-checks.
+func (m *Manager) FreshSettings(id string) (Settings, bool) {
+	p := m.recs.byID.Load()
+	if p == nil {
+		return Settings{}, m.caps.Records == nil || m.recordsFresh(time.Time{})
+	}
+	cr := (*p)[id]
+	return cr.s, m.caps.Records == nil || m.recordsFresh(cr.read)
+}
+
+// recordsFresh reports whether a record read at read, or the last list
+// of every record, is recent enough to grant on.
+func (m *Manager) recordsFresh(read time.Time) bool {
+	every := m.cfg.RecheckEvery
+	if every <= 0 {
+		return true
+	}
+	at := time.Unix(0, m.recs.listed.Load())
+	if read.After(at) {
+		at = read
+	}
+	return m.now().Sub(at) <= staleRecords*every
+}
+
+// noteRecordsAge logs, once each way, when this replica's copy of every
+// record turns stale (the runtime's list keeps failing) and fresh again:
+// the access it then refuses must not be a silent mystery.
+func (m *Manager) noteRecordsAge() {
+	if m.caps.Records == nil {
+		return
+	}
+	if fresh := m.recordsFresh(time.Time{}); !fresh && !m.recs.stale.Swap(true) {
+		m.log.Error("sandbox settings could not be re-read from the runtime: this replica refuses share links and treats every sandbox as private until it can",
+			"last_read", time.Unix(0, m.recs.listed.Load()).UTC())
+	} else if fresh && m.recs.stale.Swap(false) {
+		m.log.Info("sandbox settings re-read from the runtime: share links and public sandboxes work again")
+	}
 }
 
 // UpdateSettings applies fn to sandbox id's settings, read fresh from the
@@ -129,6 +189,7 @@ func (m *Manager) UpdateSettings(ctx context.Context, id string, fn func(*Settin
 		if err != nil {
 			return Settings{}, fmt.Errorf("settings of %s: %w", id, err)
 		}
+		wrote := m.now()
 		v, err := rs.PutRecord(ctx, id, cur.version, data, labels)
 		if errors.Is(err, runtime.ErrConflict) && try < maxSettingsTries {
 			// Another writer (maybe another replica) came first: read
@@ -141,61 +202,60 @@ func (m *Manager) UpdateSettings(ctx context.Context, id string, fn func(*Settin
 		if err != nil {
 			return Settings{}, err
 		}
-		m.cacheRecord(id, cachedRecord{s: s, version: v}, true)
+		m.cacheRecord(id, cachedRecord{s: s, version: v, read: wrote}, true)
 		return s, nil
 	}
 }
 
 // loadRecord reads id's record from the runtime into the cache.
 func (m *Manager) loadRecord(ctx context.Context, id string) (cachedRecord, error) {
+	began := m.now()
 	list, err := m.caps.Records.ListRecords(ctx, m.recordLabels(id))
 	if err != nil {
 		return cachedRecord{}, err
 	}
 	rec, ok := list[id]
 	if !ok {
-		m.cacheRecord(id, cachedRecord{}, false)
-		return cachedRecord{}, nil
+		m.cacheRecord(id, cachedRecord{read: began}, false)
+		return cachedRecord{read: began}, nil
 	}
-	cr := decodeRecord(m, id, rec)
+	cr := decodeRecord(m, id, rec, began)
 	m.cacheRecord(id, cr, false)
 	return cr, nil
 }
 
 // RefreshSettings reloads id's settings from the runtime (a link minted
-// on another replica moments ago) and returns them. Reloads of one sandbox
-// are at least a second apart: concurrent callers share one, and a caller
-// coming sooner waits for the next (at most a second). Only for a sandbox
-// the manager knows; otherwise the cache answers.
-func (m *Manager) RefreshSettings(ctx context.Context, id string) Settings {
+// on another replica moments ago) and returns them, fresh or not as
+// FreshSettings says. Reloads of one sandbox are at least a second apart:
+// concurrent callers share one, and a caller coming sooner waits for the
+// next (at most a second). Only for a sandbox the manager knows; otherwise
+// the cache answers.
+func (m *Manager) RefreshSettings(ctx context.Context, id string) (Settings, bool) {
 	if m.caps.Records == nil {
-		return Settings{}
+		return Settings{}, true
 	}
 	if _, ok := m.Known(id); !ok {
-		return m.Settings(id)
+		return m.FreshSettings(id)
 	}
 	ch := m.recs.fresh.DoChan(id, func() (any, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if t, ok := m.recs.tried.Load(id); ok {
 			if err := runtime.Sleep(ctx, time.Second-m.now().Sub(t.(time.Time))); err != nil {
-				return m.Settings(id), nil
+				return nil, nil
 			}
 		}
 		m.recs.tried.Store(id, m.now())
-		cr, err := m.loadRecord(ctx, id)
-		if err != nil {
-			m.log.DebugContext(ctx, "reload of sandbox settings failed", "sandbox", id, "err", err)
-			return m.Settings(id), nil
+		if _, err := m.loadRecord(ctx, id); err != nil {
+			m.log.WarnContext(ctx, "reload of sandbox settings failed", "sandbox", id, "err", err)
 		}
-		return cr.s, nil
+		return nil, nil
 	})
 	select {
-	case r := <-ch:
-		return r.Val.(Settings)
+	case <-ch:
 	case <-ctx.Done():
-		return m.Settings(id)
 	}
+	return m.FreshSettings(id)
 }
 
 // reloadRecords replaces the cache with the runtime's records (Start and
@@ -205,6 +265,7 @@ func (m *Manager) reloadRecords(ctx context.Context, began time.Time) (map[strin
 	if m.caps.Records == nil {
 		return nil, nil
 	}
+	listed := m.now()
 	list, err := m.caps.Records.ListRecords(ctx, m.createLabels())
 	if err != nil {
 		return nil, err
@@ -212,7 +273,7 @@ func (m *Manager) reloadRecords(ctx context.Context, began time.Time) (map[strin
 	next := make(map[string]cachedRecord, len(list))
 	has := make(map[string]bool, len(list))
 	for id, rec := range list {
-		next[id] = decodeRecord(m, id, rec)
+		next[id] = decodeRecord(m, id, rec, listed)
 		has[id] = true
 	}
 	m.recs.mu.Lock()
@@ -225,6 +286,7 @@ func (m *Manager) reloadRecords(ctx context.Context, began time.Time) (map[strin
 		}
 	}
 	m.recs.byID.Store(&next)
+	m.recs.listed.Store(listed.UnixNano())
 	m.recs.mu.Unlock()
 	return has, nil
 }
@@ -301,13 +363,13 @@ func (m *Manager) recordLabels(id string) map[string]string {
 
 // decodeRecord reads a stored record; an unreadable one counts as empty
 // (and is overwritten by the next change) rather than blocking changes.
-func decodeRecord(m *Manager, id string, rec runtime.Record) cachedRecord {
+func decodeRecord(m *Manager, id string, rec runtime.Record, read time.Time) cachedRecord {
 	var s Settings
 	if err := json.Unmarshal(rec.Data, &s); err != nil {
 		m.log.Warn("unreadable sandbox settings ignored", "sandbox", id, "err", err)
 		s = Settings{}
 	}
-	return cachedRecord{s: s, version: rec.Version}
+	return cachedRecord{s: s, version: rec.Version, read: read}
 }
 
 // pruneLinks drops the links that expired before now.

@@ -17,7 +17,9 @@ import (
 // cut the events stream, which is what a client sees when its stream to
 // dockerd breaks while the rest of the API still answers, or stall it: the
 // stream stays open and says nothing (a hung engine, a silent partition),
-// which a client cannot tell from a quiet one.
+// which a client cannot tell from a quiet one. It can also refuse a part
+// of the API (RefuseVolumes): the runtime's records failing while the
+// rest answers.
 type EventsProxy struct {
 	// Host is the proxy's address as a Docker host ("unix:///…").
 	Host string
@@ -27,6 +29,7 @@ type EventsProxy struct {
 	streams map[*http.Request]context.CancelFunc
 	refused atomic.Int64
 	stalled atomic.Bool
+	noVols  atomic.Bool
 }
 
 // stallWriter passes the events stream on unless the proxy is stalled:
@@ -73,6 +76,10 @@ func NewEventsProxy(t testing.TB) *EventsProxy {
 		FlushInterval: -1, // the events stream, as it comes
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.noVols.Load() && strings.Contains(r.URL.Path, "/volumes") {
+			http.Error(w, "volumes refused by the test", http.StatusServiceUnavailable)
+			return
+		}
 		if !strings.HasSuffix(r.URL.Path, "/events") {
 			rp.ServeHTTP(w, r)
 			return
@@ -128,3 +135,8 @@ func (p *EventsProxy) Stall() { p.stalled.Store(true) }
 
 // Unstall lets events through again.
 func (p *EventsProxy) Unstall() { p.stalled.Store(false) }
+
+// RefuseVolumes answers every volume call 503 (on true) until called with
+// false: Docker records (sandboxmgr/docker records.go) fail, the rest of
+// the API answers.
+func (p *EventsProxy) RefuseVolumes(on bool) { p.noVols.Store(on) }
