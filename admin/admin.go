@@ -52,6 +52,7 @@ type Sandboxes interface {
 	Pause(ctx context.Context, id string) error
 	// Resume wakes id without creating it and waits until it is ready.
 	Resume(ctx context.Context, id string) (sandboxmgr.Endpoint, error)
+	SandboxSettings // its settings and share links (links.go)
 }
 
 // ImageChecker is optional on Sandboxes: /readyz then names templates

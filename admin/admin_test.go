@@ -94,6 +94,12 @@ type noSandboxes struct{ admin.Sandboxes }
 
 func (noSandboxes) Ping(context.Context) error { return nil }
 
+// A fake keeps no settings, as a runtime without records.
+func (noSandboxes) Known(string) (string, bool) { return "", false }
+func (noSandboxes) LoadSettings(context.Context, string) (sandboxmgr.Settings, error) {
+	return sandboxmgr.Settings{}, sandboxmgr.ErrNoRecords
+}
+
 func TestAdminNeedsToken(t *testing.T) {
 	t.Parallel()
 	l := newLiveConfig(t, noSandboxes{}, testkit.ConfigFile(nil))

@@ -23,8 +23,9 @@ import (
 // settings.go), so every replica and a restarted gateway see them; the
 // API answers what was written. docs/links.md has the calls.
 
-// SandboxSettings is what these calls need of the manager, beside
-// Sandboxes (the manager has both; an admin without it answers 501).
+// SandboxSettings is what these calls need of the manager (part of
+// Sandboxes). A runtime that keeps no settings answers
+// sandboxmgr.ErrNoRecords: 501.
 type SandboxSettings interface {
 	// Known: the sandbox exists as far as the manager knows, and its template.
 	Known(id string) (template string, ok bool)
@@ -65,11 +66,7 @@ func (a *admin) settingsOf(w http.ResponseWriter, r *http.Request) (SandboxSetti
 		writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
 		return nil, "", nil, false
 	}
-	ss, ok := a.o.Sandboxes.(SandboxSettings)
-	if !ok {
-		writeJSON(w, http.StatusNotImplemented, errBody("this gateway keeps no per-sandbox settings", "not_implemented"))
-		return nil, "", nil, false
-	}
+	ss := a.o.Sandboxes
 	name, known := ss.Known(id)
 	tpl := a.o.Config().Templates[name]
 	if !known {
@@ -184,6 +181,8 @@ func (a *admin) settingsFailed(w http.ResponseWriter, err error) bool {
 		return false
 	case errors.Is(err, sandboxmgr.ErrNoContainer):
 		writeJSON(w, http.StatusNotFound, errBody("no such sandbox", "not_found"))
+	case errors.Is(err, sandboxmgr.ErrNoRecords):
+		writeJSON(w, http.StatusNotImplemented, errBody(err.Error(), "not_implemented"))
 	case errors.Is(err, sandboxmgr.ErrTooManyLinks), errors.Is(err, runtime.ErrRecordSize):
 		writeJSON(w, http.StatusConflict, errBody(err.Error(), "too_many_links"))
 	case errors.Is(err, errNoLink):

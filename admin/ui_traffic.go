@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -25,11 +24,7 @@ func humanBytes(n int64) string {
 func (u *ui) trafficRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /ui/sandboxes/{id}/links/{link}/revoke", u.post(u.op("revoked", func(u *ui) func(r *http.Request, id string) error {
 		return func(r *http.Request, id string) error {
-			ss, ok := u.a.o.Sandboxes.(SandboxSettings)
-			if !ok {
-				return errors.New("this gateway keeps no per-sandbox settings")
-			}
-			return revokeLink(r.Context(), ss, id, r.PathValue("link"))
+			return revokeLink(r.Context(), u.a.o.Sandboxes, id, r.PathValue("link"))
 		}
 	})))
 	mux.HandleFunc("POST /ui/sandboxes/{id}/pause", u.post(u.op("paused", func(u *ui) func(r *http.Request, id string) error {
@@ -48,11 +43,7 @@ func (u *ui) trafficRoutes(mux *http.ServeMux) {
 // links returns sandbox id's unexpired share links for its page, newest
 // first; none where the gateway keeps no settings or they cannot be read.
 func (u *ui) links(ctx context.Context, id string) []linkView {
-	ss, ok := u.a.o.Sandboxes.(SandboxSettings)
-	if !ok {
-		return nil
-	}
-	s, err := ss.LoadSettings(ctx, id)
+	s, err := u.a.o.Sandboxes.LoadSettings(ctx, id)
 	if err != nil {
 		return nil
 	}
