@@ -1,0 +1,312 @@
+package sandboxmgr
+
+// Bringing one sandbox's container to running (runner) and its app to
+// ready (awaitApp), for wake in wake.go.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
+)
+
+// runner drives one sandbox's container to running: create (or claim from
+// the pool) when absent, unpause, start, or wait for another caller's
+// create or start. action says what it did, for the log and metrics.
+type runner struct {
+	m        *Manager
+	sb       *sandbox // the record of the sandbox being woken
+	id, name string
+	tpl      *config.Template
+	onCreate func() error
+	// subject and subjectMax: Options.Subject and SubjectMaxRunning;
+	// subjectChecked once the cap was checked for this wake.
+	subject        string
+	subjectMax     int
+	subjectChecked bool
+	noCreate       bool                        // Options.NoCreate
+	mayServe       func(template string) error // Options.MayServe
+	meta           map[string]string           // Options.Metadata
+	log            *slog.Logger
+	action         string
+	starts         int  // a container that exits at once is not restarted forever
+	claimed        bool // claimed from the warm pool
+}
+
+// run returns the running container. Every container acted on was
+// inspected and found owned; calls take its ID, not the name another
+// container could take meanwhile.
+func (r *runner) run(ctx context.Context) (ctrInfo, error) {
+	m := r.m
+	c, err := m.inspectOwned(ctx, r.name)
+	if err == nil && r.mayServe != nil {
+		// The instance's own template decides, before anything wakes.
+		if err := r.mayServe(c.Labels[LabelTemplate]); err != nil {
+			return ctrInfo{}, err
+		}
+	}
+	for err != nil || c.State != stateRunning {
+		if !r.subjectChecked && r.subjectMax > 0 && r.subject != "" && !errors.Is(err, ErrForeignContainer) &&
+			(errors.Is(err, ErrNoContainer) || err == nil && slices.Contains([]string{statePaused, stateExited, stateCreated}, c.State)) {
+			// About to make one more of the subject's sandboxes run.
+			r.subjectChecked = true
+			if lerr := r.m.checkSubject(ctx, r.subject, r.subjectMax); lerr != nil {
+				return ctrInfo{}, lerr
+			}
+		}
+		switch {
+		case errors.Is(err, ErrForeignContainer):
+			m.disown(r.id)
+			return ctrInfo{}, err
+		case errors.Is(err, ErrNoContainer):
+			var final bool
+			if final, err = r.absent(ctx, false); final {
+				return ctrInfo{}, err
+			}
+		case err != nil:
+			return ctrInfo{}, err
+		case c.Kept && r.starts >= 2:
+			return ctrInfo{}, fmt.Errorf("%w: %w: the pods of %s ended right after start", ErrNotReady, errCrashLoop, r.name)
+		case c.Kept:
+			// Kubernetes: the pod is gone, its workspace kept. A new pod
+			// on it is a wake of this sandbox, not a new one.
+			if r.tpl == nil {
+				r.tpl = m.cfg.Templates(c.Labels[LabelTemplate])
+			}
+			var final bool
+			if final, err = r.absent(ctx, true); final {
+				return ctrInfo{}, err
+			}
+		case c.State == statePaused:
+			r.action = "unpaused"
+			m.setPhase(r.sb, PhaseStarting, "")
+			err = m.eng.Resume(ctx, c.ID)
+		case c.State == stateExited && r.starts >= 2:
+			return ctrInfo{}, fmt.Errorf("%w: %w: container %s exited with code %d right after start", ErrNotReady, errCrashLoop, r.name, c.ExitCode)
+		case c.State == stateCreated && r.starts > 0:
+			// Still "created" after a start: another caller's start (a
+			// replica that won the create) is in flight. Let it finish.
+			err = sleep(ctx, 20*time.Millisecond)
+		case c.State == stateCreated || c.State == stateExited:
+			r.starts++
+			r.action = "started"
+			err = m.start(ctx, r.sb, c.ID)
+		case c.State == stateRestarting || c.State == stateRemoving:
+			err = sleep(ctx, 50*time.Millisecond)
+		default:
+			return ctrInfo{}, fmt.Errorf("container %s is %s (remove it to recreate)", r.name, c.State)
+		}
+		if err != nil && !errors.Is(err, ErrNoContainer) {
+			// Someone else may have changed it meanwhile (a start or
+			// unpause racing ours); it only matters if it is not running now.
+			if c2, ierr := m.inspectOwned(ctx, r.name); ierr == nil && c2.State == stateRunning {
+				c, err = c2, nil
+				continue
+			}
+			return ctrInfo{}, err
+		}
+		c, err = m.inspectOwned(ctx, r.name)
+	}
+	return c, nil
+}
+
+// absent makes the missing container: claimed from the warm pool or
+// created; a create that raced another caller (maybe another replica)
+// waits for that one's container instead. kept: only the sandbox's
+// workspace is left, so the container is created on it, neither charged
+// as a new sandbox nor taken from the pool. final: the wake fails with
+// err (no template, the create quota), whatever the container does
+// meanwhile.
+func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) {
+	m, tpl := r.m, r.tpl
+	if tpl == nil {
+		return true, fmt.Errorf("%w (no template to create it from)", ErrNoContainer)
+	}
+	if r.noCreate && !kept {
+		return true, fmt.Errorf("%w (creating it takes a token or the API)", ErrNoContainer)
+	}
+	switch {
+	case kept:
+		r.action = "started"
+	case r.action != "adopted":
+		r.action = "created"
+	}
+	if r.onCreate != nil && !kept {
+		if err := r.onCreate(); err != nil {
+			return true, err
+		}
+		r.onCreate = nil // a create that raced and is retried counts once
+	}
+	if !kept && r.action == "created" {
+		if err := m.dropRecord(ctx, r.id); err != nil { // settings.go
+			return true, fmt.Errorf("clear the settings a removed sandbox left: %w", err)
+		}
+	}
+	err = errNoPool
+	if tpl.Pool > 0 && tpl.Workspace == nil && r.subjectMax == 0 && len(r.meta) == 0 && (r.action == "created" || r.action == "adopted") {
+		if err = m.claim(ctx, r.id, tpl); err == nil {
+			r.action, r.claimed = "claimed from pool", true
+		} else if !errors.Is(err, errNameTaken) && !errors.Is(err, errNoPool) {
+			r.log.WarnContext(ctx, "pool claim failed, creating", "err", err)
+			err = errNoPool
+		}
+	}
+	if errors.Is(err, errNoPool) {
+		if err = m.create(ctx, r.sb, tpl, r.subject, r.meta); err == nil {
+			r.starts++
+		}
+	}
+	if errors.Is(err, errNameTaken) {
+		// Another caller owns the name and is creating it: wait for that
+		// container, never make a second. Docker reserves the name before
+		// the container can be inspected, so give the other create a
+		// moment.
+		if r.action != "adopted" {
+			r.log.InfoContext(ctx, "create raced, adopting the other container")
+		}
+		r.action = "adopted"
+		err = sleep(ctx, 20*time.Millisecond)
+	}
+	return false, err
+}
+
+// awaitApp records running container c as id's current run, waits until
+// its app is ready and caches its endpoint.
+func (m *Manager) awaitApp(ctx context.Context, sb *sandbox, tpl *config.Template, c ctrInfo) (Endpoint, error) {
+	id, name := sb.id, ContainerName(sb.id)
+	eff := m.effectiveTemplate(tpl, c)
+	if c.IP == "" {
+		return Endpoint{}, fmt.Errorf("container %s has no address on network %s", name, m.cfg.Network)
+	}
+	inst := instanceOf(c)
+	if inst == "" {
+		return Endpoint{}, fmt.Errorf("container %s is running but reports no start time", name)
+	}
+	ep := Endpoint{ID: id, Addr: endpointAddr(c, eff.Port), Template: c.Labels[LabelTemplate], Instance: inst}
+	m.mu.Lock()
+	gone := []string{m.observeLocked(sb, c)} // a run we handed out before is over
+	// The address is this run's from now on, before the app answers on it:
+	// a record another sandbox left on it (its container ended unseen) must
+	// not send its users here (instance.go).
+	gone = append(gone, m.claimAddrLocked(sb, ep.Addr)...)
+	m.mu.Unlock()
+	m.gone(gone...)
+
+	m.setPhase(sb, PhaseWaitingPort, fmt.Sprintf("waiting for port %d", eff.Port))
+	stopLogs := m.watchLogs(ctx, sb, c.ID) // shown live on the waiting page
+	defer stopLogs()
+	err := waitReady(ctx, ep.Addr, eff.Ready.Path, func(ctx context.Context) error {
+		now, err := m.eng.Lookup(ctx, c.ID)
+		switch {
+		case err != nil:
+			return err
+		case now.State == stateExited || now.State == stateDead:
+			return fmt.Errorf("%w: %w: container %s %s with code %d", ErrNotReady, errExited, name, now.State, now.ExitCode)
+		case now.Name != name:
+			return fmt.Errorf("%w: container %s was renamed to %s while starting", ErrNotReady, name, now.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		return Endpoint{}, err
+	}
+	// The probe only says something answers on the address. A run that
+	// ended while it was probed (liveness is checked every aliveEvery)
+	// left its address to whichever container the runtime started next,
+	// and that one's app may be what answered: look once more before the
+	// endpoint is handed out (attack21).
+	if now, err := m.eng.Lookup(ctx, c.ID); err != nil {
+		return Endpoint{}, err
+	} else if now.State != stateRunning || instanceOf(now) != inst || now.IP != "" && now.IP != c.IP {
+		return Endpoint{}, fmt.Errorf("%w: %w: container %s ended while its app was probed (%s)", ErrNotReady, errExited, name, now.State)
+	}
+	m.mu.Lock()
+	gone = m.cacheLocked(sb, &ep)
+	m.mu.Unlock()
+	m.gone(gone...)
+	// Ready is activity: published like a request's, so other replicas do
+	// not judge a slow start idle from when it began (#26).
+	sb.lastActivity.Store(m.now().UnixNano())
+	return ep, nil
+}
+
+// coldStartKind maps a wake's action to the cold start it was ("" for none).
+func coldStartKind(action string) string {
+	switch action {
+	case "created", "adopted":
+		return "create"
+	case "claimed from pool":
+		return "pool"
+	case "started", "unpaused":
+		return "wake"
+	}
+	return ""
+}
+
+// effectiveTemplate is the template to probe c with: tpl, else the one c was
+// created from, else defaults.
+func (m *Manager) effectiveTemplate(tpl *config.Template, c ctrInfo) *config.Template {
+	if tpl != nil {
+		return tpl
+	}
+	if t := m.cfg.Templates(c.Labels[LabelTemplate]); t != nil {
+		return t
+	}
+	return &config.Template{}
+}
+
+// start starts an existing container (its ID) within the start limits.
+func (m *Manager) start(ctx context.Context, sb *sandbox, ctr string) error {
+	release, err := m.acquireStart(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	m.setPhase(sb, PhaseStarting, "")
+	if err := m.eng.Start(ctx, ctr); err != nil {
+		return err
+	}
+	m.markRunning(sb)
+	return nil
+}
+
+// refreshStates re-reads every managed container's state from Docker.
+func (m *Manager) refreshStates(ctx context.Context) error {
+	list, err := m.listOwned(ctx)
+	if err != nil {
+		return err
+	}
+	states := make(map[string]ctrInfo, len(list))
+	for _, c := range list {
+		if id, ok := idFromName(c.Name, c.Labels[LabelPool]); ok {
+			states[id] = c
+		}
+	}
+	var gone []string
+	m.mu.Lock()
+	for id, sb := range m.sandboxes {
+		sb.state = states[id].State
+		switch {
+		case sb.state != stateRunning:
+			if sb.ep.Load() != nil || sb.last != nil && sb.state == "" {
+				gone = append(gone, m.dropLocked(sb))
+			}
+			if sb.state == "" {
+				sb.last = nil
+			}
+		case sb.last != nil && states[id].ID != instanceContainer(sb.last.Instance):
+			gone = append(gone, m.dropLocked(sb))
+			sb.last = nil
+		}
+	}
+	m.mu.Unlock()
+	m.gone(gone...)
+	return nil
+}
+
+var sleep = runtime.Sleep
