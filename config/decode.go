@@ -89,11 +89,12 @@ func dropShadowed(errs ErrorList, n int) ErrorList {
 // bounds error comes back as err; decode errors are left in d.errs.
 func decodeOnly(name string, data []byte, lookup func(string) (string, bool)) (*Config, *decoder, error) {
 	d := &decoder{file: name, lookup: lookup, locs: map[string]loc{}, budget: maxNodes, hidden: map[string]*node{}}
-	if pm := checkBounds(data); pm != nil {
+	tks, pm := checkBounds(data)
+	if pm != nil {
 		d.errAt(pm.Pos, "%s", pm.msg)
 		return nil, nil, d.errs
 	}
-	root, err := d.parseYAML(data)
+	root, err := d.parseYAML(tks)
 	if err != nil {
 		return nil, nil, err
 	}

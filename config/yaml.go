@@ -70,8 +70,8 @@ func (n *node) ShortTag() string { return n.tag }
 // parseYAML returns the single document's root node; nil for an empty file
 // or a null document. A syntax error stops the parse: it comes back as the
 // only error, at its position.
-func (d *decoder) parseYAML(data []byte) (*node, error) {
-	f, err := goccyParse(data)
+func (d *decoder) parseYAML(tks token.Tokens) (*node, error) {
+	f, err := goccyParse(tks)
 	if err != nil {
 		return nil, ErrorList{d.syntaxError(err)}
 	}
@@ -104,14 +104,14 @@ func (d *decoder) parseYAML(data []byte) (*node, error) {
 
 // goccyParse runs the parser, turning a panic (a parser bug) into an error
 // so a bad file can never crash a reload.
-func goccyParse(data []byte) (f *ast.File, err error) {
+func goccyParse(tks token.Tokens) (f *ast.File, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			f, err = nil, fmt.Errorf("the YAML parser failed on this file (%v)", r)
 		}
 	}()
 	// Duplicate keys are the decoder's to report, with the others.
-	return goccyparser.ParseBytes(data, 0, goccyparser.AllowDuplicateMapKey())
+	return goccyparser.Parse(tks, 0, goccyparser.AllowDuplicateMapKey())
 }
 
 // syntaxError places a parse error at goccy's position, 1:1 if it has none.
