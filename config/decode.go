@@ -5,6 +5,7 @@ import (
 	"os"
 	"reflect"
 
+	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/token"
 )
 
@@ -122,6 +123,8 @@ type decoder struct {
 	// hidden holds the scalar each secret and env value was decoded from,
 	// by hiddenKey (see redact.go).
 	hidden map[string]*node
+	// aliases links each alias to its anchor (see parseYAML).
+	aliases map[*ast.AliasNode]ast.Node
 	// first is the document's first token: from it, goccy's tokens give
 	// back the text as written (see rewrite).
 	first *token.Token
@@ -176,11 +179,10 @@ func kindName(n *node) string {
 	return "something else"
 }
 
-// resolve follows aliases and charges the node budget; nil when exhausted.
-func (d *decoder) resolve(n *node) *node {
-	for n != nil && n.kind == aliasNode {
-		n = n.alias
-	}
+// resolve reads n (see view) and charges the node budget; nil when
+// exhausted.
+func (d *decoder) resolve(an ast.Node) *node {
+	n := d.view(an)
 	if n == nil {
 		return nil
 	}

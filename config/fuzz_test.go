@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/lexer"
 )
 
@@ -86,19 +87,31 @@ func yamlDepth(data []byte) (depth int, ok bool) {
 	if err != nil {
 		return 0, false
 	}
-	var walk func(n *node) int
-	walk = func(n *node) int {
-		if n == nil {
-			return 0
+	var walk func(n ast.Node) int
+	walk = func(n ast.Node) int {
+		switch n := n.(type) {
+		case *ast.AnchorNode:
+			return walk(n.Value)
+		case *ast.TagNode:
+			return walk(n.Value)
+		case *ast.MappingKeyNode:
+			return walk(n.Value)
+		case *ast.MappingValueNode:
+			return max(walk(n.Key), walk(n.Value)) + 1
+		case *ast.MappingNode:
+			d := 0
+			for _, mv := range n.Values {
+				d = max(d, walk(mv.Key), walk(mv.Value))
+			}
+			return d + 1
+		case *ast.SequenceNode:
+			d := 0
+			for _, c := range n.Values {
+				d = max(d, walk(c))
+			}
+			return d + 1
 		}
-		d := 0
-		for _, c := range n.content {
-			d = max(d, walk(c))
-		}
-		if n.kind == mappingNode || n.kind == sequenceNode {
-			d++
-		}
-		return d
+		return 0
 	}
 	return walk(root), true
 }
