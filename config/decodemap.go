@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 
 	"github.com/goccy/go-yaml/ast"
 )
@@ -141,16 +142,17 @@ func (d *decoder) decodeMap(n *node, v reflect.Value, path string) {
 	v.Set(m)
 }
 
-var fieldCache = map[reflect.Type]map[string][]int{}
+// fieldCache maps each config struct type to its fields by yaml key.
+var fieldCache sync.Map // reflect.Type -> map[string][]int
 
 // fieldsOf maps yaml keys to field index paths, flattening ",inline" fields.
-// The config types are fixed, so the cache is filled on first use per type;
-// it is guarded by being built only from init-time-known types (see init).
 func fieldsOf(t reflect.Type) map[string][]int {
-	if f, ok := fieldCache[t]; ok {
-		return f
+	if f, ok := fieldCache.Load(t); ok {
+		return f.(map[string][]int)
 	}
-	return buildFields(t)
+	f := buildFields(t)
+	fieldCache.Store(t, f)
+	return f
 }
 
 func buildFields(t reflect.Type) map[string][]int {
@@ -174,27 +176,6 @@ func buildFields(t reflect.Type) map[string][]int {
 		out[name] = []int{i}
 	}
 	return out
-}
-
-func init() {
-	// Fill the field cache once so concurrent Parse calls only read it.
-	var walk func(t reflect.Type)
-	walk = func(t reflect.Type) {
-		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
-			t = t.Elem()
-		}
-		if t.Kind() != reflect.Struct || t == prefixType {
-			return
-		}
-		if _, ok := fieldCache[t]; ok {
-			return
-		}
-		fieldCache[t] = buildFields(t)
-		for i := range t.NumField() {
-			walk(t.Field(i).Type)
-		}
-	}
-	walk(reflect.TypeFor[Config]())
 }
 
 // suggest returns the known key closest to k if it is a likely typo.
