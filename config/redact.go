@@ -6,9 +6,8 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/goccy/go-yaml/token"
 )
@@ -306,31 +305,7 @@ func quotedAs(tk *token.Token, s string) string {
 	return s
 }
 
-// yamlQuote writes s as a YAML double-quoted scalar on one line.
-func yamlQuote(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		switch {
-		case r == '"' || r == '\\':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == utf8.RuneError, r == '\ufeff', !unicode.IsPrint(r):
-			if r <= 0xFFFF {
-				fmt.Fprintf(&b, `\u%04X`, r)
-			} else {
-				fmt.Fprintf(&b, `\U%08X`, r)
-			}
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
-}
+// yamlQuote writes s as a YAML double-quoted scalar on one line. Go's
+// escapes (\n, \t, \xNN below 0x80, \uNNNN, \UNNNNNNNN) are YAML's too, and
+// s, text the decoder read, is valid UTF-8 (TestYAMLQuote).
+func yamlQuote(s string) string { return strconv.Quote(s) }
