@@ -196,7 +196,7 @@ func TestSyntaxErrorColumnInLargeFile(t *testing.T) {
 
 // wideMapping is a config within MaxSize and MaxDepth whose one env mapping
 // holds ~45,000 keys: goccy's parser is quadratic in a block mapping's
-// size (v1.19.2: 25 s for 45,000 keys), so only the pre-scan's MaxNodes
+// size (v1.19.2: 25 s for 45,000 keys), so only the token count's MaxNodes
 // keeps it away from the parser.
 func wideMapping() []byte { return wideEnv(1 << 30) }
 

@@ -110,7 +110,7 @@ func decodeOnly(name string, data []byte, lookup func(string) (string, bool)) (*
 	return c, d, nil
 }
 
-// decoder walks a node tree into Go values by their yaml tags,
+// decoder walks goccy's AST into Go values by their yaml tags,
 // rejecting unknown keys and wrong types, and remembers where every value
 // came from, by its YAML path ("templates.web.memory", "routes[1]"), so
 // validation can point at it by the same path.
