@@ -10,8 +10,9 @@ import (
 	"testing"
 )
 
-// allocBound is what refusing any hostile file may cost. It is generous:
-// the real cost is a few hundred KB; before #13 the 200 KB bomb took 15 GB.
+// allocBound is what refusing any hostile file here may cost: the 200 KB
+// bombs cost about 57 MB (tokenizing, about 300 bytes a token); before #13
+// the 200 KB bomb took 15 GB.
 const allocBound = 64 << 20
 
 // allocated returns the bytes allocated while f ran. The tests that use it
@@ -169,7 +170,7 @@ func TestCheckBoundsCountsStructureOnly(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			pm := checkBounds([]byte(tt.yaml))
+			_, pm := checkBounds([]byte(tt.yaml))
 			switch {
 			case tt.ok && pm != nil:
 				t.Errorf("got %d:%d: %s, want no error", pm.Line, pm.Col, pm.msg)
@@ -195,7 +196,7 @@ func TestSyntaxErrorColumnInLargeFile(t *testing.T) {
 
 // wideMapping is a config within MaxSize and MaxDepth whose one env mapping
 // holds ~45,000 keys: goccy's parser is quadratic in a block mapping's
-// size (v1.19.2: 25 s for 45,000 keys), so only the pre-scan's MaxNodes
+// size (v1.19.2: 25 s for 45,000 keys), so only the token count's MaxNodes
 // keeps it away from the parser.
 func wideMapping() []byte { return wideEnv(1 << 30) }
 
@@ -224,7 +225,7 @@ func TestParseRefusesWideMapping(t *testing.T) {
 
 // BenchmarkParseBombs measures refusing hostile input: the 45,000-key
 // mapping, the billion laughs of merge keys and aliases, and 200 KB of
-// "[". Nothing asserts a time; TestParseRefusesBombs and
+// "[" (and MaxSize of it). Nothing asserts a time; TestParseRefusesBombs and
 // TestParseRefusesWideMapping assert the refusals.
 func BenchmarkParseBombs(b *testing.B) {
 	for _, bomb := range []struct {
@@ -234,6 +235,7 @@ func BenchmarkParseBombs(b *testing.B) {
 		{"wide-mapping-45k", wideMapping()},
 		{"billion-laughs", []byte(lol())},
 		{"200KB-of-[", []byte(strings.Repeat("[", 200_000))},
+		{"MaxSize-of-[", []byte(strings.Repeat("[", MaxSize))}, // the costliest refusal: every byte a token
 	} {
 		b.Run(bomb.name, func(b *testing.B) {
 			b.SetBytes(int64(len(bomb.data)))

@@ -290,6 +290,11 @@ func TestRestartNeeded(t *testing.T) {
 	if nw.Listen.HTTP != old.Listen.HTTP || nw.Limits.MaxRunning != 3 {
 		t.Errorf("got listen %q max_running %d, want the old listen kept and the new limit", nw.Listen.HTTP, nw.Limits.MaxRunning)
 	}
+	// Each restart-only key names a setting of the file (setting panics
+	// on a key that names none).
+	for _, k := range append(slices.Clone(restartOnly), domainSetting) {
+		setting(nw, k)
+	}
 }
 
 // TestRestartNeededDomains: where certificates are made for the start

@@ -5,6 +5,7 @@ import (
 	"os"
 	"reflect"
 
+	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/token"
 )
 
@@ -89,11 +90,12 @@ func dropShadowed(errs ErrorList, n int) ErrorList {
 // bounds error comes back as err; decode errors are left in d.errs.
 func decodeOnly(name string, data []byte, lookup func(string) (string, bool)) (*Config, *decoder, error) {
 	d := &decoder{file: name, lookup: lookup, locs: map[string]loc{}, budget: maxNodes, hidden: map[string]*node{}}
-	if pm := checkBounds(data); pm != nil {
+	tks, pm := checkBounds(data)
+	if pm != nil {
 		d.errAt(pm.Pos, "%s", pm.msg)
 		return nil, nil, d.errs
 	}
-	root, err := d.parseYAML(data)
+	root, err := d.parseYAML(tks)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -108,7 +110,7 @@ func decodeOnly(name string, data []byte, lookup func(string) (string, bool)) (*
 	return c, d, nil
 }
 
-// decoder walks a node tree into Go values by their yaml tags,
+// decoder walks goccy's AST into Go values by their yaml tags,
 // rejecting unknown keys and wrong types, and remembers where every value
 // came from, by its YAML path ("templates.web.memory", "routes[1]"), so
 // validation can point at it by the same path.
@@ -121,6 +123,8 @@ type decoder struct {
 	// hidden holds the scalar each secret and env value was decoded from,
 	// by hiddenKey (see redact.go).
 	hidden map[string]*node
+	// aliases links each alias to its anchor (see parseYAML).
+	aliases map[*ast.AliasNode]ast.Node
 	// first is the document's first token: from it, goccy's tokens give
 	// back the text as written (see rewrite).
 	first *token.Token
@@ -175,11 +179,10 @@ func kindName(n *node) string {
 	return "something else"
 }
 
-// resolve follows aliases and charges the node budget; nil when exhausted.
-func (d *decoder) resolve(n *node) *node {
-	for n != nil && n.kind == aliasNode {
-		n = n.alias
-	}
+// resolve reads n (see view) and charges the node budget; nil when
+// exhausted.
+func (d *decoder) resolve(an ast.Node) *node {
+	n := d.view(an)
 	if n == nil {
 		return nil
 	}

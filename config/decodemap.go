@@ -4,10 +4,16 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
+
+	"github.com/goccy/go-yaml/ast"
 )
 
 // entry is one key/value pair of a mapping after merge keys are applied.
-type entry struct{ k, v *node }
+type entry struct {
+	k *node
+	v ast.Node
+}
 
 // entries lists n's pairs, expanding "<<" merge keys; explicit keys win over
 // merged ones. Duplicate explicit keys are errors.
@@ -15,7 +21,10 @@ func (d *decoder) entries(n *node, path string, depth int) []entry {
 	var own, merged []entry
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.content); i += 2 {
-		k, v := n.content[i], n.content[i+1]
+		k, v := d.view(n.content[i]), n.content[i+1]
+		if k == nil {
+			continue
+		}
 		if k.kind == scalarNode && k.ShortTag() == mergeTag {
 			merged = append(merged, d.mergeSources(v, path, depth)...)
 			continue
@@ -40,8 +49,9 @@ func (d *decoder) entries(n *node, path string, depth int) []entry {
 	return own
 }
 
-func (d *decoder) mergeSources(v *node, path string, depth int) []entry {
-	if v = d.resolve(v); v == nil {
+func (d *decoder) mergeSources(an ast.Node, path string, depth int) []entry {
+	v := d.resolve(an)
+	if v == nil {
 		return nil
 	}
 	if depth > 10 {
@@ -53,8 +63,9 @@ func (d *decoder) mergeSources(v *node, path string, depth int) []entry {
 		return d.entries(v, path, depth+1)
 	case sequenceNode:
 		var out []entry
-		for _, c := range v.content {
-			if c = d.resolve(c); c == nil {
+		for _, ac := range v.content {
+			c := d.resolve(ac)
+			if c == nil {
 				return out
 			}
 			if c.kind != mappingNode {
@@ -114,14 +125,14 @@ func (d *decoder) decodeMap(n *node, v reflect.Value, path string) {
 		if t.Elem().Kind() == reflect.Pointer {
 			// Allocate here so that "name:" (null) still yields an entry.
 			ev.Set(reflect.New(t.Elem().Elem()))
-			d.locs[p] = loc{Pos: nodePos(e.v), Key: nodePos(e.k), path: p}
+			d.locs[p] = loc{Pos: astPos(e.v), Key: nodePos(e.k), path: p}
 			if r := d.resolve(e.v); r != nil && !(r.kind == scalarNode && r.ShortTag() == nullTag) {
-				d.decode(r, ev.Elem(), p)
+				d.decode(e.v, ev.Elem(), p)
 			}
 		} else {
 			d.decode(e.v, ev, p)
 			if t == envType {
-				if r := resolveAlias(e.v); r != nil && r.kind == scalarNode {
+				if r := d.view(e.v); r != nil && r.kind == scalarNode {
 					d.hidden[envKey(path, key)] = r
 				}
 			}
@@ -131,16 +142,17 @@ func (d *decoder) decodeMap(n *node, v reflect.Value, path string) {
 	v.Set(m)
 }
 
-var fieldCache = map[reflect.Type]map[string][]int{}
+// fieldCache maps each config struct type to its fields by yaml key.
+var fieldCache sync.Map // reflect.Type -> map[string][]int
 
 // fieldsOf maps yaml keys to field index paths, flattening ",inline" fields.
-// The config types are fixed, so the cache is filled on first use per type;
-// it is guarded by being built only from init-time-known types (see init).
 func fieldsOf(t reflect.Type) map[string][]int {
-	if f, ok := fieldCache[t]; ok {
-		return f
+	if f, ok := fieldCache.Load(t); ok {
+		return f.(map[string][]int)
 	}
-	return buildFields(t)
+	f := buildFields(t)
+	fieldCache.Store(t, f)
+	return f
 }
 
 func buildFields(t reflect.Type) map[string][]int {
@@ -164,27 +176,6 @@ func buildFields(t reflect.Type) map[string][]int {
 		out[name] = []int{i}
 	}
 	return out
-}
-
-func init() {
-	// Fill the field cache once so concurrent Parse calls only read it.
-	var walk func(t reflect.Type)
-	walk = func(t reflect.Type) {
-		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
-			t = t.Elem()
-		}
-		if t.Kind() != reflect.Struct || t == prefixType {
-			return
-		}
-		if _, ok := fieldCache[t]; ok {
-			return
-		}
-		fieldCache[t] = buildFields(t)
-		for i := range t.NumField() {
-			walk(t.Field(i).Type)
-		}
-	}
-	walk(reflect.TypeFor[Config]())
 }
 
 // suggest returns the known key closest to k if it is a likely typo.

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/goccy/go-yaml/ast"
 )
 
 var (
@@ -26,8 +28,9 @@ type scalarParser interface {
 // as deep as the YAML: a collection where a scalar belongs is an error, and
 // aliases are charged to the node budget. Errors are recorded and decoding
 // goes on, so one pass finds every error of a file.
-func (d *decoder) decode(n *node, v reflect.Value, path string) {
-	if n = d.resolve(n); n == nil {
+func (d *decoder) decode(an ast.Node, v reflect.Value, path string) {
+	n := d.resolve(an)
+	if n == nil {
 		return
 	}
 	l := d.locs[path]
@@ -43,7 +46,7 @@ func (d *decoder) decode(n *node, v reflect.Value, path string) {
 	switch t := v.Type(); t.Kind() {
 	case reflect.Pointer:
 		e := reflect.New(t.Elem())
-		d.decode(n, e.Elem(), path)
+		d.decode(an, e.Elem(), path)
 		v.Set(e)
 	case reflect.Struct:
 		d.decodeStruct(n, v, path)

@@ -75,45 +75,23 @@ func Default() *Config {
 // ApplyDefaults fills every zero field that has a documented default, so
 // consumers never interpret zero values themselves. It is idempotent.
 func (c *Config) ApplyDefaults() {
-	if c.Listen.HTTP == "" {
-		c.Listen.HTTP = ":80"
-	}
-	if c.Listen.HTTPS == "" {
-		c.Listen.HTTPS = ":443"
-	}
-	if c.Listen.Admin == "" {
-		c.Listen.Admin = "127.0.0.1:9090"
-	}
-	if c.DataDir == "" {
-		c.DataDir = "previewgate-data"
-	}
-	if c.TLS.Mode == "" {
-		c.TLS.Mode = TLSOff
-	}
-	if c.TLS.ACME.Strategy == "" {
-		c.TLS.ACME.Strategy = StrategyOnDemand
-	}
+	setDefault(&c.Listen.HTTP, ":80")
+	setDefault(&c.Listen.HTTPS, ":443")
+	setDefault(&c.Listen.Admin, "127.0.0.1:9090")
+	setDefault(&c.DataDir, "previewgate-data")
+	setDefault(&c.TLS.Mode, TLSOff)
+	setDefault(&c.TLS.ACME.Strategy, StrategyOnDemand)
 	// 20 an hour: a public CA's weekly per-domain budget (Let's Encrypt:
 	// 50 certificates per registered domain) lasts a few hours of abuse,
 	// not minutes, while a team's new previews are rarely more (#24, 7).
-	setInt(&c.TLS.ACME.IssuePerHour, 20)
-	if c.TLS.ACME.CA == "" {
-		c.TLS.ACME.CA = "https://acme-v02.api.letsencrypt.org/directory"
-	}
-	if c.TLS.ACME.RFC2136.TSIGAlg == "" {
-		c.TLS.ACME.RFC2136.TSIGAlg = "hmac-sha256"
-	}
+	setDefault(&c.TLS.ACME.IssuePerHour, 20)
+	setDefault(&c.TLS.ACME.CA, "https://acme-v02.api.letsencrypt.org/directory")
+	setDefault(&c.TLS.ACME.RFC2136.TSIGAlg, "hmac-sha256")
 	setDur(&c.Auth.LinkTTL, DefaultLinkTTL)
 	setDur(&c.Auth.MaxLinkTTL, DefaultMaxLinkTTL)
-	if c.Auth.Audience == "" {
-		c.Auth.Audience = DefaultAudience
-	}
-	if c.Docker.Network == "" {
-		c.Docker.Network = DefaultNetwork
-	}
-	if c.Docker.Replicas == 0 {
-		c.Docker.Replicas = 1
-	}
+	setDefault(&c.Auth.Audience, DefaultAudience)
+	setDefault(&c.Docker.Network, DefaultNetwork)
+	setDefault(&c.Docker.Replicas, 1)
 	if c.DefaultTemplate == "" && len(c.Templates) == 1 {
 		for name := range c.Templates {
 			c.DefaultTemplate = name // a single template is the default
@@ -128,89 +106,63 @@ func (c *Config) ApplyDefaults() {
 		t.applyDefaults()
 	}
 	l := &c.Limits
-	setInt(&l.MaxConcurrentStarts, defaultMaxStarts)
-	setInt(&l.StartQueue, defaultStartQueue)
+	setDefault(&l.MaxConcurrentStarts, defaultMaxStarts)
+	setDefault(&l.StartQueue, defaultStartQueue)
 	setDur(&l.StartQueueTimeout, defaultQueueTimeout)
-	setInt(&l.MaxRunning, defaultMaxRunning)
+	setDefault(&l.MaxRunning, defaultMaxRunning)
 	// On by default (#13): otherwise one subject with a sbx "*" token can
 	// take every max_running slot. Half of max_running, so that within an
 	// hour one subject can take at most half of the slots. Unlimited is an
 	// explicit -1.
-	setInt(&l.CreatesPerSubjectPerHour, max(1, l.MaxRunning/2))
-	setInt(&l.WebSocketsPerSandbox, 64)
-	setInt(&l.WebSocketsPerIP, 32)
-	if l.MaxHeaderBytes == 0 {
-		l.MaxHeaderBytes = 64 << 10
-	}
+	setDefault(&l.CreatesPerSubjectPerHour, max(1, l.MaxRunning/2))
+	setDefault(&l.WebSocketsPerSandbox, 64)
+	setDefault(&l.WebSocketsPerIP, 32)
+	setDefault(&l.MaxHeaderBytes, 64<<10)
 	setDur(&l.ReadHeaderTimeout, 10*time.Second)
 	setDur(&l.IdleConnTimeout, 120*time.Second)
 	setDur(&l.BodyTimeout, 30*time.Second)
 	setDur(&l.WriteTimeout, 30*time.Second)
-	if l.BodyMinRate == 0 {
-		l.BodyMinRate = 1 << 10
-	}
-	setInt(&l.ConnectionsPerIP, 256)
+	setDefault(&l.BodyMinRate, 1<<10)
+	setDefault(&l.ConnectionsPerIP, 256)
 	// MaxConnections stays zero: the listeners derive it from the
 	// descriptor limit of the process that serves (gateway.NewConnLimiter).
-	setInt(&l.LimiterEntries, 100_000)
-	if c.Log.Level == "" {
-		c.Log.Level = "info"
-	}
-	if c.Log.Format == "" {
-		c.Log.Format = "auto"
-	}
+	setDefault(&l.LimiterEntries, 100_000)
+	setDefault(&c.Log.Level, "info")
+	setDefault(&c.Log.Format, "auto")
 }
 
 func (t *Template) applyDefaults() {
-	setInt(&t.Port, 3000)
+	setDefault(&t.Port, 3000)
 	if len(t.Ports) == 0 {
 		t.Ports = []int{t.Port}
 	}
-	if t.Memory == 0 {
-		t.Memory = 1 << 30
-	}
-	if t.CPUs == 0 {
-		t.CPUs = 1
-	}
-	if t.Pids == 0 {
-		t.Pids = 512
-	}
+	setDefault(&t.Memory, 1<<30)
+	setDefault(&t.CPUs, 1)
+	setDefault(&t.Pids, 512)
 	setDur(&t.Ready.Timeout, defaultReadyTimeout)
 	setDur(&t.IdleTimeout, 15*time.Minute)
-	if t.IdleAction == "" {
-		t.IdleAction = IdleStop
-	}
+	setDefault(&t.IdleAction, IdleStop)
 	setDur(&t.MaxSocketIdle, time.Hour)
 	setDur(&t.RemoveAfter, 24*time.Hour)
 	setDur(&t.MaxKeepUp, DefaultMaxKeepUp)
-	if t.ColdStart == "" {
-		t.ColdStart = ColdStartWaitingPage
-	}
-	if t.HostHeader == "" {
-		t.HostHeader = HostLocal
-	}
-	if t.MaxBodyBytes == 0 {
-		t.MaxBodyBytes = 100 << 20
-	}
+	setDefault(&t.ColdStart, ColdStartWaitingPage)
+	setDefault(&t.HostHeader, HostLocal)
+	setDefault(&t.MaxBodyBytes, 100<<20)
 }
 
 // Template returns the named template, or the default template when name is
 // empty; nil if there is none.
 func (c *Config) Template(name string) *Template {
-	if name == "" {
-		name = c.DefaultTemplate
-	}
+	setDefault(&name, c.DefaultTemplate)
 	return c.Templates[name]
 }
 
-func setInt(p *int, v int) {
-	if *p == 0 {
+// setDefault sets *p to v if it is zero.
+func setDefault[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
 		*p = v
 	}
 }
 
-func setDur(p *Duration, v time.Duration) {
-	if *p == 0 {
-		*p = Duration(v)
-	}
-}
+func setDur(p *Duration, v time.Duration) { setDefault(p, Duration(v)) }

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/lexer"
 )
 
 // FuzzParse: malformed input never panics, every error carries a position,
@@ -31,7 +34,7 @@ func FuzzParse(f *testing.F) {
 	}
 	lookup := env(fullEnv)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if pm := checkBounds(data); pm != nil {
+		if _, pm := checkBounds(data); pm != nil {
 			if depth, ok := yamlDepth(data); ok && depth <= MaxDepth {
 				t.Fatalf("checkBounds refused a document %d deep: %d:%d: %s", depth, pm.Line, pm.Col, pm.msg)
 			}
@@ -63,7 +66,7 @@ func FuzzParse(f *testing.F) {
 		// every file's text: "jwks_url: http://0\ntemplates:" at the end
 		// of a file is one, found by this target in CI.)
 		d := &decoder{file: "fuzz.yaml"}
-		if _, err := d.parseYAML(data); err == nil && d.first != nil {
+		if _, err := d.parseYAML(lexer.Tokenize(string(data))); err == nil && d.first != nil {
 			out, err := rewrite("fuzz.yaml", data, d.first, nil)
 			if err == nil && string(out) != string(data) {
 				t.Fatalf("rewrite without edits: got %q; want the file as written or a refusal", out)
@@ -80,23 +83,35 @@ func yamlDepth(data []byte) (depth int, ok bool) {
 		return 0, false
 	}
 	d := &decoder{file: "depth.yaml"}
-	root, err := d.parseYAML(data)
+	root, err := d.parseYAML(lexer.Tokenize(string(data)))
 	if err != nil {
 		return 0, false
 	}
-	var walk func(n *node) int
-	walk = func(n *node) int {
-		if n == nil {
-			return 0
+	var walk func(n ast.Node) int
+	walk = func(n ast.Node) int {
+		switch n := n.(type) {
+		case *ast.AnchorNode:
+			return walk(n.Value)
+		case *ast.TagNode:
+			return walk(n.Value)
+		case *ast.MappingKeyNode:
+			return walk(n.Value)
+		case *ast.MappingValueNode:
+			return max(walk(n.Key), walk(n.Value)) + 1
+		case *ast.MappingNode:
+			d := 0
+			for _, mv := range n.Values {
+				d = max(d, walk(mv.Key), walk(mv.Value))
+			}
+			return d + 1
+		case *ast.SequenceNode:
+			d := 0
+			for _, c := range n.Values {
+				d = max(d, walk(c))
+			}
+			return d + 1
 		}
-		d := 0
-		for _, c := range n.content {
-			d = max(d, walk(c))
-		}
-		if n.kind == mappingNode || n.kind == sequenceNode {
-			d++
-		}
-		return d
+		return 0
 	}
 	return walk(root), true
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/lexer"
 )
 
 // A PUT whose body is not an edit of the file (a script that sends the
@@ -62,7 +63,7 @@ type lineEntry struct {
 // parseBody parses data into the body of its one document, the model the
 // edit walks (nil for an empty document); ok false if it does not parse.
 func parseBody(data []byte) (ast.Node, bool) {
-	f, err := goccyParse(data)
+	f, err := goccyParse(lexer.Tokenize(string(data)))
 	if err != nil || len(f.Docs) > 1 {
 		return nil, false
 	}

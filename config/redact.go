@@ -6,9 +6,8 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/goccy/go-yaml/token"
 )
@@ -23,15 +22,6 @@ import (
 // envKey names an env value: the map's path, NUL, the variable (template
 // names may contain dots; NUL is in neither).
 func envKey(mapPath, name string) string { return mapPath + "\x00" + name }
-
-// resolveAlias follows aliases without charging the node budget (the
-// decoder already charged it for the same node).
-func resolveAlias(n *node) *node {
-	for i := 0; n != nil && n.kind == aliasNode && i < maxNodes; i++ {
-		n = n.alias
-	}
-	return n
-}
 
 // keepRaw records on c the text each hidden value was written as, before
 // ${VAR} expansion, by a key that names the value rather than its place:
@@ -160,7 +150,7 @@ func parseUpdate(name string, data []byte, live *Config, lookup func(string) (st
 		}
 		restored[key] = raw
 		used[raw] = true
-		if n.style == blockStyle || n.tk == nil {
+		if n.tk == nil || scalarSource(n.tk) != quotedAs(n.tk, Redacted) { // a block scalar, escapes
 			errs = append(errs, &Error{File: name, Line: p.Line, Col: p.Col, Msg: "write REDACTED plainly or in simple quotes to keep the running value"})
 			continue
 		}
@@ -274,48 +264,34 @@ func hiddenName(key string) string {
 // is the tokens' own text (Origin), so comments, order and layout stay as
 // written: the document model edits of the file build on (#24).
 func rewrite(name string, data []byte, first *token.Token, texts map[*token.Token]string) ([]byte, error) {
-	out, ok, err := editTokens(data, first, func(tk *token.Token, o string) (string, error) {
-		text, ok := texts[tk]
-		if !ok {
-			return o, nil
-		}
-		raw := quotedAs(tk, Redacted)
-		i := strings.LastIndex(o, raw)
-		if i < 0 {
-			p := tokenPos(tk)
-			return "", ErrorList{{File: name, Line: p.Line, Col: p.Col, Msg: "write REDACTED plainly or in simple quotes to keep the running value"}}
-		}
-		return o[:i] + text + o[i+len(raw):], nil
-	})
-	if err != nil {
-		return nil, err
-	}
+	out, ok := editTokens(data, first, texts)
 	if !ok {
 		return nil, ErrorList{{File: name, Line: 1, Col: 1, Msg: "this file cannot be kept as written with REDACTED in it; write the values"}}
 	}
 	return out, nil
 }
 
-// editTokens gives back data with the text (Origin) of each token from
-// first on passed through edit. The tokens hold the text up to the last
-// one; what follows is blank or comments. ok is false when the tokens do
-// not give back the text as written: then nothing is to be written rather
+// editTokens gives back data with each scalar token of texts written as
+// its text, the rest as the tokens hold it (Origin) up to the last token;
+// what follows is blank or comments. ok is false when the tokens do not
+// give back the text as written: then nothing is to be written rather
 // than a changed file.
-func editTokens(data []byte, first *token.Token, edit func(tk *token.Token, o string) (string, error)) (_ []byte, ok bool, _ error) {
+func editTokens(data []byte, first *token.Token, texts map[*token.Token]string) (_ []byte, ok bool) {
 	var orig, out strings.Builder
 	for tk := first; tk != nil; tk = tk.Next {
-		orig.WriteString(tk.Origin)
-		o, err := edit(tk, tk.Origin)
-		if err != nil {
-			return nil, false, err
+		o := tk.Origin
+		orig.WriteString(o)
+		if text, ok := texts[tk]; ok {
+			start := len(o) - len(strings.TrimLeft(o, " \t\r\n"))
+			o = o[:start] + text + o[len(strings.TrimRight(o, " \t\r\n")):]
 		}
 		out.WriteString(o)
 	}
 	if !strings.HasPrefix(string(data), orig.String()) {
-		return nil, false, nil
+		return nil, false
 	}
 	out.Write(data[orig.Len():])
-	return []byte(out.String()), true, nil
+	return []byte(out.String()), true
 }
 
 // quotedAs is s in the quotes of the scalar token tk.
@@ -329,31 +305,7 @@ func quotedAs(tk *token.Token, s string) string {
 	return s
 }
 
-// yamlQuote writes s as a YAML double-quoted scalar on one line.
-func yamlQuote(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		switch {
-		case r == '"' || r == '\\':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == utf8.RuneError, r == '\ufeff', !unicode.IsPrint(r):
-			if r <= 0xFFFF {
-				fmt.Fprintf(&b, `\u%04X`, r)
-			} else {
-				fmt.Fprintf(&b, `\U%08X`, r)
-			}
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
-}
+// yamlQuote writes s as a YAML double-quoted scalar on one line. Go's
+// escapes (\n, \t, \xNN below 0x80, \uNNNN, \UNNNNNNNN) are YAML's too, and
+// s, text the decoder read, is valid UTF-8 (TestYAMLQuote).
+func yamlQuote(s string) string { return strconv.Quote(s) }

@@ -202,7 +202,7 @@ func TestParseUpdateErrorsHideSecrets(t *testing.T) {
 
 func TestYAMLQuote(t *testing.T) {
 	t.Parallel()
-	for _, s := range []string{"", "plain", `a "b" \c`, "line\nbreak\ttab\rcr", "${X} $${Y}", "é ✓ 😀", "\x00\x1b\u00a0\u2028\ufeff"} {
+	for _, s := range []string{"", "plain", `a "b" \c`, "line\nbreak\ttab\rcr", "${X} $${Y}", "é ✓ 😀", "\x00\x1b\u00a0\u2028\ufeff", "\a\b\f\v\x7f", "\U0001F600\U000E0001"} {
 		var got string
 		c, err := parse("q.yaml", []byte("domain: a.localhost\nauth: {jwks_url: \"https://a.example/j\"}\ntemplates: {web: {image: x, env: {V: "+yamlQuote(s)+"}}}\n"), env(map[string]string{"X": "x"}))
 		if err != nil {

@@ -37,14 +37,7 @@ func (c *Config) RedactedSource() ([]byte, error) {
 		}
 		texts[n.tk] = quotedAs(n.tk, Redacted)
 	}
-	out, ok, _ := editTokens(c.src, d.first, func(tk *token.Token, o string) (string, error) {
-		if text, hidden := texts[tk]; hidden {
-			start := len(o) - len(strings.TrimLeft(o, " \t\r\n"))
-			end := len(strings.TrimRight(o, " \t\r\n"))
-			o = o[:start] + text + o[end:]
-		}
-		return o, nil
-	})
+	out, ok := editTokens(c.src, d.first, texts)
 	if !ok {
 		return c.Redacted() // the tokens do not give back the text: show the values instead
 	}

@@ -3,6 +3,7 @@ package config
 import (
 	"reflect"
 	"slices"
+	"strings"
 	"sync/atomic"
 )
 
@@ -28,54 +29,42 @@ func (s *Store) Store(c *Config) { s.p.Store(c) }
 // Swap makes c the current config and returns the previous one.
 func (s *Store) Swap(c *Config) *Config { return s.p.Swap(c) }
 
-// restartOnly lists the settings a running gateway cannot change: their
-// listeners, state, Docker client and certificate manager are built once at
-// start.
-var restartOnly = []setting{
-	{"listen.http", func(c *Config) any { return &c.Listen.HTTP }},
-	{"listen.https", func(c *Config) any { return &c.Listen.HTTPS }},
-	{"listen.admin", func(c *Config) any { return &c.Listen.Admin }},
-	{"listen.metrics", func(c *Config) any { return &c.Listen.Metrics }},
-	{"data_dir", func(c *Config) any { return &c.DataDir }},
-	{"docker.host", func(c *Config) any { return &c.Docker.Host }},
-	{"docker.network", func(c *Config) any { return &c.Docker.Network }},
-	{"docker.replicas", func(c *Config) any { return &c.Docker.Replicas }},
-	// The sandbox manager's engine (Docker client or Kubernetes clientset).
-	{"runtime", func(c *Config) any { return &c.Runtime }},
-	{"tls.mode", func(c *Config) any { return &c.TLS.Mode }},
-	{"tls.acme", func(c *Config) any { return &c.TLS.ACME }},
-	{"tls.cert_file", func(c *Config) any { return &c.TLS.CertFile }},
-	{"tls.key_file", func(c *Config) any { return &c.TLS.KeyFile }},
-	{"log.level", func(c *Config) any { return &c.Log.Level }},
-	{"log.format", func(c *Config) any { return &c.Log.Format }},
+// restartOnly lists the settings a running gateway cannot change, by
+// their keys in the file: their listeners, state, Docker client and
+// certificate manager are built once at start.
+var restartOnly = []string{
+	"listen.http", "listen.https", "listen.admin", "listen.metrics", "data_dir",
+	"docker.host", "docker.network", "docker.replicas",
+	"runtime", // the sandbox manager's engine (Docker client or Kubernetes clientset)
+	"tls.mode", "tls.acme", "tls.cert_file", "tls.key_file", "log.level", "log.format",
 	// The sandbox manager and the listeners take these when they start.
-	{"limits.max_concurrent_starts", func(c *Config) any { return &c.Limits.MaxConcurrentStarts }},
-	{"limits.start_queue", func(c *Config) any { return &c.Limits.StartQueue }},
-	{"limits.start_queue_timeout", func(c *Config) any { return &c.Limits.StartQueueTimeout }},
-	{"limits.max_header_bytes", func(c *Config) any { return &c.Limits.MaxHeaderBytes }},
-	{"limits.read_header_timeout", func(c *Config) any { return &c.Limits.ReadHeaderTimeout }},
-	{"limits.idle_timeout", func(c *Config) any { return &c.Limits.IdleConnTimeout }},
-	{"limits.body_timeout", func(c *Config) any { return &c.Limits.BodyTimeout }},
-	{"limits.body_min_rate", func(c *Config) any { return &c.Limits.BodyMinRate }},
-	{"limits.write_timeout", func(c *Config) any { return &c.Limits.WriteTimeout }},
-	{"limits.connections_per_ip", func(c *Config) any { return &c.Limits.ConnectionsPerIP }},
-	{"limits.max_connections", func(c *Config) any { return &c.Limits.MaxConnections }},
+	"limits.max_concurrent_starts", "limits.start_queue", "limits.start_queue_timeout",
+	"limits.max_header_bytes", "limits.read_header_timeout", "limits.idle_timeout",
+	"limits.body_timeout", "limits.body_min_rate", "limits.write_timeout",
+	"limits.connections_per_ip", "limits.max_connections",
 }
 
-// setting names a config key (as written in the file) and points at it.
-type setting struct {
-	name string
-	get  func(*Config) any
+// setting is the field of c at key path (as restartOnly names it).
+func setting(c *Config, path string) reflect.Value {
+	v := reflect.ValueOf(c).Elem()
+	for _, k := range strings.Split(path, ".") {
+		idx, ok := fieldsOf(v.Type())[k]
+		if !ok {
+			panic("config: no setting " + path) // restartOnly names a key that does not exist
+		}
+		v = v.FieldByIndex(idx)
+	}
+	return v
 }
 
 // domainSetting is restart-only where certificates are made for the domains
 // the gateway starts with: a domain added later would be routed but get no
 // certificate, and one removed would keep its certificate. There the
 // domains wait for the restart with the certificates.
-var domainSetting = setting{"domain", func(c *Config) any { return &c.Domains }}
+const domainSetting = "domain"
 
 // restartOnlyFor is restartOnly for a gateway running with config running.
-func restartOnlyFor(running *Config) []setting {
+func restartOnlyFor(running *Config) []string {
 	if certsPerStartDomain(running) {
 		return append(slices.Clip(restartOnly), domainSetting)
 	}
@@ -107,9 +96,9 @@ func RestartNeeded(old, new *Config) []string {
 		return nil
 	}
 	var out []string
-	for _, f := range restartOnlyFor(old) {
-		if !reflect.DeepEqual(reflect.ValueOf(f.get(old)).Elem().Interface(), reflect.ValueOf(f.get(new)).Elem().Interface()) {
-			out = append(out, f.name)
+	for _, k := range restartOnlyFor(old) {
+		if !reflect.DeepEqual(setting(old, k).Interface(), setting(new, k).Interface()) {
+			out = append(out, k)
 		}
 	}
 	return out
@@ -118,7 +107,7 @@ func RestartNeeded(old, new *Config) []string {
 // keepRestartOnly copies the restart-only settings from old into new, so the
 // live config describes what actually runs.
 func keepRestartOnly(old, new *Config) {
-	for _, f := range restartOnlyFor(old) {
-		reflect.ValueOf(f.get(new)).Elem().Set(reflect.ValueOf(f.get(old)).Elem())
+	for _, k := range restartOnlyFor(old) {
+		setting(new, k).Set(setting(old, k))
 	}
 }

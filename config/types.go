@@ -75,26 +75,17 @@ func (d *Duration) parseScalar(s, tag string) error {
 	return nil
 }
 
-var sizeUnits = map[string]int64{
-	"":    1,
-	"b":   1,
-	"k":   1 << 10,
-	"kb":  1000,
-	"kib": 1 << 10,
-	"ki":  1 << 10,
-	"m":   1 << 20,
-	"mb":  1000 * 1000,
-	"mib": 1 << 20,
-	"mi":  1 << 20,
-	"g":   1 << 30,
-	"gb":  1000 * 1000 * 1000,
-	"gib": 1 << 30,
-	"gi":  1 << 30,
-	"t":   1 << 40,
-	"tb":  1000 * 1000 * 1000 * 1000,
-	"tib": 1 << 40,
-	"ti":  1 << 40,
-}
+// sizeUnits are the size units, lower-cased: per power, K, Ki and KiB
+// (Docker's, Kubernetes' and IEC's) count 1024s and KB 1000s.
+var sizeUnits = func() map[string]int64 {
+	u := map[string]int64{"": 1, "b": 1}
+	bin, dec := int64(1), int64(1)
+	for _, p := range []string{"k", "m", "g", "t"} {
+		bin, dec = bin<<10, dec*1000
+		u[p], u[p+"i"], u[p+"ib"], u[p+"b"] = bin, bin, bin, dec
+	}
+	return u
+}()
 
 // ParseByteSize parses a size: a non-negative number with an optional unit.
 // B, KB, MB, GB, TB are powers of 1000; KiB, MiB, GiB, TiB (and the Docker

@@ -249,7 +249,9 @@ func (w *Watcher) Replace(data []byte) ([]string, error) {
 		return nil, err
 	}
 	sum := sha256.Sum256(data)
-	return w.commit(0, c, restart, commit, drop, "config replaced", &sum, file)
+	restart, err = w.commit(0, c, restart, commit, drop, "config replaced", &sum, file)
+	syncDir(w.cfg.Path) // the rename, made under the lock, survives a crash
+	return restart, err
 }
 
 // prepare keeps the restart-only settings of the running config in c and

@@ -19,13 +19,18 @@ func WriteFile(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	return s.publish()
+	if err := s.publish(); err != nil {
+		return err
+	}
+	syncDir(path)
+	return nil
 }
 
 // staged is a config file written and synced beside its path, not yet in
 // place: publish renames it over path (one metadata operation, no data
 // written, so the Watcher may do it under its lock to order the file with
-// the live config); discard removes it.
+// the live config; the directory is synced after, without the lock);
+// discard removes it.
 type staged struct{ tmp, path string }
 
 func stageFile(path string, data []byte) (*staged, error) {
@@ -54,7 +59,6 @@ func (s *staged) publish() error {
 		os.Remove(s.tmp)
 		return fmt.Errorf("write config: %w", err)
 	}
-	syncDir(s.path)
 	return nil
 }
 

@@ -11,24 +11,35 @@ import (
 	"github.com/goccy/go-yaml/token"
 )
 
-// This file parses a file with the YAML library (goccy/go-yaml) into the
-// small node tree the decoder walks; each scalar keeps its goccy token, so
-// the edits of the file (rewrite, RedactedSource, mergeInto) work on the
-// same parse. goccy places syntax errors and every node at a line and a
-// column; checkBounds has already bounded the input's size, nesting and
-// node count, which is what keeps goccy's parser in check: on v1.19.2 it
-// is quadratic in a block mapping's size (10,000 keys 2.7 s, 45,000 keys
-// 25 s) and superlinear in flow nesting (20,000 levels 2.3 s).
+// The file format rests on the YAML library, goccy/go-yaml v1.19.2, and
+// on one document model, its tokens and AST:
 //
-// Values are decoded by decode*.go, not by goccy's decoder: measured on
-// v1.19.2 with Strict(), it takes port: "3000" into an int, truncates
-// port: 3000.7 to 3000, stops at the first type error (the docs promise
-// every error of a file in one run), and took 41 s on a 45,000-key
-// mapping. Its custom unmarshalers would make the scalars strict only by
-// changing every int and bool of the Config types to a wrapper type; the
-// config's own scalar types (Duration, ByteSize, URL) decode through
-// scalarParser instead, with the YAML tag, so "15" without a unit or a
-// quoted integer is refused with its position.
+//   - goccy scans (lexer) and parses (parser) the file; checkBounds counts
+//     size, nesting and nodes on its tokens before its parser runs, since
+//     the parser is quadratic in a block mapping's size (10,000 keys 2.7 s,
+//     45,000 keys 25 s) and superlinear in flow nesting (20,000 levels
+//     2.3 s), while the scanner is linear (bound.go);
+//   - goccy places syntax errors and every node at a line and a column;
+//   - the decoder walks goccy's AST (view reads one node when the decoder
+//     reaches it; parseYAML links aliases to anchors in document order);
+//   - redaction, RedactedSource and ParseUpdate's REDACTED splice goccy's
+//     tokens (Origin keeps each token's text as written, editTokens), and
+//     the dump merge finds keys in its AST (merge.go).
+//
+// What our code still does, and why: values are set by decode*.go, not by
+// goccy's decoder. Measured on v1.19.2 with Strict(), goccy's decoder
+// takes port: "3000" into an int, truncates port: 3000.7 to 3000, and
+// stops at the first error (the docs promise every error of a file in one
+// run, with "did you mean"); on the widest mapping the bound lets through
+// it takes 1.0 s and 113 MB where parsing and decoding here take 0.25-0.3 s
+// and 124 MB. Its custom unmarshalers would make the scalars strict only by
+// changing every int and bool of the Config types to a wrapper type, and
+// a type-checking walk that collects every error would be this decoder
+// less its few reflect.Set calls. So the decoder reads each scalar with
+// its YAML tag (Duration, ByteSize and URL through scalarParser: "15"
+// without a unit or a quoted integer is refused at its position), records
+// each value's position by YAML path (no field addresses) for validation,
+// and records the scalar of each secret for redaction.
 
 type nodeKind uint8
 
@@ -36,7 +47,6 @@ const (
 	scalarNode nodeKind = iota + 1
 	mappingNode
 	sequenceNode
-	aliasNode
 )
 
 // scalarStyle is how a scalar was written, for placing errors inside it.
@@ -49,29 +59,31 @@ const (
 	blockStyle
 )
 
-// node is one YAML node. Its position is that of its anchor or tag if it
-// has one, else of its first character (the first key for a block
-// mapping). Scalars carry their core tag ("!!str", "!!int", ...) or the
-// tag written on them; a mapping's content alternates keys and values.
+// node is how the decoder reads one node of goccy's AST (see view): made
+// when the decoder reaches it, with aliases, anchors and tags read. Its
+// position is that of its anchor or tag if it has one, else of its first
+// character (the first key for a block mapping). Scalars carry their core
+// tag ("!!str", "!!int", ...) or the tag written on them; a mapping's
+// content alternates keys and values.
 type node struct {
 	kind    nodeKind
 	tag     string
 	value   string
 	style   scalarStyle
 	pos     Pos
-	content []*node
-	alias   *node        // aliasNode: the anchored node, nil if unknown
+	content []ast.Node
 	tk      *token.Token // scalarNode: its token in the document (see rewrite)
 }
 
 // ShortTag mirrors yaml.Node.ShortTag for the decoder.
 func (n *node) ShortTag() string { return n.tag }
 
-// parseYAML returns the single document's root node; nil for an empty file
-// or a null document. A syntax error stops the parse: it comes back as the
-// only error, at its position.
-func (d *decoder) parseYAML(data []byte) (*node, error) {
-	f, err := goccyParse(data)
+// parseYAML returns the single document's body; nil for an empty file or
+// a null document. A syntax error stops the parse: it comes back as the
+// only error, at its position. It links each alias to the anchor before
+// it in document order (d.aliases), as YAML defines them.
+func (d *decoder) parseYAML(tks token.Tokens) (ast.Node, error) {
+	f, err := goccyParse(tks)
 	if err != nil {
 		return nil, ErrorList{d.syntaxError(err)}
 	}
@@ -81,37 +93,155 @@ func (d *decoder) parseYAML(data []byte) (*node, error) {
 			docs = append(docs, doc)
 		}
 	}
-	if len(docs) == 0 || docs[0].Body == nil {
-		if len(docs) > 1 {
-			return nil, ErrorList{d.errAt(docPos(docs[1]), "only one YAML document is allowed")}
-		}
-		return nil, nil
-	}
 	if len(docs) > 1 {
 		return nil, ErrorList{d.errAt(docPos(docs[1]), "only one YAML document is allowed")}
 	}
-	d.first = firstToken(docs[0].Body)
-	c := converter{d: d, anchors: map[string]*node{}}
-	root := c.convert(docs[0].Body)
+	if len(docs) == 0 || docs[0].Body == nil {
+		return nil, nil
+	}
+	body := docs[0].Body
+	d.first = firstToken(body)
+	d.aliases = map[*ast.AliasNode]ast.Node{}
+	anchors := map[string]ast.Node{}
+	ast.Walk(visitor(func(n ast.Node) {
+		switch n := n.(type) {
+		case *ast.AnchorNode:
+			anchors[nameOf(n.Name)] = n
+		case *ast.AliasNode:
+			if a, ok := anchors[nameOf(n.Value)]; ok {
+				d.aliases[n] = a
+			} else {
+				d.errAt(astPos(n), "unknown anchor %q", nameOf(n.Value))
+			}
+		}
+	}), body)
 	if len(d.errs) > 0 {
 		return nil, d.errs
 	}
-	if root == nil || root.kind == scalarNode && root.tag == nullTag {
+	if r := d.view(body); r == nil || r.kind == scalarNode && r.tag == nullTag {
 		return nil, nil
 	}
-	return root, nil
+	return body, nil
+}
+
+type visitor func(ast.Node)
+
+func (v visitor) Visit(n ast.Node) ast.Visitor {
+	if n != nil {
+		v(n)
+	}
+	return v
+}
+
+func nameOf(n ast.Node) string {
+	if n == nil || n.GetToken() == nil {
+		return ""
+	}
+	return n.GetToken().Value
+}
+
+// view reads n, following aliases (a cycle of aliases alone is nil, as
+// is a nil node); it does not charge the node budget (resolve does).
+func (d *decoder) view(n ast.Node) *node {
+	var out *node
+	tag := ""
+	for range maxNodes {
+		switch w := n.(type) {
+		case nil:
+			return nil
+		case *ast.AliasNode:
+			n = d.aliases[w]
+			continue
+		}
+		if out == nil {
+			out = &node{pos: astPos(n)}
+		}
+		switch w := n.(type) {
+		case *ast.AnchorNode:
+			n = w.Value
+		case *ast.MappingKeyNode: // "? key"
+			n = w.Value
+		case *ast.TagNode:
+			if tag == "" {
+				tag = w.Start.Value
+			}
+			n = w.Value
+		case *ast.MappingNode:
+			out.kind, out.tag = mappingNode, "!!map"
+			for _, mv := range w.Values {
+				out.content = append(out.content, mv.Key, mv.Value)
+			}
+			return out
+		case *ast.MappingValueNode: // a mapping of one entry, in some contexts
+			out.kind, out.tag, out.content = mappingNode, "!!map", []ast.Node{w.Key, w.Value}
+			return out
+		case *ast.SequenceNode:
+			out.kind, out.tag, out.content = sequenceNode, "!!seq", w.Values
+			return out
+		default:
+			return scalarView(out, w, tag)
+		}
+	}
+	return nil
+}
+
+// scalarView fills out from the scalar n, written with tag if not "";
+// its core tag comes from goccy's reading.
+func scalarView(out *node, n ast.Node, tag string) *node {
+	tk := n.GetToken()
+	out.kind, out.tk = scalarNode, tk
+	if tk != nil {
+		out.value = tk.Value
+		switch tk.Type {
+		case token.SingleQuoteType:
+			out.style = singleQuotedStyle
+		case token.DoubleQuoteType:
+			out.style = doubleQuotedStyle
+		}
+	}
+	switch n := n.(type) {
+	case *ast.NullNode, *ast.CommentGroupNode:
+		out.tag = nullTag
+		if tk == nil || tk.Type == token.ImplicitNullType {
+			out.value = ""
+		}
+	case *ast.BoolNode:
+		out.tag = boolTag
+	case *ast.IntegerNode:
+		out.tag = intTag
+	case *ast.FloatNode, *ast.InfinityNode, *ast.NanNode:
+		out.tag = floatTag
+	case *ast.MergeKeyNode:
+		out.tag = mergeTag
+	case *ast.StringNode:
+		out.tag, out.value = strTag, n.Value
+	case *ast.LiteralNode:
+		out.tag, out.style = strTag, blockStyle
+		if n.Value != nil {
+			out.value = n.Value.Value
+		}
+	default:
+		out.tag = "!" + n.Type().String() // refused by scalar as an unsupported tag
+	}
+	if tag != "" {
+		out.tag, _ = strings.CutPrefix(tag, "tag:yaml.org,2002:")
+		if out.tag != tag {
+			out.tag = "!!" + out.tag
+		}
+	}
+	return out
 }
 
 // goccyParse runs the parser, turning a panic (a parser bug) into an error
 // so a bad file can never crash a reload.
-func goccyParse(data []byte) (f *ast.File, err error) {
+func goccyParse(tks token.Tokens) (f *ast.File, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			f, err = nil, fmt.Errorf("the YAML parser failed on this file (%v)", r)
 		}
 	}()
 	// Duplicate keys are the decoder's to report, with the others.
-	return goccyparser.ParseBytes(data, 0, goccyparser.AllowDuplicateMapKey())
+	return goccyparser.Parse(tks, 0, goccyparser.AllowDuplicateMapKey())
 }
 
 // syntaxError places a parse error at goccy's position, 1:1 if it has none.
@@ -161,137 +291,6 @@ func astPos(n ast.Node) Pos {
 		return astPos(mv.Key)
 	}
 	return tokenPos(n.GetToken())
-}
-
-// converter turns goccy's AST into nodes. Anchors are recorded in document
-// order before their node's children, as YAML defines them; an alias
-// points at the anchored node (no expansion, so converting is linear).
-type converter struct {
-	d       *decoder
-	anchors map[string]*node
-}
-
-func (c *converter) convert(n ast.Node) *node {
-	switch n := n.(type) {
-	case nil:
-		return nil
-	case *ast.AnchorNode:
-		return c.anchor(n)
-	case *ast.AliasNode:
-		name := ""
-		if n.Value != nil {
-			name = n.Value.GetToken().Value
-		}
-		out := &node{kind: aliasNode, pos: astPos(n), alias: c.anchors[name]}
-		if out.alias == nil {
-			c.d.errAt(out.pos, "unknown anchor %q", name)
-		}
-		return out
-	case *ast.TagNode:
-		return c.tagged(n)
-	case *ast.MappingNode:
-		out := &node{kind: mappingNode, tag: "!!map", pos: astPos(n)}
-		for _, mv := range n.Values {
-			out.content = append(out.content, c.convert(mv.Key), c.convertValue(mv.Value, mv))
-		}
-		return out
-	case *ast.MappingValueNode: // a mapping of one entry, in some contexts
-		return &node{kind: mappingNode, tag: "!!map", pos: astPos(n),
-			content: []*node{c.convert(n.Key), c.convertValue(n.Value, n)}}
-	case *ast.MappingKeyNode: // "? key"
-		return c.convert(n.Value)
-	case *ast.SequenceNode:
-		out := &node{kind: sequenceNode, tag: "!!seq", pos: astPos(n)}
-		for _, v := range n.Values {
-			out.content = append(out.content, c.convertValue(v, n))
-		}
-		return out
-	case *ast.CommentGroupNode:
-		return nil
-	}
-	return c.scalar(n)
-}
-
-// convertValue is convert for a value that must exist: an empty one is null.
-func (c *converter) convertValue(n, parent ast.Node) *node {
-	if out := c.convert(n); out != nil {
-		return out
-	}
-	return &node{kind: scalarNode, tag: nullTag, pos: astPos(parent)}
-}
-
-func (c *converter) anchor(n *ast.AnchorNode) *node {
-	name := ""
-	if n.Name != nil {
-		name = n.Name.GetToken().Value
-	}
-	// Register a placeholder first so that an alias inside the anchored
-	// node refers to it (a cycle the decoder's node budget bounds).
-	out := &node{pos: astPos(n)}
-	c.anchors[name] = out
-	inner := c.convertValue(n.Value, n)
-	p := out.pos
-	*out = *inner
-	out.pos = p
-	return out
-}
-
-func (c *converter) tagged(n *ast.TagNode) *node {
-	out := c.convertValue(n.Value, n)
-	cp := *out
-	cp.pos = astPos(n)
-	tag := n.Start.Value
-	if rest, ok := strings.CutPrefix(tag, "tag:yaml.org,2002:"); ok {
-		tag = "!!" + rest
-	}
-	if cp.kind == scalarNode {
-		cp.tag = tag
-		if tag == strTag && out.tag == nullTag && n.Value == nil {
-			cp.value = ""
-		}
-	}
-	return &cp
-}
-
-// scalar converts a scalar node; its core tag comes from goccy's reading.
-func (c *converter) scalar(n ast.Node) *node {
-	tk := n.GetToken()
-	out := &node{kind: scalarNode, pos: astPos(n), tk: tk}
-	if tk != nil {
-		out.value = tk.Value
-		switch tk.Type {
-		case token.SingleQuoteType:
-			out.style = singleQuotedStyle
-		case token.DoubleQuoteType:
-			out.style = doubleQuotedStyle
-		}
-	}
-	switch n := n.(type) {
-	case *ast.NullNode:
-		out.tag = nullTag
-		if tk != nil && tk.Type == token.ImplicitNullType {
-			out.value = ""
-		}
-	case *ast.BoolNode:
-		out.tag = boolTag
-	case *ast.IntegerNode:
-		out.tag = intTag
-	case *ast.FloatNode, *ast.InfinityNode, *ast.NanNode:
-		out.tag = floatTag
-	case *ast.MergeKeyNode:
-		out.tag = mergeTag
-	case *ast.StringNode:
-		out.tag, out.value = strTag, n.Value
-	case *ast.LiteralNode:
-		out.tag, out.style = strTag, blockStyle
-		if n.Value != nil {
-			out.value = n.Value.Value
-		}
-	default:
-		c.d.errAt(out.pos, "unsupported YAML node %s", n.Type())
-		return &node{kind: scalarNode, tag: nullTag, pos: out.pos}
-	}
-	return out
 }
 
 // marshal writes v as YAML (see Config.Redacted).
