@@ -1,14 +1,17 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
@@ -160,3 +163,73 @@ var errorPage = template.Must(template.New("error").Parse(`<!doctype html>
 {{if .Retry}}<p><button onclick="location.reload()">Retry</button></p>{{end}}
 <p class="mute"><code>{{.Status}} {{.Code}}</code> · previewgate</p></main></body></html>
 `))
+
+// fail logs e and answers the client.
+func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, e *httpError) {
+	if e.Status == statusClientClosed {
+		g.log.DebugContext(r.Context(), "client went away", "host", r.Host, "err", e.Err)
+		return
+	}
+	lvl := slog.LevelDebug
+	if e.Status >= 500 {
+		lvl = slog.LevelWarn
+	}
+	g.log.Log(r.Context(), lvl, "request failed", "host", r.Host, "path", r.URL.Path,
+		"status", e.Status, "code", e.Code, "err", e.Err)
+	writeError(w, r, e)
+}
+
+func authError(err error) *httpError {
+	status := auth.Status(err)
+	msg := "This preview needs an access token (" + auth.Reason(err) + "). Open it again from the app that created it."
+	code := "unauthorized"
+	if status == http.StatusForbidden {
+		msg, code = "Access denied: "+auth.Reason(err)+".", "forbidden"
+	}
+	return &httpError{Status: status, Code: code, Msg: msg, Err: err}
+}
+
+// ensureError maps sandbox manager failures to honest statuses.
+func ensureError(ctx context.Context, err error) *httpError {
+	if he := lifecycleError(err); he != nil {
+		return he
+	}
+	if he := startFailure(err); he != nil && ctx.Err() == nil {
+		return he
+	}
+	switch {
+	case ctx.Err() != nil:
+		return &httpError{Status: statusClientClosed, Code: "client_closed", Err: err}
+	case errors.Is(err, sandboxmgr.ErrNotReady):
+		return &httpError{Status: http.StatusGatewayTimeout, Code: "not_ready",
+			Msg: "The sandbox did not become ready in time.", Err: err}
+	case errors.Is(err, sandboxmgr.ErrCapacity):
+		return &httpError{Status: http.StatusServiceUnavailable, Code: "busy", RetryAfter: 10,
+			Msg: "The preview service is busy. Try again in a moment.", Err: err}
+	case errors.Is(err, sandboxmgr.ErrUnavailable):
+		return &httpError{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: 5,
+			Msg: "The preview service cannot reach its sandbox runtime right now.", Err: err}
+	case errors.Is(err, sandboxmgr.ErrForeignContainer):
+		// Another gateway's (or someone's) container holds the name: never
+		// touched, and not this gateway's to fix.
+		return &httpError{Status: http.StatusConflict, Code: "foreign_container", Msg: foreignMsg(err), Err: err}
+	}
+	return &httpError{Status: http.StatusBadGateway, Code: "sandbox_failed",
+		Msg: "The sandbox could not be started.", Err: err}
+}
+
+// foreignMsg tells whoever opened the preview whose container holds its
+// name and what the operator can do (#21).
+func foreignMsg(err error) string {
+	var fe *sandboxmgr.ForeignError
+	switch {
+	case errors.As(err, &fe) && fe.Scope != "":
+		return fmt.Sprintf("A container with this preview's name belongs to the gateway scope %q, not to this gateway. "+
+			"Open it through that gateway (or give this one scope: %s), or remove the container %s if nobody needs it.",
+			fe.Scope, fe.Scope, fe.Container)
+	case errors.As(err, &fe) && fe.Managed:
+		return "A container with this preview's name belongs to another gateway's scope (other labels). " +
+			"Open it through that gateway, or remove the container " + fe.Container + " if nobody needs it."
+	}
+	return "A container with this preview's name exists but was not made by previewgate. Remove or rename it to use this preview."
+}
