@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/pages"
 	"github.com/previewgate/previewgate/internal/testing/browsertest"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
@@ -70,7 +71,7 @@ func TestDockerWaitingPageAndStatus(t *testing.T) {
 		if !ok {
 			continue
 		}
-		var ev statusEvent
+		var ev pages.Event
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
 			t.Fatalf("status event %q: %v", line, err)
 		}
