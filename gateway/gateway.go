@@ -18,6 +18,7 @@ import (
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/h1server"
+	"github.com/previewgate/previewgate/internal/limits"
 	"github.com/previewgate/previewgate/internal/tunnel"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
@@ -68,8 +69,8 @@ type Gateway struct {
 	metrics   Metrics
 	traffic   Traffic
 	sockets   *tunnel.Registry
-	creates   *createCounter // creates_per_subject_per_hour; outlives reloads
-	announced announced      // ids worth a certificate before they exist (certworth.go)
+	creates   *limits.Window // creates_per_subject_per_hour; outlives reloads
+	announced *limits.Recent // ids worth a certificate before they exist (certworth.go)
 	// exchanges counts proxied exchanges in flight per client and in all,
 	// with the connection caps (limits.go admitExchange).
 	exchanges *h1server.ConnLimiter
@@ -108,8 +109,8 @@ func New(cfg *config.Config, sb Sandboxes, opts Options, log *slog.Logger) (*Gat
 		g.traffic = noTraffic{}
 	}
 	g.sockets = tunnel.NewRegistry()
-	g.creates = newCreateCounter(time.Now)
-	g.announced.now = time.Now
+	g.creates = limits.NewWindow(time.Hour, time.Now)
+	g.announced = limits.NewRecent(maxAnnounced, announceTTL, time.Now)
 	g.exchanges = h1server.NewConnLimiter(ConnCaps(cfg.Limits))
 	g.limit.onReject = g.metrics.Rejected
 	g.reqPfx = newRequestIDPrefix()
