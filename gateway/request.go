@@ -11,6 +11,7 @@ import (
 
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
 // ServeHTTP runs the request path: host → access → limits → ensure → proxy.
@@ -124,7 +125,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 		return
 	}
 	var timing *wakeTiming
-	var endWatch func() []phaseSpan
+	var endWatch func() []sandboxmgr.PhaseSpan
 	// The lean loop found the sandbox ready (hint); otherwise a request
 	// that is about to wait is timed.
 	if hint == nil {
