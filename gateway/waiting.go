@@ -13,12 +13,9 @@ import (
 // The waiting page (#7, template cold_start: waiting-page). A browser
 // navigation to a sandbox that is not known ready gets, at once, a small
 // page while the wake runs in the background. The page follows the wake's
-// phases over SSE on statusPath (authenticated like any request: it rides
+// phases over SSE on pages.StatusPath (authenticated like any request: it rides
 // the same cookie) and reloads itself when the sandbox is ready. Everything
 // else (XHR, assets, WebSocket, API clients) keeps blocking until ready.
-
-// statusPath is reserved on every preview host: the app never sees it.
-const statusPath = pages.StatusPath
 
 // isNavigation reports a browser loading a document: Sec-Fetch-Mode
 // navigate, or (browsers without fetch metadata) a GET accepting HTML.
@@ -34,7 +31,7 @@ func isNavigation(r *http.Request) bool {
 
 // isStatusRequest reports a request for the gateway's status stream.
 func isStatusRequest(r *http.Request) bool {
-	return r.URL.Path == statusPath || strings.HasPrefix(r.URL.Path, statusPath+"/")
+	return r.URL.Path == pages.StatusPath || strings.HasPrefix(r.URL.Path, pages.StatusPath+"/")
 }
 
 // waitingPage serves the status stream, or the waiting page for a
