@@ -3,6 +3,9 @@
 // sandboxmgr and reverse-proxies HTTP, WebSocket and SSE to it. It reports
 // what it did to a Metrics it is handed and never imports the admin API or
 // a metrics registry. It never calls Docker or verifies signatures itself.
+// It decides; the packages it drives carry out: internal/pages renders its
+// answers, internal/limits keeps its limits' state, and the engine
+// (internal/h1server, upstream, tunnel, wire) speaks HTTP.
 package gateway
 
 import (
