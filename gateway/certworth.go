@@ -1,10 +1,7 @@
 package gateway
 
 import (
-	"sync"
 	"time"
-
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/previewgate/previewgate/config"
 )
@@ -21,35 +18,9 @@ import (
 // browser to open it.
 const announceTTL = time.Hour
 
-// maxAnnounced bounds the ids remembered as announced.
-const maxAnnounced = 10_000
-
-// announced remembers ids announced through the admin API, in memory:
+// maxAnnounced bounds the ids remembered as announced, in memory:
 // on-demand ACME runs on one replica (docs/tls.md).
-type announced struct {
-	now func() time.Time
-	mu  sync.Mutex // guards lru
-	lru *simplelru.LRU[string, time.Time]
-}
-
-func (a *announced) add(id string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.lru == nil {
-		a.lru, _ = simplelru.NewLRU[string, time.Time](maxAnnounced, nil)
-	}
-	a.lru.Add(id, a.now().Add(announceTTL))
-}
-
-func (a *announced) has(id string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.lru == nil {
-		return false
-	}
-	until, ok := a.lru.Get(id)
-	return ok && a.now().Before(until)
-}
+const maxAnnounced = 10_000
 
 // Announce makes sandbox id's names worth an on-demand certificate for an
 // hour, before the sandbox exists. False if id is not a valid id.
@@ -57,7 +28,7 @@ func (g *Gateway) Announce(id string) bool {
 	if !config.ValidID(id) {
 		return false
 	}
-	g.announced.add(id)
+	g.announced.Add(id)
 	return true
 }
 
@@ -77,5 +48,5 @@ func (g *Gateway) WorthCertificate(host string) bool {
 	if _, ok := g.sb.Known(rt.sandbox); ok {
 		return true
 	}
-	return g.announced.has(rt.sandbox)
+	return g.announced.Has(rt.sandbox)
 }

@@ -1,14 +1,14 @@
 package gateway
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
-	"html/template"
+	"log/slog"
 	"net/http"
-	"strconv"
-	"strings"
 
+	"github.com/previewgate/previewgate/auth"
+	"github.com/previewgate/previewgate/internal/pages"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
@@ -22,8 +22,7 @@ type httpError struct {
 	RetryAfter int    // seconds; 0 means no Retry-After header
 	// A failed start (#16): why (a sandboxmgr.Reason* constant), the app's
 	// exit code and its last output. The output is the sandbox's, hostile:
-	// sanitized by the manager, bounded by pageLogs, escaped by the page's
-	// template and the JSON encoder.
+	// sanitized by the manager, bounded and escaped by internal/pages.
 	Reason   string
 	ExitCode *int
 	Logs     []string
@@ -53,7 +52,7 @@ func startFailure(err error) *httpError {
 		return nil
 	}
 	e := &httpError{Status: http.StatusBadGateway, Code: se.Code(), Reason: se.Reason, Err: err,
-		Logs: pageLogs(se.Logs)}
+		Logs: pages.Logs(se.Logs)}
 	switch se.Reason {
 	case sandboxmgr.ReasonExited:
 		e.Msg = fmt.Sprintf("The app exited while starting (exit code %d).", se.ExitCode)
@@ -78,85 +77,73 @@ func startFailure(err error) *httpError {
 	return e
 }
 
-// Bounds on the output a page or a JSON error shows (the manager already
-// keeps no more; this holds whatever Sandboxes implementation is wired).
-const (
-	pageLogLines = sandboxmgr.LogTailLines
-	pageLogRunes = sandboxmgr.LogLineMax
-)
-
-// pageLogs returns the last pageLogLines of lines, each sanitized again and
-// cut to pageLogRunes.
-func pageLogs(lines []string) []string {
-	if len(lines) == 0 {
-		return nil
-	}
-	lines = lines[max(0, len(lines)-pageLogLines):]
-	out := make([]string, len(lines))
-	for i, l := range lines {
-		out[i] = sandboxmgr.SanitizeLine(l, pageLogRunes)
-	}
-	return out
-}
-
-// wantsHTML reports whether the client is a browser that prefers a page.
-func wantsHTML(r *http.Request) bool {
-	accept := r.Header.Get("Accept")
-	return strings.Contains(accept, "text/html")
-}
-
-// writeError answers with an HTML page for browsers, JSON otherwise.
-func writeError(w http.ResponseWriter, r *http.Request, e *httpError) {
-	h := w.Header()
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	if e.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(e.RetryAfter))
-	}
-	if wantsHTML(r) {
-		h.Set("Content-Type", "text/html; charset=utf-8")
-		w.WriteHeader(e.Status)
-		heading := http.StatusText(e.Status)
-		if e.Reason != "" {
-			heading = "The preview could not be started"
-		}
-		_ = errorPage.Execute(w, struct {
-			Status         int
-			Text, Heading  string
-			Msg, Code      string
-			Logs           []string
-			Retry, Failure bool
-		}{e.Status, http.StatusText(e.Status), heading, e.Msg, e.Code, e.Logs,
-			e.Reason != "" || e.RetryAfter > 0 || e.Status >= 500, e.Reason != ""})
+// fail logs e and answers the client.
+func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, e *httpError) {
+	if e.Status == statusClientClosed {
+		g.log.DebugContext(r.Context(), "client went away", "host", r.Host, "err", e.Err)
 		return
 	}
-	h.Set("Content-Type", "application/json")
-	w.WriteHeader(e.Status)
-	json.NewEncoder(w).Encode(struct {
-		Error    string   `json:"error"`
-		Code     string   `json:"code"`
-		Reason   string   `json:"reason,omitempty"`
-		ExitCode *int     `json:"exit_code,omitempty"`
-		Logs     []string `json:"logs,omitempty"`
-	}{e.Msg, e.Code, e.Reason, e.ExitCode, e.Logs})
+	lvl := slog.LevelDebug
+	if e.Status >= 500 {
+		lvl = slog.LevelWarn
+	}
+	g.log.Log(r.Context(), lvl, "request failed", "host", r.Host, "path", r.URL.Path,
+		"status", e.Status, "code", e.Code, "err", e.Err)
+	pages.Error(w, r, pages.Failure{Status: e.Status, Code: e.Code, Msg: e.Msg, RetryAfter: e.RetryAfter,
+		Reason: e.Reason, ExitCode: e.ExitCode, Logs: e.Logs})
 }
 
-// pageStyle is shared by the error and waiting pages: no external assets.
-const pageStyle = `:root{color-scheme:light dark;--fg:#1d2330;--mute:#6b7385;--bg:#f6f7fb;--card:#fff;--line:#e3e6ee;--acc:#3b6cf6;--bad:#c62f3a;--ok:#1f9d55}
-@media (prefers-color-scheme:dark){:root{--fg:#e6e9f2;--mute:#99a1b3;--bg:#12151c;--card:#1b1f29;--line:#2c3240;--acc:#6f95ff;--bad:#ff6b76;--ok:#3ccf7e}}
-*{box-sizing:border-box}body{margin:0;min-height:100vh;display:flex;align-items:center;justify-content:center;background:var(--bg);color:var(--fg);font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;padding:1.5em}
-main{width:100%;max-width:40em;background:var(--card);border:1px solid var(--line);border-radius:14px;padding:1.8em 2em;box-shadow:0 8px 30px rgba(20,30,60,.08)}
-h1{font-size:1.25em;margin:0 0 .3em}p{margin:.4em 0}.mute{color:var(--mute);font-size:.9em}.bad{color:var(--bad)}
-pre{background:#0f131a;color:#d7dce6;border-radius:8px;padding:.8em 1em;font:12.5px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace;max-height:22em;overflow:auto;white-space:pre-wrap;word-break:break-word;margin:1em 0 .6em}
-button{font:inherit;background:var(--acc);color:#fff;border:0;border-radius:8px;padding:.5em 1.2em;cursor:pointer}button:hover{filter:brightness(1.08)}`
+func authError(err error) *httpError {
+	status := auth.Status(err)
+	msg := "This preview needs an access token (" + auth.Reason(err) + "). Open it again from the app that created it."
+	code := "unauthorized"
+	if status == http.StatusForbidden {
+		msg, code = "Access denied: "+auth.Reason(err)+".", "forbidden"
+	}
+	return &httpError{Status: status, Code: code, Msg: msg, Err: err}
+}
 
-var errorPage = template.Must(template.New("error").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
-<title>{{if .Failure}}Preview failed to start{{else}}{{.Status}} {{.Text}}{{end}}</title>
-<style>` + pageStyle + `</style></head>
-<body><main><h1 {{if .Failure}}class="bad"{{end}}>{{.Heading}}</h1><p id="msg">{{.Msg}}</p>
-{{if .Logs}}<p class="mute">Last output of the app:</p><pre id="logs">{{range .Logs}}{{.}}
-{{end}}</pre>{{end}}
-{{if .Retry}}<p><button onclick="location.reload()">Retry</button></p>{{end}}
-<p class="mute"><code>{{.Status}} {{.Code}}</code> · previewgate</p></main></body></html>
-`))
+// ensureError maps sandbox manager failures to honest statuses.
+func ensureError(ctx context.Context, err error) *httpError {
+	if he := lifecycleError(err); he != nil {
+		return he
+	}
+	if he := startFailure(err); he != nil && ctx.Err() == nil {
+		return he
+	}
+	switch {
+	case ctx.Err() != nil:
+		return &httpError{Status: statusClientClosed, Code: "client_closed", Err: err}
+	case errors.Is(err, sandboxmgr.ErrNotReady):
+		return &httpError{Status: http.StatusGatewayTimeout, Code: "not_ready",
+			Msg: "The sandbox did not become ready in time.", Err: err}
+	case errors.Is(err, sandboxmgr.ErrCapacity):
+		return &httpError{Status: http.StatusServiceUnavailable, Code: "busy", RetryAfter: 10,
+			Msg: "The preview service is busy. Try again in a moment.", Err: err}
+	case errors.Is(err, sandboxmgr.ErrUnavailable):
+		return &httpError{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: 5,
+			Msg: "The preview service cannot reach its sandbox runtime right now.", Err: err}
+	case errors.Is(err, sandboxmgr.ErrForeignContainer):
+		// Another gateway's (or someone's) container holds the name: never
+		// touched, and not this gateway's to fix.
+		return &httpError{Status: http.StatusConflict, Code: "foreign_container", Msg: foreignMsg(err), Err: err}
+	}
+	return &httpError{Status: http.StatusBadGateway, Code: "sandbox_failed",
+		Msg: "The sandbox could not be started.", Err: err}
+}
+
+// foreignMsg tells whoever opened the preview whose container holds its
+// name and what the operator can do (#21).
+func foreignMsg(err error) string {
+	var fe *sandboxmgr.ForeignError
+	switch {
+	case errors.As(err, &fe) && fe.Scope != "":
+		return fmt.Sprintf("A container with this preview's name belongs to the gateway scope %q, not to this gateway. "+
+			"Open it through that gateway (or give this one scope: %s), or remove the container %s if nobody needs it.",
+			fe.Scope, fe.Scope, fe.Container)
+	case errors.As(err, &fe) && fe.Managed:
+		return "A container with this preview's name belongs to another gateway's scope (other labels). " +
+			"Open it through that gateway, or remove the container " + fe.Container + " if nobody needs it."
+	}
+	return "A container with this preview's name exists but was not made by previewgate. Remove or rename it to use this preview."
+}

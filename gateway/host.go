@@ -13,9 +13,6 @@ import (
 	"github.com/previewgate/previewgate/internal/h1server"
 )
 
-// sandboxPrefix is config's, for the tests that build sandbox hosts.
-const sandboxPrefix = config.SandboxPrefix
-
 // hostname returns the request host without its port, as
 // config.NormalizeHost normalizes it (lower-cased, without one trailing
 // dot), and without the brackets of an IPv6 literal. A host with a byte

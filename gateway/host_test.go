@@ -99,7 +99,7 @@ func FuzzServes(f *testing.F) {
 			label = rest // a port host: <port>-sandbox-<id> (#22)
 			ok = ok && len(digits)+1+len(rest) <= config.MaxLabelLen
 		}
-		id, ok2 := strings.CutPrefix(label, sandboxPrefix)
+		id, ok2 := strings.CutPrefix(label, config.SandboxPrefix)
 		if !ok || !ok2 || !config.ValidID(id) {
 			t.Fatalf("Serves(%q) accepted %q", host, h)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/pages"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"
@@ -123,7 +124,7 @@ func (e *dockerEnv) wantWokenByNavigation(id, containerID string) {
 	e.t.Helper()
 	resp := e.navigate(id)
 	body := wantStatus(e.t, resp, http.StatusOK)
-	if !strings.Contains(string(body), statusPath) {
+	if !strings.Contains(string(body), pages.StatusPath) {
 		e.t.Fatalf("navigation to a stopped sandbox: got %.200q, want the waiting page", body)
 	}
 	e.waitState(id, "running", 15*time.Second)

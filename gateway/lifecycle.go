@@ -4,10 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
-
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/sandboxmgr"
@@ -39,7 +36,12 @@ func (g *Gateway) ensure(r *http.Request, t *table, rt route, tpl *config.Templa
 func (g *Gateway) ensureOptions(r *http.Request, t *table, rt route, sub string, anonymous tokenless) sandboxmgr.Options {
 	opts := sandboxmgr.Options{NoWake: !mayWake(r)}
 	if n := t.cfg.Limits.CreatesPerSubjectPerHour; n > 0 && sub != "" {
-		opts.OnCreate = func() error { return g.creates.take(sub, n, t.cfg.Limits.LimiterEntries) }
+		opts.OnCreate = func() error {
+			if retry, ok := g.creates.Take(sub, n, t.cfg.Limits.LimiterEntries); !ok {
+				return &quotaError{limit: n, retry: retry}
+			}
+			return nil
+		}
 	}
 	opts.Subject, opts.SubjectMaxRunning = sub, t.cfg.Limits.MaxRunningPerSubject
 	if anonymous != withToken {
@@ -93,48 +95,5 @@ func lifecycleError(err error) *httpError {
 		return &httpError{Status: http.StatusServiceUnavailable, Code: "asleep", RetryAfter: 5,
 			Msg: "The preview is asleep. Reload the page to wake it.", Err: err}
 	}
-	return nil
-}
-
-// createCounter enforces creates_per_subject_per_hour: per subject, the
-// times of its creates in the last hour (a sliding window, at most limit
-// entries), in a bounded LRU so a flood of subjects cannot grow memory
-// without bound. An evicted subject starts over with an empty window.
-type createCounter struct {
-	now func() time.Time
-	mu  sync.Mutex // guards lru
-	lru *simplelru.LRU[string, []time.Time]
-	cap int
-}
-
-func newCreateCounter(now func() time.Time) *createCounter {
-	return &createCounter{now: now}
-}
-
-// take charges one create to sub if fewer than limit happened in the last
-// hour; a *quotaError (wrapping errQuota) otherwise. entries bounds the LRU
-// (zero: defaultLimiterEntries); a change of it starts over.
-func (c *createCounter) take(sub string, limit, entries int) error {
-	if entries <= 0 {
-		entries = defaultLimiterEntries
-	}
-	now := c.now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.lru == nil || c.cap != entries {
-		c.lru, _ = simplelru.NewLRU[string, []time.Time](entries, nil)
-		c.cap = entries
-	}
-	times, _ := c.lru.Get(sub)
-	cut := 0
-	for cut < len(times) && !times[cut].After(now.Add(-time.Hour)) {
-		cut++
-	}
-	times = times[cut:]
-	if len(times) >= limit {
-		c.lru.Add(sub, times)
-		return &quotaError{limit: limit, retry: times[len(times)-limit].Add(time.Hour).Sub(now)}
-	}
-	c.lru.Add(sub, append(times, now))
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/previewgate/previewgate/config"
@@ -44,49 +43,6 @@ func TestMayWake(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestCreateCounter(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c := newCreateCounter(time.Now)
-		for i := range 3 {
-			if err := c.take("alice", 3, 10); err != nil {
-				t.Fatalf("create %d: %v", i, err)
-			}
-			time.Sleep(10 * time.Minute)
-		}
-		err := c.take("alice", 3, 10)
-		var q *quotaError
-		if !errors.As(err, &q) || !errors.Is(err, errQuota) {
-			t.Fatalf("4th create: got %v, want a quota error", err)
-		}
-		// The first create was 30 minutes ago: it leaves the window in 30.
-		if q.retry != 30*time.Minute {
-			t.Errorf("got retry %v, want 30m", q.retry)
-		}
-		if err := c.take("bob", 3, 10); err != nil {
-			t.Errorf("another subject: got %v, want nil", err)
-		}
-		time.Sleep(30 * time.Minute)
-		if err := c.take("alice", 3, 10); err != nil {
-			t.Errorf("after the window slid: got %v, want nil", err)
-		}
-		if err := c.take("alice", 3, 10); err == nil {
-			t.Errorf("got nil, want a quota error (two of the last hour's creates remain)")
-		}
-		// Bounded: with 2 entries, a third subject evicts the oldest, which
-		// then starts over.
-		c2 := newCreateCounter(time.Now)
-		for _, s := range []string{"a", "b", "c"} {
-			c2.take(s, 1, 2)
-		}
-		if err := c2.take("a", 1, 2); err != nil {
-			t.Errorf("evicted subject: got %v, want a fresh window", err)
-		}
-		if err := c2.take("c", 1, 2); err == nil {
-			t.Errorf("recent subject: got nil, want a quota error")
-		}
-	})
 }
 
 // policySandboxes records the options of every EnsureWith and runs

@@ -2,17 +2,15 @@ package gateway
 
 import (
 	"fmt"
-	"math"
 	"net/http"
 	"net/netip"
 	"strconv"
-	"sync"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/time/rate"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/limits"
 	"github.com/previewgate/previewgate/internal/wire"
 )
 
@@ -28,20 +26,11 @@ const (
 	rejectExchanges         = "exchanges"
 )
 
-// defaultLimiterEntries bounds each bucket LRU when the config says nothing
-// (config.ApplyDefaults normally fills LimiterEntries).
-const defaultLimiterEntries = 100_000
-
-// limiter holds rate-limit and connection-count state. It lives as long as
-// the Gateway (state survives config reloads); the limits themselves are
-// read from the table of each request.
-//
-// Token buckets live in bounded LRUs (Limits.LimiterEntries each) so a
-// flood of distinct client addresses cannot grow memory without bound; an
-// evicted key simply starts again with a full bucket. A bucket is keyed by
-// its rate and burst as well as its subject, so a reloaded config with new
-// numbers takes effect at once and per-template overrides get buckets of
-// their own.
+// limiter holds rate-limit and connection-count state, in bounded memory
+// (internal/limits). It lives as long as the Gateway (state survives config
+// reloads); the limits themselves are read from the table of each request.
+// An evicted key starts again with a full bucket; a reloaded config with
+// new numbers, or a template's override, gets buckets of its own.
 type limiter struct {
 	// now is the clock; time.Now unless a test injects one.
 	now func() time.Time
@@ -49,12 +38,10 @@ type limiter struct {
 	// reject* reasons. It must be cheap and safe for concurrent use.
 	onReject func(reason string)
 
-	ip      buckets[netip.Addr]
-	sandbox buckets[string]
-	subject buckets[string]
-
-	mu      sync.Mutex        // guards sockets
-	sockets map[socketKey]int // open upgraded connections; zero entries are deleted
+	ip      limits.Buckets[netip.Addr]
+	sandbox limits.Buckets[string]
+	subject limits.Buckets[string]
+	sockets limits.Counts[socketKey] // open upgraded connections
 }
 
 // socketKey counts sockets per sandbox (ip invalid) or per client (sandbox "").
@@ -63,55 +50,7 @@ type socketKey struct {
 	ip      netip.Addr
 }
 
-func newLimiter() *limiter {
-	return &limiter{now: time.Now, sockets: make(map[socketKey]int)}
-}
-
-// buckets is one bounded set of token buckets.
-type buckets[K comparable] struct {
-	mu   sync.Mutex // guards lru and size
-	lru  *simplelru.LRU[bucketKey[K], *rate.Limiter]
-	size int
-}
-
-type bucketKey[K comparable] struct {
-	id    K
-	limit rate.Limit
-	burst int
-}
-
-// get returns the bucket for k, creating it (full) if needed. size is the
-// LRU bound from the current config; a change resizes the LRU.
-func (b *buckets[K]) get(k bucketKey[K], size int) *rate.Limiter {
-	if size <= 0 {
-		size = defaultLimiterEntries
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.lru == nil {
-		b.lru, _ = simplelru.NewLRU[bucketKey[K], *rate.Limiter](size, nil) // size > 0: no error
-		b.size = size
-	} else if b.size != size {
-		b.lru.Resize(size)
-		b.size = size
-	}
-	if lim, ok := b.lru.Get(k); ok {
-		return lim
-	}
-	lim := rate.NewLimiter(k.limit, k.burst)
-	b.lru.Add(k, lim)
-	return lim
-}
-
-// len reports the number of buckets held.
-func (b *buckets[K]) len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.lru == nil {
-		return 0
-	}
-	return b.lru.Len()
-}
+func newLimiter() *limiter { return &limiter{now: time.Now} }
 
 // effectiveRates merges the template's overrides over the global rates.
 func effectiveRates(cfg *config.Config, tpl *config.Template) (ip, sandbox, subject *config.Rate) {
@@ -132,21 +71,13 @@ func effectiveRates(cfg *config.Config, tpl *config.Template) (ip, sandbox, subj
 	return ip, sandbox, subject
 }
 
-// bucketParams turns a configured rate into limiter parameters; ok is false
-// when the limit is off (nil, zero or not a positive number). A burst below
-// one means one second's worth of requests, at least one.
+// bucketParams turns a configured rate into limiter parameters; ok is
+// false when the limit is off (nil, zero or not a positive number).
 func bucketParams(r *config.Rate) (limit rate.Limit, burst int, ok bool) {
-	if r == nil || !(r.Rate > 0) {
+	if r == nil {
 		return 0, 0, false
 	}
-	burst = r.Burst
-	if burst < 1 {
-		burst = 1
-		if r.Rate > 1 && r.Rate < math.MaxInt32 {
-			burst = int(math.Ceil(r.Rate))
-		}
-	}
-	return rate.Limit(r.Rate), burst, true
+	return limits.Params(r.Rate, r.Burst)
 }
 
 // allow applies the request-rate limits (per client IP, per sandbox, per
@@ -175,19 +106,19 @@ func (l *limiter) allow(w http.ResponseWriter, r *http.Request, t *table, rt rou
 	now := l.now()
 	if limit, burst, ok := bucketParams(ipRate); ok {
 		ip := wire.IPKey(wire.ClientIP(r, cfg.TrustedProxies))
-		lim := l.ip.get(bucketKey[netip.Addr]{ip, limit, burst}, size)
+		lim := l.ip.Get(ip, limit, burst, size)
 		if !lim.AllowN(now, 1) {
 			return l.limited(w, rejectIP, lim, now)
 		}
 	}
 	if limit, burst, ok := bucketParams(subRate); ok && sub != "" {
-		lim := l.subject.get(bucketKey[string]{sub, limit, burst}, size)
+		lim := l.subject.Get(sub, limit, burst, size)
 		if !lim.AllowN(now, 1) {
 			return l.limited(w, rejectSubject, lim, now)
 		}
 	}
 	if limit, burst, ok := bucketParams(sbxRate); ok && rt.sandbox != "" {
-		lim := l.sandbox.get(bucketKey[string]{rt.sandbox, limit, burst}, size)
+		lim := l.sandbox.Get(rt.sandbox, limit, burst, size)
 		if !lim.AllowN(now, 1) {
 			return l.limited(w, rejectSandbox, lim, now)
 		}
@@ -201,14 +132,8 @@ func (l *limiter) allow(w http.ResponseWriter, r *http.Request, t *table, rt rou
 // time an empty bucket takes to refill; t is when one request fits again.
 func (l *limiter) limited(w http.ResponseWriter, kind string, lim *rate.Limiter, now time.Time) *httpError {
 	l.rejected(kind)
-	limit, burst := float64(lim.Limit()), lim.Burst()
-	tokens := lim.TokensAt(now)
-	retry := 1
-	if wait := (1 - tokens) / limit; wait > 1 {
-		retry = int(min(math.Ceil(wait), math.MaxInt32))
-	}
-	window := int(min(max(math.Ceil(float64(burst)/limit), 1), math.MaxInt32))
-	remaining := int(max(math.Floor(tokens), 0))
+	retry, window, remaining := limits.Advice(lim, now)
+	burst := lim.Burst()
 	h := w.Header()
 	h.Set("RateLimit-Policy", `"`+kind+`";q=`+strconv.Itoa(burst)+`;w=`+strconv.Itoa(window))
 	h.Set("RateLimit", `"`+kind+`";r=`+strconv.Itoa(remaining)+`;t=`+strconv.Itoa(retry))
@@ -236,44 +161,21 @@ func (l *limiter) rejected(reason string) {
 func (l *limiter) openSocket(r *http.Request, t *table, sandbox string) (release func(), herr *httpError) {
 	lim := &t.cfg.Limits
 	ip := wire.IPKey(wire.ClientIP(r, t.cfg.TrustedProxies))
-	sk, ik := socketKey{sandbox: sandbox}, socketKey{ip: ip}
-	l.mu.Lock()
+	caps := make([]limits.Cap[socketKey], 0, 2) // the sandbox's cap first
+	if sandbox != "" {
+		caps = append(caps, limits.Cap[socketKey]{Key: socketKey{sandbox: sandbox}, Max: lim.WebSocketsPerSandbox})
+	}
+	caps = append(caps, limits.Cap[socketKey]{Key: socketKey{ip: ip}, Max: lim.WebSocketsPerIP})
+	release, full := l.sockets.Acquire(caps...)
 	switch {
-	case sandbox != "" && lim.WebSocketsPerSandbox > 0 && l.sockets[sk] >= lim.WebSocketsPerSandbox:
-		l.mu.Unlock()
+	case full < 0:
+		return release, nil
+	case caps[full].Key.sandbox != "":
 		return nil, l.tooManySockets(rejectWebSocketsSandbox,
 			"This sandbox has too many open connections. Close some tabs and try again.")
-	case lim.WebSocketsPerIP > 0 && l.sockets[ik] >= lim.WebSocketsPerIP:
-		l.mu.Unlock()
-		return nil, l.tooManySockets(rejectWebSocketsIP,
-			"Your address has too many open connections. Close some tabs and try again.")
 	}
-	if sandbox != "" {
-		l.sockets[sk]++
-	}
-	l.sockets[ik]++
-	l.mu.Unlock()
-
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			if sandbox != "" {
-				l.decLocked(sk)
-			}
-			l.decLocked(ik)
-		})
-	}, nil
-}
-
-// decLocked drops one count for k, deleting it at zero. l.mu must be held.
-func (l *limiter) decLocked(k socketKey) {
-	if n := l.sockets[k] - 1; n > 0 {
-		l.sockets[k] = n
-	} else {
-		delete(l.sockets, k)
-	}
+	return nil, l.tooManySockets(rejectWebSocketsIP,
+		"Your address has too many open connections. Close some tabs and try again.")
 }
 
 func (l *limiter) tooManySockets(reason, msg string) *httpError {
@@ -285,12 +187,10 @@ func (l *limiter) tooManySockets(reason, msg string) *httpError {
 // openSockets reports the open upgraded connections for sandbox (if not
 // empty) or for the client address ip.
 func (l *limiter) openSockets(sandbox string, ip netip.Addr) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if sandbox != "" {
-		return l.sockets[socketKey{sandbox: sandbox}]
+		return l.sockets.Count(socketKey{sandbox: sandbox})
 	}
-	return l.sockets[socketKey{ip: wire.IPKey(ip)}]
+	return l.sockets.Count(socketKey{ip: wire.IPKey(ip)})
 }
 
 // admitExchange counts a proxied exchange (a request, or a WebSocket for

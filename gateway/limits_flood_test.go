@@ -59,7 +59,7 @@ func TestLimiterFloodBounded(t *testing.T) {
 			}
 			runtime.GC()
 			runtime.ReadMemStats(&after)
-			n := l.ip.len()
+			n := l.ip.Len()
 			growth := int64(after.HeapAlloc) - int64(before.HeapAlloc)
 			t.Logf("%d requests, %d rejected, %d ip buckets (bound %d); heap before %d KiB, after %d KiB, growth %d KiB (%.0f B/bucket)",
 				flood, rejected, n, entries, before.HeapAlloc>>10, after.HeapAlloc>>10, growth>>10,

@@ -238,7 +238,7 @@ func TestLimiterReload(t *testing.T) {
 			c.Limits.LimiterEntries = 1
 		})
 		mustAllow(t, l, small, "abc", "", "203.0.113.9:1")
-		if n := l.ip.len(); n != 1 {
+		if n := l.ip.Len(); n != 1 {
 			t.Fatalf("got %d ip buckets after shrinking to 1, want 1", n)
 		}
 	})
@@ -306,10 +306,7 @@ func TestOpenSocketCounts(t *testing.T) {
 	for _, release := range []func(){a2, b1, b2, c} {
 		release()
 	}
-	l.mu.Lock()
-	n := len(l.sockets)
-	l.mu.Unlock()
-	if n != 0 {
+	if n := l.sockets.Len(); n != 0 {
 		t.Fatalf("got %d socket counters after all released, want 0 (entries removed at zero)", n)
 	}
 }

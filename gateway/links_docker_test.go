@@ -21,6 +21,7 @@ import (
 
 	"github.com/previewgate/previewgate/admin"
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/pages"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"
@@ -308,7 +309,7 @@ func shareLinks(t *testing.T, cfg *config.Config, mc sandboxmgr.Config, records 
 			t.Errorf("%s%s with the link: got %d %s, want 403 link_scope", c.host, c.path, resp.StatusCode, body)
 		}
 	}
-	if resp, body := get(t, b.srv, host, statusPath, "Cookie", cookie, "Accept", "application/json"); resp.StatusCode != 200 {
+	if resp, body := get(t, b.srv, host, pages.StatusPath, "Cookie", cookie, "Accept", "application/json"); resp.StatusCode != 200 {
 		t.Errorf("the waiting page's status with the link: got %d %s, want 200", resp.StatusCode, body)
 	}
 	for _, body := range []string{`{"path":"docs"}`, `{"path":"/docs?x=1"}`, `{"ttl":"-1m"}`, `{"ttl":"soon"}`, `{"nope":1}`, `not json`} {

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"sync"
 	"time"
 
 	"github.com/previewgate/previewgate/auth"
@@ -101,7 +100,7 @@ func newProxy(g *Gateway) *proxy {
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:      p.rewrite,
 		Transport:    p.tr,
-		BufferPool:   newBufferPool(),
+		BufferPool:   upstream.NewBufferPool(),
 		ErrorHandler: p.errorHandler,
 		// ReverseProxy clears the response's header map after each 1xx it
 		// forwards, taking the gateway's X-Request-Id with it; the direct
@@ -220,24 +219,6 @@ func (p *proxy) instanceGone(instance string) {
 func isDialError(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
-}
-
-// bufferPool recycles the reverse proxy's copy buffers. It pools array
-// pointers, so Put converts the slice back without allocating.
-type bufferPool struct{ p sync.Pool }
-
-const copyBufferSize = 32 << 10
-
-func newBufferPool() *bufferPool {
-	return &bufferPool{p: sync.Pool{New: func() any { return new([copyBufferSize]byte) }}}
-}
-
-func (b *bufferPool) Get() []byte { return b.p.Get().(*[copyBufferSize]byte)[:] }
-
-func (b *bufferPool) Put(x []byte) {
-	if cap(x) == copyBufferSize {
-		b.p.Put((*[copyBufferSize]byte)(x[:copyBufferSize]))
-	}
 }
 
 // slogWriter adapts the reverse proxy's log.Logger to slog.

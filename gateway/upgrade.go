@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"strings"
 
 	"github.com/previewgate/previewgate/internal/tunnel"
 	"github.com/previewgate/previewgate/internal/upstream"
@@ -103,7 +102,7 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 // protocol asked for: an app that refuses the upgrade has its answer
 // passed through. The caller releases the response.
 func (p *proxy) handshake(w http.ResponseWriter, r, out *http.Request, back net.Conn) (*upstream.Response, *bufio.Reader, bool) {
-	res, br, err := tunnel.Handshake(back, out, func(ir *upstream.Response) { upstream.ForwardInterim(w, ir.Status, ir.Header) })
+	res, br, err := tunnel.Handshake(back, out, r.Header.Get("Upgrade"), func(ir *upstream.Response) { upstream.ForwardInterim(w, ir.Status, ir.Header) })
 	if err != nil {
 		p.errorHandler(w, r, err)
 		return nil, nil, false
@@ -120,17 +119,12 @@ func (p *proxy) handshake(w http.ResponseWriter, r, out *http.Request, back net.
 		upstream.Release(res)
 		return nil, nil, false
 	}
-	if want, got := out.Header.Get("Upgrade"), res.Header.Get("Upgrade"); !strings.EqualFold(want, got) {
-		upstream.Release(res)
-		p.errorHandler(w, r, fmt.Errorf("backend switched to protocol %q when %q was requested", got, want))
-		return nil, nil, false
-	}
 	return res, br, true
 }
 
 // upgradeRequest is the outgoing request for an upgrade: the outbound
-// policy's head (outbound.go, as ReverseProxy's Rewrite sets it) with
-// Connection and Upgrade set again.
+// policy's head (outbound.go, as ReverseProxy's Rewrite sets it), without
+// the switch's own fields (tunnel.Handshake sets them).
 func (p *proxy) upgradeRequest(r *http.Request) *http.Request {
 	out := r.Clone(r.Context())
 	out.RequestURI = ""
@@ -138,11 +132,6 @@ func (p *proxy) upgradeRequest(r *http.Request) *http.Request {
 	out.Body = nil
 	out.ContentLength = 0
 	p.rewrite(&httputil.ProxyRequest{In: r, Out: out})
-	out.Header["Connection"] = []string{"Upgrade"}
-	out.Header["Upgrade"] = []string{r.Header.Get("Upgrade")}
-	if _, ok := out.Header["User-Agent"]; !ok {
-		out.Header["User-Agent"] = nil // no Go default
-	}
 	return out
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/pages"
 	"github.com/previewgate/previewgate/internal/testing/browsertest"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
@@ -58,11 +59,11 @@ func TestDockerWaitingPageAndStatus(t *testing.T) {
 
 	resp := testkit.Request(t, e.srv, "GET", host, "/", tok, "Sec-Fetch-Mode", "navigate", "Accept", "text/html")
 	body := wantStatus(t, resp, 200)
-	if !strings.Contains(string(body), statusPath) || !strings.Contains(resp.Header.Get("Content-Type"), "text/html") {
+	if !strings.Contains(string(body), pages.StatusPath) || !strings.Contains(resp.Header.Get("Content-Type"), "text/html") {
 		t.Fatalf("got %q, want the waiting page", body)
 	}
 
-	resp = testkit.Request(t, e.srv, "GET", host, statusPath, tok, "Accept", "text/event-stream")
+	resp = testkit.Request(t, e.srv, "GET", host, pages.StatusPath, tok, "Accept", "text/event-stream")
 	sc := bufio.NewScanner(resp.Body)
 	var phases []string
 	for sc.Scan() {
@@ -70,7 +71,7 @@ func TestDockerWaitingPageAndStatus(t *testing.T) {
 		if !ok {
 			continue
 		}
-		var ev statusEvent
+		var ev pages.Event
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
 			t.Fatalf("status event %q: %v", line, err)
 		}

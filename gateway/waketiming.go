@@ -22,53 +22,16 @@ import (
 
 // watchWake notes when a request starts to wait for id's wake; end, called
 // when the wait is over, returns how the wait split into phases.
-func (g *Gateway) watchWake(id string) (end func() []phaseSpan) {
+func (g *Gateway) watchWake(id string) (end func() []sandboxmgr.PhaseSpan) {
 	begin := time.Now()
-	return func() []phaseSpan {
-		return clip(g.sb.Progress(id).Marks, begin, time.Now())
+	return func() []sandboxmgr.PhaseSpan {
+		return sandboxmgr.Spans(g.sb.Progress(id).Marks, begin, time.Now())
 	}
-}
-
-// phaseSpan is the part of a request's wait spent in one phase.
-type phaseSpan struct {
-	name string // Server-Timing name: queued, create, start, app
-	d    time.Duration
-}
-
-// clip splits [from, to] by marks; the spans add up to to-from. Time
-// before the wake's first mark (the request came first) counts as queued.
-func clip(marks []sandboxmgr.PhaseMark, from, to time.Time) []phaseSpan {
-	if len(marks) == 0 || marks[0].At.After(from) {
-		marks = append([]sandboxmgr.PhaseMark{{Phase: sandboxmgr.PhaseQueued, At: from}}, marks...)
-	}
-	var out []phaseSpan
-	for i, m := range marks {
-		s, e := m.At, to
-		if i+1 < len(marks) {
-			e = marks[i+1].At
-		}
-		if s.Before(from) {
-			s = from
-		}
-		if e.After(to) {
-			e = to
-		}
-		if !e.After(s) {
-			continue
-		}
-		name := sandboxmgr.TimingName(m.Phase)
-		if n := len(out); n > 0 && out[n-1].name == name {
-			out[n-1].d += e.Sub(s)
-		} else {
-			out = append(out, phaseSpan{name, e.Sub(s)})
-		}
-	}
-	return out
 }
 
 // wakeTiming is what a request that waited carries to the proxy.
 type wakeTiming struct {
-	spans      []phaseSpan
+	spans      []sandboxmgr.PhaseSpan
 	proxyStart time.Time
 }
 
@@ -77,7 +40,7 @@ type wakeTiming struct {
 func (t *wakeTiming) serverTiming() string {
 	var b strings.Builder
 	for _, s := range t.spans {
-		fmt.Fprintf(&b, "%s;dur=%.1f, ", s.name, float64(s.d.Microseconds())/1000)
+		fmt.Fprintf(&b, "%s;dur=%.1f, ", s.Name, float64(s.D.Microseconds())/1000)
 	}
 	fmt.Fprintf(&b, "proxy;dur=%.1f", float64(time.Since(t.proxyStart).Microseconds())/1000)
 	return b.String()

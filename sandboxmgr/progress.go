@@ -95,6 +95,46 @@ func TimingName(phase string) string {
 	return "queued"
 }
 
+// PhaseSpan is the part of a span of time (a request's wait for a wake)
+// spent in one phase.
+type PhaseSpan struct {
+	Name string // TimingName's: queued, create, start, app
+	D    time.Duration
+}
+
+// Spans splits [from, to] by a wake's marks, one span a TimingName (a
+// phase that follows one of the same name adds to it): the spans add up to
+// to-from. Time before the wake's first mark (a request that came first)
+// counts as queued. The gateway's Server-Timing (#22) is made of them.
+func Spans(marks []PhaseMark, from, to time.Time) []PhaseSpan {
+	if len(marks) == 0 || marks[0].At.After(from) {
+		marks = append([]PhaseMark{{Phase: PhaseQueued, At: from}}, marks...)
+	}
+	var out []PhaseSpan
+	for i, m := range marks {
+		s, e := m.At, to
+		if i+1 < len(marks) {
+			e = marks[i+1].At
+		}
+		if s.Before(from) {
+			s = from
+		}
+		if e.After(to) {
+			e = to
+		}
+		if !e.After(s) {
+			continue
+		}
+		name := TimingName(m.Phase)
+		if n := len(out); n > 0 && out[n-1].Name == name {
+			out[n-1].D += e.Sub(s)
+		} else {
+			out = append(out, PhaseSpan{name, e.Sub(s)})
+		}
+	}
+	return out
+}
+
 // Progress reports id's wake: PhaseReady if its endpoint is cached, else the
 // phase of the current (or last) wake.
 func (m *Manager) Progress(id string) Progress {

@@ -2,6 +2,7 @@ package sandboxmgr
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -47,5 +48,41 @@ func TestWakeProgressFailed(t *testing.T) {
 	}
 	if got := m.Progress("never"); !reflect.DeepEqual(got, Progress{}) {
 		t.Errorf("got %+v for an unknown id, want zero", got)
+	}
+}
+
+// TestSpans: a request's wait splits into the phases its marks put it in,
+// the spans add up to the wait, time before the first mark is queued, and
+// the moment after the port probe counts as app.
+func TestSpans(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1e9, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	marks := []PhaseMark{{PhaseQueued, at(0)}, {PhaseCreating, at(100)}, {PhaseStarting, at(300)},
+		{PhaseWaitingPort, at(600)}, {PhaseReady, at(1000)}}
+	type span = PhaseSpan
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	for _, tc := range []struct {
+		name     string
+		marks    []PhaseMark
+		from, to time.Time
+		want     []span
+	}{
+		{"the whole wake", marks, at(0), at(1010), []span{{"queued", ms(100)}, {"create", ms(200)}, {"start", ms(300)}, {"app", ms(410)}}},
+		{"came during start", marks, at(400), at(1000), []span{{"start", ms(200)}, {"app", ms(400)}}},
+		{"came before the wake", marks, t0.Add(-50 * time.Millisecond), at(200), []span{{"queued", ms(150)}, {"create", ms(100)}}},
+		{"no marks", nil, at(0), at(30), []span{{"queued", ms(30)}}},
+		{"nothing waited", marks, at(500), at(500), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Spans(tc.marks, tc.from, tc.to)
+			var sum time.Duration
+			for _, s := range got {
+				sum += s.D
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) || sum != tc.to.Sub(tc.from) {
+				t.Errorf("got %v (sum %v), want %v (sum %v)", got, sum, tc.want, tc.to.Sub(tc.from))
+			}
+		})
 	}
 }

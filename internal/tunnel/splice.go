@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,15 +22,25 @@ import (
 // reading the answer's heads. The socket after it has no such bound.
 const HandshakeTimeout = 30 * time.Second
 
-// Handshake writes the upgrade request out on back and reads the final
-// answer within HandshakeTimeout, handing 1xx answers other than 101 to
-// interim. The heads are read by upstream's reader, within its bounds
+// Handshake writes the upgrade request out on back, asking to switch to
+// protocol (its Connection and Upgrade fields are the switch's: set here,
+// whatever out holds; no Go default User-Agent is added), and reads the
+// final answer within HandshakeTimeout, handing 1xx answers other than 101
+// to interim. The heads are read by upstream's reader, within its bounds
 // (upstream.MaxResponseHead each, upstream.MaxInterim interim ones): an
 // app cannot make the gateway buffer an endless header (#13), and a head
-// fits here exactly when it fits on the direct path (#21). Bytes after
-// the head that the reader took are in the returned reader: forward them
-// (ForwardBuffered) before the splice. The caller releases the response.
-func Handshake(back net.Conn, out *http.Request, interim func(*upstream.Response)) (*upstream.Response, *bufio.Reader, error) {
+// fits here exactly when it fits on the direct path (#21). A 101 to
+// another protocol than asked for is an error (the response released):
+// the client would be handed bytes of a protocol it did not ask for. Any
+// other answer is the caller's to pass on. Bytes after the head that the
+// reader took are in the returned reader: forward them (ForwardBuffered)
+// before the splice. The caller releases the response.
+func Handshake(back net.Conn, out *http.Request, protocol string, interim func(*upstream.Response)) (*upstream.Response, *bufio.Reader, error) {
+	out.Header["Connection"] = []string{"Upgrade"}
+	out.Header["Upgrade"] = []string{protocol}
+	if _, ok := out.Header["User-Agent"]; !ok {
+		out.Header["User-Agent"] = nil // no Go default
+	}
 	back.SetDeadline(time.Now().Add(HandshakeTimeout)) // the handshake, not the socket
 	if err := out.Write(back); err != nil {
 		return nil, nil, fmt.Errorf("write upgrade request: %w", err)
@@ -40,6 +51,10 @@ func Handshake(back net.Conn, out *http.Request, interim func(*upstream.Response
 		return nil, nil, fmt.Errorf("read upgrade response: %w", err)
 	}
 	back.SetDeadline(time.Time{})
+	if got := res.Header.Get("Upgrade"); res.Status == http.StatusSwitchingProtocols && !strings.EqualFold(protocol, got) {
+		upstream.Release(res)
+		return nil, nil, fmt.Errorf("backend switched to protocol %q when %q was requested", got, protocol)
+	}
 	return res, br, nil
 }
 
