@@ -101,7 +101,7 @@ func pageLogs(lines []string) []string {
 
 // wantsHTML reports whether the client is a browser that prefers a page.
 func wantsHTML(r *http.Request) bool {
-	accept := r.Header.Get("Accept")
+	accept := headerValue(r.Header, "Accept")
 	return strings.Contains(accept, "text/html")
 }
 

@@ -120,7 +120,7 @@ func (p *proxy) handshake(w http.ResponseWriter, r, out *http.Request, back net.
 		upstream.Release(res)
 		return nil, nil, false
 	}
-	if want, got := out.Header.Get("Upgrade"), res.Header.Get("Upgrade"); !strings.EqualFold(want, got) {
+	if want, got := headerValue(out.Header, "Upgrade"), headerValue(res.Header, "Upgrade"); !strings.EqualFold(want, got) {
 		upstream.Release(res)
 		p.errorHandler(w, r, fmt.Errorf("backend switched to protocol %q when %q was requested", got, want))
 		return nil, nil, false
@@ -139,7 +139,7 @@ func (p *proxy) upgradeRequest(r *http.Request) *http.Request {
 	out.ContentLength = 0
 	p.rewrite(&httputil.ProxyRequest{In: r, Out: out})
 	out.Header["Connection"] = []string{"Upgrade"}
-	out.Header["Upgrade"] = []string{r.Header.Get("Upgrade")}
+	out.Header["Upgrade"] = []string{headerValue(r.Header, "Upgrade")}
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = nil // no Go default
 	}
