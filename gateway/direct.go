@@ -28,7 +28,7 @@ import (
 // dial re-ensures the sandbox once (its container died or moved).
 func (p *proxy) serveDirect(w http.ResponseWriter, r *http.Request, t *target) bool {
 	if t.sandbox == "" || !idempotent(r.Method) || r.ContentLength != 0 || (r.Body != nil && r.Body != http.NoBody) ||
-		len(r.TransferEncoding) > 0 || r.Header.Get("Expect") != "" || r.Header.Get("Upgrade") != "" {
+		len(r.TransferEncoding) > 0 || headerValue(r.Header, "Expect") != "" || headerValue(r.Header, "Upgrade") != "" {
 		return false
 	}
 	ctx := r.Context()

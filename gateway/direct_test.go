@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,5 +108,55 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 				t.Errorf("response headers differ:\ndirect        %v\nreverse proxy %v", dh, rh)
 			}
 		})
+	}
+}
+
+// TestStrippedHeadersPerRequest: the token-stripped header maps are
+// recycled (strippedPool); with many requests at once, on the direct path
+// and on ReverseProxy's, each request's app must still see exactly its own
+// cookies and Referer, the token cookie gone.
+func TestStrippedHeadersPerRequest(t *testing.T) {
+	t.Parallel()
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s|%s|%s", r.Header.Get("Cookie"), r.Header.Get("Referer"), r.Header.Get("Authorization"))
+	}))
+	defer app.Close()
+	cfg := testConfig()
+	tok := testkit.Mint(t, cfg, "abc", time.Minute)
+	for _, noDirect := range []bool{false, true} {
+		g, srv := startGateway(t, cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}})
+		g.proxy.noDirect = noDirect
+		tr := &http.Transport{MaxIdleConnsPerHost: 8}
+		client := &http.Client{Transport: tr}
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for i := range 8 {
+			wg.Go(func() {
+				for j := range 25 {
+					n := strconv.Itoa(i*100 + j)
+					req, _ := http.NewRequest(http.MethodGet, srv.URL+"/p", nil)
+					req.Host = "sandbox-abc." + testDomain
+					req.Header.Set("Cookie", auth.DefaultCookieName+"="+tok+"; u="+n)
+					req.Header.Set("Referer", "http://ref.example/"+n)
+					resp, err := client.Do(req)
+					if err != nil {
+						errs <- err
+						return
+					}
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if want := "u=" + n + "|http://ref.example/" + n + "|"; string(body) != want {
+						errs <- fmt.Errorf("noDirect=%v: the app saw %q, want %q", noDirect, body, want)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		tr.CloseIdleConnections()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
 	}
 }

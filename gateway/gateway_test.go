@@ -8,6 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -171,4 +175,39 @@ func serve(t testing.TB, s *Server) *httptest.Server {
 func serveOn(t testing.TB, s *Server, ln net.Listener) *httptest.Server {
 	t.Helper()
 	return testkit.ServeOn(t, s, s.HTTP, s.TLSConfig != nil, ln)
+}
+
+// TestHeaderValueKeys: headerValue skips Header.Get's canonicalization,
+// so every key passed to it must already be canonical, or the lookup
+// would miss a header the client sent.
+func TestHeaderValueKeys(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := regexp.MustCompile(`headerValue\([^,() ]+, ("[^"]*"|[^)]*)\)`)
+	n := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range call.FindAllSubmatch(src, -1) {
+			key, err := strconv.Unquote(string(m[1]))
+			if err != nil {
+				t.Errorf("%s: headerValue with a key that is not a literal: %s", f, m[1])
+				continue
+			}
+			n++
+			if c := http.CanonicalHeaderKey(key); c != key {
+				t.Errorf("%s: headerValue key %q is not canonical (%q)", f, key, c)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("found no headerValue calls")
+	}
 }

@@ -37,7 +37,7 @@ import (
 // hostMode is what a target's template asks of the outbound head.
 type hostMode struct {
 	local   bool   // the local mode: the app is reached as localhost:<port of addr>
-	origin  string // "//" + the preview's host, for Location mapping (local mode)
+	preview string // the preview's host (r.Host), for Location mapping (local mode)
 	rewrite bool   // Host is the container address (rewrite mode, fixed upstreams)
 }
 
@@ -49,9 +49,7 @@ func (g *Gateway) hostModeFor(tpl *config.Template, r *http.Request) hostMode {
 	case config.HostPreserve:
 		return hostMode{}
 	}
-	// Scheme-relative: the browser keeps the scheme it used, also behind
-	// a proxy that terminates TLS in front of a plain-HTTP gateway.
-	return hostMode{local: true, origin: "//" + strings.ToLower(r.Host)}
+	return hostMode{local: true, preview: r.Host}
 }
 
 // localhostPrefix starts the app's local identity, localhost:<port>.
@@ -88,7 +86,10 @@ func (t *target) mapLocation(h http.Header) {
 		if rest != "" && rest[0] != '/' && rest[0] != '?' && rest[0] != '#' {
 			return // localhost:30001 is not localhost:3000
 		}
-		h["Location"] = []string{t.host.origin + rest}
+		// Scheme-relative: the browser keeps the scheme it used, also
+		// behind a proxy that terminates TLS in front of a plain-HTTP
+		// gateway. Built here, where a Location is mapped, not per request.
+		h["Location"] = []string{"//" + strings.ToLower(t.host.preview) + rest}
 		return
 	}
 }

@@ -55,8 +55,8 @@ func (g *Gateway) ensureOptions(r *http.Request, t *table, rt route, sub string,
 // (curl, API clients, old browsers). Background fetches, WebSocket upgrades
 // from browsers and anything else with Sec-Fetch metadata may not.
 func mayWake(r *http.Request) bool {
-	mode := r.Header.Get("Sec-Fetch-Mode")
-	if mode == "" && r.Header.Get("Sec-Fetch-Site") == "" && r.Header.Get("Sec-Fetch-Dest") == "" {
+	mode := headerValue(r.Header, "Sec-Fetch-Mode")
+	if mode == "" && headerValue(r.Header, "Sec-Fetch-Site") == "" && headerValue(r.Header, "Sec-Fetch-Dest") == "" {
 		return true // not a fetch-metadata browser
 	}
 	return mode == "navigate" && !isUpgrade(r)

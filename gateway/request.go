@@ -22,15 +22,19 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if hint != nil {
 		t = hint.t // the table the lean loop checked against
 	}
-	id := r.Header.Get("X-Request-Id")
+	st := new(reqState)
+	id := headerValue(r.Header, "X-Request-Id")
 	if id == "" || len(id) > 128 {
 		id = g.requestID()
-		r.Header.Set("X-Request-Id", id)
+		st.ids[0] = id
+		r.Header["X-Request-Id"] = st.ids[0:1:1]
 	}
-	w.Header().Set("X-Request-Id", id)
-	sw := &statusWriter{ResponseWriter: w}
+	st.ids[1] = id
+	w.Header()["X-Request-Id"] = st.ids[1:2:2]
+	sw := &st.sw
+	sw.ResponseWriter = w
 	sw.countIn(r)
-	sandbox, label, proxied := g.serve(sw, r, t, hint)
+	sandbox, label, proxied := g.serve(sw, r, t, hint, st)
 	status := sw.final(r)
 	took := time.Since(start)
 	g.metrics.Request(label, status, took, proxied && !sw.hijacked)
@@ -47,7 +51,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // (the sandbox's own template, "upstream" or "none") and whether it
 // reached the proxy. A hint from the lean loop stands for the route, the
 // policy and the access check.
-func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *leanHint) (sandbox, label string, proxied bool) {
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *leanHint, st *reqState) (sandbox, label string, proxied bool) {
 	label = "none"
 	var rt route
 	var pol policy
@@ -82,8 +86,8 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	// Releases owed when the connection ends: for an upgrade, when its
 	// socket closes, after ServeHTTP returned.
 	// Room for the usual releases (exchange admission, touch, a hold or
-	// a socket's): one allocation instead of append's growth to 1, 2, 4.
-	cl := make(closers, 0, 4)
+	// a socket's) in st: no allocation of its own.
+	cl := closers(st.cl[:0])
 	handedOff := false // the proxy owns cl from then on
 	defer func() {
 		if !handedOff {
@@ -106,7 +110,8 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	cl = append(cl, release)
 	if rt.upstream != nil {
 		handedOff = true
-		g.proxy.serve(w, r, &target{url: rt.upstream, verifier: t.verifier, host: hostMode{rewrite: true}}, cl)
+		st.t = target{url: rt.upstream, verifier: t.verifier, host: hostMode{rewrite: true}}
+		g.proxy.serve(w, r, &st.t, cl)
 		return sandbox, label, true
 	}
 	if tpl == nil {
@@ -161,8 +166,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	}
 	cl = append(cl, func() { g.sb.Touch(id) })
 	handedOff = true
-	g.proxy.serve(w, r, &target{sandbox: id, port: rt.port, addr: portAddr(ep.Addr, rt.port), instance: ep.Instance, tpl: tpl,
-		verifier: t.verifier, host: g.hostModeFor(tpl, r), timing: timing}, cl)
+	st.t = target{sandbox: id, port: rt.port, addr: portAddr(ep.Addr, rt.port), instance: ep.Instance, tpl: tpl,
+		verifier: t.verifier, host: g.hostModeFor(tpl, r), timing: timing}
+	g.proxy.serve(w, r, &st.t, cl)
 	return sandbox, label, true
 }
 
@@ -241,11 +247,11 @@ func (g *Gateway) access(w http.ResponseWriter, r *http.Request, t *table, rt ro
 // isLongLived reports requests that may stay open for long: WebSocket
 // upgrades and SSE streams. They keep their sandbox awake while open.
 func isLongLived(r *http.Request) bool {
-	return isUpgrade(r) || strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+	return isUpgrade(r) || strings.Contains(headerValue(r.Header, "Accept"), "text/event-stream")
 }
 
 // isUpgrade reports a protocol upgrade request (WebSocket).
-func isUpgrade(r *http.Request) bool { return r.Header.Get("Upgrade") != "" }
+func isUpgrade(r *http.Request) bool { return headerValue(r.Header, "Upgrade") != "" }
 
 // newRequestIDPrefix returns a random per-process prefix for request ids.
 func newRequestIDPrefix() string {
@@ -256,5 +262,27 @@ func newRequestIDPrefix() string {
 
 // requestID returns a unique id for a request without X-Request-Id.
 func (g *Gateway) requestID() string {
-	return g.reqPfx + "-" + strconv.FormatUint(g.reqSeq.Add(1), 36)
+	var b [64]byte
+	return string(strconv.AppendUint(append(append(b[:0], g.reqPfx...), '-'), g.reqSeq.Add(1), 36))
+}
+
+// reqState is what one request keeps on the heap, in one allocation
+// instead of one each (#25): its status writer, the proxy's target, the
+// first releases owed, and the X-Request-Id values of the request and the
+// response (two slots, so neither header shares the other's slice).
+type reqState struct {
+	sw  statusWriter
+	t   target
+	cl  [4]func()
+	ids [2]string
+}
+
+// headerValue is h.Get(key) for a key in canonical form (every caller
+// passes a literal; TestHeaderValueKeys checks them): the same answer
+// without canonicalizing the key on each call, several per request (#25).
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }

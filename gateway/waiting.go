@@ -23,10 +23,10 @@ func isNavigation(r *http.Request) bool {
 	if r.Method != http.MethodGet || isUpgrade(r) {
 		return false
 	}
-	if mode := r.Header.Get("Sec-Fetch-Mode"); mode != "" {
+	if mode := headerValue(r.Header, "Sec-Fetch-Mode"); mode != "" {
 		return mode == "navigate"
 	}
-	return strings.Contains(r.Header.Get("Accept"), "text/html")
+	return strings.Contains(headerValue(r.Header, "Accept"), "text/html")
 }
 
 // isStatusRequest reports a request for the gateway's status stream.

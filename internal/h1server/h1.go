@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // The lean HTTP/1.1 loop (#9). It serves only requests it understands
@@ -72,6 +74,9 @@ func newH1conn(s *Server, c net.Conn, headBy time.Time) *h1conn {
 	hc := &h1conn{s: s, conn: c, remote: c.RemoteAddr().String(), buf: make([]byte, h1BufSize), headBy: headBy,
 		bw: bufio.NewWriterSize(c, 4<<10)}
 	hc.ctx, hc.cancel = context.WithCancel(context.WithValue(context.Background(), hintKey{}, &hc.hint))
+	// An exchange under the requests' context aborts its upstream socket
+	// through the connection's one hook, not a hook of its own (#25).
+	hc.ctx = wire.WithAbort(hc.ctx)
 	if tc, ok := c.(*tls.Conn); ok {
 		st := tc.ConnectionState()
 		hc.tlsState = &st

@@ -309,3 +309,37 @@ func FuzzLeanParse(f *testing.F) {
 		}
 	})
 }
+
+// TestIndexCRLF: indexCRLF answers as checking each byte in turn does
+// (the loop it replaced), on every string of up to 8 bytes over the
+// bytes that matter.
+func TestIndexCRLF(t *testing.T) {
+	byteLoop := func(b []byte) int {
+		for i := 0; i+1 < len(b); i++ {
+			if b[i] == '\n' {
+				return -1
+			}
+			if b[i] == '\r' {
+				if b[i+1] == '\n' {
+					return i
+				}
+				return -1
+			}
+		}
+		return -1
+	}
+	alphabet := []byte("a\r\n")
+	var gen func(b []byte)
+	gen = func(b []byte) {
+		if got, want := indexCRLF(b), byteLoop(b); got != want {
+			t.Fatalf("indexCRLF(%q) = %d, want %d", b, got, want)
+		}
+		if len(b) == 8 {
+			return
+		}
+		for _, ch := range alphabet {
+			gen(append(b, ch))
+		}
+	}
+	gen(nil)
+}

@@ -1,6 +1,7 @@
 package h1server
 
 import (
+	"bytes"
 	"net/http"
 	"net/url"
 
@@ -216,19 +217,18 @@ func (c *h1conn) request(b []byte, method string, eol int, f fields) (int, *http
 	return pos, r, true
 }
 
+// indexCRLF returns where the first line of b ends (its CR), or -1 when
+// b has no complete line or its first line break is not CRLF (a bare LF,
+// or a CR not followed by LF: not ours). Two IndexByte scans instead of a
+// loop over every byte (#25): the answer is that of checking each byte in
+// turn, since the first LF decides whether a line ended, and any CR
+// before the one that precedes it is a lone CR.
 func indexCRLF(b []byte) int {
-	for i := 0; i+1 < len(b); i++ {
-		if b[i] == '\n' {
-			return -1 // bare LF: not ours
-		}
-		if b[i] == '\r' {
-			if b[i+1] == '\n' {
-				return i
-			}
-			return -1
-		}
+	lf := bytes.IndexByte(b, '\n')
+	if lf < 1 || b[lf-1] != '\r' || bytes.IndexByte(b[:lf-1], '\r') >= 0 {
+		return -1
 	}
-	return -1
+	return lf - 1
 }
 
 func hasBareLF(b []byte) bool {

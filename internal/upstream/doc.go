@@ -33,7 +33,11 @@
 //     and the Body.Close of the response it returns (Release calls it) the
 //     only way to give one back. A body closed before its end, a read that
 //     failed, Connection: close, a body delimited by EOF, a 101 or an
-//     ended context close the connection (TestExchangeOwnsReuse).
+//     ended context close the connection (TestExchangeOwnsReuse). The
+//     context is watched through its wire.Abort when it carries one (the
+//     lean loop's: one hook per client connection), else by a hook of the
+//     exchange's own; an ended context cuts a blocked read or write at
+//     once either way (TestExchangeEndsWithContext).
 //  4. An idle connection that has become readable (data or EOF) is closed
 //     at Get, not reused. An app can still time extra bytes to arrive just
 //     after that check; they are then read as the answer to the next

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // Request is the head of one bodiless HTTP/1.1 request on the direct
@@ -63,18 +65,42 @@ func (p *Pool) Exchange(ctx context.Context, req *Request) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	stop := context.AfterFunc(ctx, func() { c.Net.SetDeadline(time.Unix(1, 0)) })
+	w := watch(ctx, c)
 	resp, err := c.exchange(req)
 	if err != nil {
-		stop()
+		w.stop()
 		c.Net.Close()
 		if reused && !c.Answered() && ctx.Err() == nil {
 			return nil, fmt.Errorf("%w: %w", ErrUnanswered, err)
 		}
 		return nil, err
 	}
-	resp.conn, resp.stop = c, stop
+	resp.conn, resp.watch = c, w
 	return resp, nil
+}
+
+// ctxWatch ends a connection's exchange when its context ends: through
+// the context's wire.Abort when it has one (the lean loop's: a lock, no
+// allocation), else through a context.AfterFunc of its own.
+type ctxWatch struct {
+	abort *wire.Abort
+	after func() bool
+}
+
+func watch(ctx context.Context, c *Conn) ctxWatch {
+	if a := wire.AbortOf(ctx); a != nil && a.Set(c.Net) {
+		return ctxWatch{abort: a}
+	}
+	return ctxWatch{after: context.AfterFunc(ctx, func() { c.Net.SetDeadline(time.Unix(1, 0)) })}
+}
+
+// stop ends the watch; it reports false when the context ended first
+// (the connection's deadline may have been moved: close it).
+func (w ctxWatch) stop() bool {
+	if w.abort != nil {
+		return w.abort.Clear()
+	}
+	return w.after()
 }
 
 // exchange writes req's head on c and reads the final response.
@@ -119,10 +145,10 @@ func (b *Body) Close() error {
 	if resp == nil || resp.conn == nil {
 		return nil
 	}
-	c, stop := resp.conn, resp.stop
-	resp.conn, resp.stop = nil, nil
+	c, w := resp.conn, resp.watch
+	resp.conn, resp.watch = nil, ctxWatch{}
 	ended := b.kind == bodyNone || b.err == io.EOF
-	if stop() && ended && b.kind != bodyEOF && !resp.Close && resp.Status != http.StatusSwitchingProtocols {
+	if w.stop() && ended && b.kind != bodyEOF && !resp.Close && resp.Status != http.StatusSwitchingProtocols {
 		c.pool.put(c)
 		return nil
 	}

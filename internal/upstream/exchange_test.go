@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // scriptedUpstream answers the n-th request it reads on its conn-th
@@ -122,32 +124,102 @@ func TestExchangeOwnsReuse(t *testing.T) {
 			func(t *testing.T, r *Response, _ func()) { r.Body.Close() }, false},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			u := newScriptedUpstream(t, func(conn, n int) string {
-				switch {
-				case conn == 0 && n == 0:
-					return tc.first
-				case conn == 0 && n == 1:
-					return tc.rest + second
+		for _, kind := range ctxKinds {
+			t.Run(tc.name+"/"+kind.name, func(t *testing.T) {
+				t.Parallel()
+				u := newScriptedUpstream(t, func(conn, n int) string {
+					switch {
+					case conn == 0 && n == 0:
+						return tc.first
+					case conn == 0 && n == 1:
+						return tc.rest + second
+					}
+					return second
+				})
+				p := NewPool(&net.Dialer{}, 8, time.Minute)
+				t.Cleanup(p.CloseIdle)
+				ctx, cancel := kind.make(t.Context())
+				resp := get(t, p, ctx, u.addr)
+				tc.use(t, resp, cancel)
+				Release(resp)
+				resp = get(t, p, t.Context(), u.addr)
+				body := readAll(t, resp)
+				Release(resp)
+				if body != "second" {
+					t.Errorf("second exchange read %q, want %q", body, "second")
 				}
-				return second
+				if got := u.accepts.Load() == 1; got != tc.wantReuse {
+					t.Errorf("second exchange on the first connection: got %v, want %v (%d connections)", got, tc.wantReuse, u.accepts.Load())
+				}
 			})
-			p := NewPool(&net.Dialer{}, 8, time.Minute)
-			t.Cleanup(p.CloseIdle)
-			ctx, cancel := context.WithCancel(t.Context())
-			resp := get(t, p, ctx, u.addr)
-			tc.use(t, resp, cancel)
-			Release(resp)
-			resp = get(t, p, t.Context(), u.addr)
-			body := readAll(t, resp)
-			Release(resp)
-			if body != "second" {
-				t.Errorf("second exchange read %q, want %q", body, "second")
-			}
-			if got := u.accepts.Load() == 1; got != tc.wantReuse {
-				t.Errorf("second exchange on the first connection: got %v, want %v (%d connections)", got, tc.wantReuse, u.accepts.Load())
-			}
-		})
+		}
+	}
+}
+
+// ctxKinds are the two ways an exchange watches its context: a hook of
+// its own (any cancellable context), or the context's wire.Abort (the
+// lean loop's requests). Both must end and refuse to pool alike.
+var ctxKinds = []struct {
+	name string
+	make func(context.Context) (context.Context, context.CancelFunc)
+}{
+	{"own hook", context.WithCancel},
+	{"abort", func(parent context.Context) (context.Context, context.CancelFunc) {
+		ctx, cancel := context.WithCancel(parent)
+		return wire.WithAbort(ctx), cancel
+	}},
+}
+
+// TestExchangeEndsWithContext: an exchange blocked on an upstream that
+// stalls, in its head or mid-body, fails as soon as its context ends,
+// and its connection is closed, not pooled; on the lean loop's context
+// (wire.Abort) too, including a second exchange under the same context
+// at once (the Abort holds one connection; the other takes its own hook).
+func TestExchangeEndsWithContext(t *testing.T) {
+	const stalled = "stall"
+	for _, stall := range []string{"head", "body"} {
+		for _, kind := range ctxKinds {
+			t.Run(stall+"/"+kind.name, func(t *testing.T) {
+				t.Parallel()
+				u := newScriptedUpstream(t, func(conn, n int) string {
+					if conn < 2 && n == 0 {
+						if stall == "head" {
+							return "HTTP/1.1 200 OK\r\n" // and nothing more
+						}
+						return "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n01234"
+					}
+					return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+				})
+				p := NewPool(&net.Dialer{}, 8, time.Minute)
+				t.Cleanup(p.CloseIdle)
+				ctx, cancel := kind.make(t.Context())
+				errs := make(chan error, 2)
+				for range 2 {
+					go func() {
+						resp, err := p.Exchange(ctx, &Request{Instance: "inst", Addr: u.addr, Method: http.MethodGet, Path: "/", Host: "app", Fresh: true})
+						if err == nil {
+							_, err = io.ReadAll(&resp.Body)
+							Release(resp)
+						}
+						errs <- err
+					}()
+				}
+				for u.accepts.Load() < 2 {
+					time.Sleep(time.Millisecond) // both exchanges under way
+				}
+				cancel()
+				for range 2 {
+					if err := <-errs; err == nil {
+						t.Fatal("a stalled exchange succeeded")
+					}
+				}
+				resp := get(t, p, t.Context(), u.addr)
+				body := readAll(t, resp)
+				Release(resp)
+				if body != "ok" || u.accepts.Load() != 3 {
+					t.Errorf("next exchange read %q on connection %d, want %q on a third", body, u.accepts.Load(), "ok")
+				}
+			})
+		}
 	}
 }

@@ -41,8 +41,8 @@ type Response struct {
 	Trailer http.Header
 	Body    Body
 
-	conn *Conn       // the pooled connection of an Exchange; nil once Body.Close ran
-	stop func() bool // unregisters the exchange's context hook
+	conn  *Conn    // the pooled connection of an Exchange; nil once Body.Close ran
+	watch ctxWatch // the exchange's context hook
 }
 
 // Heads net/http would accept but the direct path refuses (502). Each is

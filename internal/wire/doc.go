@@ -2,7 +2,9 @@
 // lean server loop (internal/h1server) and the upstream client
 // (internal/upstream) share: raw-syscall TCP connections with bounded
 // writes, readability checks that consume nothing, token and header
-// field rules, and the client address behind trusted proxies (ClientIP:
+// field rules, a context's end handed to the one connection in use under
+// it (Abort: one hook per context, not per use), and the client address
+// behind trusted proxies (ClientIP:
 // X-Forwarded-For and Forwarded walked from the right; which proxies are
 // trusted is the caller's to say; FuzzClientIP).
 //
