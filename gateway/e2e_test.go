@@ -21,6 +21,7 @@ import (
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/metrics"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/traffic"
 )
 
 func TestMain(m *testing.M) { dockertest.Main(m) }
@@ -61,7 +62,8 @@ type dockerEnv struct {
 	cfg     *config.Config
 	network string
 	mgr     *countingSandboxes
-	metrics *metrics.Metrics // what the manager and the gateway report
+	metrics *metrics.Metrics  // what the manager and the gateway report
+	traffic *traffic.Recorder // the per-sandbox request log
 	gw      *Gateway
 	server  *Server
 	srv     *httptest.Server // e.server's address
@@ -108,7 +110,8 @@ func (e *dockerEnv) start() {
 		e.t.Fatal(err)
 	}
 	e.mgr = &countingSandboxes{Manager: mgr}
-	e.gw, err = New(e.cfg, e.mgr, Options{Metrics: e.metrics}, testkit.Logger(e.t))
+	e.traffic = traffic.New(traffic.Options{})
+	e.gw, err = New(e.cfg, e.mgr, Options{Metrics: e.metrics, Traffic: e.traffic}, testkit.Logger(e.t))
 	if err != nil {
 		e.t.Fatalf("gateway.New: %v", err)
 	}

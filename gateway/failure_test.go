@@ -161,4 +161,8 @@ func TestDockerMissingImageAnswer(t *testing.T) {
 	if page := string(wantStatus(t, resp, 502)); !strings.Contains(page, "image is missing") {
 		t.Errorf("got page %s, want the missing image explained", page)
 	}
+	// Both failed starts are in the sandbox's request log.
+	if l := e.traffic.Last(id, 32); len(l) != 2 || l[0].Status != 502 || l[1].Status != 502 {
+		t.Errorf("request log: got %+v, want the two 502s", l)
+	}
 }

@@ -38,7 +38,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	status := sw.final(r)
 	took := time.Since(start)
 	g.metrics.Request(label, status, took, proxied && !sw.hijacked)
-	g.record(sandbox, proxied, r, sw, status, took, t)
+	g.record(sandbox, st.counted, r, sw, status, took, t)
 	if t.cfg.Log.Access {
 		g.log.LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("id", id),
 			slog.String("method", r.Method), slog.String("host", r.Host), slog.String("path", r.URL.Path),
@@ -83,6 +83,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 		g.fail(w, r, herr)
 		return
 	}
+	// From here the request is its sandbox's to count (traffic.go),
+	// whatever answers it: the app, the waiting page, a failed start.
+	st.counted = !isStatusRequest(r)
 	// Releases owed when the connection ends: for an upgrade, when its
 	// socket closes, after ServeHTTP returned.
 	// Room for the usual releases (exchange admission, touch, a hold or
@@ -275,6 +278,9 @@ type reqState struct {
 	t   target
 	cl  [4]func()
 	ids [2]string
+	// counted: passed the access check and the limits, not the
+	// gateway's own status stream (record).
+	counted bool
 }
 
 // headerValue is h.Get(key) for a key in canonical form (every caller

@@ -47,13 +47,15 @@ func (sw *statusWriter) countIn(r *http.Request) {
 	}
 }
 
-// record reports a request that reached a sandbox: only requests that
-// passed the access check and the limits, so a client without a token
-// cannot fill the log (or push sandboxes out of it) with made-up ids.
+// record reports a request for a sandbox, if counted: it passed the
+// access check and the limits, so a client without a token cannot fill
+// the log (or push sandboxes out of it) with made-up ids. Whatever
+// answered it counts (the app, the waiting page, a failed start's 502 or
+// 504: what the user saw); the gateway's own status stream does not.
 // Bytes are the HTTP bodies this gateway forwarded; a WebSocket's
 // traffic after its 101 is not counted (its open socket is).
-func (g *Gateway) record(sandbox string, proxied bool, r *http.Request, sw *statusWriter, status int, took time.Duration, t *table) {
-	if sandbox == "" || !proxied {
+func (g *Gateway) record(sandbox string, counted bool, r *http.Request, sw *statusWriter, status int, took time.Duration, t *table) {
+	if sandbox == "" || !counted {
 		return
 	}
 	g.traffic.Record(sandbox, r.Method, r.URL.Path, status, took, sw.body.n.Load(), sw.written, wire.ClientIP(r, t.cfg.TrustedProxies))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +85,15 @@ func TestDockerWaitingPageAndStatus(t *testing.T) {
 	resp = testkit.Request(t, e.srv, "GET", host, "/hello", tok, "Sec-Fetch-Mode", "navigate", "Accept", "text/html")
 	if body := wantStatus(t, resp, 200); !strings.Contains(string(body), `"path":"/hello"`) {
 		t.Fatalf("got %s, want the app's echo", body)
+	}
+	// The request log has what the user saw, the waiting page included,
+	// and not the page's own status stream.
+	var got []string
+	for _, q := range e.traffic.Last(id, 32) {
+		got = append(got, fmt.Sprint(q.Status, " ", q.Path))
+	}
+	if want := []string{"200 /hello", "200 /"}; !slices.Equal(got, want) {
+		t.Errorf("request log: got %q, want %q (newest first)", got, want)
 	}
 }
 
