@@ -62,7 +62,10 @@ func (s *slowWake) EnsureWith(ctx context.Context, id string, tpl *config.Templa
 
 // TestServerTimingAfterWake: a request that waited for a wake carries
 // Server-Timing with each phase it waited through and the proxy's time;
-// the phases add up to the wait within a few ms (#22).
+// the phases add up to the wait: no less than the wake took, no more than
+// the whole request as the client saw it (#22). (A bound of "within 5 ms
+// of the wake" failed on a loaded machine: the last phase ends when the
+// gateway's goroutine next runs after the wake returned.)
 func TestServerTimingAfterWake(t *testing.T) {
 	t.Parallel()
 	app := echoApp(t)
@@ -76,7 +79,10 @@ func TestServerTimingAfterWake(t *testing.T) {
 		g, srv := startGateway(t, cfg, sb)
 		g.proxy.noDirect = noDirect
 		// An API client (no Accept: text/html) is held through the wake.
-		resp := testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/", testkit.Mint(t, cfg, "abc", time.Minute))
+		tok := testkit.Mint(t, cfg, "abc", time.Minute)
+		t0 := time.Now()
+		resp := testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/", tok)
+		elapsed := float64(time.Since(t0).Microseconds()) / 1000
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("got %d, want 200", resp.StatusCode)
 		}
@@ -103,8 +109,9 @@ func TestServerTimingAfterWake(t *testing.T) {
 		sb.mu.Lock()
 		took := float64(sb.took.Microseconds()) / 1000
 		sb.mu.Unlock()
-		if sum < took-5 || sum > took+5 {
-			t.Errorf("phases add up to %.1f ms, the wake took %.1f ms: want within 5 ms (%q)", sum, took, st[0])
+		// Each phase is rounded to 0.1 ms.
+		if sum < took-0.5 || sum > elapsed+0.5 {
+			t.Errorf("phases add up to %.1f ms, the wake took %.1f ms and the request %.1f ms: want between (%q)", sum, took, elapsed, st[0])
 		}
 	}
 }
