@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/previewgate/previewgate/internal/upstream"
+	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // serveDirect forwards a bodiless request to a sandbox without
@@ -83,7 +84,7 @@ type directFields struct {
 }
 
 func (f *directFields) WriteFields(bw *bufio.Writer) {
-	f.p.outboundFields(f.r, f.stripped, (*lineSink)(bw))
+	f.p.outboundFields(f.r, f.stripped, (*wire.LineSink)(bw))
 }
 
 func (f *directFields) Interim(ir *upstream.Response) {

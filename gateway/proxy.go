@@ -139,7 +139,7 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Host = hostPfx + host
 	pr.Out.URL.RawQuery = query
 	h := make(http.Header, len(pr.In.Header)+4)
-	p.outboundFields(pr.In, stripped, headerSink(h))
+	p.outboundFields(pr.In, stripped, wire.HeaderSink(h))
 	pr.Out.Header = h
 }
 
