@@ -108,15 +108,11 @@ func (p *proxy) handshake(w http.ResponseWriter, r, out *http.Request, back net.
 		return nil, nil, false
 	}
 	if res.Status != http.StatusSwitchingProtocols {
-		upstream.CopyEndToEnd(w.Header(), res.Header)
+		upstream.RelayHeader(w.Header(), res)
 		if t := targetFrom(out.Context()); t != nil {
 			t.mapLocation(w.Header())
 		}
-		w.WriteHeader(res.Status)
-		buf := p.rp.BufferPool.Get()
-		upstream.CopyBody(w, &res.Body, buf, nil)
-		p.rp.BufferPool.Put(buf)
-		upstream.Release(res)
+		upstream.Relay(w, res, p.rp.BufferPool) // a cut body ends the reply, as before
 		return nil, nil, false
 	}
 	return res, br, true
