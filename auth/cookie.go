@@ -181,6 +181,33 @@ func (v *Verifier) Strip(out *http.Request) {
 	}
 }
 
+// Stripped is Strip for a proxy that writes r's header lines itself: it
+// returns what Strip leaves of r's token-carrying headers (TokenHeaders; a
+// header Strip removes maps to nil: send no line) and of r's raw query,
+// and changes nothing in r. The headers it does not return need no
+// stripping.
+func (v *Verifier) Stripped(r *http.Request) (http.Header, string) {
+	h := make(http.Header, len(TokenHeaders))
+	for _, k := range TokenHeaders {
+		if vv, ok := r.Header[k]; ok {
+			h[k] = vv
+		}
+	}
+	u := *r.URL
+	v.Strip(&http.Request{Header: h, URL: &u})
+	for _, k := range TokenHeaders {
+		if _, was := r.Header[k]; was {
+			if _, still := h[k]; !still {
+				h[k] = nil
+			}
+		}
+	}
+	return h, u.RawQuery
+}
+
+// TokenHeaders are the headers Strip may change.
+var TokenHeaders = [...]string{"Cookie", "Authorization", "Referer"}
+
 // stripCookieLine removes our cookies from one Cookie header line. It
 // reports whether anything was removed; if not, line is returned as is.
 func (v *Verifier) stripCookieLine(line string) (string, bool) {

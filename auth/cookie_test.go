@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -313,7 +314,32 @@ func TestStrip(t *testing.T) {
 			if tc.referer != "" {
 				out.Header.Set("Referer", tc.referer)
 			}
+			out.Header.Set("Accept", "*/*")
+			before, beforeQuery := out.Header.Clone(), out.URL.RawQuery
+			stripped, query := v.Stripped(out)
+			if !reflect.DeepEqual(out.Header, before) || out.URL.RawQuery != beforeQuery {
+				t.Errorf("Stripped changed the request: %q ?%s", out.Header, out.URL.RawQuery)
+			}
 			v.Strip(out)
+			// Stripped says what Strip does, for the token headers r has.
+			if query != out.URL.RawQuery {
+				t.Errorf("Stripped: got query %q, Strip left %q", query, out.URL.RawQuery)
+			}
+			for k, vv := range stripped {
+				if _, had := before[k]; !had || !slices.Contains(TokenHeaders[:], k) {
+					t.Errorf("Stripped returned %s, which is no token header of the request", k)
+				}
+				if !slices.Equal(vv, out.Header[k]) || (vv == nil) != (out.Header[k] == nil) {
+					t.Errorf("Stripped: got %s %q, Strip left %q", k, vv, out.Header[k])
+				}
+			}
+			for _, k := range TokenHeaders {
+				if _, had := before[k]; had {
+					if _, ok := stripped[k]; !ok {
+						t.Errorf("Stripped left out %s", k)
+					}
+				}
+			}
 			if got := out.Header["Cookie"]; !slices.Equal(got, tc.wantCookie) {
 				t.Errorf("got Cookie %q, want %q", got, tc.wantCookie)
 			}

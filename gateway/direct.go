@@ -3,11 +3,10 @@ package gateway
 import (
 	"bufio"
 	"errors"
-	"io"
 	"net/http"
-	"strings"
 
 	"github.com/previewgate/previewgate/internal/upstream"
+	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // serveDirect forwards a bodiless request to a sandbox without
@@ -83,7 +82,7 @@ type directFields struct {
 }
 
 func (f *directFields) WriteFields(bw *bufio.Writer) {
-	f.p.outboundFields(f.r, f.stripped, (*lineSink)(bw))
+	f.p.outboundFields(f.r, f.stripped, (*wire.LineSink)(bw))
 }
 
 func (f *directFields) Interim(ir *upstream.Response) {
@@ -95,38 +94,14 @@ func idempotent(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
 }
 
-// copyDirectResponse sends resp to the client. Releasing resp closes its
-// body, which alone decides whether the connection is pooled again
-// (upstream.Body.Close).
+// copyDirectResponse sends resp to the client with the gateway's own
+// response headers added.
 func (p *proxy) copyDirectResponse(w http.ResponseWriter, resp *upstream.Response, t *target) {
 	h := w.Header()
-	upstream.CopyEndToEnd(h, resp.Header)
+	upstream.RelayHeader(h, resp)
 	t.mapLocation(h)
 	t.timing.addServerTiming(h)
-	if len(resp.Trailer) > 0 {
-		names := make([]string, 0, len(resp.Trailer))
-		for k := range resp.Trailer {
-			names = append(names, k)
-		}
-		h["Trailer"] = []string{strings.Join(names, ", ")}
-	}
-	w.WriteHeader(resp.Status)
-	// Stream what has no known length (SSE, chunked dev-server output) as it
-	// comes; buffer the rest like the server would.
-	var flush func() error
-	if resp.ContentLength == -1 {
-		flush = http.NewResponseController(w).Flush
-	}
-	buf := p.rp.BufferPool.Get()
-	err := upstream.CopyBody(w, &resp.Body, buf, flush)
-	p.rp.BufferPool.Put(buf)
-	for k, vv := range resp.Trailer {
-		h[http.TrailerPrefix+k] = vv
-	}
-	upstream.Release(resp)
-	if err != nil && !errors.Is(err, io.EOF) {
-		// Headers are out: abort the response so the client sees a
-		// broken body, not a short one (as ReverseProxy does).
-		panic(http.ErrAbortHandler)
+	if err := upstream.Relay(w, resp, p.rp.BufferPool); err != nil {
+		panic(http.ErrAbortHandler) // headers are out: a broken body, not a short one
 	}
 }

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"net"
 	"net/http"
 
@@ -32,34 +31,11 @@ import (
 //     besides :authority stays in r.Header and is dropped (#24), or a dev
 //     server's host check would see two.
 
-// outboundSink receives the fields of an outbound request head. Its
-// implementations are pointer-shaped, so passing one allocates nothing.
+// outboundSink receives the fields of an outbound request head:
+// wire.LineSink on the direct path, wire.HeaderSink on the others.
 type outboundSink interface {
-	field(k, v string)
-	fields(k string, vv []string)
-}
-
-// headerSink collects the fields into a header map.
-type headerSink http.Header
-
-func (h headerSink) field(k, v string)            { h[k] = []string{v} }
-func (h headerSink) fields(k string, vv []string) { h[k] = vv }
-
-// lineSink writes the fields as HTTP/1.1 header lines.
-type lineSink bufio.Writer
-
-func (w *lineSink) field(k, v string) {
-	bw := (*bufio.Writer)(w)
-	bw.WriteString(k)
-	bw.WriteString(": ")
-	bw.WriteString(v)
-	bw.WriteString("\r\n")
-}
-
-func (w *lineSink) fields(k string, vv []string) {
-	for _, v := range vv {
-		w.field(k, v)
-	}
+	Field(k, v string)
+	Fields(k string, vv []string)
 }
 
 // outboundHead returns the Host (hostPfx+host: the local mode's
@@ -67,7 +43,7 @@ func (w *lineSink) fields(k string, vv []string) {
 // building a string) and raw query the upstream gets for r, and r's
 // token-carrying headers as the verifier leaves them, for outboundFields.
 func (p *proxy) outboundHead(r *http.Request, t *target) (hostPfx, host, query string, stripped http.Header) {
-	stripped, query = strippedHeaders(r, t)
+	stripped, query = t.verifier.Stripped(r)
 	switch {
 	case t.url != nil:
 		host = ""
@@ -104,49 +80,25 @@ func (p *proxy) outboundFields(r *http.Request, stripped http.Header, sink outbo
 			vv = sv // nil: removed
 		}
 		if len(vv) > 0 {
-			sink.fields(k, vv)
+			sink.Fields(k, vv)
 		}
 	}
 	if wire.ContainsToken(r.Header["Te"], "trailers") {
-		sink.field("Te", "trailers")
+		sink.Field("Te", "trailers")
 	}
 	if id := r.Header["X-Request-Id"]; len(id) > 0 {
-		sink.field("X-Request-Id", id[0])
+		sink.Field("X-Request-Id", id[0])
 	}
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		sink.field("X-Forwarded-For", ip)
+		sink.Field("X-Forwarded-For", ip)
 	}
-	sink.field("X-Forwarded-Host", r.Host)
+	sink.Field("X-Forwarded-Host", r.Host)
 	if p.g.tls || r.TLS != nil {
-		sink.field("X-Forwarded-Proto", "https")
+		sink.Field("X-Forwarded-Proto", "https")
 	} else {
-		sink.field("X-Forwarded-Proto", "http")
+		sink.Field("X-Forwarded-Proto", "http")
 	}
 }
-
-// strippedHeaders returns r's query and the token-carrying headers as the
-// verifier leaves them (a removed header maps to nil: write no line).
-func strippedHeaders(r *http.Request, t *target) (http.Header, string) {
-	h := make(http.Header, 3)
-	for _, k := range tokenHeaders {
-		if v, ok := r.Header[k]; ok {
-			h[k] = v
-		}
-	}
-	u := *r.URL
-	t.verifier.Strip(&http.Request{Header: h, URL: &u})
-	for _, k := range tokenHeaders {
-		if _, was := r.Header[k]; was {
-			if _, still := h[k]; !still {
-				h[k] = nil
-			}
-		}
-	}
-	return h, u.RawQuery
-}
-
-// tokenHeaders are the headers auth.Verifier.Strip may change.
-var tokenHeaders = [...]string{"Cookie", "Authorization", "Referer"}
 
 // forwardedHeader reports the client-sent forwarding headers the gateway
 // replaces with its own.

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"time"
 
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
@@ -75,28 +74,8 @@ type proxy struct {
 }
 
 func newProxy(g *Gateway) *proxy {
-	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
-	tr := &http.Transport{
-		// Writes to a sandbox are bounded like the direct path's: a request
-		// body the app never reads fails after upstream.WriteTimeout.
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := dialer.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return wire.NewRawConn(c, upstream.WriteTimeout), nil
-		},
-		MaxIdleConns:          4096,
-		MaxIdleConnsPerHost:   256,
-		IdleConnTimeout:       90 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		DisableCompression:    true, // pass encodings through untouched
-		// Response heads: upstream.NewTransports sets
-		// upstream.MaxResponseHead, the bound of every path.
-		WriteBufferSize: 32 << 10,
-		ReadBufferSize:  32 << 10,
-	}
-	p := &proxy{g: g, tr: upstream.NewTransports(tr, instanceOf), pool: upstream.NewPool(dialer, tr.MaxIdleConnsPerHost, tr.IdleConnTimeout)}
+	p := &proxy{g: g}
+	p.pool, p.tr = upstream.NewClients(instanceOf)
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:      p.rewrite,
 		Transport:    p.tr,
@@ -139,7 +118,7 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Host = hostPfx + host
 	pr.Out.URL.RawQuery = query
 	h := make(http.Header, len(pr.In.Header)+4)
-	p.outboundFields(pr.In, stripped, headerSink(h))
+	p.outboundFields(pr.In, stripped, wire.HeaderSink(h))
 	pr.Out.Header = h
 }
 

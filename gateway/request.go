@@ -79,48 +79,16 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	} else if tpl != nil {
 		label = tpl.Name
 	}
-	if herr := g.limit.allow(w, r, t, rt, tpl, sub); herr != nil {
-		g.fail(w, r, herr)
-		return
-	}
-	// From here the request is its sandbox's to count (traffic.go),
-	// whatever answers it: the app, the waiting page, a failed start.
-	st.counted = !isStatusRequest(r)
-	// Releases owed when the connection ends: for an upgrade, when its
-	// socket closes, after ServeHTTP returned.
-	// Room for the usual releases (exchange admission, touch, a hold or
-	// a socket's) in st: no allocation of its own.
-	cl := closers(st.cl[:0])
-	handedOff := false // the proxy owns cl from then on
-	defer func() {
-		if !handedOff {
-			cl.run()
-		}
-	}()
-	if isUpgrade(r) {
-		release, herr := g.limit.openSocket(r, t, rt.sandbox)
-		if herr != nil {
-			g.fail(w, r, herr)
-			return
-		}
-		cl = append(cl, release)
-	}
-	release, herr := g.admitExchange(r)
+	cl, herr := g.admit(w, r, t, rt, tpl, sub, st)
 	if herr != nil {
 		g.fail(w, r, herr)
+		cl.run() // what was admitted before the refusal
 		return
 	}
-	cl = append(cl, release)
 	if rt.upstream != nil {
-		handedOff = true
 		st.t = target{url: rt.upstream, verifier: t.verifier, host: hostMode{rewrite: true}}
 		g.proxy.serve(w, r, &st.t, cl)
 		return sandbox, label, true
-	}
-	if tpl == nil {
-		g.fail(w, r, &httpError{Status: http.StatusServiceUnavailable, Code: "no_template",
-			Msg: "No template is configured to create this sandbox."})
-		return
 	}
 	anonymous := withToken // neither public access nor a link creates (policy.go)
 	switch {
@@ -129,8 +97,57 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	case viaLink:
 		anonymous = viaShareLink
 	}
+	label, proxied = g.serveSandbox(w, r, t, rt, tpl, sub, anonymous, hint, st, cl)
+	return sandbox, label, proxied
+}
+
+// admit applies the limits to r and takes its admissions. It returns the
+// releases owed when r's connection ends (for an upgrade, when its socket
+// closes, after ServeHTTP returned), kept in st's room for the usual few
+// (exchange admission, touch, a hold or a socket's): no allocation of
+// their own. On a refusal they are what was taken before it.
+func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, t *table, rt route, tpl *config.Template, sub string, st *reqState) (closers, *httpError) {
+	cl := closers(st.cl[:0])
+	if herr := g.limit.allow(w, r, t, rt, tpl, sub); herr != nil {
+		return cl, herr
+	}
+	// From here the request is its sandbox's to count (traffic.go),
+	// whatever answers it: the app, the waiting page, a failed start.
+	st.counted = !isStatusRequest(r)
+	if isUpgrade(r) {
+		release, herr := g.limit.openSocket(r, t, rt.sandbox)
+		if herr != nil {
+			return cl, herr
+		}
+		cl = append(cl, release)
+	}
+	release, herr := g.admitExchange(r)
+	if herr != nil {
+		return cl, herr
+	}
+	return append(cl, release), nil
+}
+
+// serveSandbox wakes or creates rt's sandbox as tpl says and proxies r to
+// it. It returns the metrics label (the template of the instance that
+// answered) and whether r reached the proxy. cl is its to run, or to hand
+// to the proxy with r.
+func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, t *table, rt route, tpl *config.Template, sub string,
+	anonymous tokenless, hint *leanHint, st *reqState, cl closers) (label string, proxied bool) {
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			cl.run()
+		}
+	}()
+	if tpl == nil {
+		g.fail(w, r, &httpError{Status: http.StatusServiceUnavailable, Code: "no_template",
+			Msg: "No template is configured to create this sandbox."})
+		return "none", false
+	}
+	label = tpl.Name
 	if g.coldStart(w, r, t, rt, tpl, sub, anonymous) {
-		return
+		return label, false
 	}
 	var timing *wakeTiming
 	var endWatch func() []sandboxmgr.PhaseSpan
@@ -148,10 +165,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	if err != nil {
 		if he := anonymousError(err); anonymous != withToken && he != nil {
 			g.fail(w, r, he)
-			return
+			return label, false
 		}
 		g.fail(w, r, ensureError(r.Context(), err))
-		return
+		return label, false
 	}
 	if own := t.cfg.Templates[ep.Template]; own != nil && own != tpl {
 		// The manager's record was behind (another replica made it): the
@@ -159,7 +176,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 		tpl, label = own, own.Name
 		if herr := portError(rt, tpl); herr != nil {
 			g.fail(w, r, herr)
-			return
+			return label, false
 		}
 	}
 	id := rt.sandbox
@@ -172,7 +189,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 	st.t = target{sandbox: id, port: rt.port, addr: portAddr(ep.Addr, rt.port), instance: ep.Instance, tpl: tpl,
 		verifier: t.verifier, host: g.hostModeFor(tpl, r), timing: timing}
 	g.proxy.serve(w, r, &st.t, cl)
-	return sandbox, label, true
+	return label, true
 }
 
 // access checks r's token for route rt under policy pol (a hint from the

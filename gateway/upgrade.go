@@ -3,7 +3,6 @@ package gateway
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -74,22 +73,16 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 	if !ok {
 		return
 	}
-	client, brw, err := http.NewResponseController(w).Hijack()
+	client, err := uw.Take(back, br, res, out)
 	if err != nil {
-		upstream.Release(res)
-		p.errorHandler(w, r, fmt.Errorf("hijack for protocol switch: %w", err))
-		return
-	}
-	if err := tunnel.Switch(client, brw.Reader, back, br, res, w.Header(), out); err != nil {
-		client.Close()
+		if !uw.Hijacked() {
+			p.errorHandler(w, r, err)
+		}
 		return
 	}
 	detached = true
 	stopClient()
-	// Let the server's per-connection state (buffered reader and writer,
-	// the request) go: cl keeps uw alive until the socket closes.
-	uw.Detach()
-	brw, br = nil, nil
+	br = nil // cl keeps uw alive until the socket closes; the server's state may go
 	go func() {
 		defer cl.run()
 		defer stopBack()
@@ -108,15 +101,11 @@ func (p *proxy) handshake(w http.ResponseWriter, r, out *http.Request, back net.
 		return nil, nil, false
 	}
 	if res.Status != http.StatusSwitchingProtocols {
-		upstream.CopyEndToEnd(w.Header(), res.Header)
+		upstream.RelayHeader(w.Header(), res)
 		if t := targetFrom(out.Context()); t != nil {
 			t.mapLocation(w.Header())
 		}
-		w.WriteHeader(res.Status)
-		buf := p.rp.BufferPool.Get()
-		upstream.CopyBody(w, &res.Body, buf, nil)
-		p.rp.BufferPool.Put(buf)
-		upstream.Release(res)
+		upstream.Relay(w, res, p.rp.BufferPool) // a cut body ends the reply, as before
 		return nil, nil, false
 	}
 	return res, br, true

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/previewgate/previewgate/internal/upstream"
 )
 
 // Registry tracks the client side of upgraded (WebSocket) connections,
@@ -188,9 +190,32 @@ func (w *Writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return w.conn, brw, nil
 }
 
-// Detach lets the server's per-connection state (the ResponseWriter and
-// what it holds) go once the connection is hijacked; Done still works.
-func (w *Writer) Detach() { w.ResponseWriter = nil }
+// Take completes the protocol switch res (a 101 that Handshake read from
+// back; backBuf holds what came after it) on the client side: it hijacks
+// the client connection, writes the 101 with w's headers added (Switch),
+// forwards the bytes either side sent early, and lets the server's
+// per-connection state go (the ResponseWriter and its buffers; Done still
+// works). The returned connection is ready to Splice with back. res is
+// released either way. On error the client connection is closed if it
+// was hijacked (Hijacked reports it; if not, w can still answer) and back
+// is the caller's.
+func (w *Writer) Take(back net.Conn, backBuf *bufio.Reader, res *upstream.Response, out *http.Request) (net.Conn, error) {
+	client, brw, err := w.Hijack()
+	if err != nil {
+		upstream.Release(res)
+		return nil, fmt.Errorf("hijack for protocol switch: %w", err)
+	}
+	if err := Switch(client, brw.Reader, back, backBuf, res, w.Header(), out); err != nil {
+		client.Close()
+		return nil, err
+	}
+	w.ResponseWriter = nil
+	return client, nil
+}
+
+// Hijacked reports whether the client connection was taken from the
+// server: w can answer no more.
+func (w *Writer) Hijacked() bool { return w.conn != nil }
 
 // Done unregisters the connection when proxying ended.
 func (w *Writer) Done() {

@@ -8,8 +8,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/previewgate/previewgate/internal/upstream"
 )
 
 // hijackable is a ResponseWriter whose Hijack hands out one end of a pipe.
@@ -109,5 +112,84 @@ func TestCloseAllBetweenWrites(t *testing.T) {
 	}
 	if n := s.Count(); n != 2 {
 		t.Errorf("Count: got %d, want 2 (CloseAll does not unregister; Done does)", n)
+	}
+}
+
+// earlyHijackable hands out a connection whose reader already holds
+// bytes the client sent past its request.
+type earlyHijackable struct {
+	*httptest.ResponseRecorder
+	conn  net.Conn
+	early string
+}
+
+func (h *earlyHijackable) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	br := bufio.NewReader(io.MultiReader(strings.NewReader(h.early), h.conn))
+	br.Peek(len(h.early))
+	return h.conn, bufio.NewReadWriter(br, bufio.NewWriter(h.conn)), nil
+}
+
+// TestTake: the client gets the sandbox's 101 with the gateway's own
+// headers added, then the bytes the sandbox sent early; the sandbox gets
+// the bytes the client sent early; the connection is registered. A
+// ResponseWriter that cannot be hijacked fails with w still able to answer.
+func TestTake(t *testing.T) {
+	s := NewRegistry()
+	server, client := net.Pipe()
+	back, app := net.Pipe()
+	t.Cleanup(func() { server.Close(); client.Close(); back.Close(); app.Close() })
+	const answer = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nfrom app"
+	backBuf := bufio.NewReader(strings.NewReader(answer))
+	res, err := upstream.ReadFinal(backBuf, http.MethodGet, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.Wrap(&earlyHijackable{ResponseRecorder: httptest.NewRecorder(), conn: server, early: "from client"}, "k", func() {})
+	w.Header().Set("X-Request-Id", "id1")
+	type read struct {
+		head *http.Response
+		rest string
+		err  error
+	}
+	atClient, atApp := make(chan read, 1), make(chan string, 1)
+	go func() {
+		br := bufio.NewReader(client)
+		head, err := http.ReadResponse(br, nil)
+		rest := make([]byte, len("from app"))
+		if err == nil {
+			_, err = io.ReadFull(br, rest)
+		}
+		atClient <- read{head, string(rest), err}
+	}()
+	go func() {
+		b := make([]byte, len("from client"))
+		io.ReadFull(app, b)
+		atApp <- string(b)
+	}()
+	c, err := w.Take(back, backBuf, res, &http.Request{Method: http.MethodGet})
+	if err != nil {
+		t.Fatalf("Take: %v", err)
+	}
+	defer w.Done()
+	got := <-atClient
+	if got.err != nil || got.head.StatusCode != 101 || got.head.Header.Get("Upgrade") != "websocket" ||
+		got.head.Header.Get("X-Request-Id") != "id1" || got.rest != "from app" {
+		t.Errorf("client got %v %v, %q (%v), want the 101 with X-Request-Id, then \"from app\"", got.head.Status, got.head.Header, got.rest, got.err)
+	}
+	if b := <-atApp; b != "from client" {
+		t.Errorf("app got %q, want \"from client\"", b)
+	}
+	if _, ok := c.(*socketConn); !ok || !w.Hijacked() || s.Count() != 1 || w.ResponseWriter != nil {
+		t.Errorf("got %T, hijacked %v, %d registered, writer kept %v: want the registered socket, the server's writer let go",
+			c, w.Hijacked(), s.Count(), w.ResponseWriter != nil)
+	}
+
+	res, err = upstream.ReadFinal(bufio.NewReader(strings.NewReader(answer)), http.MethodGet, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w = s.Wrap(httptest.NewRecorder(), "k", func() {})
+	if c, err := w.Take(back, nil, res, &http.Request{Method: http.MethodGet}); err == nil || c != nil || w.Hijacked() {
+		t.Errorf("Take on a writer that cannot hijack: got %v, %v, hijacked %v", c, err, w.Hijacked())
 	}
 }

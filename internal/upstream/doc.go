@@ -3,8 +3,10 @@
 // exchange (Pool.Exchange: request head out, response in), a
 // response-head parser and body reader that follow net/http's framing
 // rules exactly (and refuse the few heads it accepts that are smuggling
-// vectors), and, for httputil.ReverseProxy, a RoundTripper with one
-// http.Transport per container instance.
+// vectors), the relay of such a response to the client as ReverseProxy
+// sends one (RelayHeader, Relay: end-to-end headers, trailers, streaming
+// of a body of unknown length; TestRelay), and, for httputil.ReverseProxy,
+// a RoundTripper with one http.Transport per container instance.
 //
 // Every byte a sandbox sends is hostile (#13). What it promises, each
 // invariant tested with an upstream that breaks it (the gateway's

@@ -9,6 +9,9 @@ import (
 	"net/textproto"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // Transports is ReverseProxy's RoundTripper: one http.Transport per
@@ -33,6 +36,36 @@ type Transports struct {
 // through closeInstance; if that is missed (no events from the runtime),
 // the oldest are dropped beyond this many, closing their idle connections.
 const maxTransports = 4096
+
+// NewClients returns the two ways to a sandbox, dialed, bounded and kept
+// alike: the direct path's Pool and ReverseProxy's Transports (key names
+// a request's instance, as for NewTransports). Both dial within 5 s with
+// TCP keep-alives, keep at most 256 idle connections per instance for at
+// most 90 s and bound every write by WriteTimeout (invariant 5: a request
+// body the app never reads fails then, on ReverseProxy too). The
+// Transports pass content encodings through untouched and wait a second
+// for a 100 Continue.
+func NewClients(key func(*http.Request) (string, bool)) (*Pool, *Transports) {
+	const maxIdle, idleTimeout = 256, 90 * time.Second
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return wire.NewRawConn(c, WriteTimeout), nil
+		},
+		MaxIdleConns:          4096,
+		MaxIdleConnsPerHost:   maxIdle,
+		IdleConnTimeout:       idleTimeout,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+		WriteBufferSize:       32 << 10,
+		ReadBufferSize:        32 << 10,
+	}
+	return NewPool(dialer, maxIdle, idleTimeout), NewTransports(tr, key)
+}
 
 // NewTransports returns a RoundTripper that sends each request on the
 // transport of the instance key names (cloned from a copy of base on

@@ -2,7 +2,8 @@
 // lean server loop (internal/h1server) and the upstream client
 // (internal/upstream) share: raw-syscall TCP connections with bounded
 // writes, readability checks that consume nothing, token and header
-// field rules, a context's end handed to the one connection in use under
+// field rules, sinks that take a head's fields as a caller builds it
+// (LineSink: HTTP/1.1 lines; HeaderSink: a header map), a context's end handed to the one connection in use under
 // it (Abort: one hook per context, not per use), and the client address
 // behind trusted proxies (ClientIP:
 // X-Forwarded-For and Forwarded walked from the right; which proxies are
@@ -10,6 +11,6 @@
 //
 // It promises net.Conn semantics (deadlines as timeouts, net.ErrClosed,
 // concurrent Read and Write) and that no helper allocates on the common
-// path. It knows nothing of HTTP semantics beyond tokens and fields, and
+// path (but for the value slices HeaderSink stores). It knows nothing of HTTP semantics beyond tokens and fields, and
 // must never import the gateway or any policy.
 package wire

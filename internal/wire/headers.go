@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bufio"
 	"net/http"
 	"slices"
 	"strings"
@@ -38,4 +39,32 @@ func HopByHop(k string, conn []string) bool {
 	}
 	_, found := slices.BinarySearch(conn, k)
 	return found
+}
+
+// HeaderSink and LineSink take the fields of a message head as a caller
+// builds it, field by field: HeaderSink into a header map (one value
+// slice per Field), LineSink as HTTP/1.1 header lines on a buffered
+// writer, with no allocation. Both are pointer-shaped, so handing either
+// to an interface allocates nothing. Neither checks a field: the caller
+// passes names and values it has validated (a parsed request's).
+type HeaderSink http.Header
+
+func (h HeaderSink) Field(k, v string)            { h[k] = []string{v} }
+func (h HeaderSink) Fields(k string, vv []string) { h[k] = vv }
+
+// LineSink: see HeaderSink.
+type LineSink bufio.Writer
+
+func (w *LineSink) Field(k, v string) {
+	bw := (*bufio.Writer)(w)
+	bw.WriteString(k)
+	bw.WriteString(": ")
+	bw.WriteString(v)
+	bw.WriteString("\r\n")
+}
+
+func (w *LineSink) Fields(k string, vv []string) {
+	for _, v := range vv {
+		w.Field(k, v)
+	}
 }

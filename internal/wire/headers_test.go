@@ -1,7 +1,9 @@
 package wire
 
 import (
+	"bufio"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -30,5 +32,34 @@ func TestHopByHop(t *testing.T) {
 	conn = ConnectionTokens(http.Header{"Connection": {b.String()}})
 	if len(conn) != 26 || !HopByHop("X-Tz", conn) || HopByHop("X-U", conn) {
 		t.Errorf("got %d tokens, want the 26 distinct ones", len(conn))
+	}
+}
+
+// Both sinks hold what they were given, in order: one line per value, or
+// the map's value slices.
+func TestSinks(t *testing.T) {
+	var b strings.Builder
+	bw := bufio.NewWriter(&b)
+	h := http.Header{}
+	for _, s := range []interface {
+		Field(k, v string)
+		Fields(k string, vv []string)
+	}{(*LineSink)(bw), HeaderSink(h)} {
+		s.Fields("Cookie", []string{"a=1", "b=2"})
+		s.Field("X-Forwarded-Proto", "https")
+	}
+	bw.Flush()
+	if want := "Cookie: a=1\r\nCookie: b=2\r\nX-Forwarded-Proto: https\r\n"; b.String() != want {
+		t.Errorf("LineSink wrote %q, want %q", b.String(), want)
+	}
+	if want := (http.Header{"Cookie": {"a=1", "b=2"}, "X-Forwarded-Proto": {"https"}}); !reflect.DeepEqual(h, want) {
+		t.Errorf("HeaderSink holds %q, want %q", h, want)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		bw.Reset(&b)
+		var s interface{ Field(k, v string) } = (*LineSink)(bw)
+		s.Field("X-Forwarded-Proto", "https")
+	}); n != 0 {
+		t.Errorf("LineSink.Field: %v allocs, want 0", n)
 	}
 }
