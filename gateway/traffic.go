@@ -17,12 +17,15 @@ import (
 // values it is handed. path never holds the query.
 type Traffic interface {
 	Record(id, method, path string, status int, took time.Duration, in, out int64, client netip.Addr)
+	// AddBytes adds a WebSocket's bytes after its 101, when it closed.
+	AddBytes(id string, in, out int64)
 }
 
 // noTraffic records nothing: Options.Traffic left nil.
 type noTraffic struct{}
 
 func (noTraffic) Record(string, string, string, int, time.Duration, int64, int64, netip.Addr) {}
+func (noTraffic) AddBytes(string, int64, int64)                                               {}
 
 // countBody counts a request body's bytes as the proxy reads them. It
 // lives in the request's statusWriter, so counting costs no allocation.
@@ -52,8 +55,8 @@ func (sw *statusWriter) countIn(r *http.Request) {
 // the log (or push sandboxes out of it) with made-up ids. Whatever
 // answered it counts (the app, the waiting page, a failed start's 502 or
 // 504: what the user saw); the gateway's own status stream does not.
-// Bytes are the HTTP bodies this gateway forwarded; a WebSocket's
-// traffic after its 101 is not counted (its open socket is).
+// Bytes are the HTTP bodies this gateway forwarded; a WebSocket's bytes
+// after its 101 go to the counters when it closes (upgrade.go).
 func (g *Gateway) record(sandbox string, counted bool, r *http.Request, sw *statusWriter, status int, took time.Duration, t *table) {
 	if sandbox == "" || !counted {
 		return

@@ -83,10 +83,12 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 	detached = true
 	stopClient()
 	br = nil // cl keeps uw alive until the socket closes; the server's state may go
+	id := t.sandbox
 	go func() {
 		defer cl.run()
 		defer stopBack()
-		tunnel.Splice(client, back)
+		in, out := tunnel.Splice(client, back)
+		g.traffic.AddBytes(id, in, out) // "" (a fixed upstream): nothing
 	}()
 }
 

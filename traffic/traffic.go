@@ -151,6 +151,24 @@ func (r *Recorder) Record(id, method, path string, status int, took time.Duratio
 	sb.c.Last = now
 }
 
+// AddBytes adds a WebSocket's bytes after its 101 (in from the client,
+// out to it) to sandbox id's counters, once the socket closed. The 101's
+// own entry in the log keeps its head-only size. A sandbox no longer
+// tracked is not tracked again for it.
+func (r *Recorder) AddBytes(id string, in, out int64) {
+	if r == nil || id == "" {
+		return
+	}
+	sb, ok := r.cache.Peek(id)
+	if !ok {
+		return
+	}
+	sb.mu.Lock()
+	sb.c.BytesIn += in
+	sb.c.BytesOut += out
+	sb.mu.Unlock()
+}
+
 // copyPath copies p into dst, cut at a UTF-8 boundary with "…" when too
 // long, and returns the length written.
 func copyPath(dst []byte, p string) int {

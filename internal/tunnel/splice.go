@@ -61,21 +61,24 @@ func Handshake(back net.Conn, out *http.Request, protocol string, interim func(*
 // Splice copies both ways until either side ends, then closes both. It
 // runs one direction on a new goroutine and the other on its own. Every
 // write either way has a deadline (WriteTimeout), so a peer that
-// stops reading ends the pair instead of holding it.
-func Splice(client, back net.Conn) {
+// stops reading ends the pair instead of holding it. It returns the bytes
+// written each way: in from the client to back, out from back to the
+// client (the early bytes ForwardBuffered wrote not included).
+func Splice(client, back net.Conn) (in, out int64) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		pump(back, readSide(client))
+		in, _ = pump(back, readSide(client))
 		client.Close()
 		back.Close()
 	})
-	pump(client, back)
+	out, _ = pump(client, back)
 	if sc, ok := client.(*socketConn); ok {
 		sc.sendGoAway()
 	}
 	client.Close()
 	back.Close()
 	wg.Wait()
+	return in, out
 }
 
 // readSide is the connection to read from: the hijacked client connection
@@ -115,12 +118,13 @@ const pumpBufSize = 16 << 10
 
 var pumpBufs = sync.Pool{New: func() any { return new([pumpBufSize]byte) }}
 
-// pump copies src to dst. On a plain TCP source it waits for readability
+// pump copies src to dst and returns how many bytes dst took. On a plain TCP source it waits for readability
 // holding no buffer and borrows one from a pool for each read, so an idle
 // socket costs no buffer memory. Other sources (TLS) read into a small
 // buffer of their own. Each write to dst has a deadline of
 // WriteTimeout (a *socketConn sets its own).
-func pump(dst, src net.Conn) error {
+func pump(dst, src net.Conn) (int64, error) {
+	var written int64 // bytes dst took
 	wait := wire.ReadableWaiter(src)
 	var small []byte
 	if wait == nil {
@@ -131,7 +135,7 @@ func pump(dst, src net.Conn) error {
 		var pooled *[pumpBufSize]byte
 		if wait != nil {
 			if err := wait(); err != nil {
-				return err
+				return written, err
 			}
 			pooled = pumpBufs.Get().(*[pumpBufSize]byte)
 			buf = pooled[:]
@@ -140,6 +144,8 @@ func pump(dst, src net.Conn) error {
 		if n > 0 {
 			if werr := writeTimed(dst, buf[:n]); werr != nil {
 				err = werr
+			} else {
+				written += int64(n)
 			}
 		}
 		if pooled != nil {
@@ -147,9 +153,9 @@ func pump(dst, src net.Conn) error {
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				return nil
+				return written, nil
 			}
-			return err
+			return written, err
 		}
 	}
 }
