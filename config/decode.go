@@ -148,8 +148,6 @@ func (d *decoder) errAt(p Pos, format string, args ...any) *Error {
 	return e
 }
 
-func nodePos(n *node) Pos { return n.pos }
-
 func join(path, key string) string {
 	if path == "" {
 		return key
@@ -164,7 +162,7 @@ func kindName(n *node) string {
 	case sequenceNode:
 		return "a list"
 	case scalarNode:
-		switch n.ShortTag() {
+		switch n.tag {
 		case intTag:
 			return "an integer"
 		case floatTag:
@@ -188,7 +186,7 @@ func (d *decoder) resolve(an ast.Node) *node {
 	}
 	d.budget--
 	if d.budget == 0 {
-		d.errAt(nodePos(n), "document too large (more than %d values after alias expansion)", maxNodes)
+		d.errAt(n.pos, "document too large (more than %d values after alias expansion)", maxNodes)
 	}
 	if d.budget <= 0 {
 		return nil

@@ -25,16 +25,16 @@ func (d *decoder) entries(n *node, path string, depth int) []entry {
 		if k == nil {
 			continue
 		}
-		if k.kind == scalarNode && k.ShortTag() == mergeTag {
+		if k.kind == scalarNode && k.tag == mergeTag {
 			merged = append(merged, d.mergeSources(v, path, depth)...)
 			continue
 		}
 		if k.kind != scalarNode {
-			d.errAt(nodePos(k), "%s: keys must be strings", path)
+			d.errAt(k.pos, "%s: keys must be strings", path)
 			continue
 		}
 		if seen[k.value] {
-			d.errAt(nodePos(k), "%s: duplicate key %q", path, k.value)
+			d.errAt(k.pos, "%s: duplicate key %q", path, k.value)
 			continue
 		}
 		seen[k.value] = true
@@ -55,7 +55,7 @@ func (d *decoder) mergeSources(an ast.Node, path string, depth int) []entry {
 		return nil
 	}
 	if depth > 10 {
-		d.errAt(nodePos(v), "%s: merge keys nested too deeply", path)
+		d.errAt(v.pos, "%s: merge keys nested too deeply", path)
 		return nil
 	}
 	switch v.kind {
@@ -69,14 +69,14 @@ func (d *decoder) mergeSources(an ast.Node, path string, depth int) []entry {
 				return out
 			}
 			if c.kind != mappingNode {
-				d.errAt(nodePos(c), "%s: << needs a mapping or a list of mappings", path)
+				d.errAt(c.pos, "%s: << needs a mapping or a list of mappings", path)
 				continue
 			}
 			out = append(out, d.entries(c, path, depth+1)...)
 		}
 		return out
 	}
-	d.errAt(nodePos(v), "%s: << needs a mapping or a list of mappings", path)
+	d.errAt(v.pos, "%s: << needs a mapping or a list of mappings", path)
 	return nil
 }
 
@@ -86,7 +86,7 @@ func (d *decoder) decodeStruct(n *node, v reflect.Value, path string) {
 		if name == "" {
 			name = "the document"
 		}
-		d.errAt(nodePos(n), "%s: expected a mapping, got %s", name, kindName(n))
+		d.errAt(n.pos, "%s: expected a mapping, got %s", name, kindName(n))
 		return
 	}
 	fields := fieldsOf(v.Type())
@@ -100,12 +100,12 @@ func (d *decoder) decodeStruct(n *node, v reflect.Value, path string) {
 			if s := suggest(e.k.value, fields); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
-			d.errAt(nodePos(e.k), "%s", msg)
+			d.errAt(e.k.pos, "%s", msg)
 			continue
 		}
 		p := join(path, e.k.value)
 		l := d.locs[p]
-		l.Key = nodePos(e.k)
+		l.Key = e.k.pos
 		d.locs[p] = l
 		d.decode(e.v, v.FieldByIndex(idx), p)
 	}
@@ -113,7 +113,7 @@ func (d *decoder) decodeStruct(n *node, v reflect.Value, path string) {
 
 func (d *decoder) decodeMap(n *node, v reflect.Value, path string) {
 	if n.kind != mappingNode {
-		d.errAt(nodePos(n), "%s: expected a mapping, got %s", path, kindName(n))
+		d.errAt(n.pos, "%s: expected a mapping, got %s", path, kindName(n))
 		return
 	}
 	t := v.Type()
@@ -125,8 +125,8 @@ func (d *decoder) decodeMap(n *node, v reflect.Value, path string) {
 		if t.Elem().Kind() == reflect.Pointer {
 			// Allocate here so that "name:" (null) still yields an entry.
 			ev.Set(reflect.New(t.Elem().Elem()))
-			d.locs[p] = loc{Pos: astPos(e.v), Key: nodePos(e.k), path: p}
-			if r := d.resolve(e.v); r != nil && !(r.kind == scalarNode && r.ShortTag() == nullTag) {
+			d.locs[p] = loc{Pos: astPos(e.v), Key: e.k.pos, path: p}
+			if r := d.resolve(e.v); r != nil && !(r.kind == scalarNode && r.tag == nullTag) {
 				d.decode(e.v, ev.Elem(), p)
 			}
 		} else {

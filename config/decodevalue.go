@@ -34,9 +34,9 @@ func (d *decoder) decode(an ast.Node, v reflect.Value, path string) {
 		return
 	}
 	l := d.locs[path]
-	l.Pos, l.path = nodePos(n), path
+	l.Pos, l.path = n.pos, path
 	d.locs[path] = l
-	if n.kind == scalarNode && n.ShortTag() == nullTag {
+	if n.kind == scalarNode && n.tag == nullTag {
 		v.SetZero() // "key:" or "key: null" means unset: the default applies
 		return
 	}
@@ -64,7 +64,7 @@ func (d *decoder) decode(an ast.Node, v reflect.Value, path string) {
 	case reflect.Int, reflect.Int64, reflect.Float64, reflect.Bool:
 		d.decodeBasic(n, v, path)
 	default:
-		d.errAt(nodePos(n), "%s: unsupported type %s", docName(path), t)
+		d.errAt(n.pos, "%s: unsupported type %s", docName(path), t)
 	}
 }
 
@@ -86,7 +86,7 @@ func (d *decoder) decodeOwn(n *node, v reflect.Value, path string) bool {
 		if s, _, ok := d.scalar(n, path); ok {
 			p, err := ParsePrefix(s)
 			if err != nil {
-				d.errAt(nodePos(n), "%s: %v", docName(path), err)
+				d.errAt(n.pos, "%s: %v", docName(path), err)
 				return true
 			}
 			v.Set(reflect.ValueOf(p))
@@ -103,7 +103,7 @@ func (d *decoder) decodeOwn(n *node, v reflect.Value, path string) bool {
 	case v.CanAddr() && v.Addr().Type().Implements(reflect.TypeFor[scalarParser]()):
 		if s, tag, ok := d.scalar(n, path); ok {
 			if err := v.Addr().Interface().(scalarParser).parseScalar(s, tag); err != nil {
-				d.errAt(nodePos(n), "%s: %v", docName(path), err)
+				d.errAt(n.pos, "%s: %v", docName(path), err)
 			}
 		}
 		return true
@@ -113,7 +113,7 @@ func (d *decoder) decodeOwn(n *node, v reflect.Value, path string) bool {
 
 func (d *decoder) decodeSlice(n *node, v reflect.Value, path string) {
 	if n.kind != sequenceNode {
-		d.errAt(nodePos(n), "%s: expected a list, got %s", docName(path), kindName(n))
+		d.errAt(n.pos, "%s: expected a list, got %s", docName(path), kindName(n))
 		return
 	}
 	s := reflect.MakeSlice(v.Type(), len(n.content), len(n.content))
@@ -143,7 +143,7 @@ func (d *decoder) decodeBasic(n *node, v reflect.Value, path string) {
 	}
 	name, bk := docName(path), basicKinds[v.Kind()]
 	if !slices.Contains(bk.tags, tag) {
-		d.errAt(nodePos(n), "%s: expected %s, got %s", name, bk.want, kindName(n))
+		d.errAt(n.pos, "%s: expected %s, got %s", name, bk.want, kindName(n))
 		return
 	}
 	text := strings.TrimSpace(s)
@@ -151,21 +151,21 @@ func (d *decoder) decodeBasic(n *node, v reflect.Value, path string) {
 	case reflect.Float64:
 		f, err := strconv.ParseFloat(text, 64)
 		if err != nil || f != f || f > 1e300 || f < -1e300 {
-			d.errAt(nodePos(n), "%s: invalid number %q", name, s)
+			d.errAt(n.pos, "%s: invalid number %q", name, s)
 			return
 		}
 		v.SetFloat(f)
 	case reflect.Bool:
 		b, err := strconv.ParseBool(text)
 		if err != nil {
-			d.errAt(nodePos(n), "%s: expected true or false, got %q", name, s)
+			d.errAt(n.pos, "%s: expected true or false, got %q", name, s)
 			return
 		}
 		v.SetBool(b)
 	default:
 		i, err := strconv.ParseInt(text, 0, 64)
 		if err != nil || v.OverflowInt(i) {
-			d.errAt(nodePos(n), "%s: invalid integer %q", name, s)
+			d.errAt(n.pos, "%s: invalid integer %q", name, s)
 			return
 		}
 		v.SetInt(i)

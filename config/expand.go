@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"strings"
+
+	"github.com/goccy/go-yaml/token"
 )
 
 // scalar returns n's value with ${VAR} expanded, and its YAML tag ("" when
@@ -13,14 +15,14 @@ func (d *decoder) scalar(n *node, path string) (string, string, bool) {
 		if path != "" {
 			want = "a single value"
 		}
-		d.errAt(nodePos(n), "%s: expected %s, got %s", path, want, kindName(n))
+		d.errAt(n.pos, "%s: expected %s, got %s", path, want, kindName(n))
 		return "", "", false
 	}
-	tag := n.ShortTag()
+	tag := n.tag
 	switch tag {
 	case strTag, intTag, floatTag, boolTag, nullTag, tsTag:
 	default:
-		d.errAt(nodePos(n), "%s: unsupported YAML tag %s", path, n.tag)
+		d.errAt(n.pos, "%s: unsupported YAML tag %s", path, n.tag)
 		return "", "", false
 	}
 	if !strings.Contains(n.value, "$") {
@@ -40,15 +42,13 @@ func (d *decoder) scalar(n *node, path string) (string, string, bool) {
 // exprPos is the position of byte off of n's value in the file: exact for
 // plain and simple quoted single-line scalars, else the scalar's start.
 func exprPos(n *node, off int) Pos {
-	p := nodePos(n)
-	if strings.ContainsAny(n.value, "\n\\'\"") {
+	p := n.pos
+	if n.tk == nil || strings.ContainsAny(n.value, "\n\\'\"") {
 		return p
 	}
-	switch n.style {
-	case plainStyle:
-		p.Col += off
-	case doubleQuotedStyle, singleQuotedStyle:
-		p.Col += off + 1
+	p.Col += off
+	if n.tk.Type == token.SingleQuoteType || n.tk.Type == token.DoubleQuoteType {
+		p.Col++
 	}
 	return p
 }

@@ -39,7 +39,7 @@ func (d *decoder) keepRaw(c *Config) {
 	c.rawSrc = make(map[string]string, len(d.hidden))
 	for k, n := range d.hidden {
 		c.raw[k] = n.value
-		if n.tk != nil && n.style != blockStyle {
+		if n.tk != nil {
 			c.rawSrc[k] = scalarSource(n.tk)
 		}
 	}
@@ -135,7 +135,7 @@ func parseUpdate(name string, data []byte, live *Config, lookup func(string) (st
 		if n.value != Redacted {
 			continue
 		}
-		p := nodePos(n)
+		p := n.pos
 		raw, ok := liveRaw[key]
 		if !ok {
 			errs = append(errs, &Error{File: name, Line: p.Line, Col: p.Col,

@@ -18,32 +18,11 @@ const MaxIDLen = 55
 // ValidID reports whether id is a valid sandbox id: 1–55 lowercase letters,
 // digits and inner hyphens. Such an id is always safe in a DNS label, a
 // container name and a Docker label.
-func ValidID(id string) bool {
-	if len(id) > MaxIDLen {
-		return false
-	}
-	return validLabelValue(id)
-}
+func ValidID(id string) bool { return len(id) <= MaxIDLen && dnsLabel(id) }
 
 // ValidScope reports whether s may name a gateway's scope (config key
 // scope): a DNS label, so it is a valid Docker and Kubernetes label value.
-func ValidScope(s string) bool { return len(s) <= 63 && validLabelValue(s) }
-
-func validLabelValue(id string) bool {
-	if len(id) == 0 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case c == '-' && i > 0 && i < len(id)-1:
-		default:
-			return false
-		}
-	}
-	return true
-}
+func ValidScope(s string) bool { return dnsLabel(s) }
 
 // SandboxPrefix starts the first label of every sandbox host:
 // sandbox-<id>.<domain>.
@@ -99,12 +78,9 @@ func SandboxPortFromHost(host string, domains []string) (id string, port int, ok
 		if label != "" && label[0] >= '0' && label[0] <= '9' {
 			digits, rest, cut := strings.Cut(label, "-")
 			id, sandbox := strings.CutPrefix(rest, SandboxPrefix)
-			if !cut || !sandbox || !allDigits(digits) {
+			p, err := strconv.Atoi(digits)
+			if !cut || !sandbox || err != nil || len(digits) > 5 {
 				continue // "3000-foo": not a sandbox host
-			}
-			p := 0
-			for i := 0; i < len(digits) && p <= 65535; i++ {
-				p = p*10 + int(digits[i]-'0')
 			}
 			if digits[0] == '0' || p < 1 || p > 65535 {
 				return id, -1, false, true
@@ -131,18 +107,6 @@ func SandboxPortFromHost(host string, domains []string) (id string, port int, ok
 // to 50 characters have one, with a 5-digit port 49.
 func PortIDMax(port int) int {
 	return MaxLabelLen - len(strconv.Itoa(port)) - 1 - len(SandboxPrefix)
-}
-
-func allDigits(s string) bool {
-	if s == "" || len(s) > 5 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // Algorithms are the JWT algorithms a key in auth.keys may name.

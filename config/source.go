@@ -32,7 +32,7 @@ func (c *Config) RedactedSource() ([]byte, error) {
 		if n.value == "" {
 			continue
 		}
-		if n.tk == nil || n.style == blockStyle {
+		if n.tk == nil {
 			return c.Redacted()
 		}
 		texts[n.tk] = quotedAs(n.tk, Redacted)

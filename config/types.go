@@ -12,20 +12,30 @@ import (
 
 // validHostname reports whether h is a lowercase DNS hostname: dot-separated
 // labels of letters, digits and inner hyphens, at most 253 bytes, no trailing
-// dot and no wildcard.
+// dot and no wildcard. It is also a Kubernetes object name (an RFC 1123
+// subdomain).
 func validHostname(h string) bool {
-	if len(h) == 0 || len(h) > 253 {
+	if len(h) > 253 {
 		return false
 	}
 	for _, label := range strings.Split(h, ".") {
-		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+		if !dnsLabel(label) {
 			return false
 		}
-		for i := 0; i < len(label); i++ {
-			c := label[i]
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-				return false
-			}
+	}
+	return true
+}
+
+// dnsLabel reports whether s is one lowercase DNS label: 1-63 letters,
+// digits and inner hyphens.
+func dnsLabel(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
 		}
 	}
 	return true

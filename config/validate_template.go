@@ -102,7 +102,7 @@ func (d *decoder) validateWorkspace(c *Config, t *Template, tp string) {
 	if err := checkMountPath(w.Path, t.ReadOnly); err != nil {
 		d.fail(err.Error(), wp+".path", wp)
 	}
-	if w.StorageClass != "" && !dnsSubdomain(w.StorageClass) {
+	if w.StorageClass != "" && !validHostname(w.StorageClass) {
 		d.fail(fmt.Sprintf("invalid storage_class %q (a DNS subdomain: lowercase letters, digits, - and .)", w.StorageClass), wp+".storage_class", wp)
 	}
 	if t.Pool > 0 {
@@ -131,19 +131,6 @@ func checkMountPath(p string, readOnly bool) error {
 		}
 	}
 	return nil
-}
-
-// dnsSubdomain is a Kubernetes object name (RFC 1123 subdomain).
-func dnsSubdomain(s string) bool {
-	if len(s) > 253 {
-		return false
-	}
-	for _, l := range strings.Split(s, ".") {
-		if !dnsLabel(l) {
-			return false
-		}
-	}
-	return true
 }
 
 // Capabilities is what a template's cap_add may add back (#13): Docker's

@@ -49,16 +49,6 @@ const (
 	sequenceNode
 )
 
-// scalarStyle is how a scalar was written, for placing errors inside it.
-type scalarStyle uint8
-
-const (
-	plainStyle scalarStyle = iota
-	singleQuotedStyle
-	doubleQuotedStyle
-	blockStyle
-)
-
 // node is how the decoder reads one node of goccy's AST (see view): made
 // when the decoder reaches it, with aliases, anchors and tags read. Its
 // position is that of its anchor or tag if it has one, else of its first
@@ -69,14 +59,12 @@ type node struct {
 	kind    nodeKind
 	tag     string
 	value   string
-	style   scalarStyle
 	pos     Pos
 	content []ast.Node
-	tk      *token.Token // scalarNode: its token in the document (see rewrite)
+	// tk is a scalar's token in the document (see rewrite); nil for a
+	// block scalar, whose text is not one token's.
+	tk *token.Token
 }
-
-// ShortTag mirrors yaml.Node.ShortTag for the decoder.
-func (n *node) ShortTag() string { return n.tag }
 
 // parseYAML returns the single document's body; nil for an empty file or
 // a null document. A syntax error stops the parse: it comes back as the
@@ -192,12 +180,6 @@ func scalarView(out *node, n ast.Node, tag string) *node {
 	out.kind, out.tk = scalarNode, tk
 	if tk != nil {
 		out.value = tk.Value
-		switch tk.Type {
-		case token.SingleQuoteType:
-			out.style = singleQuotedStyle
-		case token.DoubleQuoteType:
-			out.style = doubleQuotedStyle
-		}
 	}
 	switch n := n.(type) {
 	case *ast.NullNode, *ast.CommentGroupNode:
@@ -216,7 +198,7 @@ func scalarView(out *node, n ast.Node, tag string) *node {
 	case *ast.StringNode:
 		out.tag, out.value = strTag, n.Value
 	case *ast.LiteralNode:
-		out.tag, out.style = strTag, blockStyle
+		out.tag, out.tk = strTag, nil
 		if n.Value != nil {
 			out.value = n.Value.Value
 		}
