@@ -80,66 +80,50 @@ func (d *decoder) mergeSources(an ast.Node, path string, depth int) []entry {
 	return nil
 }
 
-func (d *decoder) decodeStruct(n *node, v reflect.Value, path string) {
+// decodeMapping decodes a mapping into a struct, by its fields' yaml keys
+// (an unknown key is an error, with the closest known one), or into a map.
+// A map entry written "name:" (null) is still an entry: a nil template,
+// which ApplyDefaults fills.
+func (d *decoder) decodeMapping(n *node, v reflect.Value, path string) {
 	if n.kind != mappingNode {
-		name := path
-		if name == "" {
-			name = "the document"
-		}
-		d.errAt(n.pos, "%s: expected a mapping, got %s", name, kindName(n))
+		d.errAt(n.pos, "%s: expected a mapping, got %s", docName(path), kindName(n))
 		return
 	}
-	fields := fieldsOf(v.Type())
+	var fields map[string][]int
+	if v.Kind() == reflect.Struct {
+		fields = fieldsOf(v.Type())
+	} else {
+		v.Set(reflect.MakeMap(v.Type()))
+	}
 	for _, e := range d.entries(n, path, 0) {
-		idx, ok := fields[e.k.value]
-		if !ok {
-			msg := fmt.Sprintf("unknown key %q", e.k.value)
-			if path != "" {
-				msg = fmt.Sprintf("%s: unknown key %q", path, e.k.value)
+		key, p := e.k.value, join(path, e.k.value)
+		if fields == nil {
+			d.locs[p] = loc{Key: e.k.pos}
+			ev := reflect.New(v.Type().Elem()).Elem()
+			d.decode(e.v, ev, p)
+			v.SetMapIndex(reflect.ValueOf(key).Convert(v.Type().Key()), ev)
+			if v.Type() == envType {
+				if r := d.view(e.v); r != nil && r.kind == scalarNode {
+					d.hidden[envKey(path, key)] = r
+				}
 			}
-			if s := suggest(e.k.value, fields); s != "" {
+			continue
+		}
+		idx, ok := fields[key]
+		if !ok {
+			msg := fmt.Sprintf("unknown key %q", key)
+			if path != "" {
+				msg = fmt.Sprintf("%s: unknown key %q", path, key)
+			}
+			if s := suggest(key, fields); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
 			d.errAt(e.k.pos, "%s", msg)
 			continue
 		}
-		p := join(path, e.k.value)
-		l := d.locs[p]
-		l.Key = e.k.pos
-		d.locs[p] = l
+		d.locs[p] = loc{Key: e.k.pos}
 		d.decode(e.v, v.FieldByIndex(idx), p)
 	}
-}
-
-func (d *decoder) decodeMap(n *node, v reflect.Value, path string) {
-	if n.kind != mappingNode {
-		d.errAt(n.pos, "%s: expected a mapping, got %s", path, kindName(n))
-		return
-	}
-	t := v.Type()
-	m := reflect.MakeMap(t)
-	for _, e := range d.entries(n, path, 0) {
-		key := e.k.value
-		p := join(path, key)
-		ev := reflect.New(t.Elem()).Elem()
-		if t.Elem().Kind() == reflect.Pointer {
-			// Allocate here so that "name:" (null) still yields an entry.
-			ev.Set(reflect.New(t.Elem().Elem()))
-			d.locs[p] = loc{Pos: astPos(e.v), Key: e.k.pos, path: p}
-			if r := d.resolve(e.v); r != nil && !(r.kind == scalarNode && r.tag == nullTag) {
-				d.decode(e.v, ev.Elem(), p)
-			}
-		} else {
-			d.decode(e.v, ev, p)
-			if t == envType {
-				if r := d.view(e.v); r != nil && r.kind == scalarNode {
-					d.hidden[envKey(path, key)] = r
-				}
-			}
-		}
-		m.SetMapIndex(reflect.ValueOf(key).Convert(t.Key()), ev)
-	}
-	v.Set(m)
 }
 
 // fieldCache maps each config struct type to its fields by yaml key.

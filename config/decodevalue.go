@@ -48,10 +48,8 @@ func (d *decoder) decode(an ast.Node, v reflect.Value, path string) {
 		e := reflect.New(t.Elem())
 		d.decode(an, e.Elem(), path)
 		v.Set(e)
-	case reflect.Struct:
-		d.decodeStruct(n, v, path)
-	case reflect.Map:
-		d.decodeMap(n, v, path)
+	case reflect.Struct, reflect.Map:
+		d.decodeMapping(n, v, path)
 	case reflect.Slice:
 		d.decodeSlice(n, v, path)
 	case reflect.String:
