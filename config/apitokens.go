@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"slices"
-	"strings"
 )
 
 // APIToken is a scoped token for the admin listener.
@@ -19,7 +18,7 @@ const (
 	APIScopeSandboxes = "sandboxes"
 )
 
-// validateAPITokens checks api_tokens and each template's allow_env.
+// validateAPITokens checks api_tokens.
 func (d *decoder) validateAPITokens(c *Config) {
 	for i := range c.APITokens {
 		t, tp := &c.APITokens[i], fmt.Sprintf("api_tokens[%d]", i)
@@ -35,13 +34,6 @@ func (d *decoder) validateAPITokens(c *Config) {
 		for _, s := range t.Scopes {
 			if !slices.Contains([]string{APIScopeSandboxes}, s) {
 				d.fail(fmt.Sprintf("unknown scope %q (want sandboxes)", s), tp+".scopes")
-			}
-		}
-	}
-	for name, t := range c.Templates {
-		for _, k := range t.AllowEnv {
-			if k == "" || strings.ContainsAny(k, "=\x00") {
-				d.fail(fmt.Sprintf("invalid environment variable name %q", k), "templates."+name+".allow_env")
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -126,37 +127,31 @@ func parseUpdate(name string, data []byte, live *Config, lookup func(string) (st
 		liveRaw = live.raw
 	}
 	texts := map[*token.Token]string{}    // REDACTED scalar -> replacement
-	used := map[string]bool{}             // the running texts REDACTED stands for
 	srcTexts := map[*token.Token]string{} // the same, as the running file wrote them
 	restored := map[string]string{}       // hidden key -> the running text
 	var errs ErrorList
+	errAt := func(n *node, msg string) {
+		errs = append(errs, &Error{File: name, Line: n.pos.Line, Col: n.pos.Col, Msg: msg})
+	}
 	for _, key := range slices.Sorted(maps.Keys(d.hidden)) {
 		n := d.hidden[key]
 		if n.value != Redacted {
 			continue
 		}
-		p := n.pos
 		raw, ok := liveRaw[key]
 		if !ok {
-			errs = append(errs, &Error{File: name, Line: p.Line, Col: p.Col,
-				Msg: fmt.Sprintf("%s: REDACTED keeps the running value, but the running config has none here; write the value", hiddenName(key))})
+			errAt(n, hiddenName(key)+": REDACTED keeps the running value, but the running config has none here; write the value")
 			continue
 		}
 		q := yamlQuote(raw)
-		if s, ok := live.rawSrc[key]; ok && s != "" {
-			srcTexts[n.tk] = s
-		} else {
-			srcTexts[n.tk] = q
-		}
+		srcTexts[n.tk] = cmp.Or(live.rawSrc[key], q)
 		restored[key] = raw
-		used[raw] = true
 		if n.tk == nil || scalarSource(n.tk) != quotedAs(n.tk, Redacted) { // a block scalar, escapes
-			errs = append(errs, &Error{File: name, Line: p.Line, Col: p.Col, Msg: "write REDACTED plainly or in simple quotes to keep the running value"})
+			errAt(n, "write REDACTED plainly or in simple quotes to keep the running value")
 			continue
 		}
 		if prev, dup := texts[n.tk]; dup && prev != q {
-			errs = append(errs, &Error{File: name, Line: p.Line, Col: p.Col,
-				Msg: "this REDACTED (an anchor used in several places) stands for different running values; write them out"})
+			errAt(n, "this REDACTED (an anchor used in several places) stands for different running values; write them out")
 			continue
 		}
 		texts[n.tk] = q
@@ -177,7 +172,7 @@ func parseUpdate(name string, data []byte, live *Config, lookup func(string) (st
 	}
 	c, err := parse(name, data, lookup)
 	if err != nil {
-		return nil, nil, scrub(err, slices.Collect(maps.Keys(used)), lookup)
+		return nil, nil, scrub(err, slices.Collect(maps.Values(restored)), lookup)
 	}
 	if live != nil && live.src != nil && !isEditOf(data, live.src) {
 		// Not an edit of the file (its comments are gone): apply the

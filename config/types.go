@@ -207,18 +207,6 @@ func ParseURL(s string) (URL, error) {
 	return URL(u.String()), nil
 }
 
-// Parsed returns u as a *url.URL; nil if u is empty.
-func (u URL) Parsed() *url.URL {
-	if u == "" {
-		return nil
-	}
-	p, err := url.Parse(string(u))
-	if err != nil {
-		return nil
-	}
-	return p
-}
-
 func (u *URL) parseScalar(s, tag string) error {
 	if tag == nullTag || s == "" {
 		*u = ""

@@ -45,6 +45,11 @@ func (d *decoder) validateTemplates(c *Config) {
 				d.fail(fmt.Sprintf("invalid environment variable name %q", k), tp+".env")
 			}
 		}
+		for _, k := range t.AllowEnv {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				d.fail(fmt.Sprintf("invalid environment variable name %q", k), tp+".allow_env")
+			}
+		}
 		if t.Memory < 6<<20 {
 			d.fail("memory must be at least 6MiB (Docker's minimum)", tp+".memory")
 		}

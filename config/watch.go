@@ -311,6 +311,7 @@ func (w *Watcher) commit(gen uint64, c *Config, restart []string, commit, drop f
 	}
 	if file != nil {
 		if err := file.publish(); err != nil {
+			err = fmt.Errorf("write config: %w", err)
 			drop()
 			if w.cfg.Apply != nil {
 				if rerr := w.cfg.Apply(old); rerr != nil {

@@ -20,7 +20,7 @@ func WriteFile(path string, data []byte) error {
 		return err
 	}
 	if err := s.publish(); err != nil {
-		return err
+		return fmt.Errorf("write config: %w", err)
 	}
 	syncDir(path)
 	return nil
@@ -41,51 +41,42 @@ func stageFile(path string, data []byte) (*staged, error) {
 		if st, err := os.Stat(path); err == nil {
 			mode = st.Mode().Perm()
 		}
-		if err := writeAtomic(path+".bak", old, mode); err != nil {
+		bak, err := stage(path+".bak", old, mode)
+		if err == nil {
+			err = bak.publish()
+		}
+		if err != nil {
 			return nil, fmt.Errorf("write config backup: %w", err)
 		}
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	tmp, err := writeTemp(path, data, mode)
+	s, err := stage(path, data, mode)
 	if err != nil {
 		return nil, fmt.Errorf("write config: %w", err)
 	}
-	return &staged{tmp, path}, nil
+	return s, nil
 }
 
 func (s *staged) publish() error {
 	if err := os.Rename(s.tmp, s.path); err != nil {
 		os.Remove(s.tmp)
-		return fmt.Errorf("write config: %w", err)
+		return err
 	}
 	return nil
 }
 
 func (s *staged) discard() { os.Remove(s.tmp) }
 
-func writeAtomic(path string, data []byte, mode fs.FileMode) error {
-	tmp, err := writeTemp(path, data, mode)
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	syncDir(path)
-	return nil
-}
-
-// writeTemp writes data to a new synced file beside path and returns its name.
-func writeTemp(path string, data []byte, mode fs.FileMode) (_ string, err error) {
+// stage writes data to a new synced file beside path.
+func stage(path string, data []byte, mode fs.FileMode) (_ *staged, err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
 	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	tmp := f.Name()
 	defer func() {
@@ -95,15 +86,15 @@ func writeTemp(path string, data []byte, mode fs.FileMode) (_ string, err error)
 		}
 	}()
 	if _, err = f.Write(data); err != nil {
-		return "", err
+		return nil, err
 	}
 	if err = f.Chmod(mode); err != nil {
-		return "", err
+		return nil, err
 	}
 	if err = f.Sync(); err != nil {
-		return "", err
+		return nil, err
 	}
-	return tmp, f.Close()
+	return &staged{tmp, path}, f.Close()
 }
 
 // syncDir syncs path's directory so a rename into it survives a crash.
