@@ -183,17 +183,17 @@ type Template struct {
 	Port  int    `yaml:"port"` // Zero means 3000.
 	// Ports are the ports reachable at <port>-sandbox-<id>.<domain> (#22);
 	// Port is among them and also at sandbox-<id>. Empty means [Port].
-	Ports         []int             `yaml:"ports,omitempty"`
-	Cmd           []string          `yaml:"cmd"`
-	Env           map[string]string `yaml:"env"`
-	Memory        ByteSize          `yaml:"memory"` // Zero means 1GiB.
-	CPUs          float64           `yaml:"cpus"`   // Zero means 1.
-	Pids          int64             `yaml:"pids"`   // Zero means 512.
-	Ready         Ready             `yaml:"ready"`
-	IdleTimeout   Duration          `yaml:"idle_timeout"`    // Zero means 15m.
-	IdleAction    string            `yaml:"idle_action"`     // stop | pause. Zero means stop.
-	MaxSocketIdle Duration          `yaml:"max_socket_idle"` // Zero means 1h.
-	RemoveAfter   Duration          `yaml:"remove_after"`    // Zero means 24h.
+	Ports         []int    `yaml:"ports,omitempty"`
+	Cmd           []string `yaml:"cmd"`
+	Env           Env      `yaml:"env"`
+	Memory        ByteSize `yaml:"memory"` // Zero means 1GiB.
+	CPUs          float64  `yaml:"cpus"`   // Zero means 1.
+	Pids          int64    `yaml:"pids"`   // Zero means 512.
+	Ready         Ready    `yaml:"ready"`
+	IdleTimeout   Duration `yaml:"idle_timeout"`    // Zero means 15m.
+	IdleAction    string   `yaml:"idle_action"`     // stop | pause. Zero means stop.
+	MaxSocketIdle Duration `yaml:"max_socket_idle"` // Zero means 1h.
+	RemoveAfter   Duration `yaml:"remove_after"`    // Zero means 24h.
 	// MaxKeepUp bounds a sandbox's keep_up_until set through the admin
 	// API (#23), from the time it is set. Zero means 4h.
 	MaxKeepUp    Duration    `yaml:"max_keep_up"`
@@ -293,6 +293,10 @@ func (d Duration) D() time.Duration { return time.Duration(d) }
 
 // ByteSize is a size written as 512, "64KiB", "1GiB", "100MB".
 type ByteSize int64
+
+// Env is a template's environment. Its values are redacted when the
+// config is shown: env often carries API keys and database URLs.
+type Env map[string]string
 
 // Secret is a string that is redacted when the config is shown.
 type Secret string

@@ -15,7 +15,7 @@ var (
 	prefixType     = reflect.TypeFor[netip.Prefix]()
 	stringListType = reflect.TypeFor[StringList]()
 	secretType     = reflect.TypeFor[Secret]()
-	envType        = reflect.TypeFor[map[string]string]() // Template.Env, the only such map
+	envType        = reflect.TypeFor[Env]()
 )
 
 // scalarParser is implemented by the config's own scalar types. tag is the

@@ -84,20 +84,6 @@ func (c *Config) Redacted() ([]byte, error) {
 		// previews were served over TLS there (#24, 5).
 		cp.Listen.HTTPS = ""
 	}
-	cp.Templates = make(map[string]*Template, len(c.Templates))
-	for name, t := range c.Templates {
-		tc := *t
-		if len(t.Env) > 0 {
-			tc.Env = make(map[string]string, len(t.Env))
-			for k, v := range t.Env {
-				if v != "" {
-					v = Redacted
-				}
-				tc.Env[k] = v
-			}
-		}
-		cp.Templates[name] = &tc
-	}
 	out, err := marshal(&cp)
 	if err != nil {
 		return nil, fmt.Errorf("marshal config: %w", err)

@@ -180,6 +180,16 @@ func (s Secret) GoString() string { return strconv.Quote(s.String()) }
 // MarshalYAML hides the secret: marshalled configs never carry it.
 func (s Secret) MarshalYAML() (any, error) { return s.String(), nil }
 
+// MarshalYAML hides every non-empty value: marshalled configs never
+// carry them.
+func (e Env) MarshalYAML() (any, error) {
+	out := make(map[string]string, len(e))
+	for k, v := range e {
+		out[k] = Secret(v).String()
+	}
+	return out, nil
+}
+
 // ParseURL checks that s is an absolute http or https URL with a host and
 // no fragment.
 func ParseURL(s string) (URL, error) {
