@@ -86,7 +86,11 @@ func (d *decoder) mergeSources(an ast.Node, path string, depth int) []entry {
 // which ApplyDefaults fills.
 func (d *decoder) decodeMapping(n *node, v reflect.Value, path string) {
 	if n.kind != mappingNode {
-		d.errAt(n.pos, "%s: expected a mapping, got %s", docName(path), kindName(n))
+		name := path
+		if name == "" {
+			name = "the document"
+		}
+		d.errAt(n.pos, "%s: expected a mapping, got %s", name, kindName(n))
 		return
 	}
 	var fields map[string][]int

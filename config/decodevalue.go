@@ -27,7 +27,8 @@ type scalarParser interface {
 // decode recurses as deep as the Config types go (a handful of levels), not
 // as deep as the YAML: a collection where a scalar belongs is an error, and
 // aliases are charged to the node budget. Errors are recorded and decoding
-// goes on, so one pass finds every error of a file.
+// goes on, so one pass finds every error of a file. path is "" only for
+// the document, a struct (decodeMapping names it "the document").
 func (d *decoder) decode(an ast.Node, v reflect.Value, path string) {
 	n := d.resolve(an)
 	if n == nil {
@@ -62,16 +63,8 @@ func (d *decoder) decode(an ast.Node, v reflect.Value, path string) {
 	case reflect.Int, reflect.Int64, reflect.Float64, reflect.Bool:
 		d.decodeBasic(n, v, path)
 	default:
-		d.errAt(n.pos, "%s: unsupported type %s", docName(path), t)
+		d.errAt(n.pos, "%s: unsupported type %s", path, t)
 	}
-}
-
-// docName is path for messages: the root has none.
-func docName(path string) string {
-	if path == "" {
-		return "the document"
-	}
-	return path
 }
 
 // decodeOwn decodes the config's own scalar types (netip.Prefix, a single
@@ -84,7 +77,7 @@ func (d *decoder) decodeOwn(n *node, v reflect.Value, path string) bool {
 		if s, _, ok := d.scalar(n, path); ok {
 			p, err := ParsePrefix(s)
 			if err != nil {
-				d.errAt(n.pos, "%s: %v", docName(path), err)
+				d.errAt(n.pos, "%s: %v", path, err)
 				return true
 			}
 			v.Set(reflect.ValueOf(p))
@@ -101,7 +94,7 @@ func (d *decoder) decodeOwn(n *node, v reflect.Value, path string) bool {
 	case v.CanAddr() && v.Addr().Type().Implements(reflect.TypeFor[scalarParser]()):
 		if s, tag, ok := d.scalar(n, path); ok {
 			if err := v.Addr().Interface().(scalarParser).parseScalar(s, tag); err != nil {
-				d.errAt(n.pos, "%s: %v", docName(path), err)
+				d.errAt(n.pos, "%s: %v", path, err)
 			}
 		}
 		return true
@@ -111,7 +104,7 @@ func (d *decoder) decodeOwn(n *node, v reflect.Value, path string) bool {
 
 func (d *decoder) decodeSlice(n *node, v reflect.Value, path string) {
 	if n.kind != sequenceNode {
-		d.errAt(n.pos, "%s: expected a list, got %s", docName(path), kindName(n))
+		d.errAt(n.pos, "%s: expected a list, got %s", path, kindName(n))
 		return
 	}
 	s := reflect.MakeSlice(v.Type(), len(n.content), len(n.content))
@@ -139,9 +132,9 @@ func (d *decoder) decodeBasic(n *node, v reflect.Value, path string) {
 	if !ok {
 		return
 	}
-	name, bk := docName(path), basicKinds[v.Kind()]
+	bk := basicKinds[v.Kind()]
 	if !slices.Contains(bk.tags, tag) {
-		d.errAt(n.pos, "%s: expected %s, got %s", name, bk.want, kindName(n))
+		d.errAt(n.pos, "%s: expected %s, got %s", path, bk.want, kindName(n))
 		return
 	}
 	text := strings.TrimSpace(s)
@@ -149,21 +142,21 @@ func (d *decoder) decodeBasic(n *node, v reflect.Value, path string) {
 	case reflect.Float64:
 		f, err := strconv.ParseFloat(text, 64)
 		if err != nil || f != f || f > 1e300 || f < -1e300 {
-			d.errAt(n.pos, "%s: invalid number %q", name, s)
+			d.errAt(n.pos, "%s: invalid number %q", path, s)
 			return
 		}
 		v.SetFloat(f)
 	case reflect.Bool:
 		b, err := strconv.ParseBool(text)
 		if err != nil {
-			d.errAt(n.pos, "%s: expected true or false, got %q", name, s)
+			d.errAt(n.pos, "%s: expected true or false, got %q", path, s)
 			return
 		}
 		v.SetBool(b)
 	default:
 		i, err := strconv.ParseInt(text, 0, 64)
 		if err != nil || v.OverflowInt(i) {
-			d.errAt(n.pos, "%s: invalid integer %q", name, s)
+			d.errAt(n.pos, "%s: invalid integer %q", path, s)
 			return
 		}
 		v.SetInt(i)

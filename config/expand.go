@@ -10,12 +10,8 @@ import (
 // scalar returns n's value with ${VAR} expanded, and its YAML tag ("" when
 // expansion changed the text, so the target type decides how to read it).
 func (d *decoder) scalar(n *node, path string) (string, string, bool) {
-	if n.kind != scalarNode {
-		want := "a value"
-		if path != "" {
-			want = "a single value"
-		}
-		d.errAt(n.pos, "%s: expected %s, got %s", path, want, kindName(n))
+	if n.kind != scalarNode { // path is never the document's: that is a struct
+		d.errAt(n.pos, "%s: expected a single value, got %s", path, kindName(n))
 		return "", "", false
 	}
 	tag := n.tag

@@ -221,9 +221,6 @@ func domainProblem(c *Config, h string) string {
 
 func (d *decoder) validateAuth(c *Config) {
 	a := &c.Auth
-	if a.Audience == "" {
-		d.fail("audience must not be empty", "auth.audience")
-	}
 	for i := range a.Issuers {
 		if a.Issuers[i] == "" {
 			d.fail("empty issuer", fmt.Sprintf("auth.issuers[%d]", i))
@@ -284,14 +281,7 @@ func (d *decoder) validateAuth(c *Config) {
 	}) >= 0 {
 		d.fail(fmt.Sprintf("invalid cookie_name %q (letters, digits, _ - . only)", a.CookieName), "auth.cookie_name")
 	}
-	lt, mt := a.LinkTTL.D(), a.MaxLinkTTL.D()
-	if lt == 0 {
-		lt = DefaultLinkTTL
-	}
-	if mt == 0 {
-		mt = DefaultMaxLinkTTL
-	}
-	if lt > mt {
+	if lt, mt := a.LinkTTL.D(), a.MaxLinkTTL.D(); lt > mt { // defaults applied
 		d.fail(fmt.Sprintf("link_ttl %s is longer than max_link_ttl %s", lt, mt), "auth.link_ttl")
 	}
 }
