@@ -30,6 +30,32 @@ func isEditOf(body, file []byte) bool {
 	return true
 }
 
+// applySettings is ParseUpdate for a body c that is not an edit of live's
+// file: the changed settings applied to the file instead, if that reads
+// as the body does (then that config and text), else c and the body as
+// sent. A derived default (creates_per_subject_per_hour from max_running)
+// the body writes out is a setting too: what still differs after a merge
+// is merged as well, a few rounds at most.
+func applySettings(name string, body []byte, live, c *Config, lookup func(string) (string, bool)) (*Config, []byte) {
+	paths := changedPaths(live, c)
+	for range 3 {
+		merged, ok := mergeInto(live.src, body, paths)
+		if !ok {
+			break
+		}
+		c2, err := parse(name, merged, lookup)
+		if err != nil {
+			break
+		}
+		more := changedPaths(c2, c)
+		if len(more) == 0 && sameRaw(c.raw, c2.raw) {
+			return c2, merged
+		}
+		paths = append(paths, more...)
+	}
+	return c, body
+}
+
 // sameRaw reports whether a and b hold the same non-empty texts: a dump
 // writes out empty secrets the file leaves out.
 func sameRaw(a, b map[string]string) bool {

@@ -161,27 +161,7 @@ func parseUpdate(name string, data []byte, live *Config, lookup func(string) (st
 		return nil, nil, scrub(err, slices.Collect(maps.Values(restored)), lookup)
 	}
 	if live != nil && live.src != nil && !isEditOf(data, live.src) {
-		// Not an edit of the file (its comments are gone): apply the
-		// changed settings to the file instead, if that reads the same.
-		// A derived default (creates_per_subject_per_hour from
-		// max_running) the body writes out is a setting too: what still
-		// differs after a merge is merged as well, a few rounds at most.
-		paths := changedPaths(live, c)
-		for range 3 {
-			merged, ok := mergeInto(live.src, data, paths)
-			if !ok {
-				break
-			}
-			c2, err := parse(name, merged, lookup)
-			if err != nil {
-				break
-			}
-			more := changedPaths(c2, c)
-			if len(more) == 0 && sameRaw(c.raw, c2.raw) {
-				return c2, merged, nil
-			}
-			paths = append(paths, more...)
-		}
+		c, data = applySettings(name, data, live, c, lookup)
 	}
 	return c, data, nil
 }
