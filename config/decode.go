@@ -133,8 +133,7 @@ type decoder struct {
 // loc is where a value (and the key naming it) sits in the file.
 type loc struct {
 	Pos
-	Key  Pos // zero for list items and the root
-	path string
+	Key Pos // zero for list items and the root
 }
 
 func (d *decoder) errAt(p Pos, format string, args ...any) *Error {

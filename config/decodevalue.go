@@ -35,7 +35,7 @@ func (d *decoder) decode(an ast.Node, v reflect.Value, path string) {
 		return
 	}
 	l := d.locs[path]
-	l.Pos, l.path = n.pos, path
+	l.Pos = n.pos
 	d.locs[path] = l
 	if n.kind == scalarNode && n.tag == nullTag {
 		v.SetZero() // "key:" or "key: null" means unset: the default applies

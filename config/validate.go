@@ -18,8 +18,8 @@ import (
 func (d *decoder) fail(msg string, paths ...string) {
 	for _, p := range paths {
 		if l, ok := d.locs[p]; ok && l.Line > 0 { // zero: its decoding stopped early
-			if l.path != "" {
-				msg = l.path + ": " + msg
+			if p != "" {
+				msg = p + ": " + msg
 			}
 			d.errAt(l.Pos, "%s", msg)
 			return
@@ -31,14 +31,14 @@ func (d *decoder) fail(msg string, paths ...string) {
 // failKey is fail at the key naming the value (e.g. a template's name).
 func (d *decoder) failKey(msg string, path string) {
 	if l, ok := d.locs[path]; ok && l.Key.Line > 0 {
-		d.errAt(l.Key, "%s: %s", l.path, msg)
+		d.errAt(l.Key, "%s: %s", path, msg)
 		return
 	}
 	d.fail(msg, path)
 }
 
 // validate checks c, which has defaults applied, and normalizes hostnames to
-// lowercase. Decode positions are looked up by the address of each value.
+// lowercase. Positions are looked up by YAML path (see fail).
 func (d *decoder) validate(c *Config) {
 	d.validateDomains(c)
 	d.validateListen(c)
