@@ -12,10 +12,9 @@ import (
 )
 
 var (
-	prefixType     = reflect.TypeFor[netip.Prefix]()
-	stringListType = reflect.TypeFor[StringList]()
-	secretType     = reflect.TypeFor[Secret]()
-	envType        = reflect.TypeFor[Env]()
+	prefixType = reflect.TypeFor[netip.Prefix]()
+	secretType = reflect.TypeFor[Secret]()
+	envType    = reflect.TypeFor[Env]()
 )
 
 // scalarParser is implemented by the config's own scalar types. tag is the
@@ -67,9 +66,10 @@ func (d *decoder) decode(an ast.Node, v reflect.Value, path string) {
 	}
 }
 
-// decodeOwn decodes the config's own scalar types (netip.Prefix, a single
-// string for a StringList, scalarParser implementations); false when v is
-// none of them and decode goes on by kind.
+// decodeOwn decodes the config's own scalar types (netip.Prefix,
+// scalarParser implementations) from a scalar; false when v is none of
+// them, or n is a collection (a StringList's list, or an error that
+// decode by kind reports), and decode goes on by kind.
 func (d *decoder) decodeOwn(n *node, v reflect.Value, path string) bool {
 	t := v.Type()
 	switch {
@@ -83,15 +83,7 @@ func (d *decoder) decodeOwn(n *node, v reflect.Value, path string) bool {
 			v.Set(reflect.ValueOf(p))
 		}
 		return true
-	case t == stringListType:
-		if n.kind != scalarNode {
-			return false // a list: decoded as a []string
-		}
-		if s, _, ok := d.scalar(n, path); ok {
-			v.Set(reflect.ValueOf(StringList{s}))
-		}
-		return true
-	case v.CanAddr() && v.Addr().Type().Implements(reflect.TypeFor[scalarParser]()):
+	case n.kind == scalarNode && v.CanAddr() && v.Addr().Type().Implements(reflect.TypeFor[scalarParser]()):
 		if s, tag, ok := d.scalar(n, path); ok {
 			if err := v.Addr().Interface().(scalarParser).parseScalar(s, tag); err != nil {
 				d.errAt(n.pos, "%s: %v", path, err)

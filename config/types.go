@@ -230,6 +230,12 @@ func (u *URL) parseScalar(s, tag string) error {
 	return nil
 }
 
+// parseScalar reads a single string as a list of one.
+func (l *StringList) parseScalar(s, _ string) error {
+	*l = StringList{s}
+	return nil
+}
+
 // ParsePrefix parses a CIDR ("10.0.0.0/8") or a bare IP, which means that
 // single address (/32 or /128). The prefix is returned masked.
 func ParsePrefix(s string) (netip.Prefix, error) {
