@@ -24,6 +24,37 @@ func ValidID(id string) bool { return len(id) <= MaxIDLen && dnsLabel(id) }
 // scope): a DNS label, so it is a valid Docker and Kubernetes label value.
 func ValidScope(s string) bool { return dnsLabel(s) }
 
+// validHostname reports whether h is a lowercase DNS hostname: dot-separated
+// labels of letters, digits and inner hyphens, at most 253 bytes, no trailing
+// dot and no wildcard. It is also a Kubernetes object name (an RFC 1123
+// subdomain).
+func validHostname(h string) bool {
+	if len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if !dnsLabel(label) {
+			return false
+		}
+	}
+	return true
+}
+
+// dnsLabel reports whether s is one lowercase DNS label: 1-63 letters,
+// digits and inner hyphens.
+func dnsLabel(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // SandboxPrefix starts the first label of every sandbox host:
 // sandbox-<id>.<domain>.
 const SandboxPrefix = "sandbox-"

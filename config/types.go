@@ -10,37 +10,6 @@ import (
 	"time"
 )
 
-// validHostname reports whether h is a lowercase DNS hostname: dot-separated
-// labels of letters, digits and inner hyphens, at most 253 bytes, no trailing
-// dot and no wildcard. It is also a Kubernetes object name (an RFC 1123
-// subdomain).
-func validHostname(h string) bool {
-	if len(h) > 253 {
-		return false
-	}
-	for _, label := range strings.Split(h, ".") {
-		if !dnsLabel(label) {
-			return false
-		}
-	}
-	return true
-}
-
-// dnsLabel reports whether s is one lowercase DNS label: 1-63 letters,
-// digits and inner hyphens.
-func dnsLabel(s string) bool {
-	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // ParseDuration parses a Go duration ("90s", "15m", "1h30m"). Negative
 // durations are rejected.
 func ParseDuration(s string) (Duration, error) {
