@@ -11,6 +11,7 @@ import (
 
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/outbound"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
@@ -86,7 +87,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 		return
 	}
 	if rt.upstream != nil {
-		st.t = target{url: rt.upstream, verifier: t.verifier, host: hostMode{rewrite: true}}
+		st.t = target{url: rt.upstream, verifier: t.verifier, host: outbound.Host{Mode: outbound.Upstream}}
 		g.proxy.serve(w, r, &st.t, cl)
 		return sandbox, label, true
 	}
@@ -187,7 +188,7 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, t *table,
 	cl = append(cl, func() { g.sb.Touch(id) })
 	handedOff = true
 	st.t = target{sandbox: id, port: rt.port, addr: portAddr(ep.Addr, rt.port), instance: ep.Instance, tpl: tpl,
-		verifier: t.verifier, host: g.hostModeFor(tpl, r), timing: timing}
+		verifier: t.verifier, host: hostModeFor(tpl, r), timing: timing}
 	g.proxy.serve(w, r, &st.t, cl)
 	return label, true
 }

@@ -105,7 +105,7 @@ func (p *proxy) handshake(w http.ResponseWriter, r, out *http.Request, back net.
 	if res.Status != http.StatusSwitchingProtocols {
 		upstream.RelayHeader(w.Header(), res)
 		if t := targetFrom(out.Context()); t != nil {
-			t.mapLocation(w.Header())
+			t.host.MapLocation(w.Header(), t.addr)
 		}
 		upstream.Relay(w, res, p.rp.BufferPool) // a cut body ends the reply, as before
 		return nil, nil, false
