@@ -54,7 +54,7 @@ type Sandboxes interface {
 	// FreshSettings are id's own settings and share links as this
 	// replica knows them (no runtime call), and whether that copy is
 	// recent enough to grant access on; RefreshSettings reloads them, at
-	// most once a second per sandbox (links.go).
+	// most once a second per sandbox (internal/links).
 	FreshSettings(id string) (sandboxmgr.Settings, bool)
 	RefreshSettings(ctx context.Context, id string) (sandboxmgr.Settings, bool)
 }
