@@ -101,7 +101,7 @@ func (p *proxy) copyDirectResponse(w http.ResponseWriter, resp *upstream.Respons
 	h := w.Header()
 	upstream.RelayHeader(h, resp)
 	t.host.MapLocation(h, t.addr)
-	t.timing.addServerTiming(h)
+	t.timing.AddTo(h)
 	if err := upstream.Relay(w, resp, p.rp.BufferPool); err != nil {
 		panic(http.ErrAbortHandler) // headers are out: a broken body, not a short one
 	}

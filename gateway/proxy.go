@@ -14,6 +14,7 @@ import (
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/h1server"
+	"github.com/previewgate/previewgate/internal/meter"
 	"github.com/previewgate/previewgate/internal/outbound"
 	"github.com/previewgate/previewgate/internal/upstream"
 	"github.com/previewgate/previewgate/internal/wire"
@@ -29,7 +30,7 @@ type target struct {
 	tpl      *config.Template
 	verifier *auth.Verifier
 	host     outbound.Host // what Host (and Origin) the app sees (hostmode.go)
-	timing   *wakeTiming   // the request waited for a wake: Server-Timing; else nil
+	timing   *meter.Timing // the request waited for a wake: Server-Timing; else nil
 	fields   directFields  // the direct path's outbound fields (direct.go)
 }
 
@@ -223,7 +224,7 @@ func checkResponse(resp *http.Response) error {
 	if resp.Request != nil {
 		if t := targetFrom(resp.Request.Context()); t != nil {
 			t.host.MapLocation(resp.Header, t.addr)
-			t.timing.addServerTiming(resp.Header)
+			t.timing.AddTo(resp.Header)
 		}
 	}
 	return keepRequestID(resp)

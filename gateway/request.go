@@ -11,8 +11,8 @@ import (
 
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/meter"
 	"github.com/previewgate/previewgate/internal/outbound"
-	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
 // ServeHTTP runs the request path: host → access → limits → ensure → proxy.
@@ -33,12 +33,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st.ids[1] = id
 	w.Header()["X-Request-Id"] = st.ids[1:2:2]
 	sw := &st.sw
-	sw.ResponseWriter = w
-	sw.countIn(r)
+	sw.Start(w, r)
 	sandbox, label, proxied := g.serve(sw, r, t, hint, st)
-	status := sw.final(r)
+	status := sw.Final(r)
 	took := time.Since(start)
-	g.metrics.Request(label, status, took, proxied && !sw.hijacked)
+	g.metrics.Request(label, status, took, proxied && !sw.Hijacked())
 	g.record(sandbox, st.counted, r, sw, status, took, t)
 	if t.cfg.Log.Access {
 		g.log.LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("id", id),
@@ -150,8 +149,8 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, t *table,
 	if g.coldStart(w, r, t, rt, tpl, sub, anonymous) {
 		return label, false
 	}
-	var timing *wakeTiming
-	var endWatch func() []sandboxmgr.PhaseSpan
+	var timing *meter.Timing
+	var endWatch func() []meter.Span
 	// The lean loop found the sandbox ready (hint); otherwise a request
 	// that is about to wait is timed.
 	if hint == nil {
@@ -161,7 +160,7 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, t *table,
 	}
 	ep, err := g.ensure(r, t, rt, tpl, sub, anonymous)
 	if endWatch != nil {
-		timing = &wakeTiming{spans: endWatch(), proxyStart: time.Now()}
+		timing = &meter.Timing{Spans: endWatch(), ProxyStart: time.Now()}
 	}
 	if err != nil {
 		if he := anonymousError(err); anonymous != withToken && he != nil {
@@ -292,7 +291,7 @@ func (g *Gateway) requestID() string {
 // first releases owed, and the X-Request-Id values of the request and the
 // response (two slots, so neither header shares the other's slice).
 type reqState struct {
-	sw  statusWriter
+	sw  meter.Writer
 	t   target
 	cl  [4]func()
 	ids [2]string
