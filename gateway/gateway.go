@@ -4,8 +4,11 @@
 // what it did to a Metrics it is handed and never imports the admin API or
 // a metrics registry. It never calls Docker or verifies signatures itself.
 // It decides; the packages it drives carry out: internal/pages renders its
-// answers, internal/limits keeps its limits' state, and the engine
-// (internal/h1server, upstream, tunnel, wire) speaks HTTP.
+// answers, internal/limits keeps its limits' state, internal/meter
+// measures each exchange, internal/outbound applies the host mode it
+// chose to the outbound head, internal/links says whether a share link
+// opens a request (the gateway says what the user is told), and the
+// engine (internal/h1server, upstream, tunnel, wire) speaks HTTP.
 package gateway
 
 import (

@@ -114,7 +114,7 @@ func (p *proxy) handshake(w http.ResponseWriter, r, out *http.Request, back net.
 }
 
 // upgradeRequest is the outgoing request for an upgrade: the outbound
-// policy's head (outbound.go, as ReverseProxy's Rewrite sets it), without
+// policy's head (internal/outbound, as ReverseProxy's Rewrite sets it), without
 // the switch's own fields (tunnel.Handshake sets them).
 func (p *proxy) upgradeRequest(r *http.Request) *http.Request {
 	out := r.Clone(r.Context())
