@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/previewgate/previewgate/internal/outbound"
 	"github.com/previewgate/previewgate/internal/upstream"
 	"github.com/previewgate/previewgate/internal/wire"
 )
@@ -38,7 +39,7 @@ func (p *proxy) serveDirect(w http.ResponseWriter, r *http.Request, t *target) b
 		// Per attempt: a re-ensure may have moved t (the Host of the local
 		// and rewrite modes names its port or address).
 		req.Instance, req.Addr = t.poolKey(), t.addr
-		req.HostPrefix, req.Host, req.Query, t.fields.stripped = p.outboundHead(r, t)
+		req.HostPrefix, req.Host, req.Query, t.fields.stripped = t.host.Head(r, t.addr, t.verifier)
 		resp, err := p.pool.Exchange(ctx, &req)
 		switch {
 		case err == nil:
@@ -82,7 +83,7 @@ type directFields struct {
 }
 
 func (f *directFields) WriteFields(bw *bufio.Writer) {
-	f.p.outboundFields(f.r, f.stripped, (*wire.LineSink)(bw))
+	outbound.Fields(f.r, f.stripped, f.p.g.tls, (*wire.LineSink)(bw))
 }
 
 func (f *directFields) Interim(ir *upstream.Response) {
@@ -99,8 +100,8 @@ func idempotent(m string) bool {
 func (p *proxy) copyDirectResponse(w http.ResponseWriter, resp *upstream.Response, t *target) {
 	h := w.Header()
 	upstream.RelayHeader(h, resp)
-	t.mapLocation(h)
-	t.timing.addServerTiming(h)
+	t.host.MapLocation(h, t.addr)
+	t.timing.AddTo(h)
 	if err := upstream.Relay(w, resp, p.rp.BufferPool); err != nil {
 		panic(http.ErrAbortHandler) // headers are out: a broken body, not a short one
 	}

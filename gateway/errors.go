@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/previewgate/previewgate/auth"
+	"github.com/previewgate/previewgate/internal/meter"
 	"github.com/previewgate/previewgate/internal/pages"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
@@ -38,7 +39,7 @@ func (e *httpError) Error() string {
 func (e *httpError) Unwrap() error { return e.Err }
 
 // statusClientClosed is logged when the client went away before we answered.
-const statusClientClosed = 499
+const statusClientClosed = meter.StatusClientClosed
 
 // startFailure maps an explained failed start (*sandboxmgr.StartError) to
 // one status per kind of failure, with a message that says which, and the

@@ -4,8 +4,11 @@
 // what it did to a Metrics it is handed and never imports the admin API or
 // a metrics registry. It never calls Docker or verifies signatures itself.
 // It decides; the packages it drives carry out: internal/pages renders its
-// answers, internal/limits keeps its limits' state, and the engine
-// (internal/h1server, upstream, tunnel, wire) speaks HTTP.
+// answers, internal/limits keeps its limits' state, internal/meter
+// measures each exchange, internal/outbound applies the host mode it
+// chose to the outbound head, internal/links says whether a share link
+// opens a request (the gateway says what the user is told), and the
+// engine (internal/h1server, upstream, tunnel, wire) speaks HTTP.
 package gateway
 
 import (
@@ -54,7 +57,7 @@ type Sandboxes interface {
 	// FreshSettings are id's own settings and share links as this
 	// replica knows them (no runtime call), and whether that copy is
 	// recent enough to grant access on; RefreshSettings reloads them, at
-	// most once a second per sandbox (links.go).
+	// most once a second per sandbox (internal/links).
 	FreshSettings(id string) (sandboxmgr.Settings, bool)
 	RefreshSettings(ctx context.Context, id string) (sandboxmgr.Settings, bool)
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/h1server"
+	"github.com/previewgate/previewgate/internal/meter"
+	"github.com/previewgate/previewgate/internal/outbound"
 	"github.com/previewgate/previewgate/internal/upstream"
 	"github.com/previewgate/previewgate/internal/wire"
 )
@@ -27,9 +29,9 @@ type target struct {
 	url      *url.URL
 	tpl      *config.Template
 	verifier *auth.Verifier
-	host     hostMode     // what Host (and Origin) the app sees (hostmode.go)
-	timing   *wakeTiming  // the request waited for a wake: Server-Timing; else nil
-	fields   directFields // the direct path's outbound fields (direct.go)
+	host     outbound.Host // what Host (and Origin) the app sees (hostmode.go)
+	timing   *meter.Timing // the request waited for a wake: Server-Timing; else nil
+	fields   directFields  // the direct path's outbound fields (direct.go)
 }
 
 type targetKey struct{}
@@ -114,11 +116,11 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.URL.Scheme = "http"
 		pr.Out.URL.Host = t.addr
 	}
-	hostPfx, host, query, stripped := p.outboundHead(pr.In, t)
+	hostPfx, host, query, stripped := t.host.Head(pr.In, t.addr, t.verifier)
 	pr.Out.Host = hostPfx + host
 	pr.Out.URL.RawQuery = query
 	h := make(http.Header, len(pr.In.Header)+4)
-	p.outboundFields(pr.In, stripped, wire.HeaderSink(h))
+	outbound.Fields(pr.In, stripped, p.g.tls, wire.HeaderSink(h))
 	pr.Out.Header = h
 }
 
@@ -221,8 +223,8 @@ func checkResponse(resp *http.Response) error {
 	}
 	if resp.Request != nil {
 		if t := targetFrom(resp.Request.Context()); t != nil {
-			t.mapLocation(resp.Header)
-			t.timing.addServerTiming(resp.Header)
+			t.host.MapLocation(resp.Header, t.addr)
+			t.timing.AddTo(resp.Header)
 		}
 	}
 	return keepRequestID(resp)

@@ -11,7 +11,8 @@ import (
 
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/internal/meter"
+	"github.com/previewgate/previewgate/internal/outbound"
 )
 
 // ServeHTTP runs the request path: host → access → limits → ensure → proxy.
@@ -32,12 +33,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st.ids[1] = id
 	w.Header()["X-Request-Id"] = st.ids[1:2:2]
 	sw := &st.sw
-	sw.ResponseWriter = w
-	sw.countIn(r)
+	sw.Start(w, r)
 	sandbox, label, proxied := g.serve(sw, r, t, hint, st)
-	status := sw.final(r)
+	status := sw.Final(r)
 	took := time.Since(start)
-	g.metrics.Request(label, status, took, proxied && !sw.hijacked)
+	g.metrics.Request(label, status, took, proxied && !sw.Hijacked())
 	g.record(sandbox, st.counted, r, sw, status, took, t)
 	if t.cfg.Log.Access {
 		g.log.LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("id", id),
@@ -86,7 +86,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 		return
 	}
 	if rt.upstream != nil {
-		st.t = target{url: rt.upstream, verifier: t.verifier, host: hostMode{rewrite: true}}
+		st.t = target{url: rt.upstream, verifier: t.verifier, host: outbound.Host{Mode: outbound.Upstream}}
 		g.proxy.serve(w, r, &st.t, cl)
 		return sandbox, label, true
 	}
@@ -149,8 +149,8 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, t *table,
 	if g.coldStart(w, r, t, rt, tpl, sub, anonymous) {
 		return label, false
 	}
-	var timing *wakeTiming
-	var endWatch func() []sandboxmgr.PhaseSpan
+	var timing *meter.Timing
+	var endWatch func() []meter.Span
 	// The lean loop found the sandbox ready (hint); otherwise a request
 	// that is about to wait is timed.
 	if hint == nil {
@@ -160,7 +160,7 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, t *table,
 	}
 	ep, err := g.ensure(r, t, rt, tpl, sub, anonymous)
 	if endWatch != nil {
-		timing = &wakeTiming{spans: endWatch(), proxyStart: time.Now()}
+		timing = &meter.Timing{Spans: endWatch(), ProxyStart: time.Now()}
 	}
 	if err != nil {
 		if he := anonymousError(err); anonymous != withToken && he != nil {
@@ -187,7 +187,7 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, t *table,
 	cl = append(cl, func() { g.sb.Touch(id) })
 	handedOff = true
 	st.t = target{sandbox: id, port: rt.port, addr: portAddr(ep.Addr, rt.port), instance: ep.Instance, tpl: tpl,
-		verifier: t.verifier, host: g.hostModeFor(tpl, r), timing: timing}
+		verifier: t.verifier, host: hostModeFor(tpl, r), timing: timing}
 	g.proxy.serve(w, r, &st.t, cl)
 	return label, true
 }
@@ -291,7 +291,7 @@ func (g *Gateway) requestID() string {
 // first releases owed, and the X-Request-Id values of the request and the
 // response (two slots, so neither header shares the other's slice).
 type reqState struct {
-	sw  statusWriter
+	sw  meter.Writer
 	t   target
 	cl  [4]func()
 	ids [2]string

@@ -1,12 +1,11 @@
 package gateway
 
 import (
-	"io"
 	"net/http"
 	"net/netip"
-	"sync/atomic"
 	"time"
 
+	"github.com/previewgate/previewgate/internal/meter"
 	"github.com/previewgate/previewgate/internal/wire"
 )
 
@@ -27,29 +26,6 @@ type noTraffic struct{}
 func (noTraffic) Record(string, string, string, int, time.Duration, int64, int64, netip.Addr) {}
 func (noTraffic) AddBytes(string, int64, int64)                                               {}
 
-// countBody counts a request body's bytes as the proxy reads them. It
-// lives in the request's statusWriter, so counting costs no allocation.
-// n is atomic: a transport may still be writing the body upstream when
-// the handler returns (a response that came before the whole upload).
-type countBody struct {
-	io.ReadCloser
-	n atomic.Int64
-}
-
-func (b *countBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	return n, err
-}
-
-// countIn makes sw count r's body, if it has one.
-func (sw *statusWriter) countIn(r *http.Request) {
-	if r.Body != nil && r.Body != http.NoBody {
-		sw.body.ReadCloser = r.Body
-		r.Body = &sw.body
-	}
-}
-
 // record reports a request for a sandbox, if counted: it passed the
 // access check and the limits, so a client without a token cannot fill
 // the log (or push sandboxes out of it) with made-up ids. Whatever
@@ -57,9 +33,9 @@ func (sw *statusWriter) countIn(r *http.Request) {
 // 504: what the user saw); the gateway's own status stream does not.
 // Bytes are the HTTP bodies this gateway forwarded; a WebSocket's bytes
 // after its 101 go to the counters when it closes (upgrade.go).
-func (g *Gateway) record(sandbox string, counted bool, r *http.Request, sw *statusWriter, status int, took time.Duration, t *table) {
+func (g *Gateway) record(sandbox string, counted bool, r *http.Request, sw *meter.Writer, status int, took time.Duration, t *table) {
 	if sandbox == "" || !counted {
 		return
 	}
-	g.traffic.Record(sandbox, r.Method, r.URL.Path, status, took, sw.body.n.Load(), sw.written, wire.ClientIP(r, t.cfg.TrustedProxies))
+	g.traffic.Record(sandbox, r.Method, r.URL.Path, status, took, sw.BodyRead(), sw.Written(), wire.ClientIP(r, t.cfg.TrustedProxies))
 }

@@ -105,7 +105,7 @@ func (p *proxy) handshake(w http.ResponseWriter, r, out *http.Request, back net.
 	if res.Status != http.StatusSwitchingProtocols {
 		upstream.RelayHeader(w.Header(), res)
 		if t := targetFrom(out.Context()); t != nil {
-			t.mapLocation(w.Header())
+			t.host.MapLocation(w.Header(), t.addr)
 		}
 		upstream.Relay(w, res, p.rp.BufferPool) // a cut body ends the reply, as before
 		return nil, nil, false
@@ -114,7 +114,7 @@ func (p *proxy) handshake(w http.ResponseWriter, r, out *http.Request, back net.
 }
 
 // upgradeRequest is the outgoing request for an upgrade: the outbound
-// policy's head (outbound.go, as ReverseProxy's Rewrite sets it), without
+// policy's head (internal/outbound, as ReverseProxy's Rewrite sets it), without
 // the switch's own fields (tunnel.Handshake sets them).
 func (p *proxy) upgradeRequest(r *http.Request) *http.Request {
 	out := r.Clone(r.Context())

@@ -1,12 +1,9 @@
 package gateway
 
 import (
-	"fmt"
-	"net/http"
-	"slices"
-	"strings"
 	"time"
 
+	"github.com/previewgate/previewgate/internal/meter"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
@@ -18,40 +15,19 @@ import (
 // wait, because each one is the request's wait clipped to the span in
 // which the manager's marks (sandboxmgr.Progress.Marks) put that phase.
 // The per-phase histograms are the manager's (Observer.WakePhase): once
-// per wake, however many requests waited for it.
+// per wake, however many requests waited for it. internal/meter writes
+// the field (meter.Timing).
 
 // watchWake notes when a request starts to wait for id's wake; end, called
 // when the wait is over, returns how the wait split into phases.
-func (g *Gateway) watchWake(id string) (end func() []sandboxmgr.PhaseSpan) {
+func (g *Gateway) watchWake(id string) (end func() []meter.Span) {
 	begin := time.Now()
-	return func() []sandboxmgr.PhaseSpan {
-		return sandboxmgr.Spans(g.sb.Progress(id).Marks, begin, time.Now())
+	return func() []meter.Span {
+		spans := sandboxmgr.Spans(g.sb.Progress(id).Marks, begin, time.Now())
+		out := make([]meter.Span, len(spans))
+		for i, s := range spans {
+			out[i] = meter.Span(s)
+		}
+		return out
 	}
-}
-
-// wakeTiming is what a request that waited carries to the proxy.
-type wakeTiming struct {
-	spans      []sandboxmgr.PhaseSpan
-	proxyStart time.Time
-}
-
-// serverTiming is the Server-Timing value for t, with the proxy's time so
-// far.
-func (t *wakeTiming) serverTiming() string {
-	var b strings.Builder
-	for _, s := range t.spans {
-		fmt.Fprintf(&b, "%s;dur=%.1f, ", s.Name, float64(s.D.Microseconds())/1000)
-	}
-	fmt.Fprintf(&b, "proxy;dur=%.1f", float64(time.Since(t.proxyStart).Microseconds())/1000)
-	return b.String()
-}
-
-// addServerTiming adds t's Server-Timing to h (a response head about to
-// be written), after any the app sent. h's slices may share a backing
-// array with the app's other values: never appended to in place.
-func (t *wakeTiming) addServerTiming(h http.Header) {
-	if t == nil {
-		return
-	}
-	h["Server-Timing"] = append(slices.Clip(h["Server-Timing"]), t.serverTiming())
 }

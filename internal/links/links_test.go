@@ -1,0 +1,183 @@
+package links
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/previewgate/previewgate/auth"
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr"
+)
+
+// records is a Records whose copy is fresh or not; refresh, if set, is
+// what a reload finds. It counts reloads.
+type records struct {
+	kept     sandboxmgr.Settings
+	fresh    bool
+	refresh  *sandboxmgr.Settings
+	reloads  int
+	reloaded bool // a reload makes the copy fresh
+}
+
+func (f *records) FreshSettings(string) (sandboxmgr.Settings, bool) { return f.kept, f.fresh }
+
+func (f *records) RefreshSettings(context.Context, string) (sandboxmgr.Settings, bool) {
+	f.reloads++
+	if f.refresh != nil {
+		f.kept = *f.refresh
+	}
+	f.fresh = f.fresh || f.reloaded
+	return f.kept, f.fresh
+}
+
+func verifier(t *testing.T) *auth.Verifier {
+	t.Helper()
+	v, err := auth.NewVerifier(config.Auth{Audience: "previewgate",
+		Keys: []config.Key{{KID: "k1", Alg: "HS256", Secret: "0123456789abcdef0123456789abcdef"}}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(v.Close)
+	return v
+}
+
+// mint returns a link token expiring at exp and its record.
+func mint(t *testing.T, exp time.Time, port int, path string) (string, sandboxmgr.Link) {
+	t.Helper()
+	id, tok, digest, err := auth.NewLink(exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok, sandboxmgr.Link{ID: id, Digest: digest, Port: port, Path: path, Expires: exp}
+}
+
+func get(path string) *http.Request {
+	return httptest.NewRequest(http.MethodGet, "http://sandbox-a.example.com"+path, nil)
+}
+
+var target = Target{Sandbox: "a", Port: 3000}
+
+// TestCheck: access only on a kept record that matches in every part.
+func TestCheck(t *testing.T) {
+	v := verifier(t)
+	now := time.Now()
+	tok, l := mint(t, now.Add(time.Hour), 3000, "/docs")
+	other, _ := mint(t, now.Add(time.Hour), 3000, "/")
+	past, lPast := mint(t, now.Add(-time.Minute), 3000, "/")
+	revoked := l
+	revoked.Revoked = now
+	forged := l
+	forged.Digest = auth.LinkDigest(other)
+	for _, c := range []struct {
+		name string
+		recs []sandboxmgr.Link
+		tok  string
+		r    *http.Request
+		tg   Target
+		want error
+	}{
+		{"grants under its path", []sandboxmgr.Link{l}, tok, get("/docs/a"), target, nil},
+		{"garbage", []sandboxmgr.Link{l}, "not-a-link", get("/docs"), target, ErrInvalid},
+		{"unknown", []sandboxmgr.Link{l}, other, get("/docs"), target, ErrInvalid},
+		{"digest mismatch", []sandboxmgr.Link{forged}, tok, get("/docs"), target, ErrInvalid},
+		{"revoked", []sandboxmgr.Link{revoked}, tok, get("/docs"), target, ErrRevoked},
+		{"expired record", []sandboxmgr.Link{lPast}, past, get("/"), target, ErrExpired},
+		{"expired, pruned", nil, past, get("/"), target, ErrExpired},
+		{"other path", []sandboxmgr.Link{l}, tok, get("/docsx"), target, ErrScope},
+		{"dot segment out", []sandboxmgr.Link{l}, tok, get("/docs/%2e%2e/admin"), target, ErrScope},
+		{"other port", []sandboxmgr.Link{l}, tok, get("/docs"), Target{Sandbox: "a", Port: 8000}, ErrScope},
+		{"status stream", []sandboxmgr.Link{l}, tok, get("/_previewgate/status"), Target{Sandbox: "a", Port: 3000, AnyPath: true}, nil},
+		{"no sandbox", []sandboxmgr.Link{l}, tok, get("/docs"), Target{Port: 3000}, ErrInvalid},
+		{"no sandbox, expired token", nil, past, get("/"), Target{Port: 3000}, ErrExpired},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			recs := &records{kept: sandboxmgr.Settings{Links: c.recs}, fresh: true}
+			exp, err := Check(c.r, v, recs, c.tg, c.tok)
+			if !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
+				t.Fatalf("err %v, want %v", err, c.want)
+			}
+			if err == nil && !exp.Equal(l.Expires) {
+				t.Errorf("expiry %v, want the record's %v", exp, l.Expires)
+			}
+			if c.tg.Sandbox == "" && recs.reloads != 0 {
+				t.Errorf("%d reloads for no sandbox, want none", recs.reloads)
+			}
+		})
+	}
+}
+
+// TestCheckReloads: an unknown link reloads the records once (a link
+// minted on another replica); a stale copy grants nothing unless a
+// reload freshens it.
+func TestCheckReloads(t *testing.T) {
+	v := verifier(t)
+	tok, l := mint(t, time.Now().Add(time.Hour), 3000, "/")
+	minted := sandboxmgr.Settings{Links: []sandboxmgr.Link{l}}
+
+	recs := &records{fresh: true, refresh: &minted}
+	if _, err := Check(get("/"), v, recs, target, tok); err != nil || recs.reloads != 1 {
+		t.Errorf("minted elsewhere: err %v after %d reloads, want a grant after 1", err, recs.reloads)
+	}
+	recs = &records{kept: minted}
+	if _, err := Check(get("/"), v, recs, target, tok); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("stale copy: err %v, want ErrUnavailable", err)
+	}
+	recs = &records{kept: minted, reloaded: true}
+	if _, err := Check(get("/"), v, recs, target, tok); err != nil || recs.reloads != 1 {
+		t.Errorf("stale copy reloaded: err %v after %d reloads, want a grant after 1", err, recs.reloads)
+	}
+}
+
+// TestCheckUpgradeOrigin: a link's WebSocket comes from the preview's own
+// origin only, as a token cookie's.
+func TestCheckUpgradeOrigin(t *testing.T) {
+	v := verifier(t)
+	tok, l := mint(t, time.Now().Add(time.Hour), 3000, "/")
+	recs := &records{kept: sandboxmgr.Settings{Links: []sandboxmgr.Link{l}}, fresh: true}
+	up := Target{Sandbox: "a", Port: 3000, Upgrade: true}
+	for origin, want := range map[string]error{
+		"http://sandbox-a.example.com": nil,
+		"http://sandbox-b.example.com": auth.ErrOrigin,
+		"":                             auth.ErrOrigin,
+	} {
+		r := get("/ws")
+		if origin != "" {
+			r.Header.Set("Origin", origin)
+		}
+		if _, err := Check(r, v, recs, up, tok); !errors.Is(err, want) || (want == nil) != (err == nil) {
+			t.Errorf("Origin %q: err %v, want %v", origin, err, want)
+		}
+	}
+}
+
+// TestGrantCookies: a link cookie another sandbox's page tossed does not
+// shadow the user's own; with none that opens, the most telling refusal.
+func TestGrantCookies(t *testing.T) {
+	v := verifier(t)
+	now := time.Now()
+	mine, l := mint(t, now.Add(time.Hour), 3000, "/")
+	tossed, _ := mint(t, now.Add(time.Hour), 3000, "/")
+	gone, lGone := mint(t, now.Add(time.Hour), 3000, "/")
+	lGone.Revoked = now
+	recs := &records{kept: sandboxmgr.Settings{Links: []sandboxmgr.Link{l, lGone}}, fresh: true}
+	cookies := func(vals ...string) *http.Request {
+		r := get("/")
+		for _, c := range vals {
+			r.AddCookie(&http.Cookie{Name: auth.LinkParam, Value: c})
+		}
+		return r
+	}
+	if _, err := Grant(cookies(tossed, mine), v, recs, target, tossed, false); err != nil {
+		t.Errorf("tossed cookie first: %v, want the user's own to grant", err)
+	}
+	if _, err := Grant(cookies(tossed, gone), v, recs, target, tossed, false); !errors.Is(err, ErrRevoked) {
+		t.Errorf("no cookie opens: %v, want ErrRevoked over ErrInvalid", err)
+	}
+	if _, err := Grant(cookies(mine), v, recs, target, tossed, true); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a link in the query: %v, want its own refusal, no cookie tried", err)
+	}
+}

@@ -1,0 +1,135 @@
+// Package outbound is the one outbound header policy (#14): what a
+// sandbox or a fixed upstream receives of a client's request head,
+// whichever path carries it, and the host mode's mapping of a redirect on
+// the way back (#22). The gateway's direct path writes the head straight
+// to the connection, ReverseProxy's Rewrite and the upgrade path set it on
+// their outgoing request; all three call Host.Head and Fields, so the
+// rules cannot drift apart:
+//
+//   - hop-by-hop headers (RFC 9110 7.6.1, and any the client's Connection
+//     header names) are dropped; "Te: trailers" is kept when the client
+//     accepts trailers (as httputil does);
+//   - client-sent Forwarded and X-Forwarded-* are dropped, and the gateway
+//     sets X-Forwarded-For (the peer address it saw), X-Forwarded-Host and
+//     X-Forwarded-Proto;
+//   - the gateway's own X-Request-Id is sent whatever Connection says;
+//   - tokens never reach the sandbox: the access check strips its cookie,
+//     the Authorization header and ?access_token= (Tokens.Stripped,
+//     auth.Verifier's);
+//   - the Host is the host mode's (Mode): in the local mode
+//     localhost:<app port>, and an upgrade's own Origin becomes
+//     http://localhost:<app port>; in preserve the client's; in rewrite
+//     the sandbox's address; a fixed upstream gets its own (empty: the
+//     URL's).
+//     It is the only Host sent: a "host" field an HTTP/2 client sends
+//     besides :authority stays in r.Header and is dropped (#24), or a dev
+//     server's host check would see two.
+//
+// Which mode a sandbox gets is the gateway's decision (its template's
+// host_header); this package holds no config and decides no access.
+// Tested in outbound_test.go, and end to end by the gateway's
+// TestHostModes and TestBrowserStockDevServers.
+package outbound
+
+import (
+	"net"
+	"net/http"
+
+	"github.com/previewgate/previewgate/internal/wire"
+)
+
+// Tokens is what the policy needs from the access check;
+// *auth.Verifier implements it.
+type Tokens interface {
+	// Stripped returns r's token-carrying headers as they must leave
+	// (a nil value: removed) and r's raw query without the token.
+	Stripped(r *http.Request) (http.Header, string)
+	// OwnOrigin reports whether r's Origin is the preview's own.
+	OwnOrigin(r *http.Request) bool
+}
+
+// Sink receives the fields of an outbound request head: wire.LineSink on
+// the direct path, wire.HeaderSink on the others.
+type Sink interface {
+	Field(k, v string)
+	Fields(k string, vv []string)
+}
+
+var (
+	_ Sink = (*wire.LineSink)(nil)
+	_ Sink = wire.HeaderSink(nil)
+)
+
+// Head returns the Host (hostPfx+host: the local mode's "localhost:" and
+// the port, so the direct path writes it without building a string) and
+// raw query the upstream at addr (the sandbox's ip:port) gets for r, and
+// r's token-carrying headers as tok leaves them, for Fields.
+func (h Host) Head(r *http.Request, addr string, tok Tokens) (hostPfx, host, query string, stripped http.Header) {
+	stripped, query = tok.Stripped(r)
+	switch h.Mode {
+	case Upstream:
+		host = ""
+	case Rewrite:
+		host = addr
+	case Local:
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			host = r.Host
+			break
+		}
+		hostPfx, host = LocalhostPrefix, port
+		// Only an Origin recognized as the preview's own, and only on an
+		// upgrade (the HMR socket a dev server guards): a plain request's
+		// Origin stays, since Next.js compares a Server Action's Origin
+		// with X-Forwarded-Host, the real host.
+		if v := r.Header["Upgrade"]; len(v) > 0 && v[0] != "" && tok.OwnOrigin(r) {
+			stripped["Origin"] = []string{"http://" + LocalhostPrefix + port}
+		}
+	default:
+		host = r.Host
+	}
+	return hostPfx, host, query, stripped
+}
+
+// Fields hands the fields the upstream gets for r to sink; stripped is
+// Head's. tls: the client reached the gateway over TLS (X-Forwarded-Proto),
+// also when r.TLS is nil behind a TLS listener of the gateway's own.
+func Fields(r *http.Request, stripped http.Header, tls bool, sink Sink) {
+	conn := wire.ConnectionTokens(r.Header)
+	for k, vv := range r.Header {
+		if k == "Host" || wire.HopByHop(k, conn) || forwardedHeader(k) || k == "X-Request-Id" {
+			continue
+		}
+		if sv, ok := stripped[k]; ok {
+			vv = sv // nil: removed
+		}
+		if len(vv) > 0 {
+			sink.Fields(k, vv)
+		}
+	}
+	if wire.ContainsToken(r.Header["Te"], "trailers") {
+		sink.Field("Te", "trailers")
+	}
+	if id := r.Header["X-Request-Id"]; len(id) > 0 {
+		sink.Field("X-Request-Id", id[0])
+	}
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		sink.Field("X-Forwarded-For", ip)
+	}
+	sink.Field("X-Forwarded-Host", r.Host)
+	if tls || r.TLS != nil {
+		sink.Field("X-Forwarded-Proto", "https")
+	} else {
+		sink.Field("X-Forwarded-Proto", "http")
+	}
+}
+
+// forwardedHeader reports the client-sent forwarding headers the gateway
+// replaces with its own.
+func forwardedHeader(k string) bool {
+	switch k {
+	case "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto":
+		return true
+	}
+	return false
+}

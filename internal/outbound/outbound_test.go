@@ -1,0 +1,132 @@
+package outbound
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+
+	"github.com/previewgate/previewgate/internal/wire"
+)
+
+// fakeTokens strips Authorization and the query, and recognizes one
+// Origin as the preview's own.
+type fakeTokens struct{ own string }
+
+func (f fakeTokens) Stripped(r *http.Request) (http.Header, string) {
+	return http.Header{"Authorization": nil}, ""
+}
+
+func (f fakeTokens) OwnOrigin(r *http.Request) bool { return r.Header.Get("Origin") == f.own }
+
+const own = "https://sandbox-a.example.com"
+
+func request(upgrade bool, origin string) *http.Request {
+	r := httptest.NewRequest(http.MethodGet, "http://sandbox-a.example.com/p?access_token=x", nil)
+	r.Header.Set("Origin", origin)
+	if upgrade {
+		r.Header.Set("Upgrade", "websocket")
+		r.Header.Set("Connection", "Upgrade")
+	}
+	return r
+}
+
+// TestHeadPerMode: each mode's Host, and the Origin the local mode
+// changes only on an upgrade from the preview's own origin.
+func TestHeadPerMode(t *testing.T) {
+	const addr = "10.0.0.7:3000"
+	tok := fakeTokens{own: own}
+	for _, c := range []struct {
+		name         string
+		mode         Mode
+		upgrade      bool
+		origin       string
+		host, wantOr string // wantOr "": Origin not in stripped
+	}{
+		{"local plain", Local, false, own, "localhost:3000", ""},
+		{"local upgrade own origin", Local, true, own, "localhost:3000", "http://localhost:3000"},
+		{"local upgrade other origin", Local, true, "https://evil.example", "localhost:3000", ""},
+		{"preserve", Preserve, true, own, "sandbox-a.example.com", ""},
+		{"rewrite", Rewrite, true, own, addr, ""},
+		{"upstream", Upstream, false, own, "", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pfx, host, query, stripped := Host{Mode: c.mode, Preview: "sandbox-a.example.com"}.Head(request(c.upgrade, c.origin), addr, tok)
+			if pfx+host != c.host || query != "" {
+				t.Errorf("Host %q, query %q; want %q and the stripped query", pfx+host, query, c.host)
+			}
+			if got := stripped["Origin"]; c.wantOr == "" && got != nil || c.wantOr != "" && !slices.Equal(got, []string{c.wantOr}) {
+				t.Errorf("Origin %q, want %q", got, c.wantOr)
+			}
+		})
+	}
+}
+
+// TestFields: the one set of rules for every path.
+func TestFields(t *testing.T) {
+	r := request(false, own)
+	r.RemoteAddr = "192.0.2.9:5555"
+	r.Host = "sandbox-a.example.com"
+	r.Header.Set("Connection", "X-Drop, X-Request-Id")
+	r.Header.Set("X-Drop", "1")
+	r.Header.Set("Keep-Alive", "timeout=5")
+	r.Header.Set("Te", "trailers, deflate")
+	r.Header.Set("X-Forwarded-For", "6.6.6.6")
+	r.Header.Set("Forwarded", "for=6.6.6.6")
+	r.Header.Set("X-Forwarded-Proto", "gopher")
+	r.Header.Set("X-Request-Id", "req-1")
+	r.Header.Set("Authorization", "Bearer secret")
+	r.Header.Set("Accept", "text/html")
+	r.Header["Host"] = []string{"other.example"} // an HTTP/2 "host" field beside :authority
+	for _, tls := range []bool{false, true} {
+		h := http.Header{}
+		_, _, _, stripped := Host{Mode: Local}.Head(r, "10.0.0.7:3000", fakeTokens{})
+		Fields(r, stripped, tls, wire.HeaderSink(h))
+		proto := map[bool]string{false: "http", true: "https"}[tls]
+		want := http.Header{
+			"Accept":            {"text/html"},
+			"Origin":            {own},
+			"Te":                {"trailers"},
+			"X-Request-Id":      {"req-1"},
+			"X-Forwarded-For":   {"192.0.2.9"},
+			"X-Forwarded-Host":  {"sandbox-a.example.com"},
+			"X-Forwarded-Proto": {proto},
+		}
+		if len(h) != len(want) {
+			t.Errorf("tls=%v: fields %v, want %v", tls, h, want)
+		}
+		for k, v := range want {
+			if !slices.Equal(h[k], v) {
+				t.Errorf("tls=%v: %s = %q, want %q", tls, k, h[k], v)
+			}
+		}
+	}
+}
+
+// TestMapLocation: a redirect to the local identity goes back to the
+// preview, scheme-relative; nothing else is touched.
+func TestMapLocation(t *testing.T) {
+	const addr = "10.0.0.7:3000"
+	local := Host{Mode: Local, Preview: "Sandbox-A.example.com"}
+	for _, c := range []struct {
+		h    Host
+		loc  []string
+		want []string
+	}{
+		{local, []string{"http://localhost:3000/next?x=1"}, []string{"//sandbox-a.example.com/next?x=1"}},
+		{local, []string{"HTTPS://LOCALHOST:3000"}, []string{"//sandbox-a.example.com"}},
+		{local, []string{"//localhost:3000#top"}, []string{"//sandbox-a.example.com#top"}},
+		{local, []string{"http://localhost:30001/"}, []string{"http://localhost:30001/"}},
+		{local, []string{"http://localhost:3000.evil.example/"}, []string{"http://localhost:3000.evil.example/"}},
+		{local, []string{"/relative"}, []string{"/relative"}},
+		{local, []string{"http://localhost:3000/a", "http://localhost:3000/b"}, []string{"http://localhost:3000/a", "http://localhost:3000/b"}},
+		{Host{Mode: Preserve, Preview: "sandbox-a.example.com"}, []string{"http://localhost:3000/"}, []string{"http://localhost:3000/"}},
+		{Host{Mode: Rewrite}, []string{"http://localhost:3000/"}, []string{"http://localhost:3000/"}},
+	} {
+		h := http.Header{"Location": c.loc}
+		c.h.MapLocation(h, addr)
+		if !slices.Equal(h["Location"], c.want) {
+			t.Errorf("mode %d: %q became %q, want %q", c.h.Mode, c.loc, h["Location"], c.want)
+		}
+	}
+}
