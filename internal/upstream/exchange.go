@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/previewgate/previewgate/internal/wire"
 )
@@ -91,7 +90,7 @@ func watch(ctx context.Context, c *Conn) ctxWatch {
 	if a := wire.AbortOf(ctx); a != nil && a.Set(c.Net) {
 		return ctxWatch{abort: a}
 	}
-	return ctxWatch{after: context.AfterFunc(ctx, func() { c.Net.SetDeadline(time.Unix(1, 0)) })}
+	return ctxWatch{after: context.AfterFunc(ctx, c.expire)}
 }
 
 // stop ends the watch; it reports false when the context ended first
