@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/previewgate/previewgate/internal/wire"
 )
@@ -91,7 +90,7 @@ func watch(ctx context.Context, c *Conn) ctxWatch {
 	if a := wire.AbortOf(ctx); a != nil && a.Set(c.Net) {
 		return ctxWatch{abort: a}
 	}
-	return ctxWatch{after: context.AfterFunc(ctx, func() { c.Net.SetDeadline(time.Unix(1, 0)) })}
+	return ctxWatch{after: context.AfterFunc(ctx, c.expire)}
 }
 
 // stop ends the watch; it reports false when the context ended first
@@ -127,10 +126,35 @@ func (c *Conn) exchange(req *Request) (*Response, error) {
 		interim = req.Caller.Interim
 	}
 	bw.WriteString("\r\n")
-	if err := bw.Flush(); err != nil {
+	// The head's last bytes go out with the first read of the answer
+	// (headWriter), one system call less per exchange (#25).
+	c.holdHead = true
+	err := bw.Flush()
+	c.holdHead = false
+	if err != nil {
 		return nil, err
 	}
 	return ReadFinal(c.R, req.Method, interim)
+}
+
+// headWriter is what a Conn's W writes to: Net, except for the write of
+// the Flush that ends a request head, which it holds (without copying:
+// nothing writes to W until the answer is read) for the Conn's next Read
+// to send with wire.WriteRead: the write, then a read that waits on the
+// poller first instead of trying the socket, where the answer to a head
+// just sent cannot be yet. Errors are Write's and Read's as before: a
+// failed write is the read's error, before any byte was read (Answered
+// stays false, so ErrUnanswered is decided as it was).
+type headWriter Conn
+
+func (w *headWriter) Write(p []byte) (int, error) {
+	c := (*Conn)(w)
+	if c.holdHead {
+		c.holdHead = false
+		c.head = p
+		return len(p), nil
+	}
+	return c.Net.Write(p)
 }
 
 // Close ends the body's use of its connection (a response of Exchange;

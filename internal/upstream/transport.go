@@ -45,6 +45,14 @@ type Conn struct {
 	gen      uint64 // the instance's generation when dialed
 	idleAt   time.Time
 	nread    int64 // bytes read from conn since it was taken from the pool
+	// expire sets Net's deadline in the past: the context hook of an
+	// exchange not under a wire.Abort (watch). Made once per connection,
+	// so that registering it allocates no closure per exchange.
+	expire func()
+	// The request head's last bytes, held by W's writer for the first Read
+	// to send with wire.WriteRead (exchange); nil: none.
+	head     []byte
+	holdHead bool // W's next write is the head's last: hold it
 }
 
 // Answered reports whether the upstream sent any byte since the connection
@@ -56,7 +64,15 @@ func (c *Conn) Answered() bool { return c.nread > 0 }
 // can tell whether the upstream answered anything (only a silent failure on
 // a reused connection may be retried).
 func (c *Conn) Read(p []byte) (int, error) {
-	n, err := c.Net.Read(p)
+	var n int
+	var err error
+	if c.head != nil {
+		head := c.head
+		c.head = nil
+		n, err = wire.WriteRead(c.Net, head, p)
+	} else {
+		n, err = c.Net.Read(p)
+	}
 	c.nread += int64(n)
 	return n, err
 }
@@ -104,7 +120,8 @@ func (t *Pool) dial(ctx context.Context, instance, addr string, gen uint64) (*Co
 	}
 	c := &Conn{Net: wire.NewRawConn(conn, WriteTimeout), pool: t, instance: instance, addr: addr, gen: gen}
 	c.R = bufio.NewReaderSize(c, 16<<10)
-	c.W = bufio.NewWriterSize(c.Net, 4<<10)
+	c.W = bufio.NewWriterSize((*headWriter)(c), 4<<10)
+	c.expire = func() { c.Net.SetDeadline(time.Unix(1, 0)) }
 	return c, false, nil
 }
 
