@@ -1,9 +1,7 @@
 // Package wire holds the socket and HTTP/1.1 byte-level helpers that the
 // lean server loop (internal/h1server) and the upstream client
 // (internal/upstream) share: raw-syscall TCP connections with bounded
-// writes, a write and the read of its answer in one poller wait
-// (WriteRead: no read that can only find nothing), readability checks
-// that consume nothing, token and header
+// writes, readability checks that consume nothing, token and header
 // field rules, sinks that take a head's fields as a caller builds it
 // (LineSink: HTTP/1.1 lines; HeaderSink: a header map), a context's end handed to the one connection in use under
 // it (Abort: one hook per context, not per use), and the client address
