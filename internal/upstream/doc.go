@@ -45,15 +45,9 @@
 //     after that check; they are then read as the answer to the next
 //     request to the same instance (bytes of its own making, which it
 //     could send as that answer anyway), and invariant 3 ends the shift
-//     with that exchange: nothing of its reaches another instance. (The
-//     head goes out with wire.WriteRead, whose read waits for readiness
-//     after the write: such bytes are read with the next byte, EOF or
-//     error the app sends, or wait for the context's end; either way the
-//     exchange is its instance's alone.)
+//     with that exchange: nothing of its reaches another instance.
 //  5. At most maxIdle connections per instance are kept, none longer than
-//     idleTimeout; every write to a sandbox has a deadline (WriteTimeout;
-//     the head's write in wire.WriteRead waits for nothing: a socket that
-//     does not take it whole at once gets the rest by Write, under it);
+//     idleTimeout; every write to a sandbox has a deadline (WriteTimeout);
 //     no lock is held while a connection is dialed, read, written or
 //     closed.
 //  6. At most MaxInterim interim (1xx) heads are read before a final

@@ -126,35 +126,10 @@ func (c *Conn) exchange(req *Request) (*Response, error) {
 		interim = req.Caller.Interim
 	}
 	bw.WriteString("\r\n")
-	// The head's last bytes go out with the first read of the answer
-	// (headWriter), one system call less per exchange (#25).
-	c.holdHead = true
-	err := bw.Flush()
-	c.holdHead = false
-	if err != nil {
+	if err := bw.Flush(); err != nil {
 		return nil, err
 	}
 	return ReadFinal(c.R, req.Method, interim)
-}
-
-// headWriter is what a Conn's W writes to: Net, except for the write of
-// the Flush that ends a request head, which it holds (without copying:
-// nothing writes to W until the answer is read) for the Conn's next Read
-// to send with wire.WriteRead: the write, then a read that waits on the
-// poller first instead of trying the socket, where the answer to a head
-// just sent cannot be yet. Errors are Write's and Read's as before: a
-// failed write is the read's error, before any byte was read (Answered
-// stays false, so ErrUnanswered is decided as it was).
-type headWriter Conn
-
-func (w *headWriter) Write(p []byte) (int, error) {
-	c := (*Conn)(w)
-	if c.holdHead {
-		c.holdHead = false
-		c.head = p
-		return len(p), nil
-	}
-	return c.Net.Write(p)
 }
 
 // Close ends the body's use of its connection (a response of Exchange;

@@ -49,10 +49,6 @@ type Conn struct {
 	// exchange not under a wire.Abort (watch). Made once per connection,
 	// so that registering it allocates no closure per exchange.
 	expire func()
-	// The request head's last bytes, held by W's writer for the first Read
-	// to send with wire.WriteRead (exchange); nil: none.
-	head     []byte
-	holdHead bool // W's next write is the head's last: hold it
 }
 
 // Answered reports whether the upstream sent any byte since the connection
@@ -64,15 +60,7 @@ func (c *Conn) Answered() bool { return c.nread > 0 }
 // can tell whether the upstream answered anything (only a silent failure on
 // a reused connection may be retried).
 func (c *Conn) Read(p []byte) (int, error) {
-	var n int
-	var err error
-	if c.head != nil {
-		head := c.head
-		c.head = nil
-		n, err = wire.WriteRead(c.Net, head, p)
-	} else {
-		n, err = c.Net.Read(p)
-	}
+	n, err := c.Net.Read(p)
 	c.nread += int64(n)
 	return n, err
 }
@@ -120,7 +108,7 @@ func (t *Pool) dial(ctx context.Context, instance, addr string, gen uint64) (*Co
 	}
 	c := &Conn{Net: wire.NewRawConn(conn, WriteTimeout), pool: t, instance: instance, addr: addr, gen: gen}
 	c.R = bufio.NewReaderSize(c, 16<<10)
-	c.W = bufio.NewWriterSize((*headWriter)(c), 4<<10)
+	c.W = bufio.NewWriterSize(c.Net, 4<<10)
 	c.expire = func() { c.Net.SetDeadline(time.Unix(1, 0)) }
 	return c, false, nil
 }

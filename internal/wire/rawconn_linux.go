@@ -45,12 +45,6 @@ type rawConn struct {
 	peekReadable bool
 	peekF        func(fd uintptr)
 
-	// WriteRead's write, under rmu (writeread_linux.go).
-	fwbuf      []byte
-	fwerr      error
-	fwdone     bool
-	writeReadF func(fd uintptr) bool
-
 	wmu    sync.Mutex // guards the write state
 	wbuf   []byte
 	wn     int
@@ -71,7 +65,6 @@ func NewRawConn(c net.Conn, writeTimeout time.Duration) net.Conn {
 	}
 	r := &rawConn{TCPConn: tc, rc: rc, wto: writeTimeout}
 	r.readF, r.writeF, r.peekF = r.read, r.write, r.peek // bound once, not per call
-	r.writeReadF = r.writeReadStep
 	return r
 }
 
