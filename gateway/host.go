@@ -11,6 +11,7 @@ import (
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/h1server"
+	"github.com/previewgate/previewgate/internal/outbound"
 )
 
 // hostname returns the request host without its port, as
@@ -143,4 +144,19 @@ type leanHint struct {
 func hintFor(r *http.Request) *leanHint {
 	h, _ := h1server.Hint(r).(*leanHint)
 	return h
+}
+
+// hostModeFor returns the identity of the app that tpl's host_header
+// asks for on r (#22): the local mode (the default) presents the request
+// as the app would see it on its own machine, preserve the preview's own
+// Host, rewrite the container's address. internal/outbound applies it
+// to the outbound head on every path, and maps a redirect back.
+func hostModeFor(tpl *config.Template, r *http.Request) outbound.Host {
+	switch tpl.HostHeader {
+	case config.HostRewrite:
+		return outbound.Host{Mode: outbound.Rewrite}
+	case config.HostPreserve:
+		return outbound.Host{Mode: outbound.Preserve}
+	}
+	return outbound.Host{Mode: outbound.Local, Preview: r.Host}
 }

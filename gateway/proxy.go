@@ -29,7 +29,7 @@ type target struct {
 	url      *url.URL
 	tpl      *config.Template
 	verifier *auth.Verifier
-	host     outbound.Host // what Host (and Origin) the app sees (hostmode.go)
+	host     outbound.Host // what Host (and Origin) the app sees (host.go hostModeFor)
 	timing   *meter.Timing // the request waited for a wake: Server-Timing; else nil
 	fields   directFields  // the direct path's outbound fields (direct.go)
 }
