@@ -71,7 +71,11 @@ func (e *kubeRecordEnv) echo(t *testing.T, method, id string, token bool) (int, 
 // B's pod, created through the same gateway, gets A's address. A's users
 // must never reach B's app.
 func TestKubernetesStalledWatchAddressReuse(t *testing.T) {
-	e := newKubeRecordEnv(t, -1, nil)
+	// A's pod cannot start again (B holds the network's one address): each
+	// of A's requests below ends at the ready timeout, kept short here.
+	e := newKubeRecordEnv(t, -1, func(c *config.Config) {
+		c.Templates["app"].Ready.Timeout = config.Duration(10 * time.Second)
+	})
 	a, b := dockertest.UniqueID("ka"), dockertest.UniqueID("kb")
 	code, hostA := e.echo(t, "GET", a, true)
 	if code != 200 || hostA == "" {

@@ -49,11 +49,17 @@ var hostileRoutes = map[string]http.HandlerFunc{
 			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"+planted)
 		})
 	},
-	// Promises 1000 bytes, sends 10, closes.
+	// Promises 1000 bytes, sends 10, closes at once (not raw's wait for
+	// the peer: the gateway must cut its client on the short body, not
+	// when the app gives up).
 	"/hostile/cut": func(w http.ResponseWriter, r *http.Request) {
-		raw(w, r, func(c io.Writer) {
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
-		})
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		brw.Flush()
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
 	},
 	// ?n= bytes (default 20), one every ?every= (default 100ms).
 	"/hostile/drip": func(w http.ResponseWriter, r *http.Request) {
