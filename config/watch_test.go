@@ -286,6 +286,10 @@ func TestWatcherReplace(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			path, store := setup(t)
+			const older = "an older config\n"
+			if err := os.WriteFile(path+".bak", []byte(older), 0o600); err != nil {
+				t.Fatal(err)
+			}
 			before := store.Load()
 			rec := newRecorder()
 			rec.fail = tt.applyErr
@@ -299,6 +303,12 @@ func TestWatcherReplace(t *testing.T) {
 				}
 				if string(got) != fileWith(10) || store.Load() != before {
 					t.Errorf("got file or live config changed, want both untouched")
+				}
+				if bak, _ := os.ReadFile(path + ".bak"); string(bak) != older {
+					t.Errorf("got backup %q after a replace that did not go live, want the one before", bak)
+				}
+				if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*.tmp-*")); len(left) > 0 {
+					t.Errorf("staged files left behind: %v", left)
 				}
 				return
 			}

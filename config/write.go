@@ -27,25 +27,27 @@ func WriteFile(path string, data []byte) error {
 }
 
 // staged is a config file written and synced beside its path, not yet in
-// place: publish renames it over path (one metadata operation, no data
-// written, so the Watcher may do it under its lock to order the file with
-// the live config; the directory is synced after, without the lock);
-// discard removes it.
-type staged struct{ tmp, path string }
+// place, with the backup of the file it replaces (nil for a new file):
+// publish renames the backup over path+".bak", then the file over path
+// (metadata operations, no data written, so the Watcher may do them under
+// its lock to order the file with the live config; the directory is
+// synced after, without the lock); discard removes both, so a replace
+// that does not go live leaves the .bak as it was.
+type staged struct {
+	tmp, path string
+	bak       *staged
+}
 
 func stageFile(path string, data []byte) (*staged, error) {
 	mode := fs.FileMode(0o600)
+	var bak *staged
 	old, err := os.ReadFile(path)
 	switch {
 	case err == nil:
 		if st, err := os.Stat(path); err == nil {
 			mode = st.Mode().Perm()
 		}
-		bak, err := stage(path+".bak", old, mode)
-		if err == nil {
-			err = bak.publish()
-		}
-		if err != nil {
+		if bak, err = stage(path+".bak", old, mode); err != nil {
 			return nil, fmt.Errorf("write config backup: %w", err)
 		}
 	case !errors.Is(err, fs.ErrNotExist):
@@ -53,12 +55,22 @@ func stageFile(path string, data []byte) (*staged, error) {
 	}
 	s, err := stage(path, data, mode)
 	if err != nil {
+		if bak != nil {
+			bak.discard()
+		}
 		return nil, fmt.Errorf("write config: %w", err)
 	}
+	s.bak = bak
 	return s, nil
 }
 
 func (s *staged) publish() error {
+	if s.bak != nil {
+		if err := s.bak.publish(); err != nil {
+			os.Remove(s.tmp)
+			return fmt.Errorf("backup: %w", err)
+		}
+	}
 	if err := os.Rename(s.tmp, s.path); err != nil {
 		os.Remove(s.tmp)
 		return err
@@ -66,7 +78,12 @@ func (s *staged) publish() error {
 	return nil
 }
 
-func (s *staged) discard() { os.Remove(s.tmp) }
+func (s *staged) discard() {
+	if s.bak != nil {
+		s.bak.discard()
+	}
+	os.Remove(s.tmp)
+}
 
 // stage writes data to a new synced file beside path.
 func stage(path string, data []byte, mode fs.FileMode) (_ *staged, err error) {
@@ -94,7 +111,7 @@ func stage(path string, data []byte, mode fs.FileMode) (_ *staged, err error) {
 	if err = f.Sync(); err != nil {
 		return nil, err
 	}
-	return &staged{tmp, path}, f.Close()
+	return &staged{tmp: tmp, path: path}, f.Close()
 }
 
 // syncDir syncs path's directory so a rename into it survives a crash.
