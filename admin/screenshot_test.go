@@ -77,16 +77,15 @@ func TestScreenshots(t *testing.T) {
 			adminDo(t, srv, "DELETE", "/admin/sandboxes/"+busy+"/links/"+l.ID, testkit.AdminToken, nil)
 		}
 	}
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1100, 900), chromedp.Navigate(srv.URL+"/ui/")); err != nil {
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1100, 900)); err != nil {
 		t.Fatal(err)
 	}
+	browsertest.Navigate(t, ctx, srv.URL+"/ui/")
 	if err := chromedp.Do(ctx, chromedp.SendKeys("#token", testkit.AdminToken), chromedp.Submit("#token"),
 		chromedp.WaitVisible("#sandboxes")); err != nil {
 		t.Fatal(err)
 	}
 	browsertest.SaveScreenshot(t, ctx, dir, "admin-page.png")
-	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/ui/sandboxes/"+busy), chromedp.WaitVisible("#requests")); err != nil {
-		t.Fatal(err)
-	}
+	browsertest.Navigate(t, ctx, srv.URL+"/ui/sandboxes/"+busy, chromedp.WaitVisible("#requests"))
 	browsertest.SaveScreenshot(t, ctx, dir, "admin-sandbox.png")
 }

@@ -21,9 +21,7 @@ import (
 // ctx owns it) and signs in with the admin token.
 func signIn(t *testing.T, ctx context.Context, base string) {
 	t.Helper()
-	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/")); err != nil {
-		t.Fatal(err)
-	}
+	browsertest.Navigate(t, ctx, base+"/ui/")
 	for i, step := range []chromedp.Action[chromedp.Void]{
 		chromedp.SendKeys("#token", testkit.AdminToken),
 		chromedp.Submit("#token"),

@@ -69,9 +69,7 @@ func TestBrowserAdminPageSettingsAndLinks(t *testing.T) {
 	}
 
 	signIn(t, ctx, srv.URL)
-	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/ui/sandboxes/"+id), chromedp.WaitVisible("#links")); err != nil {
-		t.Fatalf("the sandbox's page: %v", err)
-	}
+	browsertest.Navigate(t, ctx, srv.URL+"/ui/sandboxes/"+id, chromedp.WaitVisible("#links"))
 	settings, _ := chromedp.Run(ctx, chromedp.Text("#settings"))
 	if !strings.Contains(settings, "public: yes (its own setting)") || !strings.Contains(settings, "kept up until") || !strings.Contains(settings, "2 live") {
 		t.Errorf("settings line %q: want public yes, the keep-up and 2 live links", settings)

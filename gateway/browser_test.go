@@ -41,9 +41,7 @@ func TestBrowserIframeCookieWebSocket(t *testing.T) {
 	}))
 	defer outer.Close()
 
-	if err := chromedp.Do(ctx, chromedp.Navigate(outer.URL)); err != nil {
-		t.Fatalf("navigate: %v", err)
-	}
+	browsertest.Navigate(t, ctx, outer.URL)
 	raw, err := chromedp.Run(ctx, chromedp.Poll[string](`document.getElementById("result").textContent || null`,
 		chromedp.WithPollingTimeout(60*time.Second)))
 	if err != nil {

@@ -156,19 +156,11 @@ func TestBrowserStockDevServers(t *testing.T) {
 	}
 }
 
-// navigate loads url, once more after ERR_NETWORK_CHANGED: Chromium
-// reports it when a network interface appears, as the bridges other
-// tests' Docker networks add.
+// navigate loads url (browsertest.Navigate) with w's failed loads forgotten.
 func navigate(t *testing.T, ctx context.Context, w *loadWatch, url string) {
 	t.Helper()
 	w.take()
-	err := chromedp.Do(ctx, chromedp.Navigate(url))
-	if err != nil && strings.Contains(err.Error(), "ERR_NETWORK_CHANGED") {
-		err = chromedp.Do(ctx, chromedp.Navigate(url))
-	}
-	if err != nil {
-		t.Fatalf("navigate to %s: %v", url, err)
-	}
+	browsertest.Navigate(t, ctx, url)
 }
 
 // loadWatch keeps the loads Chromium failed on a tab since the last
@@ -226,7 +218,7 @@ func pollPage(t *testing.T, ctx context.Context, w *loadWatch, expr string) stri
 		failed := w.take()
 		if reloads < 3 && onlyNetworkChanged(failed) {
 			t.Logf("the page lost %d load(s) to ERR_NETWORK_CHANGED (the host's interfaces changed): reloading it", len(failed))
-			if _, err := chromedp.RunResponse(ctx, chromedp.Reload()); err == nil || strings.Contains(err.Error(), "ERR_NETWORK_CHANGED") {
+			if _, err := chromedp.RunResponse(ctx, chromedp.Reload()); err == nil || browsertest.NetworkChanged(err) {
 				continue
 			}
 		}
@@ -251,7 +243,7 @@ func hotReload(t *testing.T, ctx context.Context, w *loadWatch, addr string) {
 		failed := w.take()
 		if tries < 3 && onlyNetworkChanged(failed) {
 			t.Logf("the page lost %d load(s) to ERR_NETWORK_CHANGED during the update: reloading it and editing again", len(failed))
-			if _, rerr := chromedp.RunResponse(ctx, chromedp.Reload()); rerr == nil || strings.Contains(rerr.Error(), "ERR_NETWORK_CHANGED") {
+			if _, rerr := chromedp.RunResponse(ctx, chromedp.Reload()); rerr == nil || browsertest.NetworkChanged(rerr) {
 				pollPage(t, ctx, w, `window.__hmr === "open" ? "open" : null`)
 				continue
 			}

@@ -61,9 +61,7 @@ func TestBrowserFailurePage(t *testing.T) {
 	preview := fmt.Sprintf("http://sandbox-%s.localhost:%s", id, port)
 
 	t0 := time.Now()
-	if err := chromedp.Do(ctx, chromedp.Navigate(preview+"/?access_token="+tok)); err != nil {
-		t.Fatalf("navigate: %v", err)
-	}
+	browsertest.Navigate(t, ctx, preview+"/?access_token="+tok)
 	logs, err := chromedp.Run(ctx, chromedp.Poll[string](
 		`document.getElementById("main").className === "failed" ? document.getElementById("logs").textContent : null`,
 		chromedp.WithPollingTimeout(20*time.Second)))

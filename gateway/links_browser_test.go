@@ -36,9 +36,7 @@ func TestDockerShareLinkBrowser(t *testing.T) {
 
 	ctx := browsertest.New(t, 90*time.Second)
 	pq, lid := mintLink(t, r.admin.URL, id, `{"ttl":"10m","path":"/echo"}`)
-	if err := chromedp.Do(ctx, chromedp.Navigate(open(pq))); err != nil {
-		t.Fatal(err)
-	}
+	browsertest.Navigate(t, ctx, open(pq))
 	loc, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.pathname + location.search`))
 	if err != nil {
 		t.Fatal(err)
@@ -65,9 +63,7 @@ func TestDockerShareLinkBrowser(t *testing.T) {
 
 	pq, _ = mintLink(t, r.admin.URL, id, `{"ttl":"1s"}`)
 	time.Sleep(2100 * time.Millisecond)
-	if err := chromedp.Do(ctx, chromedp.Navigate(open(pq))); err != nil {
-		t.Fatal(err)
-	}
+	browsertest.Navigate(t, ctx, open(pq))
 	body = pageText(t, ctx)
 	if !strings.Contains(body, "expired") {
 		t.Errorf("expired link in the browser: got %q, want a page saying it expired", body)

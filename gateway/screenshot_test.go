@@ -42,9 +42,7 @@ func TestScreenshots(t *testing.T) {
 	}
 	id := dockertest.UniqueID("shot")
 	tok := testkit.Mint(t, e.cfg, id, 10*time.Minute)
-	if err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("http://sandbox-%s.localhost:%s/?access_token=%s", id, port, tok))); err != nil {
-		t.Fatal(err)
-	}
+	browsertest.Navigate(t, ctx, fmt.Sprintf("http://sandbox-%s.localhost:%s/?access_token=%s", id, port, tok))
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("logs") && document.getElementById("logs").textContent.length > 0`,
 		chromedp.WithPollingTimeout(20*time.Second))); err != nil {
 		t.Fatal(err)
@@ -58,9 +56,7 @@ func TestScreenshots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("http://sandbox-%s.localhost:%s/?access_token=%s", id, port, tokCrash))); err != nil {
-		t.Fatal(err)
-	}
+	browsertest.Navigate(t, ctx, fmt.Sprintf("http://sandbox-%s.localhost:%s/?access_token=%s", id, port, tokCrash))
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("main").className === "failed"`,
 		chromedp.WithPollingTimeout(20*time.Second))); err != nil {
 		t.Fatal(err)

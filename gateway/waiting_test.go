@@ -112,9 +112,7 @@ func TestBrowserWaitingPage(t *testing.T) {
 	tok := testkit.Mint(t, e.cfg, id, 10*time.Minute)
 	preview := fmt.Sprintf("http://sandbox-%s.localhost:%s", id, port)
 
-	if err := chromedp.Do(ctx, chromedp.Navigate(preview+"/page?access_token="+tok)); err != nil {
-		t.Fatalf("navigate: %v", err)
-	}
+	browsertest.Navigate(t, ctx, preview+"/page?access_token="+tok)
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("phases") !== null`,
 		chromedp.WithPollingTimeout(20*time.Second))); err != nil {
 		t.Fatalf("waiting page not shown: %v", err)
