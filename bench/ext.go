@@ -22,14 +22,23 @@ type extCase struct {
 	h2    bool // h2load, HTTP/2 over TLS; else wrk, HTTP/1.1
 	tls   bool
 	size  int
+	// rate, when set, is a fixed offered load (requests per second in
+	// all) for HTTP/1.1 through h2load --h1 --rps: both proxies then
+	// serve the same rate, so CPU per request compares their work at
+	// equal load, not their wake-ups at different loads (a closed loop
+	// like wrk's runs each proxy as fast as it goes; a slower one idles
+	// more often and pays more per request for being woken).
+	rate int
 }
 
 var extCases = []extCase{
 	{label: "wrk 1 KiB", size: 1 << 10},
 	{label: "wrk 1 KiB TLS", tls: true, size: 1 << 10},
 	{label: "wrk 64 KiB", size: 64 << 10},
+	{label: "h2load --h1 1 KiB at 10k req/s", size: 1 << 10, rate: 10000},
 	{label: "h2load 1 KiB h2+TLS", h2: true, tls: true, size: 1 << 10},
 	{label: "h2load 64 KiB h2+TLS", h2: true, tls: true, size: 64 << 10},
+	{label: "h2load 1 KiB h2+TLS at 5k req/s", h2: true, tls: true, size: 1 << 10, rate: 5000},
 }
 
 // Load shape of the external rows: wrk's connections, and h2load's
@@ -94,10 +103,10 @@ func (b *bench) extRows() error {
 					}
 				}
 				prof := ""
-				if r == 0 && c.h2 && c.size == 1<<10 {
+				if r == 0 && c.h2 && c.rate == 0 && c.size == 1<<10 {
 					prof = b.f.h2profile
 				}
-				if r == 0 && !c.h2 && !c.tls && c.size == 1<<10 {
+				if r == 0 && !c.h2 && !c.tls && c.rate == 0 && c.size == 1<<10 {
 					prof = b.f.wrkProfile
 				}
 				m, err := b.measureExt(c, p, prof)
@@ -142,14 +151,29 @@ func (b *bench) runTool(c extCase, p path, d time.Duration) (toolResult, error) 
 	var cmd *exec.Cmd
 	// Both tools take whole seconds.
 	secs := strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))
-	if c.h2 {
+	switch {
+	case c.rate > 0 && c.h2:
+		args := []string{"-t", "2", "-c", strconv.Itoa(h2Conns), "-m", strconv.Itoa(h2Streams), "--rps", strconv.Itoa(max(1, c.rate/h2Conns)),
+			"-D", secs, "-H", ":authority: " + b.host}
+		if p.name != "direct" {
+			args = append(args, "-H", "cookie: "+p.cookie)
+		}
+		cmd = exec.CommandContext(b.ctx, "h2load", append(args, url)...)
+	case c.rate > 0:
+		args := []string{"--h1", "-t", "2", "-c", strconv.Itoa(wrkConns), "--rps", strconv.Itoa(max(1, c.rate/wrkConns)),
+			"-D", secs, "-H", ":authority: " + b.host}
+		if p.name != "direct" {
+			args = append(args, "-H", "cookie: "+p.cookie)
+		}
+		cmd = exec.CommandContext(b.ctx, "h2load", append(args, url)...)
+	case c.h2:
 		args := []string{"-t", "2", "-c", strconv.Itoa(h2Conns), "-m", strconv.Itoa(h2Streams), "-D", secs,
 			"-H", ":authority: " + b.host}
 		if p.name != "direct" {
 			args = append(args, "-H", "cookie: "+p.cookie)
 		}
 		cmd = exec.CommandContext(b.ctx, "h2load", append(args, url)...)
-	} else {
+	default:
 		args := []string{"-t", "2", "-c", strconv.Itoa(wrkConns), "-d", secs + "s",
 			"--latency", "-H", "Host: " + b.host}
 		if p.name != "direct" {
@@ -164,7 +188,7 @@ func (b *bench) runTool(c extCase, p path, d time.Duration) (toolResult, error) 
 		return toolResult{}, fmt.Errorf("%s: %w\n%s%s", cmd, err, out, stderr.Bytes())
 	}
 	var r toolResult
-	if c.h2 {
+	if c.h2 || c.rate > 0 {
 		r, err = parseH2load(out)
 	} else {
 		r, err = parseWrk(out)
@@ -274,9 +298,14 @@ func extTableRows(c extCase, got map[string][]measuredExt, rounds int) []row {
 		return medianByPath(got, func(m measuredExt) bool { return m.res.requests > 0 }, f)
 	}
 	note := fmt.Sprintf("median of %d rounds", rounds)
-	if c.h2 {
+	switch {
+	case c.rate > 0 && c.h2:
+		note += fmt.Sprintf(", %d conns × %d streams, %d req/s offered", h2Conns, h2Streams, h2Conns*max(1, c.rate/h2Conns))
+	case c.h2:
 		note += fmt.Sprintf(", %d conns × %d streams", h2Conns, h2Streams)
-	} else {
+	case c.rate > 0:
+		note += fmt.Sprintf(", %d conns, %d req/s offered", wrkConns, wrkConns*max(1, c.rate/wrkConns))
+	default:
 		note += fmt.Sprintf(", %d conns", wrkConns)
 	}
 	note += roundsNote(got, rounds, func(m measuredExt) float64 { return m.res.rps }, func(m measuredExt) int64 { return m.res.errors })
@@ -293,7 +322,7 @@ func extTableRows(c extCase, got map[string][]measuredExt, rounds int) []row {
 			median(rps), median(cpu), median(allocs), median(g)/median(rps))
 	}
 	rows := []row{{name: c.label + " req/s", v: pick(func(m measuredExt) float64 { return m.res.rps }), higher: true, note: note}}
-	if c.h2 {
+	if c.h2 || c.rate > 0 {
 		rows = append(rows, row{name: c.label + " mean ms", v: pick(func(m measuredExt) float64 { return m.res.mean }), note: "h2load's mean time per request"})
 	} else {
 		rows = append(rows,
