@@ -13,9 +13,10 @@ import (
 // Pool keeps HTTP/1.1 keep-alive connections to sandboxes, pooled per
 // container instance; see the package doc for its invariants.
 type Pool struct {
-	dialer      *net.Dialer
-	maxIdle     int           // idle connections kept per instance
-	idleTimeout time.Duration // an idle connection older than this is closed
+	dialer       *net.Dialer
+	maxIdle      int           // idle connections kept per instance
+	idleTimeout  time.Duration // an idle connection older than this is closed
+	writeTimeout time.Duration // bounds each write to a sandbox
 
 	mu        sync.Mutex // guards idle, gen, genOrder and lastSweep
 	idle      map[string][]*Conn
@@ -66,7 +67,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 }
 
 func NewPool(dialer *net.Dialer, maxIdle int, idleTimeout time.Duration) *Pool {
-	return &Pool{dialer: dialer, maxIdle: maxIdle, idleTimeout: idleTimeout,
+	return &Pool{dialer: dialer, maxIdle: maxIdle, idleTimeout: idleTimeout, writeTimeout: WriteTimeout,
 		idle: make(map[string][]*Conn), gen: make(map[string]uint64)}
 }
 
@@ -106,7 +107,7 @@ func (t *Pool) dial(ctx context.Context, instance, addr string, gen uint64) (*Co
 	if err != nil {
 		return nil, false, err
 	}
-	c := &Conn{Net: wire.NewRawConn(conn, WriteTimeout), pool: t, instance: instance, addr: addr, gen: gen}
+	c := &Conn{Net: wire.NewRawConn(conn, t.writeTimeout), pool: t, instance: instance, addr: addr, gen: gen}
 	c.R = bufio.NewReaderSize(c, 16<<10)
 	c.W = bufio.NewWriterSize(c.Net, 4<<10)
 	c.expire = func() { c.Net.SetDeadline(time.Unix(1, 0)) }

@@ -46,6 +46,12 @@ const maxTransports = 4096
 // Transports pass content encodings through untouched and wait a second
 // for a 100 Continue.
 func NewClients(key func(*http.Request) (string, bool)) (*Pool, *Transports) {
+	return newClients(key, WriteTimeout)
+}
+
+// newClients is NewClients with writes bounded by writeTimeout (tests
+// bound them shorter).
+func newClients(key func(*http.Request) (string, bool), writeTimeout time.Duration) (*Pool, *Transports) {
 	const maxIdle, idleTimeout = 256, 90 * time.Second
 	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
@@ -54,7 +60,7 @@ func NewClients(key func(*http.Request) (string, bool)) (*Pool, *Transports) {
 			if err != nil {
 				return nil, err
 			}
-			return wire.NewRawConn(c, WriteTimeout), nil
+			return wire.NewRawConn(c, writeTimeout), nil
 		},
 		MaxIdleConns:          4096,
 		MaxIdleConnsPerHost:   maxIdle,
@@ -64,7 +70,9 @@ func NewClients(key func(*http.Request) (string, bool)) (*Pool, *Transports) {
 		WriteBufferSize:       32 << 10,
 		ReadBufferSize:        32 << 10,
 	}
-	return NewPool(dialer, maxIdle, idleTimeout), NewTransports(tr, key)
+	p := NewPool(dialer, maxIdle, idleTimeout)
+	p.writeTimeout = writeTimeout
+	return p, NewTransports(tr, key)
 }
 
 // NewTransports returns a RoundTripper that sends each request on the
