@@ -494,3 +494,35 @@ func TestWatcherDropsOvertakenReload(t *testing.T) {
 		t.Errorf("got max_running %d live, want 12 (the replace)", got)
 	}
 }
+
+// TestReplaceBackupIsTheReplacedFile: two replaces staged from the same
+// file and published one after the other leave as .bak the file the
+// second one replaced (the first's), not the one both read at staging.
+func TestReplaceBackupIsTheReplacedFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "previewgate.yaml")
+	if err := os.WriteFile(path, []byte("first\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := stageFile(path, []byte("a\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := stageFile(path, []byte("b\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*staged{a, b} {
+		if err := s.publish(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := os.ReadFile(path)
+	bak, _ := os.ReadFile(path + ".bak")
+	if string(got) != "b\n" || string(bak) != "a\n" {
+		t.Errorf("got file %q and backup %q, want %q and the file it replaced, %q", got, bak, "b\n", "a\n")
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*.tmp-*")); len(left) > 0 {
+		t.Errorf("staged files left behind: %v", left)
+	}
+}

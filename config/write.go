@@ -11,8 +11,8 @@ import (
 // WriteFile replaces the file at path with data atomically: data goes to a
 // temporary file in the same directory, is synced and renamed over path, so
 // readers (and the Watcher) see either the old or the new file, never a
-// partial one. The previous content is kept as path+".bak" (written the
-// same way). The file keeps its permissions; a new file gets 0600 because
+// partial one. The file it replaces is kept as path+".bak" (a hard link
+// made when the new file goes in, else a copy written as the file is). The file keeps its permissions; a new file gets 0600 because
 // configs may hold secrets.
 func WriteFile(path string, data []byte) error {
 	s, err := stageFile(path, data)
@@ -66,6 +66,7 @@ func stageFile(path string, data []byte) (*staged, error) {
 
 func (s *staged) publish() error {
 	if s.bak != nil {
+		s.bak.linkCurrent(s.path)
 		if err := s.bak.publish(); err != nil {
 			os.Remove(s.tmp)
 			return fmt.Errorf("backup: %w", err)
@@ -76,6 +77,20 @@ func (s *staged) publish() error {
 		return err
 	}
 	return nil
+}
+
+// linkCurrent makes the backup the file at path as it is now, not as it
+// was read at staging: another replace may have gone live in between,
+// and the .bak must hold the file this one replaces. A hard link costs no
+// data write (publish runs under the Watcher's lock); where the
+// filesystem refuses links, the copy staged with the file stays.
+func (b *staged) linkCurrent(path string) {
+	link := b.tmp + ".link"
+	if err := os.Link(path, link); err != nil {
+		return
+	}
+	os.Remove(b.tmp)
+	b.tmp = link
 }
 
 func (s *staged) discard() {
