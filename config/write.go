@@ -13,7 +13,9 @@ import (
 // readers (and the Watcher) see either the old or the new file, never a
 // partial one. The previous content is kept as path+".bak" (written the
 // same way). The file keeps its permissions; a new file gets 0600 because
-// configs may hold secrets.
+// configs may hold secrets. A path that is a symlink stays one: the file
+// it points at is replaced (its .bak beside it), so the operator's own
+// file keeps governing the config.
 func WriteFile(path string, data []byte) error {
 	s, err := stageFile(path, data)
 	if err != nil {
@@ -39,6 +41,9 @@ type staged struct {
 }
 
 func stageFile(path string, data []byte) (*staged, error) {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real // rename over the link's file, not over the link
+	}
 	mode := fs.FileMode(0o600)
 	var bak *staged
 	old, err := os.ReadFile(path)
@@ -116,6 +121,9 @@ func stage(path string, data []byte, mode fs.FileMode) (_ *staged, err error) {
 
 // syncDir syncs path's directory so a rename into it survives a crash.
 func syncDir(path string) {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real // the directory the rename happened in (stageFile)
+	}
 	if d, err := os.Open(filepath.Dir(path)); err == nil {
 		d.Sync()
 		d.Close()
