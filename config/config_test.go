@@ -417,3 +417,32 @@ func TestRestartNeededLimits(t *testing.T) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
 }
+
+// TestWriteFileThroughSymlink: a config path that is a symlink (the
+// operator keeps the file elsewhere, in a repository checkout or a
+// dotfiles tree) stays one: the file it points at gets the new content,
+// its .bak beside it, instead of the link being replaced by a copy that
+// the operator's own file no longer governs.
+func TestWriteFileThroughSymlink(t *testing.T) {
+	t.Parallel()
+	real := filepath.Join(t.TempDir(), "real.yaml")
+	link := filepath.Join(t.TempDir(), "previewgate.yaml")
+	if err := os.WriteFile(real, []byte("one"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(link, []byte("two")); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the config path is no longer a symlink (%v, %v)", st.Mode(), err)
+	}
+	for _, f := range []struct{ path, want string }{{real, "two"}, {link, "two"}, {real + ".bak", "one"}} {
+		got, err := os.ReadFile(f.path)
+		if err != nil || string(got) != f.want {
+			t.Errorf("%s: got %q, %v; want %q", f.path, got, err, f.want)
+		}
+	}
+}

@@ -89,7 +89,8 @@ func dropShadowed(errs ErrorList, n int) ErrorList {
 // decodeOnly decodes data without defaults or validation. A syntax or
 // bounds error comes back as err; decode errors are left in d.errs.
 func decodeOnly(name string, data []byte, lookup func(string) (string, bool)) (*Config, *decoder, error) {
-	d := &decoder{file: name, lookup: lookup, locs: map[string]loc{}, budget: maxNodes, hidden: map[string]*node{}}
+	d := &decoder{file: name, lookup: lookup, locs: map[string]loc{}, budget: maxNodes, hidden: map[string]*node{},
+		reads: map[*token.Token]int{}}
 	tks, pm := checkBounds(data)
 	if pm != nil {
 		d.errAt(pm.Pos, "%s", pm.msg)
@@ -123,6 +124,10 @@ type decoder struct {
 	// hidden holds the scalar each secret and env value was decoded from,
 	// by hiddenKey (see redact.go).
 	hidden map[string]*node
+	// reads counts how often each scalar token was read as a value or a
+	// key: more reads than hidden places means an alias carried it to a
+	// place where it shows (redact.go).
+	reads map[*token.Token]int
 	// aliases links each alias to its anchor (see parseYAML).
 	aliases map[*ast.AliasNode]ast.Node
 	// first is the document's first token: from it, goccy's tokens give

@@ -33,6 +33,9 @@ func (d *decoder) entries(n *node, path string, depth int) []entry {
 			d.errAt(k.pos, "%s: keys must be strings", path)
 			continue
 		}
+		if k.tk != nil {
+			d.reads[k.tk]++
+		}
 		if seen[k.value] {
 			d.errAt(k.pos, "%s: duplicate key %q", path, k.value)
 			continue

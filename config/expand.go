@@ -14,6 +14,9 @@ func (d *decoder) scalar(n *node, path string) (string, string, bool) {
 		d.errAt(n.pos, "%s: expected a single value, got %s", path, kindName(n))
 		return "", "", false
 	}
+	if n.tk != nil {
+		d.reads[n.tk]++
+	}
 	tag := n.tag
 	switch tag {
 	case strTag, intTag, floatTag, boolTag, nullTag, tsTag:

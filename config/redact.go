@@ -119,9 +119,21 @@ func parseUpdate(name string, data []byte, live *Config, lookup func(string) (st
 	errAt := func(n *node, msg string) {
 		errs = append(errs, &Error{File: name, Line: n.pos.Line, Col: n.pos.Col, Msg: msg})
 	}
+	hiddenAt := map[*token.Token]int{} // how many hidden places read each token
+	for _, n := range d.hidden {
+		if n.tk != nil {
+			hiddenAt[n.tk]++
+		}
+	}
 	for _, key := range slices.Sorted(maps.Keys(d.hidden)) {
 		n := d.hidden[key]
 		if n.value != Redacted {
+			continue
+		}
+		if n.tk != nil && d.reads[n.tk] > hiddenAt[n.tk] {
+			// An alias of it is read where values show (image: *s): the
+			// running secret would be there for GET /admin/config.
+			errAt(n, "this REDACTED is also used, through an alias, where its value would show; write the value")
 			continue
 		}
 		raw, ok := liveRaw[key]

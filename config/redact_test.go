@@ -409,3 +409,40 @@ func TestParseUpdateMergeFindsKeysNotText(t *testing.T) {
 		t.Errorf("file\n%s\nwant\n%s", file, want)
 	}
 }
+
+// TestParseUpdateAliasDoesNotShowSecrets: a REDACTED may stand for the
+// running value only where values are hidden. An alias of it read where
+// values show (a template's image, a map key such as a template or env
+// name) would put the running secret into the config that
+// GET /admin/config then shows to whoever sent the PUT, which the error
+// messages are scrubbed to prevent (TestParseUpdateErrorsHideSecrets).
+// The first two were accepted before; the map keys were refused already.
+func TestParseUpdateAliasDoesNotShowSecrets(t *testing.T) {
+	t.Parallel()
+	live := liveConfig(t)
+	head := "domain: preview.localhost\nadmin_token: REDACTED\n"
+	for _, tt := range []struct{ name, yaml string }{
+		{"key secret as an image", head + "auth:\n  keys: [{kid: k1, alg: HS256, secret: &s REDACTED}]\ntemplates:\n  web: {image: *s}\n"},
+		{"secret from the environment as an issuer", "domain: preview.localhost\nadmin_token: REDACTED\nauth:\n  keys: [{kid: k2, alg: HS256, secret: &s REDACTED}]\n  issuers: [*s]\ntemplates:\n  web: {image: nginx}\n"},
+		{"env value as a template name", head + "auth:\n  keys: [{kid: k1, alg: HS256, secret: REDACTED}]\ntemplates:\n  web: {image: nginx, env: {DATABASE_URL: &s REDACTED}}\n  *s : {image: nginx}\n"},
+		{"admin token as an env name", "domain: preview.localhost\nadmin_token: &s REDACTED\nauth:\n  keys: [{kid: k1, alg: HS256, secret: REDACTED}]\ntemplates:\n  web: {image: nginx, env: {*s : x}}\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, _, err := parseUpdate("put.yaml", []byte(tt.yaml), live, env(liveEnv))
+			if err == nil {
+				shown, _ := c.Redacted()
+				for _, secret := range []string{"0123456789abcdef0123456789abcdef", liveEnv["K2_SECRET"], liveEnv["ADMIN"], liveEnv["DB"]} {
+					if bytes.Contains(shown, []byte(secret)) {
+						t.Fatalf("accepted, and GET /admin/config would show the running secret %q:\n%s", secret, shown)
+					}
+				}
+				t.Fatal("accepted, want a refusal of the alias")
+			}
+			for _, secret := range []string{"0123456789abcdef0123456789abcdef", liveEnv["K2_SECRET"], liveEnv["ADMIN"], liveEnv["DB"]} {
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("the refusal shows the running secret %q: %v", secret, err)
+				}
+			}
+		})
+	}
+}

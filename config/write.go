@@ -12,8 +12,11 @@ import (
 // temporary file in the same directory, is synced and renamed over path, so
 // readers (and the Watcher) see either the old or the new file, never a
 // partial one. The file it replaces is kept as path+".bak" (a hard link
-// made when the new file goes in, else a copy written as the file is). The file keeps its permissions; a new file gets 0600 because
-// configs may hold secrets.
+// made when the new file goes in, else a copy written as the file is).
+// The file keeps its permissions; a new file gets 0600 because configs
+// may hold secrets. A path that is a symlink stays one: the file it
+// points at is replaced (its .bak beside it), so the operator's own file
+// keeps governing the config.
 func WriteFile(path string, data []byte) error {
 	s, err := stageFile(path, data)
 	if err != nil {
@@ -39,6 +42,9 @@ type staged struct {
 }
 
 func stageFile(path string, data []byte) (*staged, error) {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real // rename over the link's file, not over the link
+	}
 	mode := fs.FileMode(0o600)
 	var bak *staged
 	old, err := os.ReadFile(path)
@@ -131,6 +137,9 @@ func stage(path string, data []byte, mode fs.FileMode) (_ *staged, err error) {
 
 // syncDir syncs path's directory so a rename into it survives a crash.
 func syncDir(path string) {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real // the directory the rename happened in (stageFile)
+	}
 	if d, err := os.Open(filepath.Dir(path)); err == nil {
 		d.Sync()
 		d.Close()

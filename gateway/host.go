@@ -107,6 +107,11 @@ func (g *Gateway) leanRequest(r *http.Request, slot *any) bool {
 	if isLongLived(r) || isStatusRequest(r) {
 		return false // streams: net/http notices a client leaving
 	}
+	if strings.Contains(r.URL.RawQuery, auth.LinkParam) {
+		// A share link in the URL is checked even next to a valid token
+		// (access), which the lean check below does not do.
+		return false
+	}
 	t := g.table.Load()
 	rt, herr := t.resolve(r.Host)
 	if herr != nil || rt.sandbox == "" || rt.upstream != nil {

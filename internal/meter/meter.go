@@ -77,8 +77,12 @@ func (w *Writer) Final(r *http.Request) int {
 	return http.StatusOK
 }
 
+// WriteHeader records the first final status; an interim one (103
+// Early Hints, relayed from the app before its answer) is passed on but
+// not recorded, so an app cannot choose the status its 5xx is recorded
+// with by sending a 1xx first.
 func (w *Writer) WriteHeader(code int) {
-	if w.status == 0 {
+	if w.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)

@@ -23,6 +23,8 @@ func TestFinal(t *testing.T) {
 	}{
 		{"header", func(w *Writer) { w.WriteHeader(http.StatusTeapot); w.WriteHeader(http.StatusOK) }, context.Background(), http.StatusTeapot},
 		{"body only", func(w *Writer) { io.WriteString(w, "x") }, context.Background(), http.StatusOK},
+		{"interim, then final", func(w *Writer) { w.WriteHeader(http.StatusEarlyHints); w.WriteHeader(http.StatusBadGateway) }, context.Background(), http.StatusBadGateway},
+		{"interim, then body", func(w *Writer) { w.WriteHeader(http.StatusEarlyHints); io.WriteString(w, "x") }, context.Background(), http.StatusOK},
 		{"flush only", func(w *Writer) { w.Flush() }, context.Background(), http.StatusOK},
 		{"nothing", func(*Writer) {}, context.Background(), http.StatusOK},
 		{"nothing, client gone", func(*Writer) {}, gone, StatusClientClosed},
