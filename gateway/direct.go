@@ -99,8 +99,9 @@ func idempotent(m string) bool {
 // response headers added.
 func (p *proxy) copyDirectResponse(w http.ResponseWriter, resp *upstream.Response, t *target) {
 	h := w.Header()
+	id := h["X-Request-Id"]
 	upstream.RelayHeader(h, resp)
-	t.host.MapLocation(h, t.addr)
+	t.host.Response(h, t.addr, id)
 	t.timing.AddTo(h)
 	if err := upstream.Relay(w, resp, p.rp.BufferPool); err != nil {
 		panic(http.ErrAbortHandler) // headers are out: a broken body, not a short one

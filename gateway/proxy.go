@@ -211,8 +211,10 @@ func (s slogWriter) Write(p []byte) (int, error) {
 }
 
 // checkResponse refuses a 101 (ReverseProxy carries only requests that
-// asked for no upgrade: upgrades go through serveUpgrade), and puts the
-// gateway's X-Request-Id back on a response after an interim answer.
+// asked for no upgrade: upgrades go through serveUpgrade), and applies
+// the way back's rules (outbound.Host.Response), putting the gateway's X-Request-Id
+// back on a response after an interim answer: ReverseProxy clears the
+// client's headers after each 1xx it forwards.
 // Refusing here, not in ReverseProxy's own 101 handling, makes
 // ReverseProxy close the body, which for a 101 is the upstream
 // connection; its own handling answers 502 and leaves the connection
@@ -221,26 +223,16 @@ func checkResponse(resp *http.Response) error {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		return errUnrequestedSwitch
 	}
-	if resp.Request != nil {
-		if t := targetFrom(resp.Request.Context()); t != nil {
-			t.host.MapLocation(resp.Header, t.addr)
-			t.timing.AddTo(resp.Header)
-		}
-	}
-	return keepRequestID(resp)
-}
-
-// keepRequestID puts the gateway's X-Request-Id (sent on the outgoing
-// request) back on a response after an interim answer, when ReverseProxy
-// has cleared it from the client's headers.
-func keepRequestID(resp *http.Response) error {
-	if resp.Request == nil || upstream.InterimSeen(resp.Request.Context()) == 0 {
+	if resp.Request == nil {
 		return nil
 	}
-	if _, ok := resp.Header["X-Request-Id"]; !ok {
-		if id := resp.Request.Header["X-Request-Id"]; len(id) > 0 {
-			resp.Header["X-Request-Id"] = id
+	if t := targetFrom(resp.Request.Context()); t != nil {
+		var id []string // nil: the client's header still holds the gateway's
+		if upstream.InterimSeen(resp.Request.Context()) > 0 {
+			id = resp.Request.Header["X-Request-Id"] // the gateway's, as sent
 		}
+		t.host.Response(resp.Header, t.addr, id)
+		t.timing.AddTo(resp.Header)
 	}
 	return nil
 }

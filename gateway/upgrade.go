@@ -69,7 +69,7 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 			back.Close()
 		}
 	}()
-	res, br, ok := p.handshake(w, r, out, back)
+	res, br, ok := p.handshake(w, r, out, back, t)
 	if !ok {
 		return
 	}
@@ -96,20 +96,23 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 // reports false, having answered w, unless the app switched to the
 // protocol asked for: an app that refuses the upgrade has its answer
 // passed through. The caller releases the response.
-func (p *proxy) handshake(w http.ResponseWriter, r, out *http.Request, back net.Conn) (*upstream.Response, *bufio.Reader, bool) {
+func (p *proxy) handshake(w http.ResponseWriter, r, out *http.Request, back net.Conn, t *target) (*upstream.Response, *bufio.Reader, bool) {
 	res, br, err := tunnel.Handshake(back, out, r.Header.Get("Upgrade"), func(ir *upstream.Response) { upstream.ForwardInterim(w, ir.Status, ir.Header) })
 	if err != nil {
 		p.errorHandler(w, r, err)
 		return nil, nil, false
 	}
 	if res.Status != http.StatusSwitchingProtocols {
-		upstream.RelayHeader(w.Header(), res)
-		if t := targetFrom(out.Context()); t != nil {
-			t.host.MapLocation(w.Header(), t.addr)
-		}
+		h := w.Header()
+		id := h["X-Request-Id"]
+		upstream.RelayHeader(h, res)
+		t.host.Response(h, t.addr, id)
 		upstream.Relay(w, res, p.rp.BufferPool) // a cut body ends the reply, as before
 		return nil, nil, false
 	}
+	// The 101 gets the gateway's own headers where it has none (Take):
+	// the app's X-Request-Id goes, so the gateway's is the one sent.
+	t.host.Response(res.Header, t.addr, nil)
 	return res, br, true
 }
 

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/previewgate/previewgate/internal/wire"
@@ -128,5 +129,54 @@ func TestMapLocation(t *testing.T) {
 		if !slices.Equal(h["Location"], c.want) {
 			t.Errorf("mode %d: %q became %q, want %q", c.h.Mode, c.loc, h["Location"], c.want)
 		}
+	}
+}
+
+// TestResponse: a sandbox's answer reaches the client cut to its own
+// host: Set-Cookie without Domain, Clear-Site-Data without "cookies" (or
+// "*"), the gateway's X-Request-Id; a fixed upstream keeps its cookies.
+func TestResponse(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		mode       Mode
+		cookies    []string
+		clear      []string // nil: no Clear-Site-Data
+		id         []string
+		wantCookie []string
+		wantClear  string // "": none
+		wantID     []string
+	}{
+		{"domain dropped", Preserve,
+			[]string{"a=1; Domain=preview.test; Path=/", "b=2; path=/; DOMAIN=.preview.test; Secure", "domain=3; Path=/"},
+			nil, []string{"gw"},
+			[]string{"a=1; Path=/", "b=2; path=/; Secure", "domain=3; Path=/"}, "", []string{"gw"}},
+		{"cookies cleared nowhere else", Local, nil,
+			[]string{`"cache", "cookies"`, `cookies, "storage"`}, nil,
+			nil, `"cache", "storage"`, nil},
+		{"wildcard kept to the origin", Rewrite, nil, []string{`"*"`}, nil,
+			nil, originDirectives, nil},
+		{"only cookies", Preserve, nil, []string{`"COOKIES"`}, nil, nil, "", nil},
+		{"fixed upstream", Upstream, []string{"a=1; Domain=example.test"}, []string{`"cookies"`}, []string{"gw"},
+			[]string{"a=1; Domain=example.test"}, `"cookies"`, []string{"gw"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{"X-Request-Id": {"forged"}}
+			if tt.cookies != nil {
+				h["Set-Cookie"] = append([]string(nil), tt.cookies...)
+			}
+			if tt.clear != nil {
+				h["Clear-Site-Data"] = tt.clear
+			}
+			Host{Mode: tt.mode, Preview: "sandbox-a.preview.test"}.Response(h, "10.0.0.2:3000", tt.id)
+			if !slices.Equal(h["Set-Cookie"], tt.wantCookie) {
+				t.Errorf("Set-Cookie %q, want %q", h["Set-Cookie"], tt.wantCookie)
+			}
+			if got := strings.Join(h["Clear-Site-Data"], ","); got != tt.wantClear {
+				t.Errorf("Clear-Site-Data %q, want %q", got, tt.wantClear)
+			}
+			if !slices.Equal(h["X-Request-Id"], tt.wantID) {
+				t.Errorf("X-Request-Id %q, want %q (the app's never)", h["X-Request-Id"], tt.wantID)
+			}
+		})
 	}
 }
