@@ -108,6 +108,14 @@ func TestDockerLinkWebSocketOrigin(t *testing.T) {
 			t.Errorf("WebSocket with the link cookie from origin %q: got %d %.200s, want refused (401 or 403)", origin, st, body)
 		}
 	}
+	// A switch to another protocol would carry requests for any path on
+	// one connection: the link for /docs does not open one, from its own
+	// origin either (links promise 5).
+	h2c := "GET /docs/x HTTP/1.1\r\nHost: " + lt.host + "\r\nCookie: " + lt.cookie +
+		"\r\nUpgrade: h2c\r\nConnection: Upgrade\r\nOrigin: http://" + lt.host
+	if st, body := lt.raw(t, h2c); st != http.StatusForbidden && st != http.StatusUnauthorized {
+		t.Errorf("h2c upgrade with the /docs link's cookie: got %d %.200s, want refused (401 or 403)", st, body)
+	}
 	// Its own origin still opens the socket (the testapp has no /docs/ws:
 	// whatever it answers, the gateway let it through).
 	if st, body := lt.raw(t, ws+"\r\nOrigin: http://"+lt.host); st == http.StatusForbidden || st == http.StatusUnauthorized {

@@ -31,6 +31,9 @@
 //  4. An upgrade (a WebSocket) opened by a link must come from the
 //     preview's own origin or an allowed one, as for a token cookie
 //     (auth.ErrOrigin).
+//  5. A link for a path below "/" opens only a WebSocket upgrade: a
+//     switch to another protocol (h2c, a raw stream) would carry requests
+//     for any path on one connection, outside the link's scope (ErrScope).
 //
 // It decides no status or message, and never creates or wakes a sandbox:
 // the gateway does (gateway/links.go).
@@ -41,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/previewgate/previewgate/auth"
@@ -125,6 +129,9 @@ func Check(r *http.Request, v *auth.Verifier, recs Records, tg Target, tok strin
 	if l.Port != tg.Port || !auth.RequestWithin(r.URL, l.Path) && !tg.AnyPath {
 		return time.Time{}, ErrScope
 	}
+	if tg.Upgrade && l.Path != "/" && !onlyWebSocket(r) {
+		return time.Time{}, ErrScope // promise 5
+	}
 	if tg.Upgrade && !v.OriginAllowed(r) {
 		return time.Time{}, fmt.Errorf("%w: share link cookie", auth.ErrOrigin)
 	}
@@ -154,6 +161,16 @@ func Grant(r *http.Request, v *auth.Verifier, recs Records, tg Target, tok strin
 		}
 	}
 	return time.Time{}, best
+}
+
+// onlyWebSocket reports whether r asks to switch to WebSocket and to no
+// other protocol (an HTTP/2 extended CONNECT for websocket included).
+func onlyWebSocket(r *http.Request) bool {
+	if r.Method == http.MethodConnect {
+		return strings.EqualFold(r.Header.Get(":protocol"), "websocket")
+	}
+	up := r.Header["Upgrade"]
+	return len(up) == 1 && strings.EqualFold(strings.TrimSpace(up[0]), "websocket")
 }
 
 func find(ls []sandboxmgr.Link, id string) (sandboxmgr.Link, bool) {

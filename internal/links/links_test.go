@@ -181,3 +181,32 @@ func TestGrantCookies(t *testing.T) {
 		t.Errorf("a link in the query: %v, want its own refusal, no cookie tried", err)
 	}
 }
+
+// TestCheckUpgradeProtocol: a link for a path below "/" opens a WebSocket
+// but no other protocol switch (h2c, or a list that offers one), which
+// would carry requests for any path; a link for "/" opens any.
+func TestCheckUpgradeProtocol(t *testing.T) {
+	v := verifier(t)
+	docs, lDocs := mint(t, time.Now().Add(time.Hour), 3000, "/docs")
+	root, lRoot := mint(t, time.Now().Add(time.Hour), 3000, "/")
+	recs := &records{kept: sandboxmgr.Settings{Links: []sandboxmgr.Link{lDocs, lRoot}}, fresh: true}
+	up := Target{Sandbox: "a", Port: 3000, Upgrade: true}
+	for _, tt := range []struct {
+		tok, upgrade string
+		want         error
+	}{
+		{docs, "websocket", nil},
+		{docs, "WebSocket", nil},
+		{docs, "h2c", ErrScope},
+		{docs, "websocket, h2c", ErrScope},
+		{root, "h2c", nil},
+	} {
+		r := get("/docs/ws")
+		r.Header.Set("Origin", "http://sandbox-a.example.com")
+		r.Header.Set("Connection", "Upgrade")
+		r.Header.Set("Upgrade", tt.upgrade)
+		if _, err := Check(r, v, recs, up, tt.tok); !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
+			t.Errorf("link %s, Upgrade %q: err %v, want %v", map[bool]string{true: "/docs", false: "/"}[tt.tok == docs], tt.upgrade, err, tt.want)
+		}
+	}
+}
