@@ -62,6 +62,7 @@ func parse(name string, data []byte, lookup func(string) (string, bool)) (*Confi
 	d.errs = dropShadowed(d.errs, decodeErrs)
 	if len(d.errs) > 0 {
 		d.errs.sort()
+		d.unexpand()
 		return nil, d.errs
 	}
 	return c, nil
@@ -133,6 +134,10 @@ type decoder struct {
 	// first is the document's first token: from it, goccy's tokens give
 	// back the text as written (see rewrite).
 	first *token.Token
+	// expanded maps each value ${VAR} expansion made to the text it was
+	// made from, so that messages quote what the file says, never what
+	// the environment holds (a secret, maybe: expose).
+	expanded map[string]string
 }
 
 // loc is where a value (and the key naming it) sits in the file.

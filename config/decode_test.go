@@ -127,7 +127,7 @@ func TestParseErrors(t *testing.T) {
 		{"missing env var mid-string", base + "data_dir: /var/${NOPE_DIR}/x\n", "6:16", "environment variable NOPE_DIR is not set"},
 		{"missing env var quoted", base + "data_dir: \"/v/${NOPE_DIR}\"\n", "6:15", "NOPE_DIR is not set"},
 		{"unterminated env", base + "data_dir: ${HOME\n", "6:11", "unterminated ${"},
-		{"env expands to bad int", base + "  t2:\n    image: x\n    port: ${PORT_TEXT}\n", "8:11", `invalid integer "abc"`},
+		{"env expands to bad int", base + "  t2:\n    image: x\n    port: ${PORT_TEXT}\n", "8:11", `invalid integer "${PORT_TEXT}" (its value not shown)`},
 		{"syntax error", base + "log: {level: info\n", "6:6", "invalid YAML"},
 		{"tab indentation", base + "log:\n\tlevel: info\n", "7:1", "invalid YAML"},
 		{"two documents", base + "---\ndomain: x\n", "7:1", "only one YAML document"},
@@ -254,5 +254,30 @@ func TestCreatesPerSubjectPerHour(t *testing.T) {
 				t.Errorf("got %d, want %d", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestParseErrorsHideEnvValues: an error about a value ${VAR} expansion
+// made quotes the file's text, never the environment's value: a validate
+// or PUT body naming the signing key's variable in a field whose error
+// quotes its value would otherwise read it back (the admin API shows the
+// errors; a failed reload logs them).
+func TestParseErrorsHideEnvValues(t *testing.T) {
+	t.Parallel()
+	const secret = "fedcba9876543210fedcba9876543210"
+	lookup := env(map[string]string{"K2_SECRET": secret})
+	for _, yaml := range []string{
+		"domain: preview.localhost\nlog: {level: \"${K2_SECRET}\"}\n",
+		"domain: preview.localhost\nlog: {level: \"x${K2_SECRET}\"}\n",
+		"domain: ${K2_SECRET}\n",
+		"domain: preview.localhost\ntemplates:\n  t: {image: x, port: \"${K2_SECRET}\"}\n",
+	} {
+		_, err := parse("bad.yaml", []byte(yaml), lookup)
+		if err == nil {
+			t.Fatalf("%q: no error", yaml)
+		}
+		if strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "${K2_SECRET}") {
+			t.Errorf("%q: got %v, want the expression quoted, not its value", yaml, err)
+		}
 	}
 }

@@ -2,6 +2,9 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/goccy/go-yaml/token"
@@ -34,8 +37,32 @@ func (d *decoder) scalar(n *node, path string) (string, string, bool) {
 	}
 	if s != n.value {
 		tag = ""
+		if s != "" {
+			if d.expanded == nil {
+				d.expanded = map[string]string{}
+			}
+			d.expanded[s] = n.value
+		}
 	}
 	return s, tag, true
+}
+
+// unexpand quotes, in every message, each value ${VAR} expansion made as
+// the text it was made from: an environment value (the signing key, say)
+// is never echoed back by an error, which the admin API shows to whoever
+// sent the text and a failed reload logs. Values are replaced where
+// quoted (%q), as the messages quote them, longest first.
+func (d *decoder) unexpand() {
+	if len(d.expanded) == 0 {
+		return
+	}
+	vals := slices.Collect(maps.Keys(d.expanded))
+	slices.SortFunc(vals, func(a, b string) int { return len(b) - len(a) })
+	for _, e := range d.errs {
+		for _, v := range vals {
+			e.Msg = strings.ReplaceAll(e.Msg, strconv.Quote(v), strconv.Quote(d.expanded[v])+" (its value not shown)")
+		}
+	}
 }
 
 // exprPos is the position of byte off of n's value in the file: exact for
