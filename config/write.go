@@ -13,7 +13,8 @@ import (
 // readers (and the Watcher) see either the old or the new file, never a
 // partial one. The file it replaces is kept as path+".bak" (a hard link
 // made when the new file goes in, else a copy written as the file is).
-// The file keeps its permissions; a new file gets 0600 because configs
+// The file keeps its permissions, owner and group (the last two where the
+// process may set them: as root); a new file gets 0600 because configs
 // may hold secrets. A path that is a symlink stays one: the file it
 // points at is replaced (its .bak beside it), so the operator's own file
 // keeps governing the config.
@@ -47,19 +48,20 @@ func stageFile(path string, data []byte) (*staged, error) {
 	}
 	mode := fs.FileMode(0o600)
 	var bak *staged
+	var owner fs.FileInfo // the replaced file's, kept (keepOwner)
 	old, err := os.ReadFile(path)
 	switch {
 	case err == nil:
 		if st, err := os.Stat(path); err == nil {
-			mode = st.Mode().Perm()
+			mode, owner = st.Mode().Perm(), st
 		}
-		if bak, err = stage(path+".bak", old, mode); err != nil {
+		if bak, err = stage(path+".bak", old, mode, owner); err != nil {
 			return nil, fmt.Errorf("write config backup: %w", err)
 		}
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	s, err := stage(path, data, mode)
+	s, err := stage(path, data, mode, owner)
 	if err != nil {
 		if bak != nil {
 			bak.discard()
@@ -107,7 +109,7 @@ func (s *staged) discard() {
 }
 
 // stage writes data to a new synced file beside path.
-func stage(path string, data []byte, mode fs.FileMode) (_ *staged, err error) {
+func stage(path string, data []byte, mode fs.FileMode, owner fs.FileInfo) (_ *staged, err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -128,6 +130,9 @@ func stage(path string, data []byte, mode fs.FileMode) (_ *staged, err error) {
 	}
 	if err = f.Chmod(mode); err != nil {
 		return nil, err
+	}
+	if owner != nil {
+		keepOwner(f, owner)
 	}
 	if err = f.Sync(); err != nil {
 		return nil, err
