@@ -1,7 +1,8 @@
 // Package outbound is the one outbound header policy (#14): what a
 // sandbox or a fixed upstream receives of a client's request head,
-// whichever path carries it, and the host mode's mapping of a redirect on
-// the way back (#22). The gateway's direct path writes the head straight
+// whichever path carries it, and on the way back the host mode's mapping
+// of a redirect (#22) and what a sandbox's answer may carry to the client
+// (Host.Response, response.go). The gateway's direct path writes the head straight
 // to the connection, ReverseProxy's Rewrite and the upgrade path set it on
 // their outgoing request; all three call Host.Head and Fields, so the
 // rules cannot drift apart:
