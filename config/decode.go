@@ -55,6 +55,7 @@ func parse(name string, data []byte, lookup func(string) (string, bool)) (*Confi
 	// and gets its default; a validation error at the same place as a
 	// decode error is a consequence of it and is left out.
 	decodeErrs := len(d.errs)
+	d.failWrittenZeros(c)
 	c.ApplyDefaults()
 	c.Path = name
 	c.src = data
