@@ -70,7 +70,8 @@ func printListeners(w io.Writer, cfg *config.Config) {
 	}
 	admin := listenURL("http", cfg.Listen.Admin, "")
 	fmt.Fprintf(w, "Admin page: %s/ui/\n", admin)
-	fmt.Fprintf(w, "Admin API:  %s/admin/ (health: %s/healthz, metrics: %s/metrics)\n", admin, admin, admin)
+	// /admin/ itself is no page (404): name a call that answers.
+	fmt.Fprintf(w, "Admin API:  %s/admin/sandboxes (docs/api.md; health: %s/healthz, metrics: %s/metrics)\n", admin, admin, admin)
 	if cfg.Listen.Metrics != "" {
 		fmt.Fprintf(w, "Metrics:    %s/metrics (no token)\n", listenURL("http", cfg.Listen.Metrics, ""))
 	}

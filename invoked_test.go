@@ -40,7 +40,8 @@ func TestPrintListeners(t *testing.T) {
 	}{
 		{"development default", func(*config.Config) {}, []string{
 			"http://sandbox-<id>.localhost:8080/", "Admin page: http://127.0.0.1:9090/ui/", "http://127.0.0.1:9090/healthz",
-		}, []string{"https://", "Metrics:"}},
+			"Admin API:  http://127.0.0.1:9090/admin/sandboxes ",
+		}, []string{"https://", "Metrics:", "/admin/ "}},
 		{"tls on default ports, metrics", func(c *config.Config) {
 			c.Domains = config.StringList{"preview.example.com"}
 			c.TLS.Mode = config.TLSACME
