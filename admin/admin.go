@@ -16,6 +16,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -304,7 +305,7 @@ func (a *admin) sandboxOp(name string, op func(context.Context, string) error) h
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		if !config.ValidID(id) {
-			writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+			writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
 			return
 		}
 		err := op(r.Context(), id)
@@ -319,6 +320,10 @@ func (a *admin) sandboxOp(name string, op func(context.Context, string) error) h
 		}
 	}
 }
+
+// badIDMsg answers a malformed sandbox id with the rule it broke: a
+// backend sending an uppercase UUID learns what to send instead.
+var badIDMsg = fmt.Sprintf("malformed sandbox id (allowed: lowercase letters, digits, inner hyphens, 1-%d characters)", config.MaxIDLen)
 
 func errBody(msg, code string) map[string]string {
 	return map[string]string{"error": msg, "code": code}

@@ -121,6 +121,11 @@ func TestAdminNeedsToken(t *testing.T) {
 	if resp, _ := adminDo(t, l.admin, "GET", "/healthz", "", nil); resp.StatusCode != 200 {
 		t.Errorf("healthz: got %d, want 200", resp.StatusCode)
 	}
+	// A malformed id is answered with the rule, not only that it broke one.
+	if resp, body := adminDo(t, l.admin, "PUT", "/admin/sandboxes/ABC-123", testkit.AdminToken, nil); resp.StatusCode != 400 ||
+		!strings.Contains(string(body), `"bad_sandbox_id"`) || !strings.Contains(string(body), "lowercase letters, digits, inner hyphens, 1-55 characters") {
+		t.Errorf("PUT /admin/sandboxes/ABC-123: got %d %s, want 400 bad_sandbox_id naming the rule", resp.StatusCode, body)
+	}
 	resp, body := adminDo(t, l.admin, "GET", "/admin/config", testkit.AdminToken, nil)
 	if resp.StatusCode != 200 || strings.Contains(string(body), testkit.Secret) || strings.Contains(string(body), testkit.AdminToken) {
 		t.Errorf("GET /admin/config: got %d, secrets must be redacted:\n%s", resp.StatusCode, body)

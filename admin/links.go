@@ -63,7 +63,7 @@ type settingsView struct {
 func (a *admin) settingsOf(w http.ResponseWriter, r *http.Request) (SandboxSettings, string, *config.Template, bool) {
 	id := r.PathValue("id")
 	if !config.ValidID(id) {
-		writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
 		return nil, "", nil, false
 	}
 	ss := a.o.Sandboxes

@@ -40,7 +40,7 @@ type putSandbox struct {
 func (a *admin) putSandbox(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !config.ValidID(id) {
-		writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
 		return
 	}
 	var req putSandbox
@@ -127,7 +127,7 @@ func writeSandboxError(w http.ResponseWriter, err error) {
 func (a *admin) sandboxLogs(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !config.ValidID(id) {
-		writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
 		return
 	}
 	tail := 100

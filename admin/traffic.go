@@ -89,7 +89,7 @@ const maxRequests = traffic.DefaultRing
 func (a *admin) sandboxRequests(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !config.ValidID(id) {
-		writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
 		return
 	}
 	n := 0
@@ -121,7 +121,7 @@ func (a *admin) sandboxRequests(w http.ResponseWriter, r *http.Request) {
 func (a *admin) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !config.ValidID(id) {
-		writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
 		return
 	}
 	err := a.o.Sandboxes.Pause(r.Context(), id)
@@ -147,7 +147,7 @@ const resumeTimeout = 5 * time.Minute
 func (a *admin) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !config.ValidID(id) {
-		writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), resumeTimeout)
