@@ -187,6 +187,8 @@ func (a *admin) settingsFailed(w http.ResponseWriter, err error) bool {
 		writeJSON(w, http.StatusConflict, errBody(err.Error(), "too_many_links"))
 	case errors.Is(err, errNoLink):
 		writeJSON(w, http.StatusNotFound, errBody("no such link", "not_found"))
+	case errors.Is(err, runtime.ErrForeignRecord):
+		writeJSON(w, http.StatusConflict, errBody(err.Error(), "foreign_record"))
 	default:
 		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error(), "unavailable"))
 	}
