@@ -136,6 +136,7 @@ func mintKey(path, kid string, stderr io.Writer) (*config.Config, config.Key, er
 		if kid != "" && kid != key.KID {
 			return nil, config.Key{}, fmt.Errorf("token mint: the development key is %q, not %q", key.KID, kid)
 		}
+		readDevListen(cfg)
 		abs, _ := filepath.Abs(filepath.Join(cfg.DataDir, devKeyFile))
 		fmt.Fprintf(stderr, "token mint: signed with the development key in %s\n", abs)
 		return cfg, key, nil

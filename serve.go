@@ -86,6 +86,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 	printListeners(stdout, cfg)
 	if dev {
+		if err := writeDevListen(cfg); err != nil {
+			log.Warn("token mint will print URLs on the default port", "err", err)
+		}
 		printDevURL(stdout, cfg)
 	}
 	select {
