@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -91,6 +92,11 @@ func mint(args []string, stdout, stderr io.Writer) error {
 	cfg, key, err := mintKey(*cfgPath, *kid, stderr)
 	if err != nil {
 		return err
+	}
+	if *tpl != "" && cfg.Templates[*tpl] == nil {
+		// Its first request would answer 400 unknown_template.
+		return fmt.Errorf("token mint: --template %s: no such template in the config (templates: %s)",
+			*tpl, strings.Join(slices.Sorted(maps.Keys(cfg.Templates)), ", "))
 	}
 	iss := ""
 	if len(cfg.Auth.Issuers) > 0 {
