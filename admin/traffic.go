@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -62,7 +63,10 @@ func metadataFilter(r *http.Request) (map[string]string, error) {
 	for k, vs := range r.URL.Query() {
 		key, ok := strings.CutPrefix(k, "metadata.")
 		if !ok {
-			continue
+			// A misspelt filter (?metdata.user=u42, ?user=u42) must not
+			// answer every sandbox, other users' included, as if it
+			// matched.
+			return nil, fmt.Errorf("unknown query parameter %q (filters are metadata.KEY=VALUE)", k)
 		}
 		if len(vs) != 1 {
 			return nil, errors.New("metadata." + key + " given more than once")

@@ -38,7 +38,8 @@ func TestSandboxAPIAnswers(t *testing.T) {
 			t.Errorf("PUT %s: got %d %s, want 400 %s", c.body, resp.StatusCode, body, c.want)
 		}
 	}
-	for q, want := range map[string]int{"?metadata.user=u1": 200, "?metadata.user=u1&metadata.user=u2": 400, "?metadata.a%2Fb=x": 400} {
+	for q, want := range map[string]int{"?metadata.user=u1": 200, "?metadata.user=u1&metadata.user=u2": 400, "?metadata.a%2Fb=x": 400,
+		"?metdata.user=u1": 400, "?user=u1": 400} {
 		if resp, _ := adminDo(t, l.admin, "GET", "/admin/sandboxes"+q, testkit.AdminToken, nil); resp.StatusCode != want {
 			t.Errorf("list%s: got %d, want %d", q, resp.StatusCode, want)
 		}
