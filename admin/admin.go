@@ -162,6 +162,11 @@ func (a *admin) scoped(scope string, h http.HandlerFunc) http.HandlerFunc {
 			if scope != "" {
 				msg = "admin token, or an API token with the " + scope + " scope, required"
 			}
+			if cfg.AdminToken == "" && (scope == "" || len(cfg.APITokens) == 0) {
+				// No token could open this call: say so rather than
+				// leave the operator trying tokens.
+				msg = "this gateway has no admin_token (and no api_tokens for this call): the admin API refuses every call; set admin_token in the config"
+			}
 			writeJSON(w, http.StatusUnauthorized, errBody(msg, "unauthorized"))
 			return
 		}

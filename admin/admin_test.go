@@ -132,6 +132,21 @@ func TestAdminNeedsToken(t *testing.T) {
 	}
 }
 
+// TestAdminWithoutToken: a config without admin_token closes the admin
+// API (docs); the 401 says that no token can open it, not only that one
+// is required, so an operator does not go looking for the right one.
+func TestAdminWithoutToken(t *testing.T) {
+	t.Parallel()
+	content := strings.Replace(testkit.ConfigFile(nil), "admin_token: "+testkit.AdminToken+"\n", "", 1)
+	l := newLiveConfig(t, noSandboxes{}, content)
+	for _, path := range []string{"/admin/config", "/admin/sandboxes"} {
+		resp, body := adminDo(t, l.admin, "GET", path, "anything-at-all-0123", nil)
+		if resp.StatusCode != 401 || !strings.Contains(string(body), "no admin_token") {
+			t.Errorf("GET %s: got %d %s, want 401 saying there is no admin_token", path, resp.StatusCode, body)
+		}
+	}
+}
+
 func TestAdminPutConfig(t *testing.T) {
 	t.Parallel()
 	app := upstreamApp(t)
