@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -92,6 +93,11 @@ func mint(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *tpl != "" && cfg.Templates[*tpl] == nil {
+		// Its first request would answer 400 unknown_template.
+		return fmt.Errorf("token mint: --template %s: no such template in the config (templates: %s)",
+			*tpl, strings.Join(slices.Sorted(maps.Keys(cfg.Templates)), ", "))
+	}
 	iss := ""
 	if len(cfg.Auth.Issuers) > 0 {
 		iss = cfg.Auth.Issuers[0]
@@ -136,6 +142,7 @@ func mintKey(path, kid string, stderr io.Writer) (*config.Config, config.Key, er
 		if kid != "" && kid != key.KID {
 			return nil, config.Key{}, fmt.Errorf("token mint: the development key is %q, not %q", key.KID, kid)
 		}
+		readDevListen(cfg)
 		abs, _ := filepath.Abs(filepath.Join(cfg.DataDir, devKeyFile))
 		fmt.Fprintf(stderr, "token mint: signed with the development key in %s\n", abs)
 		return cfg, key, nil

@@ -101,6 +101,14 @@ templates:
 	if code := run([]string{"token", "mint", "--config", cfg, "--sandbox", "Bad_Id"}, &out, &errb); code != 1 {
 		t.Fatalf("malformed sandbox id: exit %d, want 1", code)
 	}
+	// A template the config lacks: its token's first request would answer
+	// 400 unknown_template; mint says so instead of signing it.
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"token", "mint", "--config", cfg, "--sandbox", "abc", "--template", "ap"}, &out, &errb); code != 1 ||
+		out.Len() > 0 || !strings.Contains(errb.String(), "no such template in the config (templates: app)") {
+		t.Fatalf("unknown template: exit %d, stdout %q, stderr %q; want 1 naming the templates", code, out.String(), errb.String())
+	}
 }
 
 // TestHelp: every command answers --help with its usage on stdout and exit

@@ -18,7 +18,8 @@ const starterConfig = `# previewgate config, written by "previewgate config init
 # Every key: docs/configuration.md. After an edit, check it with
 #   previewgate config validate FILE
 # A running gateway reloads this file when it changes; listen.*, data_dir,
-# docker.* and tls.mode need a restart.
+# scope, docker.*, tls.* and log.level/format need a restart (a reload says
+# which and keeps them).
 #
 # This file holds secrets (the signing key, the admin and API tokens): keep it
 # private, or move them into the environment as ${VARIABLES}.

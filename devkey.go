@@ -72,3 +72,43 @@ func readDevKey(dataDir string) (config.Key, error) {
 	}
 	return config.Key{KID: s.KID, Alg: s.Alg, Secret: config.Secret(s.Secret)}, nil
 }
+
+// devListenFile is where the development gateway notes the preview
+// listener and domain it serves: its flags may move them (--http,
+// --domain), and `token mint` without --config prints a URL that opens
+// on the running gateway, not on the default port.
+const devListenFile = "dev-listen.json"
+
+type devListen struct {
+	HTTP   string `json:"http"`
+	Domain string `json:"domain"`
+}
+
+// writeDevListen notes cfg's preview listener and domain in its data dir.
+func writeDevListen(cfg *config.Config) error {
+	data, _ := json.Marshal(devListen{HTTP: cfg.Listen.HTTP, Domain: cfg.Domains[0]})
+	path := filepath.Join(cfg.DataDir, devListenFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("note the development listener: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("note the development listener: %w", err)
+	}
+	return nil
+}
+
+// readDevListen puts the listener and domain the development gateway
+// last served (writeDevListen) into cfg; without a note, cfg is left as
+// it is (the defaults).
+func readDevListen(cfg *config.Config) {
+	data, err := os.ReadFile(filepath.Join(cfg.DataDir, devListenFile))
+	if err != nil {
+		return
+	}
+	var l devListen
+	if json.Unmarshal(data, &l) != nil || l.HTTP == "" || l.Domain == "" {
+		return
+	}
+	cfg.Listen.HTTP, cfg.Domains = l.HTTP, config.StringList{l.Domain}
+}

@@ -51,11 +51,19 @@ func listenURL(scheme, addr, host string) string {
 	return scheme + "://" + net.JoinHostPort(host, port)
 }
 
-// previewBase is where sandbox id's preview is served under cfg: over
-// https when TLS is on, else plain http.
+// previewBase is where sandbox id's preview opens under cfg: over https
+// when TLS is on. With TLS off on a real domain, TLS ends at a proxy in
+// front (config validation requires trusted_proxies there: browsers
+// would drop the Secure cookie over plain http), so the URL is that
+// proxy's, https on its default port, not listen.http's port behind it
+// (deploy/kubernetes: :8080 in the pod). A localhost domain is plain
+// http on listen.http.
 func previewBase(cfg *config.Config, id string) string {
 	host := config.SandboxPrefix + id + "." + cfg.Domains[0]
 	if cfg.TLS.Mode == config.TLSOff {
+		if !config.IsLocalDomain(cfg.Domains[0]) {
+			return "https://" + host + "/"
+		}
 		return listenURL("http", cfg.Listen.HTTP, host) + "/"
 	}
 	return listenURL("https", cfg.Listen.HTTPS, host) + "/"
@@ -65,12 +73,16 @@ func previewBase(cfg *config.Config, id string) string {
 // included (#24, 5: the printed admin address answered 404 at /).
 func printListeners(w io.Writer, cfg *config.Config) {
 	fmt.Fprintf(w, "\nPreviews:   %s (one per sandbox <id>)\n", previewBase(cfg, "<id>"))
+	if cfg.TLS.Mode == config.TLSOff && !config.IsLocalDomain(cfg.Domains[0]) {
+		fmt.Fprintf(w, "            through the TLS proxy in front, to %s here\n", listenURL("http", cfg.Listen.HTTP, ""))
+	}
 	if cfg.TLS.Mode != config.TLSOff {
 		fmt.Fprintf(w, "            %s answers ACME challenges and redirects to https\n", listenURL("http", cfg.Listen.HTTP, ""))
 	}
 	admin := listenURL("http", cfg.Listen.Admin, "")
 	fmt.Fprintf(w, "Admin page: %s/ui/\n", admin)
-	fmt.Fprintf(w, "Admin API:  %s/admin/ (health: %s/healthz, metrics: %s/metrics)\n", admin, admin, admin)
+	// /admin/ itself is no page (404): name a call that answers.
+	fmt.Fprintf(w, "Admin API:  %s/admin/sandboxes (docs/api.md; health: %s/healthz, metrics: %s/metrics)\n", admin, admin, admin)
 	if cfg.Listen.Metrics != "" {
 		fmt.Fprintf(w, "Metrics:    %s/metrics (no token)\n", listenURL("http", cfg.Listen.Metrics, ""))
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,7 +41,8 @@ func TestPrintListeners(t *testing.T) {
 	}{
 		{"development default", func(*config.Config) {}, []string{
 			"http://sandbox-<id>.localhost:8080/", "Admin page: http://127.0.0.1:9090/ui/", "http://127.0.0.1:9090/healthz",
-		}, []string{"https://", "Metrics:"}},
+			"Admin API:  http://127.0.0.1:9090/admin/sandboxes ",
+		}, []string{"https://", "Metrics:", "/admin/ "}},
 		{"tls on default ports, metrics", func(c *config.Config) {
 			c.Domains = config.StringList{"preview.example.com"}
 			c.TLS.Mode = config.TLSACME
@@ -49,6 +51,15 @@ func TestPrintListeners(t *testing.T) {
 			"https://sandbox-<id>.preview.example.com/", "http://127.0.0.1 answers ACME", "Admin page: http://127.0.0.1:9090/ui/",
 			"Metrics:    http://10.0.0.1:9091/metrics",
 		}, nil},
+		// deploy/kubernetes: TLS ends at the ingress; the pod listens on
+		// :8080, which is not where a browser opens the preview.
+		{"tls off behind a proxy", func(c *config.Config) {
+			c.Domains = config.StringList{"preview.example.com"}
+			c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+			c.Listen = config.Listen{HTTP: ":8080", Admin: ":9090"}
+		}, []string{
+			"Previews:   https://sandbox-<id>.preview.example.com/ ", "through the TLS proxy in front, to http://127.0.0.1:8080 here",
+		}, []string{"preview.example.com:8080"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -102,6 +113,26 @@ templates:
 	}
 	if got := strings.TrimSpace(out.String()); !strings.HasPrefix(got, want) || strings.Contains(got, "\n") {
 		t.Errorf("--url: got %q, want one line starting %q", got, want)
+	}
+
+	// TLS off on a real domain: TLS ends at the proxy in front (validation
+	// requires trusted_proxies), so the URL is https on its port, not
+	// listen.http's behind it (docs/kubernetes.md: open https://...).
+	proxied := filepath.Join(t.TempDir(), "p.yaml")
+	os.WriteFile(proxied, []byte(`domain: preview.example.com
+listen: {http: ":8080"}
+trusted_proxies: [10.0.0.0/8]
+auth:
+  keys: [{kid: k1, alg: HS256, secret: "0123456789abcdef0123456789abcdef"}]
+templates:
+  web: {image: nginx}
+`), 0o600)
+	out.Reset()
+	if code := run([]string{"token", "mint", "--config", proxied, "--sandbox", "abc", "--url"}, &out, &errb); code != 0 {
+		t.Fatalf("behind a proxy: exit %d: %s", code, errb.String())
+	}
+	if got, want := out.String(), "https://sandbox-abc.preview.example.com/?access_token="; !strings.HasPrefix(got, want) {
+		t.Errorf("behind a proxy: got %q, want %q...", got, want)
 	}
 }
 

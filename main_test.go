@@ -158,6 +158,22 @@ func TestDevDefaultServesDemo(t *testing.T) {
 	if counts[0] != "1" || counts[1] != "2" {
 		t.Fatalf("got counter %v, want 1, 2", counts)
 	}
+
+	// SIGHUP reloads a config file (README); the development default has
+	// none. It must neither end the gateway (the signal's default action)
+	// nor pass unsaid.
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	p.waitFor(t, p.stderr, regexp.MustCompile(`SIGHUP: nothing to reload`))
+	resp, err = http.Get("http://" + adminAddr + "/healthz")
+	if err != nil {
+		t.Fatalf("after SIGHUP: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("after SIGHUP: got /healthz %d, want 200", resp.StatusCode)
+	}
 }
 
 // removeSandboxesAtEnd removes, when t ends, the containers of these

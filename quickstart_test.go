@@ -56,12 +56,19 @@ func TestQuickStartScales(t *testing.T) {
 
 	cmd := exec.Command(bin, "token", "mint", "--sandbox", "other")
 	cmd.Dir = dir
+	var mintErr bytes.Buffer
+	cmd.Stderr = &mintErr
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("token mint --sandbox other: %v", err)
 	}
 	otherTok := strings.TrimSpace(string(out))
 	otherHost := "sandbox-other.localhost:" + port
+	// The URL it prints to open is on the port serve listens on (--http),
+	// not the default's 8080.
+	if want := "open: http://" + otherHost + "/?access_token=" + otherTok; !strings.Contains(mintErr.String(), want) {
+		t.Errorf("token mint: got stderr %q, want %q", mintErr.String(), want)
+	}
 	getOK(t, httpAddr, otherHost, "Authorization", "Bearer "+otherTok)
 
 	stopProc(t, p)

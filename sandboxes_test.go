@@ -231,7 +231,7 @@ func TestSandboxesCLIErrors(t *testing.T) {
 		{"bad token", []string{"ls", "--admin", adminAddr, "--token", "wrong-token-0123456789"}, "scope, required (unauthorized); check --token or $" + tokenEnv},
 		{"bad token from --config's address", []string{"stop", id, "--config", cfgFile, "--token", "wrong-token-0123456789"}, "sandboxes scope, required"},
 		{"no token", []string{"ls", "--admin", adminAddr}, "no API token: pass --token or set $" + tokenEnv},
-		{"unknown template", []string{"up", id, "--template", "nope", "--admin", adminAddr, "--token", cliAPIToken}, `unknown template "nope" (unknown_template)`},
+		{"unknown template", []string{"up", id, "--template", "nope", "--admin", adminAddr, "--token", cliAPIToken}, `unknown template "nope" (templates: `},
 		{"no such sandbox", []string{"logs", id, "--admin", adminAddr, "--token", cliAPIToken}, "no such sandbox (not_found)"},
 		{"no such sandbox, follow", []string{"logs", "-f", id, "--admin", adminAddr, "--token", cliAPIToken}, "no such sandbox (not_found)"},
 		{"malformed id", []string{"stop", "Bad_Id", "--admin", adminAddr, "--token", cliAPIToken}, `malformed sandbox id "Bad_Id"`},

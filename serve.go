@@ -68,10 +68,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err := a.buildCerts(); err != nil {
 		return err
 	}
-	if !dev {
-		if err := a.watchConfig(ctx); err != nil {
-			return err
-		}
+	if err := a.watchConfig(ctx); err != nil {
+		return err
 	}
 	if err := a.listenAll(); err != nil {
 		return err
@@ -88,6 +86,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 	printListeners(stdout, cfg)
 	if dev {
+		if err := writeDevListen(cfg); err != nil {
+			log.Warn("token mint will print URLs on the default port", "err", err)
+		}
 		printDevURL(stdout, cfg)
 	}
 	select {
@@ -325,15 +326,23 @@ func (a *app) buildCerts() error {
 }
 
 // watchConfig reloads the config file when it changes and on SIGHUP, and
-// lets the admin API replace it.
+// lets the admin API replace it. The development default has no file: a
+// SIGHUP is still caught and said to change nothing, since its default
+// action would end the gateway without a word.
 func (a *app) watchConfig(ctx context.Context) error {
-	w, err := config.NewWatcher(config.WatcherConfig{Path: a.cfg.Path, Store: a.store, Prepare: a.prepare,
-		Override: a.override, OnResult: a.metrics.ReloadResult}, a.log.With("component", "config"))
-	if err != nil {
-		return err
+	reload := func() {
+		a.log.Info("SIGHUP: nothing to reload: the development default has no config file (serve --config FILE reloads one)")
 	}
-	a.closers = append(a.closers, func() { w.Close() })
-	a.replace = w.Replace
+	if !a.dev {
+		w, err := config.NewWatcher(config.WatcherConfig{Path: a.cfg.Path, Store: a.store, Prepare: a.prepare,
+			Override: a.override, OnResult: a.metrics.ReloadResult}, a.log.With("component", "config"))
+		if err != nil {
+			return err
+		}
+		a.closers = append(a.closers, func() { w.Close() })
+		a.replace = w.Replace
+		reload = func() { a.log.Info("SIGHUP: reloading config"); w.Reload() }
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	a.closers = append(a.closers, func() { signal.Stop(hup) })
@@ -341,8 +350,7 @@ func (a *app) watchConfig(ctx context.Context) error {
 		for {
 			select {
 			case <-hup:
-				a.log.Info("SIGHUP: reloading config")
-				w.Reload()
+				reload()
 			case <-ctx.Done():
 				return
 			}

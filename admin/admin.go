@@ -16,6 +16,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -161,6 +162,11 @@ func (a *admin) scoped(scope string, h http.HandlerFunc) http.HandlerFunc {
 			if scope != "" {
 				msg = "admin token, or an API token with the " + scope + " scope, required"
 			}
+			if cfg.AdminToken == "" && (scope == "" || len(cfg.APITokens) == 0) {
+				// No token could open this call: say so rather than
+				// leave the operator trying tokens.
+				msg = "this gateway has no admin_token (and no api_tokens for this call): the admin API refuses every call; set admin_token in the config"
+			}
 			writeJSON(w, http.StatusUnauthorized, errBody(msg, "unauthorized"))
 			return
 		}
@@ -304,7 +310,7 @@ func (a *admin) sandboxOp(name string, op func(context.Context, string) error) h
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		if !config.ValidID(id) {
-			writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+			writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
 			return
 		}
 		err := op(r.Context(), id)
@@ -319,6 +325,10 @@ func (a *admin) sandboxOp(name string, op func(context.Context, string) error) h
 		}
 	}
 }
+
+// badIDMsg answers a malformed sandbox id with the rule it broke: a
+// backend sending an uppercase UUID learns what to send instead.
+var badIDMsg = fmt.Sprintf("malformed sandbox id (allowed: lowercase letters, digits, inner hyphens, 1-%d characters)", config.MaxIDLen)
 
 func errBody(msg, code string) map[string]string {
 	return map[string]string{"error": msg, "code": code}

@@ -121,9 +121,29 @@ func TestAdminNeedsToken(t *testing.T) {
 	if resp, _ := adminDo(t, l.admin, "GET", "/healthz", "", nil); resp.StatusCode != 200 {
 		t.Errorf("healthz: got %d, want 200", resp.StatusCode)
 	}
+	// A malformed id is answered with the rule, not only that it broke one.
+	if resp, body := adminDo(t, l.admin, "PUT", "/admin/sandboxes/ABC-123", testkit.AdminToken, nil); resp.StatusCode != 400 ||
+		!strings.Contains(string(body), `"bad_sandbox_id"`) || !strings.Contains(string(body), "lowercase letters, digits, inner hyphens, 1-55 characters") {
+		t.Errorf("PUT /admin/sandboxes/ABC-123: got %d %s, want 400 bad_sandbox_id naming the rule", resp.StatusCode, body)
+	}
 	resp, body := adminDo(t, l.admin, "GET", "/admin/config", testkit.AdminToken, nil)
 	if resp.StatusCode != 200 || strings.Contains(string(body), testkit.Secret) || strings.Contains(string(body), testkit.AdminToken) {
 		t.Errorf("GET /admin/config: got %d, secrets must be redacted:\n%s", resp.StatusCode, body)
+	}
+}
+
+// TestAdminWithoutToken: a config without admin_token closes the admin
+// API (docs); the 401 says that no token can open it, not only that one
+// is required, so an operator does not go looking for the right one.
+func TestAdminWithoutToken(t *testing.T) {
+	t.Parallel()
+	content := strings.Replace(testkit.ConfigFile(nil), "admin_token: "+testkit.AdminToken+"\n", "", 1)
+	l := newLiveConfig(t, noSandboxes{}, content)
+	for _, path := range []string{"/admin/config", "/admin/sandboxes"} {
+		resp, body := adminDo(t, l.admin, "GET", path, "anything-at-all-0123", nil)
+		if resp.StatusCode != 401 || !strings.Contains(string(body), "no admin_token") {
+			t.Errorf("GET %s: got %d %s, want 401 saying there is no admin_token", path, resp.StatusCode, body)
+		}
 	}
 }
 

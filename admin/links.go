@@ -63,7 +63,7 @@ type settingsView struct {
 func (a *admin) settingsOf(w http.ResponseWriter, r *http.Request) (SandboxSettings, string, *config.Template, bool) {
 	id := r.PathValue("id")
 	if !config.ValidID(id) {
-		writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
 		return nil, "", nil, false
 	}
 	ss := a.o.Sandboxes
@@ -187,6 +187,8 @@ func (a *admin) settingsFailed(w http.ResponseWriter, err error) bool {
 		writeJSON(w, http.StatusConflict, errBody(err.Error(), "too_many_links"))
 	case errors.Is(err, errNoLink):
 		writeJSON(w, http.StatusNotFound, errBody("no such link", "not_found"))
+	case errors.Is(err, runtime.ErrForeignRecord):
+		writeJSON(w, http.StatusConflict, errBody(err.Error(), "foreign_record"))
 	default:
 		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error(), "unavailable"))
 	}

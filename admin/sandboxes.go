@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/previewgate/previewgate/config"
@@ -40,7 +41,7 @@ type putSandbox struct {
 func (a *admin) putSandbox(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !config.ValidID(id) {
-		writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
 		return
 	}
 	var req putSandbox
@@ -62,7 +63,12 @@ func (a *admin) putSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	base := cfg.Templates[req.Template]
 	if base == nil {
-		writeJSON(w, http.StatusBadRequest, errBody(fmt.Sprintf("unknown template %q", req.Template), "unknown_template"))
+		names := strings.Join(slices.Sorted(maps.Keys(cfg.Templates)), ", ")
+		msg := fmt.Sprintf("unknown template %q (templates: %s)", req.Template, names)
+		if req.Template == "" {
+			msg = "no template given, and the config has no default_template (templates: " + names + ")"
+		}
+		writeJSON(w, http.StatusBadRequest, errBody(msg, "unknown_template"))
 		return
 	}
 	tpl := *base
@@ -127,7 +133,7 @@ func writeSandboxError(w http.ResponseWriter, err error) {
 func (a *admin) sandboxLogs(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !config.ValidID(id) {
-		writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
 		return
 	}
 	tail := 100

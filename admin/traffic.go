@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -62,7 +63,10 @@ func metadataFilter(r *http.Request) (map[string]string, error) {
 	for k, vs := range r.URL.Query() {
 		key, ok := strings.CutPrefix(k, "metadata.")
 		if !ok {
-			continue
+			// A misspelt filter (?metdata.user=u42, ?user=u42) must not
+			// answer every sandbox, other users' included, as if it
+			// matched.
+			return nil, fmt.Errorf("unknown query parameter %q (filters are metadata.KEY=VALUE)", k)
 		}
 		if len(vs) != 1 {
 			return nil, errors.New("metadata." + key + " given more than once")
@@ -89,7 +93,7 @@ const maxRequests = traffic.DefaultRing
 func (a *admin) sandboxRequests(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !config.ValidID(id) {
-		writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
 		return
 	}
 	n := 0
@@ -121,7 +125,7 @@ func (a *admin) sandboxRequests(w http.ResponseWriter, r *http.Request) {
 func (a *admin) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !config.ValidID(id) {
-		writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
 		return
 	}
 	err := a.o.Sandboxes.Pause(r.Context(), id)
@@ -147,7 +151,7 @@ const resumeTimeout = 5 * time.Minute
 func (a *admin) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !config.ValidID(id) {
-		writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), resumeTimeout)

@@ -38,7 +38,13 @@ func TestSandboxAPIAnswers(t *testing.T) {
 			t.Errorf("PUT %s: got %d %s, want 400 %s", c.body, resp.StatusCode, body, c.want)
 		}
 	}
-	for q, want := range map[string]int{"?metadata.user=u1": 200, "?metadata.user=u1&metadata.user=u2": 400, "?metadata.a%2Fb=x": 400} {
+	// An unknown template is named with the ones there are.
+	if resp, body := adminDo(t, l.admin, "PUT", "/admin/sandboxes/x", testkit.AdminToken, []byte(`{"template":"next"}`)); resp.StatusCode != 400 ||
+		!strings.Contains(string(body), `"code":"unknown_template"`) || !strings.Contains(string(body), `(templates: app)`) {
+		t.Errorf("PUT an unknown template: got %d %s, want 400 unknown_template naming app", resp.StatusCode, body)
+	}
+	for q, want := range map[string]int{"?metadata.user=u1": 200, "?metadata.user=u1&metadata.user=u2": 400, "?metadata.a%2Fb=x": 400,
+		"?metdata.user=u1": 400, "?user=u1": 400} {
 		if resp, _ := adminDo(t, l.admin, "GET", "/admin/sandboxes"+q, testkit.AdminToken, nil); resp.StatusCode != want {
 			t.Errorf("list%s: got %d, want %d", q, resp.StatusCode, want)
 		}

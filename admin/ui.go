@@ -320,7 +320,7 @@ func (u *ui) home(w http.ResponseWriter, r *http.Request) {
 func (u *ui) sandbox(w http.ResponseWriter, r *http.Request, s string) {
 	id := r.PathValue("id")
 	if !config.ValidID(id) {
-		http.Error(w, "malformed sandbox id", http.StatusBadRequest)
+		http.Error(w, badIDMsg, http.StatusBadRequest)
 		return
 	}
 	d := pageData{CSRF: u.csrfToken(s), Sandbox: &sandboxRow{Info: sandboxmgr.Info{ID: id}}}
@@ -352,7 +352,7 @@ func (u *ui) op(done string, f func(*ui) func(*http.Request, string) error) func
 	return func(w http.ResponseWriter, r *http.Request, s string) {
 		id := r.PathValue("id")
 		if !config.ValidID(id) {
-			http.Error(w, "malformed sandbox id", http.StatusBadRequest)
+			http.Error(w, badIDMsg, http.StatusBadRequest)
 			return
 		}
 		if err := do(r, id); err != nil {

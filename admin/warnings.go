@@ -72,7 +72,7 @@ func (a *admin) announce(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !a.o.Announce(r.PathValue("id")) {
-		writeJSON(w, http.StatusBadRequest, errBody("malformed sandbox id", "bad_sandbox_id"))
+		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"announced": r.PathValue("id"), "for_seconds": 3600})

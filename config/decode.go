@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 
@@ -55,11 +56,12 @@ func parse(name string, data []byte, lookup func(string) (string, bool)) (*Confi
 	// and gets its default; a validation error at the same place as a
 	// decode error is a consequence of it and is left out.
 	decodeErrs := len(d.errs)
+	d.failWrittenZeros(c)
 	c.ApplyDefaults()
 	c.Path = name
 	c.src = data
 	d.validate(c)
-	d.errs = dropShadowed(d.errs, decodeErrs)
+	d.errs = dropShadowed(d.errs, decodeErrs, d.unexpanded)
 	if len(d.errs) > 0 {
 		d.errs.sort()
 		d.unexpand()
@@ -69,12 +71,16 @@ func parse(name string, data []byte, lookup func(string) (string, bool)) (*Confi
 }
 
 // dropShadowed removes from errs[n:] (validation) the errors placed where
-// one of errs[:n] (decoding) is.
-func dropShadowed(errs ErrorList, n int) ErrorList {
+// one of errs[:n] (decoding) is, or at a value in also (one whose ${VAR}
+// failed: its error points inside it, at the variable).
+func dropShadowed(errs ErrorList, n int, also map[Pos]bool) ErrorList {
 	if n == 0 || n == len(errs) {
 		return errs
 	}
-	at := make(map[Pos]bool, n)
+	at := maps.Clone(also)
+	if at == nil {
+		at = make(map[Pos]bool, n)
+	}
 	for _, e := range errs[:n] {
 		at[Pos{e.Line, e.Col}] = true
 	}
@@ -131,6 +137,9 @@ type decoder struct {
 	reads map[*token.Token]int
 	// aliases links each alias to its anchor (see parseYAML).
 	aliases map[*ast.AliasNode]ast.Node
+	// unexpanded holds the start of each value whose ${VAR} expansion
+	// failed: validation errors there follow from it (see dropShadowed).
+	unexpanded map[Pos]bool
 	// first is the document's first token: from it, goccy's tokens give
 	// back the text as written (see rewrite).
 	first *token.Token

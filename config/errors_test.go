@@ -45,6 +45,19 @@ func TestDecodeErrorShadowsItsValidation(t *testing.T) {
 	}
 }
 
+// TestUnsetSecretVariableIsOneError: an HS256 key whose quoted
+// secret: "${VAR}" names an unset variable (the shipped deploy/config.yaml
+// validated without its environment) is one error at the variable, not
+// also "alg HS256 needs a secret" pointing at alg.
+func TestUnsetSecretVariableIsOneError(t *testing.T) {
+	t.Parallel()
+	_, err := parse("s.yaml", []byte("domain: preview.localhost\nauth:\n  keys:\n    - {kid: k1, alg: HS256, secret: \"${NOPE_SECRET}\"}\n"), env(nil))
+	want := "s.yaml:4:38: auth.keys[0].secret: environment variable NOPE_SECRET is not set"
+	if err == nil || err.Error() != want {
+		t.Errorf("got\n%v\nwant\n%s", err, want)
+	}
+}
+
 // TestSyntaxErrorStops: a syntax error is the only error reported; what
 // follows it cannot be read reliably.
 func TestSyntaxErrorStops(t *testing.T) {

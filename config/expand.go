@@ -33,6 +33,10 @@ func (d *decoder) scalar(n *node, path string) (string, string, bool) {
 	s, off, err := expand(n.value, d.lookup)
 	if err != nil {
 		d.errAt(exprPos(n, off), "%s: %v", path, err)
+		if d.unexpanded == nil {
+			d.unexpanded = map[Pos]bool{}
+		}
+		d.unexpanded[n.pos] = true
 		return "", "", false
 	}
 	if s != n.value {

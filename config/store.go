@@ -34,6 +34,7 @@ func (s *Store) Swap(c *Config) *Config { return s.p.Swap(c) }
 // certificate manager are built once at start.
 var restartOnly = []string{
 	"listen.http", "listen.https", "listen.admin", "listen.metrics", "data_dir",
+	"scope", // the labels of everything the runtime makes, fixed at start
 	"docker.host", "docker.network", "docker.replicas",
 	"runtime", // the sandbox manager's engine (Docker client or Kubernetes clientset)
 	"tls.mode", "tls.acme", "tls.cert_file", "tls.key_file", "log.level", "log.format",

@@ -249,7 +249,7 @@ func (d *decoder) validateAuth(c *Config) {
 		if minLen := HMACMinLen(k.Alg); minLen > 0 {
 			switch {
 			case k.Secret == "":
-				d.fail(fmt.Sprintf("alg %s needs a secret", k.Alg), kp+".alg")
+				d.fail(fmt.Sprintf("alg %s needs a secret", k.Alg), kp+".secret", kp+".alg")
 			case len(k.Secret) < minLen:
 				// Never echo the secret, only its length.
 				d.fail(fmt.Sprintf("secret for %s must be at least %d bytes, got %d", k.Alg, minLen, len(k.Secret)), kp+".secret")

@@ -30,7 +30,9 @@ func (d *decoder) validateTemplates(c *Config) {
 		seenPort := make(map[int]bool, len(t.Ports))
 		for _, p := range t.Ports {
 			switch {
-			case p < 1 || p > 65535:
+			case p != t.Port && (p < 1 || p > 65535):
+				// port itself is checked above: without a ports key,
+				// ports is [port], and a second error would point at 1:1.
 				d.fail(fmt.Sprintf("ports: %d out of range 1-65535", p), tp+".ports")
 			case seenPort[p]:
 				d.fail(fmt.Sprintf("ports: %d listed twice", p), tp+".ports")

@@ -120,7 +120,13 @@ func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, l
 		return "", classify("create record "+name, err, nil)
 	}
 	if got.Labels[labelRecordNonce] != l[labelRecordNonce] {
-		// The engine answered the volume another writer made first.
+		// The engine answered the volume another writer made first: a
+		// replica of this gateway (read again and retry), or a gateway of
+		// another scope, whose record no retry gets past.
+		if !hasLabels(got.Labels, labels) {
+			return "", fmt.Errorf("record %s: volume %s (scope %q): %w; remove it if that gateway no longer needs sandbox %s",
+				id, name, got.Labels[runtime.LabelInstance], runtime.ErrForeignRecord, id)
+		}
 		return "", fmt.Errorf("record %s: %w", id, runtime.ErrConflict)
 	}
 	if err := e.newestAfterCreate(ctx, id, name, l[labelRecordNonce], n+1, labels); err != nil {

@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,5 +53,38 @@ func TestRecordLostUpdate(t *testing.T) {
 	}
 	if v, err := e.PutRecord(ctx, id, "3", []byte("D"), labels); err != nil || v != "4" {
 		t.Errorf("the next write: got %q %v, want version 4", v, err)
+	}
+}
+
+// TestRecordNameOfAnotherScope: a record volume of another gateway scope
+// (left when that gateway's container was removed by hand) holds the name
+// of the version this gateway writes next. The write reported a conflict,
+// which the manager retried and the admin API answered 503 "retry" on
+// every try, for ever; it must say whose record is in the way.
+func TestRecordNameOfAnotherScope(t *testing.T) {
+	dockertest.Client(t) // skips under -short
+	e, err := New(Options{DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id := dockertest.UniqueID("rec")
+	theirs, ours := dockertest.ScopedLabels(), dockertest.ScopedLabels()
+	theirs[runtime.LabelInstance] = "other-scope"
+	t.Cleanup(func() {
+		_ = e.DeleteRecord(context.Background(), id, theirs)
+		_ = e.DeleteRecord(context.Background(), id, ours)
+	})
+	if _, err := e.PutRecord(ctx, id, "", []byte("theirs"), theirs); err != nil {
+		t.Fatal(err)
+	}
+	v, err := e.PutRecord(ctx, id, "", []byte("ours"), ours)
+	if !errors.Is(err, runtime.ErrForeignRecord) || !strings.Contains(err.Error(), runtime.RecordName(id)+"-1") || !strings.Contains(err.Error(), "other-scope") {
+		t.Fatalf("got %q %v, want ErrForeignRecord naming the volume and its scope", v, err)
+	}
+	if list, err := e.ListRecords(ctx, ours); err != nil || len(list) != 0 {
+		t.Errorf("our records: got %v %v, want none", list, err)
 	}
 }

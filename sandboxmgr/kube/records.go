@@ -70,7 +70,15 @@ func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, l
 		got, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 	}
 	switch {
-	case apierrors.IsAlreadyExists(err), apierrors.IsConflict(err), prev != "" && apierrors.IsNotFound(err):
+	case apierrors.IsAlreadyExists(err):
+		// Another replica's create, or a record of another gateway scope
+		// (its sandbox's pod removed by hand), which no retry gets past.
+		if other, gerr := cms.Get(ctx, cm.Name, metav1.GetOptions{}); gerr == nil && !hasLabels(other.Labels, labels) {
+			return "", fmt.Errorf("record %s: ConfigMap %s (scope %q): %w; remove it if that gateway no longer needs sandbox %s",
+				id, cm.Name, other.Labels[runtime.LabelInstance], runtime.ErrForeignRecord, id)
+		}
+		return "", fmt.Errorf("record %s: %w", id, runtime.ErrConflict)
+	case apierrors.IsConflict(err), prev != "" && apierrors.IsNotFound(err):
 		return "", fmt.Errorf("record %s: %w", id, runtime.ErrConflict)
 	case err != nil:
 		return "", kclassify("write record "+cm.Name, err, nil)
@@ -89,16 +97,24 @@ func (e *Runtime) DeleteRecord(ctx context.Context, id string, labels map[string
 	if err != nil {
 		return kclassify("get record "+name, err, nil)
 	}
-	for k, v := range labels {
-		if cm.Labels[k] != v {
-			return nil // another scope's: not ours to delete
-		}
+	if !hasLabels(cm.Labels, labels) {
+		return nil // another scope's: not ours to delete
 	}
 	err = cms.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	return kclassify("delete record "+name, err, nil)
+}
+
+// hasLabels reports whether got carries every label of want.
+func hasLabels(got, want map[string]string) bool {
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 var _ runtime.Records = (*Runtime)(nil)

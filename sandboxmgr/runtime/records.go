@@ -47,6 +47,10 @@ func RecordName(id string) string { return "previewgate-rec-" + id }
 var (
 	// ErrConflict: a record changed since it was read.
 	ErrConflict = errors.New("record changed meanwhile")
+	// ErrForeignRecord: the record's name is taken by a record of another
+	// gateway scope (one left behind when its sandbox's container was
+	// removed by hand). Retrying cannot help; removing that record can.
+	ErrForeignRecord = errors.New("record name taken by another gateway scope's record")
 	// ErrRecordSize: a record passes MaxRecord.
 	ErrRecordSize = errors.New("record too large")
 )
