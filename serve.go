@@ -29,6 +29,13 @@ import (
 // serve: the gateway process, built in steps (app) and drained on a signal.
 
 func serve(args []string, stdout, stderr io.Writer) error {
+	// SIGHUP is caught from the start: its default action ends the
+	// process (and systemd does not restart a process SIGHUP ended), and
+	// a reload can come during a slow start (image builds, adoption). One
+	// that does is taken once the config is watched (watchConfig).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	f, err := parseServeFlags(args, stdout, stderr)
 	if err != nil {
 		return err
@@ -60,7 +67,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	a := &app{cfg: cfg, dev: dev, log: log, errc: make(chan error, 3), override: f.apply}
+	a := &app{cfg: cfg, dev: dev, log: log, errc: make(chan error, 3), override: f.apply, hup: hup}
 	defer a.close()
 	if err := a.buildRuntime(ctx, labels); err != nil {
 		return err
@@ -238,6 +245,7 @@ type app struct {
 	errc      chan error          // a listener that failed
 	closers   []func()            // run in reverse by close
 	imageWork chan *config.Config // reloaded configs for the image worker
+	hup       chan os.Signal      // SIGHUP, caught since serve began
 }
 
 // close releases what was built, last built first.
@@ -343,13 +351,10 @@ func (a *app) watchConfig(ctx context.Context) error {
 		a.replace = w.Replace
 		reload = func() { a.log.Info("SIGHUP: reloading config"); w.Reload() }
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	a.closers = append(a.closers, func() { signal.Stop(hup) })
 	go func() {
 		for {
 			select {
-			case <-hup:
+			case <-a.hup:
 				reload()
 			case <-ctx.Done():
 				return
