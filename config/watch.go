@@ -69,6 +69,7 @@ type Watcher struct {
 	cfg    WatcherConfig
 	log    *slog.Logger
 	fw     *fsnotify.Watcher // nil when events come from a test
+	target string            // the file cfg.Path links to, in another directory also watched; "" if none
 	events <-chan fsnotify.Event
 	errs   <-chan error
 	stop   chan struct{}
@@ -90,6 +91,9 @@ func NewWatcher(cfg WatcherConfig, log *slog.Logger) (*Watcher, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("config watcher: no store")
 	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, fmt.Errorf("config watcher: %w", err)
@@ -98,8 +102,21 @@ func NewWatcher(cfg WatcherConfig, log *slog.Logger) (*Watcher, error) {
 		fw.Close()
 		return nil, fmt.Errorf("config watcher: watch %s: %w", filepath.Dir(cfg.Path), err)
 	}
+	// A path that is a symlink into another directory (the operator's
+	// file kept in a checkout): edits of the file it points at happen
+	// there. Kubernetes' ConfigMap links are followed by "..data" instead
+	// (concerns), so a target under a "..<timestamp>" directory is not.
+	target := ""
+	if real, err := filepath.EvalSymlinks(cfg.Path); err == nil && filepath.Dir(real) != filepath.Dir(cfg.Path) &&
+		!strings.HasPrefix(filepath.Base(filepath.Dir(real)), "..") {
+		if err := fw.Add(filepath.Dir(real)); err != nil {
+			log.Warn("config watcher: edits of the file the config path links to are seen on SIGHUP only", "file", real, "err", err)
+		} else {
+			target = real
+		}
+	}
 	w := newWatcher(cfg, log, fw.Events, fw.Errors)
-	w.fw = fw
+	w.fw, w.target = fw, target
 	return w, nil
 }
 
@@ -165,10 +182,14 @@ func (w *Watcher) loop() {
 
 // concerns reports whether ev may have changed the config file: an event
 // on its name (a write, or a file renamed over it), or on "..data", the
-// symlink Kubernetes swaps to update a mounted ConfigMap. Other files in
-// the directory (editor swap files, the .bak of Replace) are not.
+// symlink Kubernetes swaps to update a mounted ConfigMap, or on the file
+// the path links to (target). Other files in the directories (editor
+// swap files, the .bak of Replace) are not.
 func (w *Watcher) concerns(ev fsnotify.Event) bool {
 	name := filepath.Base(ev.Name)
+	if w.target != "" && filepath.Dir(ev.Name) == filepath.Dir(w.target) {
+		return name == filepath.Base(w.target)
+	}
 	return name == filepath.Base(w.cfg.Path) || name == "..data"
 }
 

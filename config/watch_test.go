@@ -526,3 +526,37 @@ func TestReplaceBackupIsTheReplacedFile(t *testing.T) {
 		t.Errorf("staged files left behind: %v", left)
 	}
 }
+
+// TestWatcherFollowsLinkedFile: a config path that is a symlink to a file
+// in another directory (the operator's file kept in a checkout) reloads
+// when that file is edited there, in place or by an editor's rename.
+func TestWatcherFollowsLinkedFile(t *testing.T) {
+	t.Parallel()
+	real, store := setup(t)
+	path := filepath.Join(t.TempDir(), "previewgate.yaml")
+	if err := os.Symlink(real, path); err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	w, err := NewWatcher(WatcherConfig{Path: path, Store: store, Apply: rec.apply, OnResult: rec.onResult, Debounce: 20 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := os.WriteFile(real, []byte(fileWith(11)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.next(t); got != ResultSuccess || store.Load().Limits.MaxRunning != 11 {
+		t.Fatalf("in-place edit of the linked file: got %s, max_running %d, want success and 11", got, store.Load().Limits.MaxRunning)
+	}
+	tmp := filepath.Join(filepath.Dir(real), ".edit.swp")
+	if err := os.WriteFile(tmp, []byte(fileWith(12)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, real); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.next(t); got != ResultSuccess || store.Load().Limits.MaxRunning != 12 {
+		t.Fatalf("editor's rename over the linked file: got %s, max_running %d, want success and 12", got, store.Load().Limits.MaxRunning)
+	}
+}
