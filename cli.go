@@ -89,7 +89,7 @@ func mint(args []string, stdout, stderr io.Writer) error {
 	if *sandbox == "" || (*sandbox != "*" && !config.ValidID(*sandbox)) {
 		return errors.New("token mint: --sandbox must be a valid sandbox id or *")
 	}
-	cfg, key, err := mintKey(*cfgPath, *kid, stderr)
+	cfg, key, devKey, err := mintKey(*cfgPath, *kid)
 	if err != nil {
 		return err
 	}
@@ -106,6 +106,9 @@ func mint(args []string, stdout, stderr io.Writer) error {
 		Issuer: iss, Audience: cfg.Auth.Audience, TTL: *ttl})
 	if err != nil {
 		return fmt.Errorf("token mint: %w", err)
+	}
+	if devKey != "" {
+		fmt.Fprintf(stderr, "token mint: signed with the development key in %s\n", devKey)
 	}
 	// The token alone on stdout stays what scripts read; the URL to open
 	// goes beside it on stderr, or to stdout with --url (#24, 5).
@@ -125,37 +128,36 @@ func mint(args []string, stdout, stderr io.Writer) error {
 
 // mintKey returns the config and key token mint signs with: from the file
 // at path, or without one the development default's key, kept in its data
-// dir by serve (relative to the working directory, as serve keeps it).
-// Environment variables the command does not need (admin_token's) may be
-// unset.
-func mintKey(path, kid string, stderr io.Writer) (*config.Config, config.Key, error) {
+// dir by serve (relative to the working directory, as serve keeps it;
+// devKey is then its file, said once the token is signed). Environment
+// variables the command does not need (admin_token's) may be unset.
+func mintKey(path, kid string) (_ *config.Config, _ config.Key, devKey string, _ error) {
 	if path == "" {
 		cfg := config.Default()
 		key, err := readDevKey(cfg.DataDir)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, config.Key{}, fmt.Errorf("token mint: no --config, and no development key in %s: run `%s serve` (the development default) in this directory first, or pass --config FILE",
+			return nil, config.Key{}, "", fmt.Errorf("token mint: no --config, and no development key in %s: run `%s serve` (the development default) in this directory first, or pass --config FILE",
 				filepath.Join(cfg.DataDir, devKeyFile), invokedAs())
 		}
 		if err != nil {
-			return nil, config.Key{}, fmt.Errorf("token mint: %w", err)
+			return nil, config.Key{}, "", fmt.Errorf("token mint: %w", err)
 		}
 		if kid != "" && kid != key.KID {
-			return nil, config.Key{}, fmt.Errorf("token mint: the development key is %q, not %q", key.KID, kid)
+			return nil, config.Key{}, "", fmt.Errorf("token mint: the development key is %q, not %q", key.KID, kid)
 		}
 		readDevListen(cfg)
 		abs, _ := filepath.Abs(filepath.Join(cfg.DataDir, devKeyFile))
-		fmt.Fprintf(stderr, "token mint: signed with the development key in %s\n", abs)
-		return cfg, key, nil
+		return cfg, key, abs, nil
 	}
 	cfg, unset, err := config.LoadPartial(path)
 	if err != nil {
 		if len(unset) > 0 {
-			return nil, config.Key{}, fmt.Errorf("%w\n(read as empty: unset environment variable(s) %s)", err, strings.Join(unset, ", "))
+			return nil, config.Key{}, "", fmt.Errorf("%w\n(read as empty: unset environment variable(s) %s)", err, strings.Join(unset, ", "))
 		}
-		return nil, config.Key{}, err
+		return nil, config.Key{}, "", err
 	}
 	key, err := signingKey(cfg, kid)
-	return cfg, key, err
+	return cfg, key, "", err
 }
 
 // signingKey picks the key named kid, or the first one able to sign.

@@ -280,6 +280,18 @@ func TestTokenMintDevKey(t *testing.T) {
 	if !strings.Contains(errb.String(), "development key in ") {
 		t.Errorf("stderr %q, want it to say which key signed", errb.String())
 	}
+	// A mint that fails signs nothing, and says nothing was signed.
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"token", "mint", "--sandbox", "other", "--ttl", "-5m"}, &out, &errb); code == 0 ||
+		strings.Contains(errb.String(), "signed with") || out.Len() > 0 {
+		t.Errorf("--ttl -5m: exit %d, stdout %q, stderr %q; want a failure that claims no signature", code, out.String(), errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"token", "mint", "--sandbox", "other"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
 	var claims jwt.MapClaims
 	tok, err := jwt.ParseWithClaims(strings.TrimSpace(out.String()), &claims, func(*jwt.Token) (any, error) {
 		return []byte(key.Secret), nil
