@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // The manager's scope (#13, #21). Every container (or pod) the manager
@@ -84,11 +85,20 @@ type ForeignError struct {
 	Scope     string
 	Why       string // whose it is, for operators
 	Managed   bool   // made by previewgate at all
+	// Record names the sandbox's record (settings, links) that outlives
+	// its container: a volume (Docker, with "-<n>" versions) or ConfigMap
+	// of that name. Removing the container alone leaves it in this id's
+	// way. "" when the container names no sandbox.
+	Record string
 }
 
 func (e *ForeignError) Error() string {
 	if !e.Managed {
 		return fmt.Sprintf("container %s: %v: %s; remove or rename it if nobody needs it", e.Container, ErrForeignContainer, e.Why)
+	}
+	if e.Record != "" {
+		return fmt.Sprintf("container %s: %v: %s; serve it from a gateway of that scope, or remove the container and its record %s* if nobody needs it",
+			e.Container, ErrForeignContainer, e.Why, e.Record)
 	}
 	return fmt.Sprintf("container %s: %v: %s; serve it from a gateway of that scope, or remove the container if nobody needs it",
 		e.Container, ErrForeignContainer, e.Why)
@@ -103,7 +113,11 @@ func (m *Manager) owns(c ctrInfo) error {
 	if why == "" {
 		return nil
 	}
-	return &ForeignError{Container: c.Name, Scope: c.Labels[LabelInstance], Why: why, Managed: c.Labels[LabelManaged] == "true"}
+	fe := &ForeignError{Container: c.Name, Scope: c.Labels[LabelInstance], Why: why, Managed: c.Labels[LabelManaged] == "true"}
+	if id := c.Labels[LabelSandbox]; fe.Managed && config.ValidID(id) {
+		fe.Record = runtime.RecordName(id)
+	}
+	return fe
 }
 
 // foreign says why a container with labels l is not this manager's ("" if
