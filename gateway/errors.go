@@ -135,26 +135,16 @@ func ensureError(ctx context.Context, err error) *httpError {
 
 // foreignMsg tells whoever opened the preview whose container holds its
 // name and what the operator can do (#21).
-// recordToo names the record a foreign sandbox leaves behind its
-// container: removed alone, the container's record would still hold the id
-// (settings and links answer 409 foreign_record).
-func recordToo(fe *sandboxmgr.ForeignError) string {
-	if fe.Record == "" {
-		return ""
-	}
-	return " and its record (" + fe.Record + "*, a volume or ConfigMap)"
-}
-
 func foreignMsg(err error) string {
 	var fe *sandboxmgr.ForeignError
 	switch {
 	case errors.As(err, &fe) && fe.Scope != "":
 		return fmt.Sprintf("A container with this preview's name belongs to the gateway scope %q, not to this gateway. "+
-			"Open it through that gateway (or give this one scope: %s), or remove the container %s%s if nobody needs it.",
-			fe.Scope, fe.Scope, fe.Container, recordToo(fe))
+			"Open it through that gateway (or give this one scope: %s), or remove %s if nobody needs it.",
+			fe.Scope, fe.Scope, fe.Removable())
 	case errors.As(err, &fe) && fe.Managed:
 		return "A container with this preview's name belongs to another gateway's scope (other labels). " +
-			"Open it through that gateway, or remove the container " + fe.Container + recordToo(fe) + " if nobody needs it."
+			"Open it through that gateway, or remove " + fe.Removable() + " if nobody needs it."
 	}
 	return "A container with this preview's name exists but was not made by previewgate. Remove or rename it to use this preview."
 }

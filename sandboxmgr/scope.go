@@ -96,12 +96,18 @@ func (e *ForeignError) Error() string {
 	if !e.Managed {
 		return fmt.Sprintf("container %s: %v: %s; remove or rename it if nobody needs it", e.Container, ErrForeignContainer, e.Why)
 	}
-	if e.Record != "" {
-		return fmt.Sprintf("container %s: %v: %s; serve it from a gateway of that scope, or remove the container and its record %s* if nobody needs it",
-			e.Container, ErrForeignContainer, e.Why, e.Record)
+	return fmt.Sprintf("container %s: %v: %s; serve it from a gateway of that scope, or remove %s if nobody needs it",
+		e.Container, ErrForeignContainer, e.Why, e.Removable())
+}
+
+// Removable names what an operator removes to free the id: the container,
+// and its record if it has one (removed alone, the container leaves the
+// record holding the id: settings and links answer 409 foreign_record).
+func (e *ForeignError) Removable() string {
+	if e.Record == "" {
+		return "the container " + e.Container
 	}
-	return fmt.Sprintf("container %s: %v: %s; serve it from a gateway of that scope, or remove the container if nobody needs it",
-		e.Container, ErrForeignContainer, e.Why)
+	return "the container " + e.Container + " and its record (" + e.Record + "*, a volume or ConfigMap)"
 }
 
 func (e *ForeignError) Unwrap() error { return ErrForeignContainer }
