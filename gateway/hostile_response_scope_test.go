@@ -3,10 +3,12 @@ package gateway
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
@@ -41,18 +43,7 @@ func TestHostileResponseScope(t *testing.T) {
 	})
 	eps := &endpoints{}
 	eps.set("abc", addr, "i1")
-	for _, lean := range []bool{true, false} {
-		cfg := testConfig()
-		g, err := New(cfg, eps, Options{}, testkit.Logger(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(g.Close)
-		var h http.Handler = g
-		if !lean {
-			h = http.HandlerFunc(g.ServeHTTP) // hides the lean hook from the Server
-		}
-		srv := serve(t, NewServer(cfg, h, testkit.Logger(t)))
+	onBothLoops(t, eps, nil, func(t *testing.T, cfg *config.Config, srv *httptest.Server) {
 		tok := testkit.Mint(t, cfg, "abc", time.Minute)
 		for _, c := range []struct{ name, method, path string }{
 			{"direct", "GET", "/"}, {"ReverseProxy", "POST", "/"},
@@ -69,23 +60,23 @@ func TestHostileResponseScope(t *testing.T) {
 			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
-				t.Fatalf("lean=%v %s: %v", lean, c.name, err)
+				t.Fatalf("%s: %v", c.name, err)
 			}
 			resp.Body.Close()
 			for _, sc := range resp.Header["Set-Cookie"] {
 				if strings.Contains(strings.ToLower(sc), "domain") {
-					t.Errorf("lean=%v %s: the client got Set-Cookie %q, a cookie for every preview", lean, c.name, sc)
+					t.Errorf("%s: the client got Set-Cookie %q, a cookie for every preview", c.name, sc)
 				}
 			}
 			if got := resp.Header["Set-Cookie"]; len(got) != 2 {
-				t.Errorf("lean=%v %s: Set-Cookie %q, want both cookies, host-only", lean, c.name, got)
+				t.Errorf("%s: Set-Cookie %q, want both cookies, host-only", c.name, got)
 			}
 			if got := strings.Join(resp.Header["Clear-Site-Data"], ","); got != `"cache"` {
-				t.Errorf("lean=%v %s: Clear-Site-Data %q, want only \"cache\"", lean, c.name, got)
+				t.Errorf("%s: Clear-Site-Data %q, want only \"cache\"", c.name, got)
 			}
 			if id := resp.Header["X-Request-Id"]; len(id) != 1 || id[0] == "forged" {
-				t.Errorf("lean=%v %s: X-Request-Id %q, want the gateway's alone", lean, c.name, id)
+				t.Errorf("%s: X-Request-Id %q, want the gateway's alone", c.name, id)
 			}
 		}
-	}
+	})
 }
