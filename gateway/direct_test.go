@@ -40,6 +40,12 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 				w.(http.Flusher).Flush()
 			}
 			return
+		case "/trailer-untyped": // nothing for the gateway to sniff from either
+			w.Header()["Content-Type"] = nil
+			w.Header().Set("Trailer", "X-Sum")
+			io.WriteString(w, "<html>untyped</html>")
+			w.Header().Set("X-Sum", "42")
+			return
 		case "/no-type":
 			w.Header()["Content-Type"] = nil // no sniffing either
 			io.WriteString(w, "<html>untyped</html>")
@@ -91,6 +97,7 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 			"Cookie", auth.DefaultCookieName + "=" + tok, "Authorization", "Bearer app-own-token"}},
 		{"head", "HEAD", "/", []string{"Authorization", "Bearer " + tok}},
 		{"trailer", "GET", "/trailer", []string{"Authorization", "Bearer " + tok}},
+		{"trailer, no content type", "GET", "/trailer-untyped", []string{"Authorization", "Bearer " + tok}},
 		{"chunked stream", "GET", "/stream", []string{"Authorization", "Bearer " + tok}},
 		{"no content type", "GET", "/no-type", []string{"Authorization", "Bearer " + tok}},
 		{"not modified", "GET", "/not-modified", []string{"Authorization", "Bearer " + tok, "If-None-Match", `"v1"`}},

@@ -34,6 +34,11 @@ func Relay(w http.ResponseWriter, resp *Response, pool httputil.BufferPool) erro
 	if resp.ContentLength == -1 {
 		flush = http.NewResponseController(w).Flush
 	}
+	if len(resp.Trailer) > 0 {
+		// The head goes out now, as ReverseProxy sends it: chunked, and
+		// with no Content-Type sniffed from the body the app left untyped.
+		http.NewResponseController(w).Flush()
+	}
 	buf := pool.Get()
 	err := CopyBody(w, &resp.Body, buf, flush)
 	pool.Put(buf)
