@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"slices"
 	"time"
 
 	"github.com/previewgate/previewgate/config"
@@ -45,8 +46,31 @@ func (g *Gateway) WorthCertificate(host string) bool {
 	if _, isRoute := t.routes[hostname(host)]; isRoute {
 		return true
 	}
-	if _, ok := g.sb.Known(rt.sandbox); ok {
+	if name, ok := g.sb.Known(rt.sandbox); ok {
+		return portWorth(t.cfg, rt.port, name)
+	}
+	return g.announced.Has(rt.sandbox) && portWorth(t.cfg, rt.port, "")
+}
+
+// portWorth reports whether port (0: the template's own) of a sandbox made
+// from template name can be served, so its <port>-sandbox-<id> name is
+// worth a certificate: one of that template's ports, or of any template's
+// while the sandbox is only announced (name ""). Every other port answers
+// 404 unknown_port, and one known id would otherwise make 65535 names,
+// each an order at the CA (hostile5). A template the config no longer has
+// is judged as the request path judges it (portError): any port.
+func portWorth(cfg *config.Config, port int, name string) bool {
+	if port == 0 {
 		return true
 	}
-	return g.announced.Has(rt.sandbox)
+	if name != "" {
+		tpl := cfg.Templates[name]
+		return tpl == nil || slices.Contains(tpl.Ports, port)
+	}
+	for _, tpl := range cfg.Templates {
+		if slices.Contains(tpl.Ports, port) {
+			return true
+		}
+	}
+	return false
 }

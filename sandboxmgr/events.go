@@ -160,7 +160,7 @@ func (m *Manager) applyEvent(ev ctrEvent) {
 		case evStart:
 			if m.caps.SharedPool && strings.HasPrefix(strings.TrimPrefix(ev.Name, "/"), poolPrefix(ev.Pool)) {
 				m.mu.Lock()
-				m.addPoolLocked(ev.Pool, poolCtr{id: ev.ID, name: strings.TrimPrefix(ev.Name, "/"), added: m.now()})
+				m.addPoolLocked(ev.Pool, poolCtr{id: ev.ID, name: strings.TrimPrefix(ev.Name, "/"), spec: ev.Labels[runtime.LabelPoolSpec], added: m.now()})
 				m.mu.Unlock()
 				return
 			}

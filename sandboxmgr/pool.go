@@ -3,7 +3,9 @@ package sandboxmgr
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // The warm pool (#7): per template with pool > 0, that many containers
@@ -37,8 +40,9 @@ import (
 // another replica claimed a moment before: each replica keeps a pool of
 // its own there, of the containers it made.
 //
-// A claim charges Options.OnCreate like a create. Pool containers of a
-// template whose image changed are removed when met instead of claimed; a
+// A claim charges Options.OnCreate like a create. Pool containers made
+// from a template since changed (image, cmd, env, limits, capabilities:
+// LabelPoolSpec) are removed when met instead of claimed; a
 // pool size lowered by a reload leaves the extra containers until claimed
 // or the next restart.
 
@@ -50,6 +54,7 @@ type poolCtr struct {
 	id    string // container ID: calls use it, never the name (scope.go)
 	name  string
 	image string // "" when unknown (adopted): taken as matching
+	spec  string // LabelPoolSpec: the digest of what it was made from
 	added time.Time
 }
 
@@ -167,7 +172,7 @@ func (m *Manager) syncPoolLocked(list []ctrInfo, listed time.Time) {
 			seen[tpl] = make(map[string]bool)
 		}
 		seen[tpl][c.ID] = true
-		m.addPoolLocked(tpl, poolCtr{id: c.ID, name: c.Name, image: c.Image, added: listed})
+		m.addPoolLocked(tpl, poolCtr{id: c.ID, name: c.Name, image: c.Image, spec: c.Labels[runtime.LabelPoolSpec], added: listed})
 	}
 	for tpl, list := range m.pool.ready {
 		m.pool.ready[tpl] = slices.DeleteFunc(list, func(pc poolCtr) bool { return !seen[tpl][pc.id] && pc.added.Before(listed) })
@@ -208,6 +213,7 @@ func (m *Manager) fillOne(ctx context.Context, tpl *config.Template) {
 	spec.Name = poolPrefix(tpl.Name) + randomHex()
 	delete(spec.Labels, LabelSandbox)
 	spec.Labels[LabelPool] = tpl.Name
+	spec.Labels[runtime.LabelPoolSpec] = poolSpec(spec)
 	log := m.log.With("pool", tpl.Name, "container", spec.Name)
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout(tpl))
 	defer cancel()
@@ -227,7 +233,7 @@ func (m *Manager) fillOne(ctx context.Context, tpl *config.Template) {
 		return // on Close the half-made one is left to the next Start
 	}
 	m.mu.Lock()
-	m.addPoolLocked(tpl.Name, poolCtr{id: c.ID, name: spec.Name, image: tpl.Image, added: m.now()})
+	m.addPoolLocked(tpl.Name, poolCtr{id: c.ID, name: spec.Name, image: tpl.Image, spec: spec.Labels[runtime.LabelPoolSpec], added: m.now()})
 	m.mu.Unlock()
 	ok = true
 	log.DebugContext(ctx, "pool container ready")
@@ -263,6 +269,11 @@ func (m *Manager) createPool(ctx context.Context, spec ctrSpec) (ctrInfo, error)
 // previewgate-<id>. errNoPool if there is none; errNameTaken if the name
 // was taken meanwhile (the pool container goes back).
 func (m *Manager) claim(ctx context.Context, id string, tpl *config.Template) error {
+	spec, err := m.spec(id, tpl)
+	if err != nil {
+		return err
+	}
+	want := poolSpec(spec)
 	relisted := false
 	for {
 		pc, ok := m.takePool(tpl.Name)
@@ -277,8 +288,8 @@ func (m *Manager) claim(ctx context.Context, id string, tpl *config.Template) er
 		if !ok {
 			return errNoPool
 		}
-		if pc.image != "" && pc.image != tpl.Image {
-			m.discardPool(pc) // made from an older template
+		if pc.image != "" && pc.image != tpl.Image || pc.spec != want {
+			m.discardPool(pc) // made from an older template (hostile5)
 			continue
 		}
 		err := m.eng.Claim(ctx, pc.id, ContainerName(id))
@@ -361,11 +372,22 @@ func (m *Manager) adoptPool(ctx context.Context, c ctrInfo) {
 			return
 		}
 	}
-	m.pool.ready[tpl] = append(m.pool.ready[tpl], poolCtr{id: c.ID, name: c.Name, image: c.Image, added: m.now()})
+	m.pool.ready[tpl] = append(m.pool.ready[tpl], poolCtr{id: c.ID, name: c.Name, image: c.Image, spec: c.Labels[runtime.LabelPoolSpec], added: m.now()})
 }
 
 func randomHex() string {
 	b := make([]byte, 5)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// poolSpec is LabelPoolSpec for an instance made from spec: a digest of
+// everything in it but its name and labels, a valid label value on every
+// runtime. An instance made before the label existed has none and matches
+// nothing: it is removed when met, and the pool refills.
+func poolSpec(s ctrSpec) string {
+	s.Name, s.Labels = "", nil
+	b, _ := json.Marshal(s)
+	sum := sha256.Sum256(b)
+	return "p" + hex.EncodeToString(sum[:])[:15]
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -148,7 +149,7 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 		}
 	}
 	err = errNoPool
-	if tpl.Pool > 0 && tpl.Workspace == nil && r.subjectMax == 0 && len(r.meta) == 0 && (r.action == "created" || r.action == "adopted") {
+	if tpl.Pool > 0 && tpl.Workspace == nil && r.subjectMax == 0 && len(r.meta) == 0 && m.poolEnv(tpl) && (r.action == "created" || r.action == "adopted") {
 		if err = m.claim(ctx, r.id, tpl); err == nil {
 			r.action, r.claimed = "claimed from pool", true
 		} else if !errors.Is(err, errNameTaken) && !errors.Is(err, errNoPool) {
@@ -310,3 +311,12 @@ func (m *Manager) refreshStates(ctx context.Context) error {
 }
 
 var sleep = runtime.Sleep
+
+// poolEnv reports whether tpl has the env its pool's instances were made
+// with (the configured template's): an admin API create may set other
+// values (allow_env), and a claimed instance's env cannot change, so such
+// a create makes its own (hostile5).
+func (m *Manager) poolEnv(tpl *config.Template) bool {
+	pool := m.cfg.Templates(tpl.Name)
+	return pool != nil && maps.Equal(pool.Env, tpl.Env)
+}

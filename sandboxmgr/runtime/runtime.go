@@ -53,6 +53,10 @@ const (
 	// LabelPool marks a warm pool instance with its template's name. It
 	// stays after the instance is claimed.
 	LabelPool = "previewgate.pool"
+	// LabelPoolSpec stamps a warm pool instance with a digest of what
+	// it was made from (image, cmd, env, limits, capabilities), so a
+	// claim never hands out one made from a template since reloaded.
+	LabelPoolSpec = "previewgate.pool.spec"
 	// LabelInstance names a gateway's scope (config scope, or the
 	// development default's per-data-dir id).
 	LabelInstance = "previewgate.instance"
