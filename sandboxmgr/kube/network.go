@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"maps"
+	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
 	netv1 "k8s.io/api/networking/v1"
@@ -35,7 +36,28 @@ var privateRanges = []string{
 	"172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4",
 }
 
-var privateRanges6 = []string{"::1/128", "fc00::/7", "fe80::/10", "ff00::/8"}
+// privateRanges6 are IPv6's own private ranges, and the ranges that carry
+// an IPv4 address a translator or relay delivers over IPv4: the local-use
+// NAT64 prefix, 6to4 and Teredo whole, and in the well-known NAT64 prefix
+// (IPv6-only clusters reach IPv4 through it) exactly the private IPv4
+// ranges, so 64:ff9b::a00:5 is no way around 10.0.0.0/8 while public IPv4
+// stays reachable (hostile5).
+var privateRanges6 = append([]string{"::1/128", "fc00::/7", "fe80::/10", "ff00::/8",
+	"64:ff9b:1::/48", "2002::/16", "2001::/32"}, nat64(privateRanges)...)
+
+// nat64 returns IPv4 ranges as they appear in the well-known NAT64 prefix
+// 64:ff9b::/96 (RFC 6052).
+func nat64(v4 []string) []string {
+	out := make([]string, 0, len(v4))
+	for _, c := range v4 {
+		p := netip.MustParsePrefix(c)
+		a := netip.MustParseAddr("64:ff9b::").As16()
+		b := p.Addr().As4()
+		copy(a[12:], b[:])
+		out = append(out, netip.PrefixFrom(netip.AddrFrom16(a), 96+p.Bits()).String())
+	}
+	return out
+}
 
 // policy is the sandboxes' NetworkPolicy for this runtime's config.
 func (e *Runtime) policy(name string, lbls map[string]string) *netv1.NetworkPolicy {
