@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"slices"
 	"time"
 
 	"github.com/previewgate/previewgate/config"
@@ -36,7 +35,9 @@ func (g *Gateway) Announce(id string) bool {
 // WorthCertificate reports whether host, which Serves approves, deserves
 // an on-demand certificate: a route's host, or a sandbox host whose
 // sandbox exists (as far as the manager knows, no runtime call) or was
-// announced.
+// announced, for a port its template (an announced one's: any template)
+// lists. Every other port answers 404 unknown_port (portError), and one
+// known id would otherwise make 65535 names, each an order at the CA.
 func (g *Gateway) WorthCertificate(host string) bool {
 	t := g.table.Load()
 	rt, herr := t.resolve(host)
@@ -47,28 +48,13 @@ func (g *Gateway) WorthCertificate(host string) bool {
 		return true
 	}
 	if name, ok := g.sb.Known(rt.sandbox); ok {
-		return portWorth(t.cfg, rt.port, name)
+		return portError(rt, t.cfg.Templates[name]) == nil
 	}
-	return g.announced.Has(rt.sandbox) && portWorth(t.cfg, rt.port, "")
-}
-
-// portWorth reports whether port (0: the template's own) of a sandbox made
-// from template name can be served, so its <port>-sandbox-<id> name is
-// worth a certificate: one of that template's ports, or of any template's
-// while the sandbox is only announced (name ""). Every other port answers
-// 404 unknown_port, and one known id would otherwise make 65535 names,
-// each an order at the CA (hostile5). A template the config no longer has
-// is judged as the request path judges it (portError): any port.
-func portWorth(cfg *config.Config, port int, name string) bool {
-	if port == 0 {
-		return true
+	if !g.announced.Has(rt.sandbox) {
+		return false
 	}
-	if name != "" {
-		tpl := cfg.Templates[name]
-		return tpl == nil || slices.Contains(tpl.Ports, port)
-	}
-	for _, tpl := range cfg.Templates {
-		if slices.Contains(tpl.Ports, port) {
+	for _, tpl := range t.cfg.Templates {
+		if portError(rt, tpl) == nil {
 			return true
 		}
 	}

@@ -2,10 +2,8 @@ package gateway
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/previewgate/previewgate/auth"
@@ -69,19 +67,6 @@ func portError(rt route, tpl *config.Template) *httpError {
 	}
 	return &httpError{Status: http.StatusNotFound, Code: "unknown_port",
 		Msg: fmt.Sprintf("Port %d is not one this preview exposes (its template lists %v).", rt.port, tpl.Ports)}
-}
-
-// portAddr is the address of port on the sandbox endpoint addr (its IP,
-// that port); port 0 is addr itself.
-func portAddr(addr string, port int) string {
-	if port == 0 {
-		return addr
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	return net.JoinHostPort(host, strconv.Itoa(port))
 }
 
 // Serves reports whether host is one the gateway answers for: a configured

@@ -184,7 +184,7 @@ func (p *proxy) reensure(ctx context.Context, t *target) error {
 			Msg: fmt.Sprintf("Nothing in the sandbox accepts connections on port %d.", t.port),
 			Err: fmt.Errorf("dial %s: refused, instance unchanged", t.addr)}
 	}
-	addr := portAddr(ep.Addr, t.port)
+	addr := wire.PortAddr(ep.Addr, t.port)
 	p.g.log.InfoContext(ctx, "sandbox endpoint changed, retrying", "sandbox", t.sandbox, "old", t.addr, "new", addr)
 	t.addr, t.instance = addr, ep.Instance
 	return nil

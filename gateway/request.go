@@ -13,6 +13,7 @@ import (
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/meter"
 	"github.com/previewgate/previewgate/internal/outbound"
+	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // ServeHTTP runs the request path: host → access → limits → ensure → proxy.
@@ -200,7 +201,7 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, t *table,
 	// literal's temporary would sit in this frame on every request's
 	// stack (see logAccess).
 	pt := &st.t
-	pt.sandbox, pt.port, pt.addr, pt.instance = id, rt.port, portAddr(ep.Addr, rt.port), ep.Instance
+	pt.sandbox, pt.port, pt.addr, pt.instance = id, rt.port, wire.PortAddr(ep.Addr, rt.port), ep.Instance
 	pt.tpl, pt.verifier, pt.timing = tpl, t.verifier, timing
 	pt.host = hostModeFor(tpl, r)
 	g.proxy.serve(w, r, pt, cl)

@@ -1,6 +1,10 @@
 package wire
 
-import "net/netip"
+import (
+	"net"
+	"net/netip"
+	"strconv"
+)
 
 // IPKey is the per-client key: the address, or its /64 for IPv6, since a
 // single host commonly holds a whole /64 and could rotate through it.
@@ -14,3 +18,16 @@ func IPKey(a netip.Addr) netip.Addr {
 
 // NormAddr drops an IPv4-in-IPv6 mapping and a zone, so one host is one key.
 func NormAddr(a netip.Addr) netip.Addr { return a.Unmap().WithZone("") }
+
+// PortAddr is the address of port on the host of addr (a sandbox's
+// endpoint: its IP, that port); port 0 is addr itself.
+func PortAddr(addr string, port int) string {
+	if port == 0 {
+		return addr
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}

@@ -133,3 +133,22 @@ func BenchmarkClientIP(b *testing.B) {
 		})
 	}
 }
+
+// TestPortAddr: a port host's address is the endpoint's IP with that
+// port; port 0 (the template's own) is the endpoint itself.
+func TestPortAddr(t *testing.T) {
+	for _, tt := range []struct {
+		addr string
+		port int
+		want string
+	}{
+		{"10.0.0.2:3000", 0, "10.0.0.2:3000"},
+		{"10.0.0.2:3000", 5173, "10.0.0.2:5173"},
+		{"[fd00::2]:3000", 8080, "[fd00::2]:8080"},
+		{"not an address", 8080, "not an address"},
+	} {
+		if got := PortAddr(tt.addr, tt.port); got != tt.want {
+			t.Errorf("PortAddr(%q, %d) = %q, want %q", tt.addr, tt.port, got, tt.want)
+		}
+	}
+}
