@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -113,6 +114,15 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 			}
 			if !reflect.DeepEqual(dh, rh) {
 				t.Errorf("response headers differ:\ndirect        %v\nreverse proxy %v", dh, rh)
+			}
+			// An answer the app left untyped stays so on both paths (no
+			// Content-Type sniffed by the gateway's server: ReverseProxy's
+			// own was sniffed or not by a race between its first flush and
+			// the body).
+			if ct, ok := dh["Content-Type"]; strings.Contains(tc.path, "untyped") || tc.path == "/no-type" {
+				if ok || rh["Content-Type"] != nil {
+					t.Errorf("untyped answer got Content-Type %q (direct), %q (reverse proxy), want none", ct, rh["Content-Type"])
+				}
 			}
 		})
 	}

@@ -21,6 +21,7 @@ type InterimGuard struct {
 
 func (g *InterimGuard) WriteHeader(code int) {
 	if code < 100 || code > 199 {
+		NoSniff(g.ResponseWriter.Header())
 		g.ResponseWriter.WriteHeader(code)
 		return
 	}

@@ -29,15 +29,11 @@ func RelayHeader(h http.Header, resp *Response) {
 // out: the caller aborts the response (panic(http.ErrAbortHandler)) so
 // the client sees a broken body, not a short one.
 func Relay(w http.ResponseWriter, resp *Response, pool httputil.BufferPool) error {
+	NoSniff(w.Header())
 	w.WriteHeader(resp.Status)
 	var flush func() error
 	if resp.ContentLength == -1 {
 		flush = http.NewResponseController(w).Flush
-	}
-	if len(resp.Trailer) > 0 {
-		// The head goes out now, as ReverseProxy sends it: chunked, and
-		// with no Content-Type sniffed from the body the app left untyped.
-		http.NewResponseController(w).Flush()
 	}
 	buf := pool.Get()
 	err := CopyBody(w, &resp.Body, buf, flush)
@@ -48,4 +44,15 @@ func Relay(w http.ResponseWriter, resp *Response, pool httputil.BufferPool) erro
 	}
 	Release(resp)
 	return err
+}
+
+// NoSniff keeps the server from adding a Content-Type sniffed from the
+// body to an answer the app left untyped: the gateway passes on what the
+// app sent, as nginx does. ReverseProxy's own answer would be sniffed or
+// not depending on whether its first flush beat the body (an untyped
+// chunked answer), so both paths set it (Relay, InterimGuard).
+func NoSniff(h http.Header) {
+	if _, ok := h["Content-Type"]; !ok {
+		h["Content-Type"] = nil
+	}
 }
