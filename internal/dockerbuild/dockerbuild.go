@@ -27,10 +27,15 @@ import (
 // labelled with labels, and waits for the build to finish. A failed build
 // answers 200 with the error in its message stream; Build returns it.
 func Build(ctx context.Context, cli *client.Client, tag string, buildContext []byte, labels map[string]string) error {
+	return buildImage(ctx, cli, tag, buildContext, labels, false)
+}
+
+func buildImage(ctx context.Context, cli *client.Client, tag string, buildContext []byte, labels map[string]string, noCache bool) error {
 	resp, err := cli.ImageBuild(ctx, bytes.NewReader(buildContext), build.ImageBuildOptions{
 		Tags:        []string{tag},
 		Remove:      true,
 		ForceRemove: true,
+		NoCache:     noCache,
 		Labels:      labels,
 	})
 	if err != nil {
@@ -116,7 +121,13 @@ func GoProgram(ctx context.Context, cli *client.Client, pkg, tag string, port in
 	if err := tw.Close(); err != nil {
 		return err
 	}
-	return Build(ctx, cli, tag, buf.Bytes(), labels)
+	// Without the build cache: the same program built by two processes at
+	// once (test packages run in parallel) would share the cached steps'
+	// images, and the first to remove its image with its parents (its
+	// cleanup) pulls them from under the other's build ("failed to get
+	// digest", CI of 2026-11-27). A COPY of one binary costs nothing to
+	// redo.
+	return buildImage(ctx, cli, tag, buf.Bytes(), labels, true)
 }
 
 // ModuleRoot is the directory of this module's go.mod.
