@@ -149,6 +149,13 @@ func calls11(t0 time.Time, gaps []time.Duration) time.Time {
 // reconnect, the cache is trusted again: no engine call per request.
 func TestEventsDownChecksCachedEndpoint(t *testing.T) {
 	m, f := newFakeManager(t, Config{})
+	// The manager's clock moves only when the test says: a check stands
+	// for checkValid of it, however slowly a loaded machine runs the
+	// calls in between (CI failed the "checked 100ms ago" step once).
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	m.now = func() time.Time { return time.Unix(0, clock.Load()) }
+	pass := func(d time.Duration) { clock.Add(int64(d)) }
 	broke, up := make(chan struct{}), make(chan struct{})
 	var subs atomic.Int64
 	f.events = func(ctx context.Context, _ time.Time, _ func(ctrEvent)) error {
@@ -200,7 +207,7 @@ func TestEventsDownChecksCachedEndpoint(t *testing.T) {
 	if n := ensureCalls(); n != 0 {
 		t.Errorf("stream down, checked %v ago: Ensure inspected %d times, want 0", checkValid, n)
 	}
-	time.Sleep(checkValid) // the check above no longer stands
+	pass(checkValid) // the check above no longer stands
 	// A client that gives up does not drop a healthy endpoint.
 	canceled, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -208,7 +215,7 @@ func TestEventsDownChecksCachedEndpoint(t *testing.T) {
 	if _, ok := m.Cached("a"); !ok {
 		t.Error("a canceled request dropped the endpoint of a running sandbox")
 	}
-	time.Sleep(checkValid)
+	pass(checkValid)
 	f.setState(ContainerName("a"), stateRunning, stateExited) // no event tells
 	if ensureCalls(); f.state(ContainerName("a")) != stateRunning {
 		t.Errorf("stream down, container exited unseen: Ensure did not wake it (state %s)", f.state(ContainerName("a")))
