@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -118,17 +119,19 @@ func New(o Options) http.Handler {
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", a.authed(o.Metrics.ServeHTTP))
 	}
-	mux.HandleFunc("GET /admin/config", a.authed(a.getConfig))
-	mux.HandleFunc("PUT /admin/config", a.authed(a.putConfig))
-	mux.HandleFunc("POST /admin/config/validate", a.authed(a.validateConfig))
-	sbx := func(h http.HandlerFunc) http.HandlerFunc { return a.scoped(config.APIScopeSandboxes, h) }
-	mux.HandleFunc("GET /admin/sandboxes", sbx(a.listSandboxes))
+	mux.HandleFunc("GET /admin/config", a.authed(takes(a.getConfig)))
+	mux.HandleFunc("PUT /admin/config", a.authed(takes(a.putConfig)))
+	mux.HandleFunc("POST /admin/config/validate", a.authed(takes(a.validateConfig)))
+	sbx := func(h http.HandlerFunc, params ...string) http.HandlerFunc {
+		return a.scoped(config.APIScopeSandboxes, takes(h, params...))
+	}
+	mux.HandleFunc("GET /admin/sandboxes", a.scoped(config.APIScopeSandboxes, a.listSandboxes)) // metadata.KEY filters (traffic.go)
 	mux.HandleFunc("PUT /admin/sandboxes/{id}", sbx(a.putSandbox))
-	mux.HandleFunc("GET /admin/sandboxes/{id}/logs", sbx(a.sandboxLogs))
+	mux.HandleFunc("GET /admin/sandboxes/{id}/logs", sbx(a.sandboxLogs, "tail", "follow"))
 	mux.HandleFunc("POST /admin/sandboxes/{id}/stop", sbx(a.sandboxOp("stop", o.Sandboxes.Stop)))
 	mux.HandleFunc("POST /admin/sandboxes/{id}/pause", sbx(a.pauseSandbox))
 	mux.HandleFunc("POST /admin/sandboxes/{id}/resume", sbx(a.resumeSandbox))
-	mux.HandleFunc("GET /admin/sandboxes/{id}/requests", sbx(a.sandboxRequests))
+	mux.HandleFunc("GET /admin/sandboxes/{id}/requests", sbx(a.sandboxRequests, "n"))
 	mux.HandleFunc("POST /admin/sandboxes/{id}/announce", sbx(a.announce))
 	mux.HandleFunc("DELETE /admin/sandboxes/{id}", sbx(a.sandboxOp("remove", a.removeSandbox)))
 	mux.HandleFunc("PATCH /admin/sandboxes/{id}", sbx(a.patchSandbox)) // settings (links.go)
@@ -137,6 +140,40 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("DELETE /admin/sandboxes/{id}/links/{link}", sbx(a.deleteLink))
 	a.ui.routes(mux)
 	return mux
+}
+
+// takes answers 400 bad_param to a query parameter h does not read, or a
+// query that does not parse: a misspelt ?folow=1, or a ?force=1 the call
+// does not have, must not be answered as if it were understood (#24:
+// nothing fails silently). Behind the token check, so that a caller
+// without one learns nothing from it.
+func takes(h http.HandlerFunc, params ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if msg := unknownParam(r.URL.RawQuery, params); msg != "" {
+			writeJSON(w, http.StatusBadRequest, errBody(msg, "bad_param"))
+			return
+		}
+		h(w, r)
+	}
+}
+
+// unknownParam says what is wrong with query for a call taking params,
+// or "".
+func unknownParam(query string, params []string) string {
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return "the query does not parse: " + err.Error()
+	}
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		if !slices.Contains(params, k) {
+			takes := "no query parameters"
+			if len(params) > 0 {
+				takes = strings.Join(params, ", ")
+			}
+			return fmt.Sprintf("unknown query parameter %q (this call takes %s)", k, takes)
+		}
+	}
+	return ""
 }
 
 // authed admits the admin token only.

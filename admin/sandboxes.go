@@ -145,7 +145,15 @@ func (a *admin) sandboxLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		tail = min(n, sandboxmgr.MaxLogLines)
 	}
-	if r.URL.Query().Get("follow") != "1" {
+	follow := false
+	if s := r.URL.Query().Get("follow"); s != "" {
+		var err error
+		if follow, err = strconv.ParseBool(s); err != nil {
+			writeJSON(w, http.StatusBadRequest, errBody("follow must be 1 or 0", "bad_request"))
+			return
+		}
+	}
+	if !follow {
 		lines, err := a.o.Sandboxes.Logs(r.Context(), id, max(tail, 1))
 		if err != nil {
 			writeSandboxError(w, err)

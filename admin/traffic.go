@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -59,8 +60,12 @@ const maxFilters = sandboxmgr.MaxMetadata
 // metadataFilter reads ?metadata.KEY=VALUE (several: all must match). A
 // key given twice, or a pair no sandbox could carry, is a 400.
 func metadataFilter(r *http.Request) (map[string]string, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("the query does not parse: %w", err)
+	}
 	var want map[string]string
-	for k, vs := range r.URL.Query() {
+	for k, vs := range q {
 		key, ok := strings.CutPrefix(k, "metadata.")
 		if !ok {
 			// A misspelt filter (?metdata.user=u42, ?user=u42) must not
