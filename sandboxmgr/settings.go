@@ -405,11 +405,6 @@ func AddLink(s *Settings, l Link) error {
 	return nil
 }
 
-// keepUp reports whether sandbox id's settings keep it up at now.
-func (m *Manager) keepUp(id string, now time.Time) bool {
-	return m.Settings(id).KeepUpUntil.After(now)
-}
-
 // LoadSettings reads sandbox id's settings from the runtime (and caches
 // them).
 func (m *Manager) LoadSettings(ctx context.Context, id string) (Settings, error) {

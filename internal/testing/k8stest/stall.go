@@ -56,11 +56,8 @@ func (p *WatchProxy) Config(token string) *rest.Config {
 		TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
 }
 
-// Stall swallows what the informers' watches carry until Unstall.
+// Stall swallows what the informers' watches carry from now on.
 func (p *WatchProxy) Stall() { p.stalled.Store(true) }
-
-// Unstall lets the watches' events through again.
-func (p *WatchProxy) Unstall() { p.stalled.Store(false) }
 
 type stallWriter struct {
 	http.ResponseWriter
