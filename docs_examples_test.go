@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +39,13 @@ func TestDocsTokenExamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	jsCode, pyCode := codeBlock(t, "docs/auth.md", doc, "js"), codeBlock(t, "docs/auth.md", doc, "python")
+	// The examples sign for sandbox abc123; the test's gateway serves a
+	// sandbox of this run's own instead, since container names are one
+	// namespace per engine: a developer's gateway following the same docs
+	// on this engine holds previewgate-abc123 (seen in CI: 409
+	// foreign_container on every token).
+	id := "docs-" + dockertest.RunID()
+	jsCode, pyCode = sandboxIn(t, jsCode, id), sandboxIn(t, pyCode, id)
 	python := findPython(t)
 	node := findNode(t)
 
@@ -96,7 +105,7 @@ templates:
 	p := startProc(t, bin, append([]string{"serve", "--config", cfgFile}, labelArgs()...)...)
 	p.waitFor(t, p.stderr, regexp.MustCompile(`previewgate serving`))
 
-	const host = "sandbox-abc123.preview.localhost"
+	host := "sandbox-" + id + ".preview.localhost"
 	for i, tok := range tokens {
 		if code, body := bearerGet(t, httpAddr, host, tok); code != 200 {
 			t.Errorf("token %d of the examples (%s): got %d %.200q, want 200", i, []string{"node HS256", "node EdDSA", "python HS256", "python EdDSA"}[i], code, body)
@@ -104,7 +113,7 @@ templates:
 	}
 
 	wrong, err := auth.Mint(config.Key{KID: "k1", Alg: "HS256", Secret: secret}, auth.MintOptions{Subject: "user-42",
-		Sandbox: "abc123", Template: "nextjs", Issuer: "app-backend", Audience: "previewgate", TTL: time.Minute})
+		Sandbox: id, Template: "nextjs", Issuer: "app-backend", Audience: "previewgate", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,6 +123,16 @@ templates:
 	if code != http.StatusBadRequest || e.Code != "unknown_template" {
 		t.Errorf("tpl naming no template: got %d %q, want 400 unknown_template", code, body)
 	}
+}
+
+// sandboxIn returns an example's code signing for sandbox id instead of
+// the docs' abc123.
+func sandboxIn(t *testing.T, code []byte, id string) []byte {
+	t.Helper()
+	if !bytes.Contains(code, []byte(`"abc123"`)) {
+		t.Fatalf("the example no longer signs for \"abc123\":\n%s", code)
+	}
+	return bytes.ReplaceAll(code, []byte(`"abc123"`), []byte(strconv.Quote(id)))
 }
 
 // codeBlock returns the one fenced block of lang in doc (file name).
