@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // DefaultCookieName is the cookie's base name; over TLS it gets the
@@ -136,73 +137,73 @@ func removeAccessToken(rawQuery string) string {
 // that uses its own bearer tokens keeps them. access_token also goes from
 // the Referer, in case the address bar still had it.
 func (v *Verifier) Strip(out *http.Request) {
-	if lines := out.Header["Cookie"]; len(lines) > 0 {
-		kept := lines[:0:0]
-		changed := false
-		for _, line := range lines {
-			nl, ch := v.stripCookieLine(line)
-			changed = changed || ch
-			if nl != "" {
-				kept = append(kept, nl)
-			}
-		}
-		if changed {
-			if len(kept) == 0 {
-				out.Header.Del("Cookie")
-			} else {
-				out.Header["Cookie"] = kept
-			}
-		}
-	}
-	if vals := out.Header["Authorization"]; len(vals) > 0 {
-		kept := vals[:0:0]
-		for _, a := range vals {
-			if tok, ok := parseBearer(a); ok && v.isOurs(tok) {
-				continue
-			}
-			kept = append(kept, a)
-		}
-		if len(kept) == 0 {
-			out.Header.Del("Authorization")
-		} else if len(kept) != len(vals) {
-			out.Header["Authorization"] = kept
-		}
-	}
+	e, query := v.Stripped(out)
+	e.Apply(out.Header)
 	if out.URL != nil {
-		out.URL.RawQuery = removeAccessToken(out.URL.RawQuery)
-	}
-	if ref := out.Header.Get("Referer"); ref != "" && strings.Contains(ref, "?") {
-		if u, err := url.Parse(ref); err == nil {
-			if q := removeAccessToken(u.RawQuery); q != u.RawQuery {
-				u.RawQuery = q
-				out.Header.Set("Referer", u.String())
-			}
-		}
+		out.URL.RawQuery = query
 	}
 }
 
 // Stripped is Strip for a proxy that writes r's header lines itself: it
-// returns what Strip leaves of r's token-carrying headers (TokenHeaders; a
-// header Strip removes maps to nil: send no line) and of r's raw query,
-// and changes nothing in r. The headers it does not return need no
-// stripping.
-func (v *Verifier) Stripped(r *http.Request) (http.Header, string) {
-	h := make(http.Header, len(TokenHeaders))
-	for _, k := range TokenHeaders {
-		if vv, ok := r.Header[k]; ok {
-			h[k] = vv
+// returns the token-carrying headers (TokenHeaders) Strip changes, as
+// Strip leaves them (nil lines: removed), and r's raw query without the
+// token, and changes nothing in r. Strip is Stripped applied.
+func (v *Verifier) Stripped(r *http.Request) (e wire.Edits, query string) {
+	if lines := r.Header["Cookie"]; len(lines) > 0 {
+		if kept, changed := v.stripCookies(lines); changed {
+			e.Set("Cookie", kept)
 		}
 	}
-	u := *r.URL
-	v.Strip(&http.Request{Header: h, URL: &u})
-	for _, k := range TokenHeaders {
-		if _, was := r.Header[k]; was {
-			if _, still := h[k]; !still {
-				h[k] = nil
+	if vals := r.Header["Authorization"]; len(vals) > 0 {
+		if kept, changed := v.stripAuthorization(vals); changed {
+			e.Set("Authorization", kept)
+		}
+	}
+	if refs := r.Header["Referer"]; len(refs) > 0 && strings.Contains(refs[0], "?") {
+		if u, err := url.Parse(refs[0]); err == nil {
+			if q := removeAccessToken(u.RawQuery); q != u.RawQuery {
+				u.RawQuery = q
+				e.Set("Referer", []string{u.String()})
 			}
 		}
 	}
-	return h, u.RawQuery
+	if r.URL != nil {
+		query = removeAccessToken(r.URL.RawQuery)
+	}
+	return e, query
+}
+
+// stripCookies returns Cookie lines without ours (nil if none is left),
+// and whether any line held ours.
+func (v *Verifier) stripCookies(lines []string) (kept []string, changed bool) {
+	kept = lines[:0:0]
+	for _, line := range lines {
+		nl, ch := v.stripCookieLine(line)
+		changed = changed || ch
+		if nl != "" {
+			kept = append(kept, nl)
+		}
+	}
+	if len(kept) == 0 {
+		kept = nil
+	}
+	return kept, changed
+}
+
+// stripAuthorization returns Authorization values without a Bearer JWT
+// meant for us (nil if none is left), and whether one was removed.
+func (v *Verifier) stripAuthorization(vals []string) (kept []string, changed bool) {
+	kept = vals[:0:0]
+	for _, a := range vals {
+		if tok, ok := parseBearer(a); ok && v.isOurs(tok) {
+			continue
+		}
+		kept = append(kept, a)
+	}
+	if len(kept) == 0 {
+		kept = nil
+	}
+	return kept, len(kept) != len(vals)
 }
 
 // TokenHeaders are the headers Strip may change.

@@ -79,11 +79,11 @@ type directFields struct {
 	p        *proxy
 	r        *http.Request
 	w        http.ResponseWriter
-	stripped http.Header
+	stripped wire.Edits
 }
 
 func (f *directFields) WriteFields(bw *bufio.Writer) {
-	outbound.Fields(f.r, f.stripped, f.p.g.tls, (*wire.LineSink)(bw))
+	outbound.Fields(f.r, &f.stripped, f.p.g.tls, (*wire.LineSink)(bw))
 }
 
 func (f *directFields) Interim(ir *upstream.Response) {

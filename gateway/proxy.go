@@ -120,7 +120,7 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Host = hostPfx + host
 	pr.Out.URL.RawQuery = query
 	h := make(http.Header, len(pr.In.Header)+4)
-	outbound.Fields(pr.In, stripped, p.g.tls, wire.HeaderSink(h))
+	outbound.Fields(pr.In, &stripped, p.g.tls, wire.HeaderSink(h))
 	pr.Out.Header = h
 }
 

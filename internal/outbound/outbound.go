@@ -42,9 +42,9 @@ import (
 // Tokens is what the policy needs from the access check;
 // *auth.Verifier implements it.
 type Tokens interface {
-	// Stripped returns r's token-carrying headers as they must leave
-	// (a nil value: removed) and r's raw query without the token.
-	Stripped(r *http.Request) (http.Header, string)
+	// Stripped returns r's token-carrying headers that must leave
+	// changed (nil lines: removed) and r's raw query without the token.
+	Stripped(r *http.Request) (wire.Edits, string)
 	// OwnOrigin reports whether r's Origin is the preview's own.
 	OwnOrigin(r *http.Request) bool
 }
@@ -65,7 +65,7 @@ var (
 // the port, so the direct path writes it without building a string) and
 // raw query the upstream at addr (the sandbox's ip:port) gets for r, and
 // r's token-carrying headers as tok leaves them, for Fields.
-func (h Host) Head(r *http.Request, addr string, tok Tokens) (hostPfx, host, query string, stripped http.Header) {
+func (h Host) Head(r *http.Request, addr string, tok Tokens) (hostPfx, host, query string, stripped wire.Edits) {
 	stripped, query = tok.Stripped(r)
 	switch h.Mode {
 	case Upstream:
@@ -84,7 +84,7 @@ func (h Host) Head(r *http.Request, addr string, tok Tokens) (hostPfx, host, que
 		// Origin stays, since Next.js compares a Server Action's Origin
 		// with X-Forwarded-Host, the real host.
 		if v := r.Header["Upgrade"]; len(v) > 0 && v[0] != "" && tok.OwnOrigin(r) {
-			stripped["Origin"] = []string{"http://" + LocalhostPrefix + port}
+			stripped.Set("Origin", []string{"http://" + LocalhostPrefix + port}) // one of wire.MaxEdits: 3 token headers and this
 		}
 	default:
 		host = r.Host
@@ -95,13 +95,13 @@ func (h Host) Head(r *http.Request, addr string, tok Tokens) (hostPfx, host, que
 // Fields hands the fields the upstream gets for r to sink; stripped is
 // Head's. tls: the client reached the gateway over TLS (X-Forwarded-Proto),
 // also when r.TLS is nil behind a TLS listener of the gateway's own.
-func Fields(r *http.Request, stripped http.Header, tls bool, sink Sink) {
+func Fields(r *http.Request, stripped *wire.Edits, tls bool, sink Sink) {
 	conn := wire.ConnectionTokens(r.Header)
 	for k, vv := range r.Header {
 		if k == "Host" || wire.HopByHop(k, conn) || forwardedHeader(k) || k == "X-Request-Id" {
 			continue
 		}
-		if sv, ok := stripped[k]; ok {
+		if sv, ok := stripped.Get(k); ok {
 			vv = sv // nil: removed
 		}
 		if len(vv) > 0 {

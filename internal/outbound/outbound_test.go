@@ -14,8 +14,9 @@ import (
 // Origin as the preview's own.
 type fakeTokens struct{ own string }
 
-func (f fakeTokens) Stripped(r *http.Request) (http.Header, string) {
-	return http.Header{"Authorization": nil}, ""
+func (f fakeTokens) Stripped(r *http.Request) (e wire.Edits, query string) {
+	e.Set("Authorization", nil)
+	return e, ""
 }
 
 func (f fakeTokens) OwnOrigin(r *http.Request) bool { return r.Header.Get("Origin") == f.own }
@@ -56,7 +57,7 @@ func TestHeadPerMode(t *testing.T) {
 			if pfx+host != c.host || query != "" {
 				t.Errorf("Host %q, query %q; want %q and the stripped query", pfx+host, query, c.host)
 			}
-			if got := stripped["Origin"]; c.wantOr == "" && got != nil || c.wantOr != "" && !slices.Equal(got, []string{c.wantOr}) {
+			if got, _ := stripped.Get("Origin"); c.wantOr == "" && got != nil || c.wantOr != "" && !slices.Equal(got, []string{c.wantOr}) {
 				t.Errorf("Origin %q, want %q", got, c.wantOr)
 			}
 		})
@@ -82,7 +83,7 @@ func TestFields(t *testing.T) {
 	for _, tls := range []bool{false, true} {
 		h := http.Header{}
 		_, _, _, stripped := Host{Mode: Local}.Head(r, "10.0.0.7:3000", fakeTokens{})
-		Fields(r, stripped, tls, wire.HeaderSink(h))
+		Fields(r, &stripped, tls, wire.HeaderSink(h))
 		proto := map[bool]string{false: "http", true: "https"}[tls]
 		want := http.Header{
 			"Accept":            {"text/html"},

@@ -68,3 +68,55 @@ func (w *LineSink) Fields(k string, vv []string) {
 		w.Field(k, v)
 	}
 }
+
+// Edits are new lines for a few fields of a request's head, kept without
+// a map, so that a proxy that writes the head itself allocates nothing
+// for them (#25): the fields the gateway strips tokens from and the local
+// host mode's Origin. Nil lines mean the field is not sent. It holds
+// MaxEdits fields; the zero value holds none.
+type Edits struct {
+	n    int
+	keys [MaxEdits]string
+	vals [MaxEdits][]string
+}
+
+// MaxEdits is how many fields Edits holds.
+const MaxEdits = 4
+
+// Set makes vv field k's lines. It reports false, changing nothing, when
+// k is new and MaxEdits fields are set already.
+func (e *Edits) Set(k string, vv []string) bool {
+	for i := range e.n {
+		if e.keys[i] == k {
+			e.vals[i] = vv
+			return true
+		}
+	}
+	if e.n == MaxEdits {
+		return false
+	}
+	e.keys[e.n], e.vals[e.n] = k, vv
+	e.n++
+	return true
+}
+
+// Get returns field k's new lines, and whether k is edited.
+func (e *Edits) Get(k string) ([]string, bool) {
+	for i := range e.n {
+		if e.keys[i] == k {
+			return e.vals[i], true
+		}
+	}
+	return nil, false
+}
+
+// Apply writes the edits into h: a field with nil lines is deleted.
+func (e *Edits) Apply(h http.Header) {
+	for i := range e.n {
+		if e.vals[i] == nil {
+			delete(h, e.keys[i])
+		} else {
+			h[e.keys[i]] = e.vals[i]
+		}
+	}
+}

@@ -63,3 +63,36 @@ func TestSinks(t *testing.T) {
 		t.Errorf("LineSink.Field: %v allocs, want 0", n)
 	}
 }
+
+// Edits hold MaxEdits fields: a later Set of the same field replaces its
+// lines, a new field past the capacity is refused (and changes nothing),
+// and Apply deletes a field whose lines are nil.
+func TestEdits(t *testing.T) {
+	var e Edits
+	if _, ok := e.Get("Cookie"); ok {
+		t.Fatal("the zero Edits has a field")
+	}
+	for _, k := range []string{"Cookie", "Authorization", "Referer", "Origin"} {
+		if !e.Set(k, []string{k + "-1"}) {
+			t.Fatalf("Set %s refused below capacity", k)
+		}
+	}
+	if !e.Set("Cookie", nil) {
+		t.Fatal("Set of a held field refused at capacity")
+	}
+	if e.Set("Accept", []string{"x"}) {
+		t.Fatal("a fifth field was taken")
+	}
+	if _, ok := e.Get("Accept"); ok {
+		t.Fatal("a refused field reads as edited")
+	}
+	if vv, ok := e.Get("Cookie"); !ok || vv != nil {
+		t.Fatalf("Cookie: got %q %v, want nil lines, edited", vv, ok)
+	}
+	h := http.Header{"Cookie": {"a=b"}, "Referer": {"old"}, "Accept": {"*/*"}}
+	e.Apply(h)
+	want := http.Header{"Authorization": {"Authorization-1"}, "Referer": {"Referer-1"}, "Origin": {"Origin-1"}, "Accept": {"*/*"}}
+	if !reflect.DeepEqual(h, want) {
+		t.Fatalf("Apply: got %q, want %q", h, want)
+	}
+}

@@ -1,4 +1,4 @@
-package wire
+package wire_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/internal/testing/testkit"
+	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // TestRawConn (run without -race by .ci/run too: under the race detector
@@ -37,7 +38,7 @@ func TestRawConn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewRawConn(dialed, time.Minute)
+	c := wire.NewRawConn(dialed, time.Minute)
 	peer := <-accepted
 	if peer == nil {
 		t.Fatal("accept failed")
@@ -108,7 +109,7 @@ func TestRawConnWriteTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewRawConn(dialed, 300*time.Millisecond)
+	c := wire.NewRawConn(dialed, 300*time.Millisecond)
 	defer c.Close()
 	big := make([]byte, 64<<20)
 	testkit.Within(t, 10*time.Second, "write to a peer that never reads", func() {
