@@ -66,12 +66,19 @@ const SandboxPrefix = "sandbox-"
 // only, and HTTP/2's :authority arrives without the checks net/http
 // applies to an HTTP/1.1 Host header.
 func NormalizeHost(host string) (h string, ok bool) {
+	upper := false
 	for i := 0; i < len(host); i++ {
-		if c := host[i]; c <= ' ' || c >= 0x7f {
+		c := host[i]
+		if c <= ' ' || c >= 0x7f {
 			return "", false
 		}
+		upper = upper || ('A' <= c && c <= 'Z')
 	}
-	return strings.ToLower(strings.TrimSuffix(host, ".")), true
+	h = strings.TrimSuffix(host, ".")
+	if upper { // printable ASCII without A-Z is its own lower case
+		h = strings.ToLower(h)
+	}
+	return h, true
 }
 
 // SandboxFromHost reads host, as NormalizeHost returns it, as

@@ -126,3 +126,17 @@ func TestTSIGMD5Refused(t *testing.T) {
 		t.Errorf("got %v, want %s", err, want)
 	}
 }
+
+// NormalizeHost lower-cases only when an upper-case letter is there (#25:
+// one scan instead of two); for every printable byte at every place it
+// answers as strings.ToLower over the trimmed host did.
+func TestNormalizeHostAsLower(t *testing.T) {
+	for c := 0x21; c < 0x7f; c++ {
+		for _, host := range []string{string(rune(c)), "Sandbox-A" + string(rune(c)) + ".Example.COM.", string(rune(c)) + "x.", "a.b" + string(rune(c))} {
+			got, ok := NormalizeHost(host)
+			if want := strings.ToLower(strings.TrimSuffix(host, ".")); !ok || got != want {
+				t.Errorf("NormalizeHost(%q) = %q, %v; want %q, true", host, got, ok, want)
+			}
+		}
+	}
+}
