@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"reflect"
@@ -363,5 +364,40 @@ func TestFieldValueAsBefore(t *testing.T) {
 		if got, want := fieldValue(v), before(v); got != want {
 			t.Errorf("fieldValue(%q) = %q, want %q", v, got, want)
 		}
+	}
+}
+
+// ctlFree answers as the byte loop it replaced for every byte value at
+// every place of a word and across word boundaries, and for random runs
+// of the bytes around the boundaries the word tests draw (0x1f, 0x20,
+// 0x7e-0x80, 0x9f, 0xa0, HTAB).
+func TestCtlFree(t *testing.T) {
+	check := func(b []byte) {
+		t.Helper()
+		if got, want := ctlFree(b), ctlFreeBytes(b); got != want {
+			t.Fatalf("ctlFree(%q) = %v, the byte loop %v", b, got, want)
+		}
+	}
+	base := []byte(strings.Repeat("abcdefgh", 3))
+	for c := 0; c < 256; c++ {
+		for i := range len(base) + 1 {
+			b := append([]byte(nil), base[:i]...)
+			b = append(b, byte(c))
+			check(b)
+			check(append(b, base...))
+		}
+	}
+	edge := []byte{0, '\t', 0x1f, 0x20, 'a', 0x7e, 0x7f, 0x80, 0x9f, 0xa0, 0xff}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200_000 {
+		b := make([]byte, rng.IntN(40))
+		for i := range b {
+			if rng.IntN(8) == 0 {
+				b[i] = edge[rng.IntN(len(edge))]
+			} else {
+				b[i] = byte(0x20 + rng.IntN(0x5e))
+			}
+		}
+		check(b)
 	}
 }

@@ -2,6 +2,7 @@ package h1server
 
 import (
 	"bytes"
+	"encoding/binary"
 	"net/http"
 	"net/url"
 
@@ -162,10 +163,8 @@ func fieldSpan(l []byte, pos int) (span, bool) {
 	for ve > vs && (l[ve-1] == ' ' || l[ve-1] == '\t') {
 		ve--
 	}
-	for _, ch := range l[vs:ve] {
-		if (ch < ' ' && ch != '\t') || ch == 0x7f {
-			return span{}, false
-		}
+	if !ctlFree(l[vs:ve]) {
+		return span{}, false
 	}
 	return span{name: [2]uint16{uint16(pos), uint16(pos + colon)},
 		value: [2]uint16{uint16(pos + vs), uint16(pos + ve)}}, true
@@ -215,6 +214,35 @@ func (c *h1conn) request(b []byte, method string, eol int, f fields) (int, *http
 	}
 	c.hint.url = r.URL
 	return pos, r, true
+}
+
+// ctlFree reports whether b holds no control byte but HTAB and no DEL,
+// the bytes a field value may not carry. Eight bytes at a time (#25: a
+// browser's Cookie line is hundreds of bytes): a word is checked byte by
+// byte only when the word tests below say it may hold a byte under 0x20
+// (HTAB included) or a 0x7f. Both tests are exact about whether such a
+// byte is in the word (they can misplace it, never miss it), so a word
+// they pass holds none; TestCtlFree compares with the byte loop.
+func ctlFree(b []byte) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for len(b) >= 8 {
+		x := binary.LittleEndian.Uint64(b)
+		del := x ^ (ones * 0x7f) // a zero byte where x has 0x7f
+		if ((x-ones*0x20)&^x|(del-ones)&^del)&highs != 0 && !ctlFreeBytes(b[:8]) {
+			return false
+		}
+		b = b[8:]
+	}
+	return ctlFreeBytes(b)
+}
+
+func ctlFreeBytes(b []byte) bool {
+	for _, ch := range b {
+		if (ch < ' ' && ch != '\t') || ch == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // indexCRLF returns where the first line of b ends (its CR), or -1 when
