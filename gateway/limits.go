@@ -87,7 +87,7 @@ func bucketParams(r *config.Rate) (limit rate.Limit, burst int, ok bool) {
 // The limits are checked in that order and each consumes a token only when
 // it passes, so a request refused for its IP costs the sandbox nothing: one
 // abusive client cannot drain a sandbox's budget for everyone else.
-func (l *limiter) allow(w http.ResponseWriter, r *http.Request, t *table, rt route, tpl *config.Template, sub string) *httpError {
+func (l *limiter) allow(w http.ResponseWriter, r *http.Request, t *table, rt route, tpl *config.Template, sub string, addrs *reqAddrs) *httpError {
 	if tpl != nil && tpl.MaxBodyBytes > 0 {
 		maxBody := int64(tpl.MaxBodyBytes)
 		if r.ContentLength > maxBody {
@@ -105,7 +105,7 @@ func (l *limiter) allow(w http.ResponseWriter, r *http.Request, t *table, rt rou
 	size := cfg.Limits.LimiterEntries
 	now := l.now()
 	if limit, burst, ok := bucketParams(ipRate); ok {
-		ip := wire.IPKey(wire.ClientIP(r, cfg.TrustedProxies))
+		ip := wire.IPKey(addrs.Client(r, cfg.TrustedProxies))
 		lim := l.ip.Get(ip, limit, burst, size)
 		if !lim.AllowN(now, 1) {
 			return l.limited(w, rejectIP, lim, now)
@@ -158,9 +158,9 @@ func (l *limiter) rejected(reason string) {
 // openSocket counts an upgraded connection against the per-sandbox and
 // per-IP caps; release must be called when it closes (calling it again is
 // harmless). Counters at zero are deleted, so idle keys cost nothing.
-func (l *limiter) openSocket(r *http.Request, t *table, sandbox string) (release func(), herr *httpError) {
+func (l *limiter) openSocket(r *http.Request, t *table, sandbox string, addrs *reqAddrs) (release func(), herr *httpError) {
 	lim := &t.cfg.Limits
-	ip := wire.IPKey(wire.ClientIP(r, t.cfg.TrustedProxies))
+	ip := wire.IPKey(addrs.Client(r, t.cfg.TrustedProxies))
 	caps := make([]limits.Cap[socketKey], 0, 2) // the sandbox's cap first
 	if sandbox != "" {
 		caps = append(caps, limits.Cap[socketKey]{Key: socketKey{sandbox: sandbox}, Max: lim.WebSocketsPerSandbox})
@@ -199,11 +199,7 @@ func (l *limiter) openSockets(sandbox string, ip netip.Addr) int {
 // bound upstream descriptors: HTTP/2 carries many exchanges on one client
 // connection, each holding an upstream connection while it runs. The client
 // is the socket's peer, as for the connection caps.
-func (g *Gateway) admitExchange(r *http.Request) (release func(), herr *httpError) {
-	peer := netip.IPv4Unspecified()
-	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-		peer = ap.Addr()
-	}
+func (g *Gateway) admitExchange(peer netip.Addr) (release func(), herr *httpError) {
 	release, over := g.exchanges.Acquire(peer)
 	switch over {
 	case "":

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -39,7 +40,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	status := sw.Final(r)
 	took := time.Since(start)
 	g.metrics.Request(label, status, took, proxied && !sw.Hijacked())
-	g.record(sandbox, st.counted, r, sw, status, took, t)
+	g.record(sandbox, st, r, sw, status, took, t)
 	if t.cfg.Log.Access {
 		g.logAccess(r, id, status, took, sandbox, label)
 	}
@@ -119,20 +120,20 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *
 // their own. On a refusal they are what was taken before it.
 func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, t *table, rt route, tpl *config.Template, sub string, st *reqState) (closers, *httpError) {
 	cl := closers(st.cl[:0])
-	if herr := g.limit.allow(w, r, t, rt, tpl, sub); herr != nil {
+	if herr := g.limit.allow(w, r, t, rt, tpl, sub, &st.addrs); herr != nil {
 		return cl, herr
 	}
 	// From here the request is its sandbox's to count (traffic.go),
 	// whatever answers it: the app, the waiting page, a failed start.
 	st.counted = !isStatusRequest(r)
 	if isUpgrade(r) {
-		release, herr := g.limit.openSocket(r, t, rt.sandbox)
+		release, herr := g.limit.openSocket(r, t, rt.sandbox, &st.addrs)
 		if herr != nil {
 			return cl, herr
 		}
 		cl = append(cl, release)
 	}
-	release, herr := g.admitExchange(r)
+	release, herr := g.admitExchange(st.addrs.Peer(r))
 	if herr != nil {
 		return cl, herr
 	}
@@ -314,6 +315,31 @@ type reqState struct {
 	// counted: passed the access check and the limits, not the
 	// gateway's own status stream (record).
 	counted bool
+	addrs   reqAddrs
+}
+
+// reqAddrs holds a request's socket peer and client address once parsed:
+// the rate limits, the exchange cap and the traffic log each need one
+// (#25: parsed up to three times per request before).
+type reqAddrs struct {
+	peer, client         netip.Addr
+	havePeer, haveClient bool
+}
+
+// Peer is the socket's peer (wire.PeerAddr of r.RemoteAddr).
+func (a *reqAddrs) Peer(r *http.Request) netip.Addr {
+	if !a.havePeer {
+		a.peer, a.havePeer = wire.PeerAddr(r.RemoteAddr), true
+	}
+	return a.peer
+}
+
+// Client is the client's address (wire.ClientIP) behind trusted.
+func (a *reqAddrs) Client(r *http.Request, trusted []netip.Prefix) netip.Addr {
+	if !a.haveClient {
+		a.client, a.haveClient = wire.ClientIPFrom(a.Peer(r), r, trusted), true
+	}
+	return a.client
 }
 
 // headerValue is h.Get(key) for a key in canonical form (every caller

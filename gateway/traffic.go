@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/internal/meter"
-	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // Traffic receives every request proxied to a sandbox (#23): the
@@ -33,9 +32,9 @@ func (noTraffic) AddBytes(string, int64, int64)                                 
 // 504: what the user saw); the gateway's own status stream does not.
 // Bytes are the HTTP bodies this gateway forwarded; a WebSocket's bytes
 // after its 101 go to the counters when it closes (upgrade.go).
-func (g *Gateway) record(sandbox string, counted bool, r *http.Request, sw *meter.Writer, status int, took time.Duration, t *table) {
-	if sandbox == "" || !counted {
+func (g *Gateway) record(sandbox string, st *reqState, r *http.Request, sw *meter.Writer, status int, took time.Duration, t *table) {
+	if sandbox == "" || !st.counted {
 		return
 	}
-	g.traffic.Record(sandbox, r.Method, r.URL.Path, status, took, sw.BodyRead(), sw.Written(), wire.ClientIP(r, t.cfg.TrustedProxies))
+	g.traffic.Record(sandbox, r.Method, r.URL.Path, status, took, sw.BodyRead(), sw.Written(), st.addrs.Client(r, t.cfg.TrustedProxies))
 }

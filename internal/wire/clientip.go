@@ -25,7 +25,13 @@ import (
 // The result is always a valid address without zone, IPv4 unmapped; an
 // unparsable peer (not a TCP socket) reads as 0.0.0.0.
 func ClientIP(r *http.Request, trusted []netip.Prefix) netip.Addr {
-	peer := peerAddr(r.RemoteAddr)
+	return ClientIPFrom(PeerAddr(r.RemoteAddr), r, trusted)
+}
+
+// ClientIPFrom is ClientIP for a request whose RemoteAddr a caller has
+// parsed already (PeerAddr), so that a request that needs both parses it
+// once.
+func ClientIPFrom(peer netip.Addr, r *http.Request, trusted []netip.Prefix) netip.Addr {
 	if !isTrusted(peer, trusted) {
 		return peer
 	}
@@ -38,8 +44,9 @@ func ClientIP(r *http.Request, trusted []netip.Prefix) netip.Addr {
 	return peer
 }
 
-// peerAddr parses a RemoteAddr ("ip:port", "[ip6]:port").
-func peerAddr(remote string) netip.Addr {
+// PeerAddr parses a RemoteAddr ("ip:port", "[ip6]:port"): IPv4 unmapped,
+// without zone, 0.0.0.0 when it does not parse.
+func PeerAddr(remote string) netip.Addr {
 	if ap, err := netip.ParseAddrPort(remote); err == nil {
 		return NormAddr(ap.Addr())
 	}

@@ -103,7 +103,7 @@ func FuzzClientIP(f *testing.F) {
 		if !got.IsValid() || got.Zone() != "" || got.Is4In6() {
 			t.Fatalf("ClientIP(%q, %q, %q) = %v, want a valid unzoned unmapped address", remote, xff, fwd, got)
 		}
-		if peer := peerAddr(remote); !isTrusted(peer, trusted) && got != peer {
+		if peer := PeerAddr(remote); !isTrusted(peer, trusted) && got != peer {
 			t.Fatalf("untrusted peer %v: got %v from headers", peer, got)
 		}
 	})
