@@ -276,7 +276,9 @@ func TestOpenSocketCounts(t *testing.T) {
 		r.RemoteAddr = remote
 		return r
 	}
-	open := func(remote, sandbox string) (func(), *httpError) { return l.openSocket(req(remote), tb, sandbox, new(reqAddrs)) }
+	open := func(remote, sandbox string) (func(), *httpError) {
+		return l.openSocket(req(remote), tb, sandbox, new(reqAddrs))
+	}
 	a1, herr := open("203.0.113.1:1", "abc")
 	if herr != nil {
 		t.Fatal(herr)
