@@ -193,7 +193,7 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, t *table,
 	}
 	id := rt.sandbox
 	g.sb.Touch(id)
-	if isLongLived(r) {
+	if hint == nil && isLongLived(r) { // the lean loop takes no stream (leanRequest)
 		cl = append(cl, g.sb.Hold(id))
 	}
 	cl = append(cl, func() { g.sb.Touch(id) })

@@ -41,10 +41,12 @@ func (g *Gateway) waitingPage(w http.ResponseWriter, r *http.Request, tpl *confi
 		g.serveStatus(w, r, id, tpl)
 		return true
 	}
-	if tpl.ColdStart != config.ColdStartWaitingPage || !isNavigation(r) {
+	if tpl.ColdStart != config.ColdStartWaitingPage {
 		return false
 	}
-	if _, ok := g.sb.Cached(id); ok {
+	// A running sandbox first: most requests go to one, and reading the
+	// manager's record costs less than the headers isNavigation reads.
+	if _, ok := g.sb.Cached(id); ok || !isNavigation(r) {
 		return false
 	}
 	g.sb.Wake(id, tpl, opts())
