@@ -120,7 +120,13 @@ func writeSandboxError(w http.ResponseWriter, err error) {
 		writeJSON(w, http.StatusConflict, errBody(err.Error(), "foreign_container"))
 	case errors.Is(err, sandboxmgr.ErrNoContainer):
 		writeJSON(w, http.StatusNotFound, errBody("no such sandbox", "not_found"))
-	default: // capacity, engine down
+	case errors.Is(err, sandboxmgr.ErrCapacity):
+		// What a preview answers at capacity (gateway/errors.go): a backend
+		// must tell "retry later" from "the runtime is down", and when.
+		w.Header().Set("Retry-After", "10")
+		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error()+"; retry after Retry-After", "busy"))
+	default: // engine down
+		w.Header().Set("Retry-After", "5")
 		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error(), "unavailable"))
 	}
 }
