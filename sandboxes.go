@@ -34,9 +34,10 @@ const sandboxesUsage = `usage:
                                                  last activity, container, requests, when the
                                                  idle reaper stops it, metadata; --metadata
                                                  keeps those that carry every K=V given
-  previewgate sandboxes up ID [--template NAME] [--metadata K=V]... [flags]
+  previewgate sandboxes up ID [--template NAME] [--metadata K=V]... [--env NAME=V]... [flags]
                                                  create or wake ID, wait until it is ready
-                                                 (metadata labels a sandbox it creates)
+                                                 (metadata labels a sandbox it creates, env
+                                                 sets names in its template's allow_env)
   previewgate sandboxes stop ID [flags]          stop ID (the next request wakes it)
   previewgate sandboxes rm ID [flags]            remove ID's container
   previewgate sandboxes pause ID [flags]         pause ID, memory kept (Docker; Kubernetes
@@ -100,6 +101,7 @@ type sandboxesCmd struct {
 	tail                 int      // logs
 	follow               bool     // logs
 	metadata             metaFlag // ls (filters), up (labels)
+	env                  metaFlag // up
 	n                    int      // requests
 	ext                  extFlags // link, set (sandboxes_links.go)
 
@@ -133,6 +135,8 @@ func (c *sandboxesCmd) parse(args []string) *sandboxesCmd {
 		fs.StringVar(&c.template, "template", "", "template to create the sandbox from (default: the config's default_template)")
 		c.metadata = metaFlag{}
 		fs.Var(c.metadata, "metadata", "`KEY=VALUE` metadata of a sandbox this creates (repeat for more)")
+		c.env = metaFlag{}
+		fs.Var(c.env, "env", "`NAME=VALUE` environment of a sandbox this creates; NAME must be in the template's allow_env (repeat for more)")
 	case "ls":
 		c.metadata = metaFlag{}
 		fs.Var(c.metadata, "metadata", "list only sandboxes with metadata `KEY=VALUE` (repeat: all must match)")
@@ -412,8 +416,8 @@ func sbxUp(c *sandboxesCmd) error {
 	}
 	id := c.args[0]
 	var body any
-	if c.template != "" || len(c.metadata) > 0 {
-		body = map[string]any{"template": c.template, "metadata": map[string]string(c.metadata)}
+	if c.template != "" || len(c.metadata) > 0 || len(c.env) > 0 {
+		body = map[string]any{"template": c.template, "metadata": map[string]string(c.metadata), "env": map[string]string(c.env)}
 	}
 	b, err := c.get("PUT", sandboxPath(id, ""), body, upTimeout)
 	if err != nil {

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/sandboxmgr"
+)
+
+// The CLI does what the API does for a backend (#23, the platform walk):
+// `sandboxes up --env` sets a name the template's allow_env lists on the
+// sandbox it creates, and a name it does not list is the API's 400.
+func TestSandboxesCLIUpEnv(t *testing.T) {
+	id, refused := dockertest.UniqueID("clienv"), dockertest.UniqueID("clienv")
+	_, adminAddr := startCLIGateway(t, id, refused)
+	flags := []string{"--admin", adminAddr, "--token", cliAPIToken}
+	if code, _, errs := cli(append([]string{"sandboxes", "up", id, "--env", "GREETING=hi", "--metadata", "user=u42"}, flags...)...); code != 0 {
+		t.Fatalf("up --env GREETING=hi: exit %d %s", code, errs)
+	}
+	dc := dockertest.Client(t)
+	c := dockertest.OnlyContainer(t, dc, sandboxmgr.LabelSandbox+"="+id)
+	ins, err := dc.ContainerInspect(context.Background(), c.ID)
+	if err != nil || !slices.Contains(ins.Config.Env, "GREETING=hi") || ins.Config.Labels[sandboxmgr.LabelMetaPrefix+"user"] != "u42" {
+		t.Errorf("container env %v, labels %v (%v): want GREETING=hi and metadata user=u42", ins.Config.Env, ins.Config.Labels, err)
+	}
+	code, _, errs := cli(append([]string{"sandboxes", "up", refused, "--env", "NOPE=1"}, flags...)...)
+	if code != 1 || !strings.Contains(errs, "env_not_allowed") {
+		t.Errorf("up --env NOPE=1: exit %d %q, want 1 and env_not_allowed", code, errs)
+	}
+	if n := len(dockertest.Containers(t, dc, sandboxmgr.LabelSandbox+"="+refused)); n != 0 {
+		t.Errorf("a refused up made %d containers", n)
+	}
+}
