@@ -432,12 +432,16 @@ func sbxUp(c *sandboxesCmd) error {
 		State    string  `json:"state"`
 		Took     float64 `json:"took_seconds"`
 		URL      string  `json:"url"`
+		Created  *bool   `json:"created"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
 		return fmt.Errorf("sandboxes up: unexpected answer: %w", err)
 	}
 	fmt.Fprintf(c.stdout, "sandbox %s %s (template %s, took %s)\n", id, dash(r.State), dash(r.Template),
 		time.Duration(r.Took*float64(time.Second)).Round(time.Millisecond))
+	if body != nil && r.Created != nil && !*r.Created {
+		fmt.Fprintf(c.stderr, "note: sandbox %s already existed (or another call was creating it): it keeps its own template, env and metadata; --template, --env and --metadata apply to a sandbox up creates\n", id)
+	}
 	switch {
 	case r.URL != "":
 		fmt.Fprintln(c.stdout, r.URL)

@@ -12,7 +12,8 @@ import (
 
 // The CLI does what the API does for a backend (#23, the platform walk):
 // `sandboxes up --env` sets a name the template's allow_env lists on the
-// sandbox it creates, and a name it does not list is the API's 400.
+// sandbox it creates, and a name it does not list is the API's 400; up
+// on a sandbox that exists says that its flags were not applied.
 func TestSandboxesCLIUpEnv(t *testing.T) {
 	id, refused := dockertest.UniqueID("clienv"), dockertest.UniqueID("clienv")
 	_, adminAddr := startCLIGateway(t, id, refused)
@@ -26,7 +27,12 @@ func TestSandboxesCLIUpEnv(t *testing.T) {
 	if err != nil || !slices.Contains(ins.Config.Env, "GREETING=hi") || ins.Config.Labels[sandboxmgr.LabelMetaPrefix+"user"] != "u42" {
 		t.Errorf("container env %v, labels %v (%v): want GREETING=hi and metadata user=u42", ins.Config.Env, ins.Config.Labels, err)
 	}
-	code, _, errs := cli(append([]string{"sandboxes", "up", refused, "--env", "NOPE=1"}, flags...)...)
+	// A second up finds it: told that its flags did not apply.
+	code, _, errs := cli(append([]string{"sandboxes", "up", id, "--metadata", "user=other"}, flags...)...)
+	if code != 0 || !strings.Contains(errs, "already existed") {
+		t.Errorf("up --metadata on an existing sandbox: exit %d %q, want 0 and a note that it keeps its own", code, errs)
+	}
+	code, _, errs = cli(append([]string{"sandboxes", "up", refused, "--env", "NOPE=1"}, flags...)...)
 	if code != 1 || !strings.Contains(errs, "env_not_allowed") {
 		t.Errorf("up --env NOPE=1: exit %d %q, want 1 and env_not_allowed", code, errs)
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/previewgate/previewgate/config"
@@ -88,14 +89,16 @@ func (a *admin) putSandbox(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), tpl.Ready.Timeout.D()+30*time.Second)
 	defer cancel()
 	t0 := time.Now()
-	ep, err := a.o.Sandboxes.EnsureWith(ctx, id, &tpl, sandboxmgr.Options{Metadata: req.Metadata})
+	var created atomic.Bool // this call's template, env and metadata made it
+	ep, err := a.o.Sandboxes.EnsureWith(ctx, id, &tpl, sandboxmgr.Options{Metadata: req.Metadata,
+		Created: func() { created.Store(true) }})
 	if err != nil {
 		writeSandboxError(w, err)
 		return
 	}
-	a.o.Log.InfoContext(r.Context(), "sandbox warmed through admin API", "sandbox", id, "template", ep.Template)
+	a.o.Log.InfoContext(r.Context(), "sandbox warmed through admin API", "sandbox", id, "template", ep.Template, "created", created.Load())
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "template": ep.Template, "state": "running",
-		"took_seconds": time.Since(t0).Round(time.Millisecond).Seconds()})
+		"created": created.Load(), "took_seconds": time.Since(t0).Round(time.Millisecond).Seconds()})
 }
 
 // writeSandboxError answers a failed Ensure, with the reason and output of

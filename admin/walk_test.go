@@ -2,7 +2,12 @@ package admin_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,5 +55,65 @@ func TestAdminPutAtCapacity(t *testing.T) {
 	}
 	if n := len(dockertest.Containers(t, e.cli, sandboxLabel(second))); n != 0 {
 		t.Errorf("a PUT refused at capacity made %d containers", n)
+	}
+}
+
+// Concurrent PUTs for one id share one create: only one body's template,
+// env and metadata can apply. Each answer says whether it was its own
+// ("created"), so the others learn theirs was not applied instead of a
+// bare 200; a PUT on an existing sandbox answers created false.
+func TestAdminConcurrentPutsSayWhichCreated(t *testing.T) {
+	e := newDockerEnv(t)
+	e.cfg.AdminToken = testkit.AdminToken
+	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+	defer srv.Close()
+	id := dockertest.UniqueID("race")
+	removeAtEnd(t, e.mgr, id)
+
+	type answer struct {
+		Created *bool `json:"created"`
+		user    string
+		status  int
+		body    string
+	}
+	answers := make(chan answer, 4)
+	for i := range cap(answers) {
+		go func() {
+			a := answer{user: fmt.Sprintf("u%d", i)}
+			req, _ := http.NewRequest("PUT", srv.URL+"/admin/sandboxes/"+id, strings.NewReader(`{"metadata":{"user":"`+a.user+`"}}`))
+			req.Header.Set("Authorization", "Bearer "+testkit.AdminToken)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				a.status, a.body = resp.StatusCode, string(b)
+				json.Unmarshal(b, &a)
+			}
+			answers <- a
+		}()
+	}
+	var mine []string
+	for range cap(answers) {
+		a := <-answers
+		switch {
+		case a.status != 200:
+			t.Errorf("PUT as %s: got %d %s, want 200", a.user, a.status, a.body)
+		case a.Created == nil:
+			t.Errorf("PUT as %s: got %s without created: the caller cannot tell whether its metadata applied", a.user, a.body)
+		case *a.Created:
+			mine = append(mine, a.user)
+		}
+	}
+	infos, err := e.mgr.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(infos, func(in sandboxmgr.Info) bool { return in.ID == id })
+	if len(mine) != 1 || i < 0 || infos[i].Metadata["user"] != mine[0] {
+		t.Fatalf("created true for %v, sandbox listed as %v: want exactly one, whose metadata it has", mine, infos)
+	}
+	_, body := adminDo(t, srv, "PUT", "/admin/sandboxes/"+id, testkit.AdminToken, []byte(`{"metadata":{"user":"late"}}`))
+	if !strings.Contains(string(body), `"created":false`) {
+		t.Errorf("PUT on the existing sandbox: got %s, want created false", body)
 	}
 }

@@ -69,6 +69,13 @@ type Options struct {
 	// from the warm pool: a claimed container's labels cannot be changed
 	// on Docker.
 	Metadata map[string]string
+	// Created, if set, is called once this wake's own create (or pool
+	// claim) made the container it goes on to start: tpl, its env and
+	// Metadata are the sandbox's. Not for a container that existed, nor
+	// one another caller (maybe another replica) made first. In a shared
+	// wake only the caller that started it is told: the others' options
+	// were not applied, which is how the admin API tells a backend (#23).
+	Created func()
 }
 
 // EnsureWith is Ensure with options. Errors are Ensure's plus ErrAsleep and
@@ -254,6 +261,9 @@ func (m *Manager) wake(ctx context.Context, sb *sandbox, tpl *config.Template, o
 		subject: opts.Subject, subjectMax: opts.SubjectMaxRunning,
 		mayServe: opts.MayServe, meta: opts.Metadata, log: log, action: "found running"}
 	c, err := r.run(ctx)
+	if err == nil && opts.Created != nil && (r.action == "created" || r.claimed) {
+		opts.Created()
+	}
 	if r.claimed {
 		// Refill after this wake, not during it: the refill's create and
 		// start would compete with the claim's inspect and probe for the
