@@ -117,3 +117,31 @@ func TestAdminConcurrentPutsSayWhichCreated(t *testing.T) {
 		t.Errorf("PUT on the existing sandbox: got %s, want created false", body)
 	}
 }
+
+// A call the API does not have is answered as the API's errors are, JSON
+// {error, code}: a client reading every answer as JSON (docs/api.md's
+// examples) says what was wrong instead of failing on net/http's text.
+func TestAdminUnknownCallsAnswerJSON(t *testing.T) {
+	cfg := &config.Config{AdminToken: testkit.AdminToken}
+	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return cfg },
+		Sandboxes: noSandboxes{}, Log: testkit.Logger(t)}))
+	defer srv.Close()
+	for _, c := range []struct {
+		method, path, code, allow string
+		status                    int
+	}{
+		{"GET", "/admin/sandboxes/abc123", "method_not_allowed", "PUT, PATCH, DELETE", 405},
+		{"POST", "/admin/sandboxes", "method_not_allowed", "GET", 405},
+		{"PUT", "/admin/sandboxes/abc123/stop", "method_not_allowed", "POST", 405},
+		{"GET", "/admin/sandboxes/abc123/link", "no_such_call", "", 404},
+		{"GET", "/admin/nope", "no_such_call", "", 404},
+	} {
+		resp, body := adminDo(t, srv, c.method, c.path, testkit.AdminToken, nil)
+		var e struct{ Error, Code string }
+		err := json.Unmarshal(body, &e)
+		if resp.StatusCode != c.status || err != nil || e.Code != c.code || e.Error == "" || resp.Header.Get("Allow") != c.allow {
+			t.Errorf("%s %s: got %d Allow %q %q, want %d Allow %q and JSON code %s",
+				c.method, c.path, resp.StatusCode, resp.Header.Get("Allow"), body, c.status, c.allow, c.code)
+		}
+	}
+}
