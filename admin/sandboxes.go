@@ -92,6 +92,11 @@ func (a *admin) putSandbox(w http.ResponseWriter, r *http.Request) {
 	var created atomic.Bool // this call's template, env and metadata made it
 	ep, err := a.o.Sandboxes.EnsureWith(ctx, id, &tpl, sandboxmgr.Options{Metadata: req.Metadata,
 		Created: func() { created.Store(true) }})
+	if errors.Is(err, sandboxmgr.ErrNoContainer) {
+		// Only a removal while it started makes a create find nothing.
+		writeJSON(w, http.StatusNotFound, errBody("sandbox "+id+" was removed while this call started it (a DELETE, or its container removed): nothing runs; PUT again to create it anew", "not_found"))
+		return
+	}
 	if err != nil {
 		writeSandboxError(w, err)
 		return

@@ -145,3 +145,43 @@ func TestAdminUnknownCallsAnswerJSON(t *testing.T) {
 		}
 	}
 }
+
+// A DELETE while a PUT creates the sandbox removes it, whichever step
+// the create is at: before, it answered 404 while the container was being
+// created (not yet inspectable) and the PUT then brought it up, or 200
+// between create and start, where the wake created it again. The PUT
+// says it was removed and what to do, not a bare "no such sandbox".
+func TestAdminPutRemovedWhileStarting(t *testing.T) {
+	e := newDockerEnv(t)
+	e.cfg.AdminToken = testkit.AdminToken
+	e.cfg.Templates["app"].Env = map[string]string{"LISTEN_DELAY": "3s"}
+	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+	defer srv.Close()
+	id := dockertest.UniqueID("putrm")
+	removeAtEnd(t, e.mgr, id)
+
+	put := make(chan string, 1)
+	go func() {
+		req, _ := http.NewRequest("PUT", srv.URL+"/admin/sandboxes/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+testkit.AdminToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			put <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		put <- fmt.Sprintf("%d %s", resp.StatusCode, b)
+	}()
+	testkit.WaitFor(t, "the PUT's container", func() bool { return len(dockertest.Containers(t, e.cli, sandboxLabel(id))) > 0 })
+	if resp, body := adminDo(t, srv, "DELETE", "/admin/sandboxes/"+id, testkit.AdminToken, nil); resp.StatusCode != 200 {
+		t.Errorf("DELETE while the PUT creates it: got %d %s, want 200", resp.StatusCode, body)
+	}
+	if got := <-put; !strings.HasPrefix(got, "404 ") || !strings.Contains(got, "removed while") {
+		t.Errorf("PUT whose sandbox a DELETE removed: got %s, want 404 saying it was removed while it started", got)
+	}
+	if cs := dockertest.Containers(t, e.cli, sandboxLabel(id)); len(cs) != 0 {
+		t.Errorf("after DELETE answered: %d containers of %s (%s), want none", len(cs), id, cs[0].State)
+	}
+}

@@ -129,10 +129,31 @@ func (m *Manager) ownedByID(ctx context.Context, id string) (ctrInfo, error) {
 // ErrForeignContainer if its name is on a container this manager does not
 // own (left alone).
 func (m *Manager) Remove(ctx context.Context, id string) error {
+	// A wake begun before this call stops at its next step and removes
+	// what it made (runner.removedMeanwhile): its create may be in flight,
+	// its container not yet inspectable. Such a wake is what this call
+	// removes, if no container is found.
+	var inFlight bool
+	m.mu.Lock()
+	if sb := m.sandboxes[id]; sb != nil {
+		sb.removals.Add(1)
+		inFlight = sb.waking.Load() > 0
+	}
+	m.mu.Unlock()
 	c, err := m.ownedByID(ctx, id)
 	if err == nil {
 		m.beforeStop(id)
 		err = m.eng.Remove(ctx, c.ID)
+		if err != nil && inFlight {
+			// The wake may be removing it too ("removal already in
+			// progress"): done if it is gone or going.
+			if c2, ierr := m.ownedByID(ctx, id); errors.Is(ierr, ErrNoContainer) || ierr == nil && c2.State == stateRemoving {
+				err = nil
+			}
+		}
+	}
+	if errors.Is(err, ErrNoContainer) && inFlight {
+		err = nil
 	}
 	if err == nil || errors.Is(err, ErrNoContainer) {
 		m.forgetRecord(ctx, id) // its settings and links go with it
