@@ -49,7 +49,7 @@ const sandboxesUsage = `usage:
   previewgate sandboxes logs ID [-f] [--tail N] [flags]
                                                  print ID's last output; -f follows it until
                                                  the container stops
-  previewgate sandboxes set ID [--public true|false|default] [--keep-up 2h] [flags]
+  previewgate sandboxes set ID [--public true|false|default] [--keep-up 2h | --keep-up-until TIME] [flags]
                                                  per-sandbox settings, kept by the runtime
   previewgate sandboxes link ID [--ttl 10m] [--port N] [--path /x] [flags]
                                                  mint a share link (prints its URL)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/sandboxmgr"
@@ -13,8 +14,9 @@ import (
 // The CLI does what the API does for a backend (#23, the platform walk):
 // `sandboxes up --env` sets a name the template's allow_env lists on the
 // sandbox it creates, and a name it does not list is the API's 400; up
-// on a sandbox that exists says that its flags were not applied.
-func TestSandboxesCLIUpEnv(t *testing.T) {
+// on a sandbox that exists says that its flags were not applied; set
+// takes keep_up_until as --keep-up-until.
+func TestSandboxesCLIUpEnvAndSet(t *testing.T) {
 	id, refused := dockertest.UniqueID("clienv"), dockertest.UniqueID("clienv")
 	_, adminAddr := startCLIGateway(t, id, refused)
 	flags := []string{"--admin", adminAddr, "--token", cliAPIToken}
@@ -31,6 +33,15 @@ func TestSandboxesCLIUpEnv(t *testing.T) {
 	code, _, errs := cli(append([]string{"sandboxes", "up", id, "--metadata", "user=other"}, flags...)...)
 	if code != 0 || !strings.Contains(errs, "already existed") {
 		t.Errorf("up --metadata on an existing sandbox: exit %d %q, want 0 and a note that it keeps its own", code, errs)
+	}
+	// set --keep-up-until: PATCH's keep_up_until, and none ends it.
+	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	code, out, errs := cli(append([]string{"sandboxes", "set", id, "--keep-up-until", until.Format(time.RFC3339)}, flags...)...)
+	if code != 0 || !strings.Contains(out, "kept up until "+until.Local().Format(time.RFC3339)) {
+		t.Errorf("set --keep-up-until: exit %d %q %s, want it kept up until %s", code, out, errs, until)
+	}
+	if code, out, errs := cli(append([]string{"sandboxes", "set", id, "--keep-up-until", "none"}, flags...)...); code != 0 || strings.Contains(out, "kept up") {
+		t.Errorf("set --keep-up-until none: exit %d %q %s, want the keep-up ended", code, out, errs)
 	}
 	code, _, errs = cli(append([]string{"sandboxes", "up", refused, "--env", "NOPE=1"}, flags...)...)
 	if code != 1 || !strings.Contains(errs, "env_not_allowed") {
