@@ -335,6 +335,23 @@ type sandboxRow struct {
 	Container    string    `json:"container"`
 	StartedAt    time.Time `json:"started_at"`
 	LastActivity time.Time `json:"last_activity"`
+	LastFailure  *struct {
+		Reason   string `json:"reason"`
+		ExitCode *int   `json:"exit_code"`
+	} `json:"last_failure"`
+}
+
+// state is the STATE column: a sandbox that is not running says why its
+// last start failed, as the API's last_failure and the admin page do.
+func (r sandboxRow) state() string {
+	f := r.LastFailure
+	if f == nil || r.State == "running" {
+		return dash(r.State)
+	}
+	if f.ExitCode != nil {
+		return fmt.Sprintf("%s (%s, code %d)", dash(r.State), f.Reason, *f.ExitCode)
+	}
+	return fmt.Sprintf("%s (%s)", dash(r.State), f.Reason)
 }
 
 func sbxList(c *sandboxesCmd) error {
@@ -365,7 +382,7 @@ func sbxList(c *sandboxesCmd) error {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTEMPLATE\tSTATE\tSTARTED\tLAST ACTIVITY\tCONTAINER"+lsColumns)
 	for i, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s%s\n", r.ID, dash(r.Template), dash(r.State),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s%s\n", r.ID, dash(r.Template), r.state(),
 			ago(now, r.StartedAt), ago(now, r.LastActivity), dash(shortContainer(r.Container)), extra[i].columns(now))
 	}
 	return tw.Flush()

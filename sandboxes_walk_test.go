@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -15,10 +16,10 @@ import (
 // `sandboxes up --env` sets a name the template's allow_env lists on the
 // sandbox it creates, and a name it does not list is the API's 400; up
 // on a sandbox that exists says that its flags were not applied; set
-// takes keep_up_until as --keep-up-until.
+// takes keep_up_until as --keep-up-until; ls says why a start failed.
 func TestSandboxesCLIUpEnvAndSet(t *testing.T) {
-	id, refused := dockertest.UniqueID("clienv"), dockertest.UniqueID("clienv")
-	_, adminAddr := startCLIGateway(t, id, refused)
+	id, refused, crashed := dockertest.UniqueID("clienv"), dockertest.UniqueID("clienv"), dockertest.UniqueID("clienv")
+	_, adminAddr := startCLIGateway(t, id, refused, crashed)
 	flags := []string{"--admin", adminAddr, "--token", cliAPIToken}
 	if code, _, errs := cli(append([]string{"sandboxes", "up", id, "--env", "GREETING=hi", "--metadata", "user=u42"}, flags...)...); code != 0 {
 		t.Fatalf("up --env GREETING=hi: exit %d %s", code, errs)
@@ -42,6 +43,14 @@ func TestSandboxesCLIUpEnvAndSet(t *testing.T) {
 	}
 	if code, out, errs := cli(append([]string{"sandboxes", "set", id, "--keep-up-until", "none"}, flags...)...); code != 0 || strings.Contains(out, "kept up") {
 		t.Errorf("set --keep-up-until none: exit %d %q %s, want the keep-up ended", code, out, errs)
+	}
+	// ls says why a sandbox that is not running failed its last start.
+	if code, _, errs := cli(append([]string{"sandboxes", "up", crashed, "--env", "CRASH=boom"}, flags...)...); code != 1 || !strings.Contains(errs, "sandbox_exited") {
+		t.Errorf("up of an app that exits: exit %d %q, want 1 and sandbox_exited", code, errs)
+	}
+	code, out, errs = cli(append([]string{"sandboxes", "ls"}, flags...)...)
+	if row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(crashed) + ` +app +exited \(exited, code 1\) `); code != 0 || !row.MatchString(out) {
+		t.Errorf("ls: exit %d\n%s%s\nwant %s exited (exited, code 1)", code, out, errs, crashed)
 	}
 	code, _, errs = cli(append([]string{"sandboxes", "up", refused, "--env", "NOPE=1"}, flags...)...)
 	if code != 1 || !strings.Contains(errs, "env_not_allowed") {
