@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -82,9 +83,24 @@ func (a *admin) settingsOf(w http.ResponseWriter, r *http.Request) (SandboxSetti
 
 // decodeBody decodes a small JSON body strictly into v.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxSettingsBody))
+	return decodeJSON(w, r, v, maxSettingsBody)
+}
+
+// decodeJSON reads r's body, at most limit bytes, as one JSON object into
+// v, or answers 400 saying what is wrong with it: an empty body, an
+// unknown field, or anything after the object, which would otherwise be
+// dropped unread ({"public":false}{"keep_up":"2h"} set only public).
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	err := dec.Decode(v)
+	switch {
+	case errors.Is(err, io.EOF):
+		err = errors.New("empty; want a JSON object")
+	case err == nil && dec.Decode(&json.RawMessage{}) != io.EOF:
+		err = errors.New("want one JSON object, and nothing after it")
+	}
+	if err != nil {
 		writeJSON(w, http.StatusBadRequest, errBody("body: "+err.Error(), "bad_request"))
 		return false
 	}

@@ -46,13 +46,8 @@ func (a *admin) putSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req putSandbox
-	if r.ContentLength != 0 {
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxPutBody))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			writeJSON(w, http.StatusBadRequest, errBody("body: "+err.Error(), "bad_request"))
-			return
-		}
+	if r.ContentLength != 0 && !decodeJSON(w, r, &req, maxPutBody) {
+		return
 	}
 	if err := sandboxmgr.CheckMetadata(req.Metadata); err != nil {
 		writeJSON(w, http.StatusBadRequest, errBody(err.Error(), "bad_metadata"))

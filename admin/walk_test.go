@@ -185,3 +185,38 @@ func TestAdminPutRemovedWhileStarting(t *testing.T) {
 		t.Errorf("after DELETE answered: %d containers of %s (%s), want none", len(cs), id, cs[0].State)
 	}
 }
+
+// A body is one JSON object: an empty one, or a second object after it
+// (a client that concatenated two edits), is a 400 that changes nothing,
+// not half applied with the rest dropped unread.
+func TestAdminBodyIsOneObject(t *testing.T) {
+	e := newDockerEnv(t)
+	e.cfg.AdminToken = testkit.AdminToken
+	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+	defer srv.Close()
+	id, never := dockertest.UniqueID("body"), dockertest.UniqueID("body")
+	removeAtEnd(t, e.mgr, id, never)
+	if resp, body := adminDo(t, srv, "PUT", "/admin/sandboxes/"+id, testkit.AdminToken, nil); resp.StatusCode != 200 {
+		t.Fatalf("PUT: got %d %s", resp.StatusCode, body)
+	}
+	for _, c := range []struct{ method, path, body, want string }{
+		{"PATCH", id, `{"public":true}{"keep_up":"2h"}`, "nothing after it"},
+		{"PATCH", id, `{"public":true} x`, "nothing after it"},
+		{"PATCH", id, ``, "empty; want a JSON object"},
+		{"PUT", never, `{"template":"app"} {"template":"other"}`, "nothing after it"},
+		{"POST", id + "/links", `{"ttl":"10m"}{"ttl":"1h"}`, "nothing after it"},
+	} {
+		resp, body := adminDo(t, srv, c.method, "/admin/sandboxes/"+c.path, testkit.AdminToken, []byte(c.body))
+		if resp.StatusCode != 400 || !strings.Contains(string(body), c.want) {
+			t.Errorf("%s %s %s: got %d %s, want 400 %q", c.method, c.path, c.body, resp.StatusCode, body, c.want)
+		}
+	}
+	s, err := e.mgr.LoadSettings(t.Context(), id)
+	if err != nil || s.Public != nil || len(s.Links) != 0 {
+		t.Errorf("settings after refused bodies: %+v (%v), want none changed", s, err)
+	}
+	if n := len(dockertest.Containers(t, e.cli, sandboxLabel(never))); n != 0 {
+		t.Errorf("a refused PUT made %d containers", n)
+	}
+}
