@@ -163,13 +163,13 @@ func (a *admin) sandboxLogs(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !follow {
-		lines, err := a.o.Sandboxes.Logs(r.Context(), id, max(tail, 1))
+		lines, err := a.o.Sandboxes.Logs(r.Context(), id, max(tail, 1)) // 1: still a 404 for no sandbox
 		if err != nil {
 			writeSandboxError(w, err)
 			return
 		}
-		if lines == nil {
-			lines = []string{}
+		if lines == nil || tail == 0 {
+			lines = []string{} // ?tail=0 asks for none, as with follow
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"id": id, "lines": lines})
 		return

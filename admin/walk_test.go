@@ -188,7 +188,7 @@ func TestAdminPutRemovedWhileStarting(t *testing.T) {
 
 // A body is one JSON object: an empty one, or a second object after it
 // (a client that concatenated two edits), is a 400 that changes nothing,
-// not half applied with the rest dropped unread.
+// not half applied with the rest dropped unread. ?tail=0 is no lines.
 func TestAdminBodyIsOneObject(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
@@ -211,6 +211,14 @@ func TestAdminBodyIsOneObject(t *testing.T) {
 		if resp.StatusCode != 400 || !strings.Contains(string(body), c.want) {
 			t.Errorf("%s %s %s: got %d %s, want 400 %q", c.method, c.path, c.body, resp.StatusCode, body, c.want)
 		}
+	}
+	// ?tail=0 is no lines, as with follow (it was one).
+	testkit.WaitFor(t, "the app's first line", func() bool {
+		_, body := adminDo(t, srv, "GET", "/admin/sandboxes/"+id+"/logs?tail=1", testkit.AdminToken, nil)
+		return strings.Contains(string(body), "listening")
+	})
+	if resp, body := adminDo(t, srv, "GET", "/admin/sandboxes/"+id+"/logs?tail=0", testkit.AdminToken, nil); resp.StatusCode != 200 || !strings.Contains(string(body), `"lines":[]`) {
+		t.Errorf("logs?tail=0: got %d %s, want 200 and no lines", resp.StatusCode, body)
 	}
 	s, err := e.mgr.LoadSettings(t.Context(), id)
 	if err != nil || s.Public != nil || len(s.Links) != 0 {
