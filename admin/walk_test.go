@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/previewgate/previewgate/admin"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
@@ -226,5 +227,35 @@ func TestAdminBodyIsOneObject(t *testing.T) {
 	}
 	if n := len(dockertest.Containers(t, e.cli, sandboxLabel(never))); n != 0 {
 		t.Errorf("a refused PUT made %d containers", n)
+	}
+}
+
+// A container that holds a sandbox's name but is not this gateway's is
+// answered 409 foreign_container by every call, as docs/api.md says: stop
+// and DELETE answered 503 "unavailable" (the runtime does not answer;
+// retry), which a backend retries forever. It is never touched.
+func TestAdminForeignContainerIsConflict(t *testing.T) {
+	e := newDockerEnv(t)
+	e.cfg.AdminToken = testkit.AdminToken
+	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+	defer srv.Close()
+	id := dockertest.UniqueID("foreign")
+	c, err := e.cli.ContainerCreate(t.Context(), &container.Config{Image: dockertest.TestAppImage(t), Labels: dockertest.Labels()},
+		nil, nil, nil, sandboxmgr.ContainerName(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true}) })
+	for _, call := range []struct{ method, path string }{
+		{"PUT", ""}, {"POST", "/stop"}, {"DELETE", ""},
+	} {
+		resp, body := adminDo(t, srv, call.method, "/admin/sandboxes/"+id+call.path, testkit.AdminToken, nil)
+		if resp.StatusCode != 409 || !strings.Contains(string(body), `"code":"foreign_container"`) {
+			t.Errorf("%s %s on another's container: got %d %s, want 409 foreign_container", call.method, call.path, resp.StatusCode, body)
+		}
+	}
+	if _, err := e.cli.ContainerInspect(t.Context(), c.ID); err != nil {
+		t.Errorf("the foreign container: %v, want it left alone", err)
 	}
 }
