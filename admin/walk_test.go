@@ -259,3 +259,52 @@ func TestAdminForeignContainerIsConflict(t *testing.T) {
 		t.Errorf("the foreign container: %v, want it left alone", err)
 	}
 }
+
+// Concurrent DELETEs of one sandbox (a retry, two workers cleaning up):
+// one removes it; the others answer 200 or 404, never 503 "unavailable"
+// for Docker's "removal already in progress", which says to retry.
+func TestAdminConcurrentDeletes(t *testing.T) {
+	e := newDockerEnv(t)
+	e.cfg.AdminToken = testkit.AdminToken
+	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+	defer srv.Close()
+	for range 3 {
+		id := dockertest.UniqueID("deldel")
+		removeAtEnd(t, e.mgr, id)
+		if resp, body := adminDo(t, srv, "PUT", "/admin/sandboxes/"+id, testkit.AdminToken, nil); resp.StatusCode != 200 {
+			t.Fatalf("PUT: got %d %s", resp.StatusCode, body)
+		}
+		answers := make(chan string, 4)
+		for range cap(answers) {
+			go func() {
+				req, _ := http.NewRequest("DELETE", srv.URL+"/admin/sandboxes/"+id, nil)
+				req.Header.Set("Authorization", "Bearer "+testkit.AdminToken)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					answers <- err.Error()
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				answers <- fmt.Sprintf("%d %s", resp.StatusCode, b)
+			}()
+		}
+		removed := 0
+		for range cap(answers) {
+			a := <-answers
+			switch {
+			case strings.HasPrefix(a, "200 "):
+				removed++
+			case !strings.HasPrefix(a, "404 "):
+				t.Errorf("concurrent DELETE: got %s, want 200 or 404", a)
+			}
+		}
+		if removed == 0 {
+			t.Errorf("concurrent DELETEs: none answered 200")
+		}
+		if n := len(dockertest.Containers(t, e.cli, sandboxLabel(id))); n != 0 {
+			t.Errorf("after DELETEs: %d containers", n)
+		}
+	}
+}

@@ -149,14 +149,7 @@ func (m *Manager) remove(ctx context.Context, id string, stopWakes bool) error {
 	c, err := m.ownedByID(ctx, id)
 	if err == nil {
 		m.beforeStop(id)
-		err = m.eng.Remove(ctx, c.ID)
-		if err != nil && inFlight {
-			// The wake may be removing it too ("removal already in
-			// progress"): done if it is gone or going.
-			if c2, ierr := m.ownedByID(ctx, id); errors.Is(ierr, ErrNoContainer) || ierr == nil && c2.State == stateRemoving {
-				err = nil
-			}
-		}
+		err = m.eng.Remove(ctx, c.ID) // another removal under way: done when it is
 	}
 	if errors.Is(err, ErrNoContainer) && inFlight {
 		err = nil
