@@ -308,3 +308,30 @@ func TestAdminConcurrentDeletes(t *testing.T) {
 		}
 	}
 }
+
+// The refusals of pause and resume say what to do instead: pause of a
+// stopped sandbox (resume starts it), resume of none (PUT creates it).
+func TestAdminPauseResumeSayWhatToDo(t *testing.T) {
+	e := newDockerEnv(t)
+	e.cfg.AdminToken = testkit.AdminToken
+	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+	defer srv.Close()
+	id := dockertest.UniqueID("hint")
+	removeAtEnd(t, e.mgr, id)
+	for _, c := range []struct {
+		method, path string
+		status       int
+		want         string
+	}{
+		{"POST", "/resume", 404, "PUT /admin/sandboxes/" + id},
+		{"PUT", "", 200, ""},
+		{"POST", "/stop", 200, ""},
+		{"POST", "/pause", 409, "resume starts it"},
+	} {
+		resp, body := adminDo(t, srv, c.method, "/admin/sandboxes/"+id+c.path, testkit.AdminToken, nil)
+		if resp.StatusCode != c.status || !strings.Contains(string(body), c.want) {
+			t.Errorf("%s %s: got %d %s, want %d and %q", c.method, c.path, resp.StatusCode, body, c.status, c.want)
+		}
+	}
+}
