@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -58,5 +59,31 @@ func TestSandboxesCLIUpEnvAndSet(t *testing.T) {
 	}
 	if n := len(dockertest.Containers(t, dc, sandboxmgr.LabelSandbox+"="+refused)); n != 0 {
 		t.Errorf("a refused up made %d containers", n)
+	}
+}
+
+// token mint refuses what it cannot do rather than print something else:
+// --url for "*" printed the bare token where a script reads a URL, and
+// --ttl 0 signed the default 15 minutes.
+func TestTokenMintRefusesWhatItCannotDo(t *testing.T) {
+	cfgFile := filepath.Join(t.TempDir(), "previewgate.yaml")
+	if code, _, errs := cli("config", "init", cfgFile); code != 0 {
+		t.Fatalf("config init: exit %d %s", code, errs)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sandbox", "*", "--url"}, "--url needs one sandbox id"},
+		{[]string{"--sandbox", "abc", "--ttl", "0s"}, "--ttl must be a positive duration"},
+	} {
+		code, out, errs := cli(append([]string{"token", "mint", "--config", cfgFile}, tc.args...)...)
+		if code != 2 || out != "" || !strings.Contains(errs, tc.want) {
+			// Never the token itself in the log: how much was printed.
+			t.Errorf("token mint %v: exit %d, %d bytes on stdout, stderr %q; want 2, nothing on stdout and %q", tc.args, code, len(out), errs, tc.want)
+		}
+	}
+	if code, out, _ := cli("token", "mint", "--config", cfgFile, "--sandbox", "*"); code != 0 || strings.Count(out, ".") != 2 {
+		t.Errorf("token mint --sandbox *: exit %d, %d bytes, want a token", code, len(out))
 	}
 }
