@@ -89,6 +89,14 @@ func mint(args []string, stdout, stderr io.Writer) error {
 	if *sandbox == "" || (*sandbox != "*" && !config.ValidID(*sandbox)) {
 		return errors.New("token mint: --sandbox must be a valid sandbox id or *")
 	}
+	switch {
+	case *url && *sandbox == "*":
+		// A script reading stdout as the URL would get the bare token.
+		return usageError("token mint: --url needs one sandbox id: a token for * has no single preview URL")
+	case *ttl <= 0:
+		// auth.Mint would sign its default lifetime instead.
+		return usageError("token mint: --ttl must be a positive duration such as 15m")
+	}
 	cfg, key, devKey, err := mintKey(*cfgPath, *kid)
 	if err != nil {
 		return err

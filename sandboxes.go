@@ -34,9 +34,10 @@ const sandboxesUsage = `usage:
                                                  last activity, container, requests, when the
                                                  idle reaper stops it, metadata; --metadata
                                                  keeps those that carry every K=V given
-  previewgate sandboxes up ID [--template NAME] [--metadata K=V]... [flags]
+  previewgate sandboxes up ID [--template NAME] [--metadata K=V]... [--env NAME=V]... [flags]
                                                  create or wake ID, wait until it is ready
-                                                 (metadata labels a sandbox it creates)
+                                                 (metadata labels a sandbox it creates, env
+                                                 sets names in its template's allow_env)
   previewgate sandboxes stop ID [flags]          stop ID (the next request wakes it)
   previewgate sandboxes rm ID [flags]            remove ID's container
   previewgate sandboxes pause ID [flags]         pause ID, memory kept (Docker; Kubernetes
@@ -48,7 +49,7 @@ const sandboxesUsage = `usage:
   previewgate sandboxes logs ID [-f] [--tail N] [flags]
                                                  print ID's last output; -f follows it until
                                                  the container stops
-  previewgate sandboxes set ID [--public true|false|default] [--keep-up 2h] [flags]
+  previewgate sandboxes set ID [--public true|false|default] [--keep-up 2h | --keep-up-until TIME] [flags]
                                                  per-sandbox settings, kept by the runtime
   previewgate sandboxes link ID [--ttl 10m] [--port N] [--path /x] [flags]
                                                  mint a share link (prints its URL)
@@ -100,6 +101,7 @@ type sandboxesCmd struct {
 	tail                 int      // logs
 	follow               bool     // logs
 	metadata             metaFlag // ls (filters), up (labels)
+	env                  metaFlag // up
 	n                    int      // requests
 	ext                  extFlags // link, set (sandboxes_links.go)
 
@@ -133,6 +135,8 @@ func (c *sandboxesCmd) parse(args []string) *sandboxesCmd {
 		fs.StringVar(&c.template, "template", "", "template to create the sandbox from (default: the config's default_template)")
 		c.metadata = metaFlag{}
 		fs.Var(c.metadata, "metadata", "`KEY=VALUE` metadata of a sandbox this creates (repeat for more)")
+		c.env = metaFlag{}
+		fs.Var(c.env, "env", "`NAME=VALUE` environment of a sandbox this creates; NAME must be in the template's allow_env (repeat for more)")
 	case "ls":
 		c.metadata = metaFlag{}
 		fs.Var(c.metadata, "metadata", "list only sandboxes with metadata `KEY=VALUE` (repeat: all must match)")
@@ -331,6 +335,23 @@ type sandboxRow struct {
 	Container    string    `json:"container"`
 	StartedAt    time.Time `json:"started_at"`
 	LastActivity time.Time `json:"last_activity"`
+	LastFailure  *struct {
+		Reason   string `json:"reason"`
+		ExitCode *int   `json:"exit_code"`
+	} `json:"last_failure"`
+}
+
+// state is the STATE column: a sandbox that is not running says why its
+// last start failed, as the API's last_failure and the admin page do.
+func (r sandboxRow) state() string {
+	f := r.LastFailure
+	if f == nil || r.State == "running" {
+		return dash(r.State)
+	}
+	if f.ExitCode != nil {
+		return fmt.Sprintf("%s (%s, code %d)", dash(r.State), f.Reason, *f.ExitCode)
+	}
+	return fmt.Sprintf("%s (%s)", dash(r.State), f.Reason)
 }
 
 func sbxList(c *sandboxesCmd) error {
@@ -361,7 +382,7 @@ func sbxList(c *sandboxesCmd) error {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTEMPLATE\tSTATE\tSTARTED\tLAST ACTIVITY\tCONTAINER"+lsColumns)
 	for i, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s%s\n", r.ID, dash(r.Template), dash(r.State),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s%s\n", r.ID, dash(r.Template), r.state(),
 			ago(now, r.StartedAt), ago(now, r.LastActivity), dash(shortContainer(r.Container)), extra[i].columns(now))
 	}
 	return tw.Flush()
@@ -412,8 +433,8 @@ func sbxUp(c *sandboxesCmd) error {
 	}
 	id := c.args[0]
 	var body any
-	if c.template != "" || len(c.metadata) > 0 {
-		body = map[string]any{"template": c.template, "metadata": map[string]string(c.metadata)}
+	if c.template != "" || len(c.metadata) > 0 || len(c.env) > 0 {
+		body = map[string]any{"template": c.template, "metadata": map[string]string(c.metadata), "env": map[string]string(c.env)}
 	}
 	b, err := c.get("PUT", sandboxPath(id, ""), body, upTimeout)
 	if err != nil {
@@ -428,12 +449,16 @@ func sbxUp(c *sandboxesCmd) error {
 		State    string  `json:"state"`
 		Took     float64 `json:"took_seconds"`
 		URL      string  `json:"url"`
+		Created  *bool   `json:"created"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
 		return fmt.Errorf("sandboxes up: unexpected answer: %w", err)
 	}
 	fmt.Fprintf(c.stdout, "sandbox %s %s (template %s, took %s)\n", id, dash(r.State), dash(r.Template),
 		time.Duration(r.Took*float64(time.Second)).Round(time.Millisecond))
+	if body != nil && r.Created != nil && !*r.Created {
+		fmt.Fprintf(c.stderr, "note: sandbox %s already existed (or another call was creating it): it keeps its own template, env and metadata; --template, --env and --metadata apply to a sandbox up creates\n", id)
+	}
 	switch {
 	case r.URL != "":
 		fmt.Fprintln(c.stdout, r.URL)

@@ -18,6 +18,7 @@ type extFlags struct {
 	ttl, path      string // link
 	port           int    // link
 	public, keepUp string // set
+	keepUpUntil    string // set
 }
 
 // register adds name's flags to fs.
@@ -33,6 +34,7 @@ func (x *extFlags) register(name string, fs interface {
 	case "set":
 		fs.StringVar(&x.public, "public", "", "true, false, or default (the template's)")
 		fs.StringVar(&x.keepUp, "keep-up", "", "keep it running this long from now whatever its traffic, e.g. 2h (0s ends it)")
+		fs.StringVar(&x.keepUpUntil, "keep-up-until", "", "the same until an RFC 3339 time, e.g. 2026-11-27T18:00:00Z (none ends it)")
 	}
 }
 
@@ -40,7 +42,7 @@ func init() {
 	sandboxesSynopsis["link"] = "sandboxes link ID [--ttl 10m] [--port N] [--path /x] [flags]   (mint a share link)"
 	sandboxesSynopsis["link ls"] = "sandboxes link ls ID [flags]   (list ID's share links)"
 	sandboxesSynopsis["link rm"] = "sandboxes link rm ID LINKID [flags]   (revoke a share link)"
-	sandboxesSynopsis["set"] = "sandboxes set ID [--public true|false|default] [--keep-up 2h] [flags]   (per-sandbox settings)"
+	sandboxesSynopsis["set"] = "sandboxes set ID [--public true|false|default] [--keep-up 2h | --keep-up-until TIME] [flags]   (per-sandbox settings)"
 	sandboxesCmds["set"] = sbxSet
 }
 
@@ -161,8 +163,15 @@ func sbxSet(c *sandboxesCmd) error {
 	if c.ext.keepUp != "" {
 		body["keep_up"] = c.ext.keepUp
 	}
+	switch c.ext.keepUpUntil {
+	case "":
+	case "none":
+		body["keep_up_until"] = nil
+	default:
+		body["keep_up_until"] = c.ext.keepUpUntil // the API says what is wrong with it
+	}
 	if len(body) == 0 {
-		return fmt.Errorf("sandboxes set: nothing to set: give --public or --keep-up")
+		return fmt.Errorf("sandboxes set: nothing to set: give --public, --keep-up or --keep-up-until")
 	}
 	b, err := c.get("PATCH", sandboxPath(c.args[0], ""), body, callTimeout)
 	if err != nil || c.json {

@@ -56,7 +56,7 @@ auth:
   keys: [{kid: k1, alg: HS256, secret: "0123456789abcdef0123456789abcdef"}]
 default_template: app
 templates:
-  app: {image: %q, ready: {path: /, timeout: 20s}}
+  app: {image: %q, ready: {path: /, timeout: 20s}, allow_env: [GREETING, CRASH]}
 `, freePort(t), adminAddr, cliAdminToken, cliAPIToken, network, image)), 0o600)
 	cfg, _, err := loadServeConfig(cfgFile)
 	if err != nil {

@@ -32,7 +32,7 @@ func (m metaFlag) Set(s string) error {
 		return fmt.Errorf("want KEY=VALUE, got %q", s)
 	}
 	if _, dup := m[k]; dup {
-		return fmt.Errorf("metadata %q given twice", k)
+		return fmt.Errorf("%q given twice", k)
 	}
 	m[k] = v
 	return nil

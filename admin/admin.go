@@ -139,7 +139,7 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("GET /admin/sandboxes/{id}/links", sbx(a.listLinks))
 	mux.HandleFunc("DELETE /admin/sandboxes/{id}/links/{link}", sbx(a.deleteLink))
 	a.ui.routes(mux)
-	return mux
+	return jsonMisses(mux)
 }
 
 // takes answers 400 bad_param to a query parameter h does not read, or a
@@ -352,10 +352,10 @@ func (a *admin) sandboxOp(name string, op func(context.Context, string) error) h
 		}
 		err := op(r.Context(), id)
 		switch {
-		case errors.Is(err, sandboxmgr.ErrNoContainer):
-			writeJSON(w, http.StatusNotFound, errBody("no such sandbox", "not_found"))
 		case err != nil:
-			writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error(), "unavailable"))
+			// 404, 409 foreign_container (never touched: not "unavailable",
+			// which a backend would retry), 503 with Retry-After.
+			writeSandboxError(w, err)
 		default:
 			a.o.Log.InfoContext(r.Context(), "sandbox "+name+" through admin API", "sandbox", id)
 			writeJSON(w, http.StatusOK, map[string]any{"id": id, name: true})

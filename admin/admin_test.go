@@ -256,7 +256,8 @@ type dockerEnv struct {
 	mgr *sandboxmgr.Manager
 }
 
-func newDockerEnv(t *testing.T) *dockerEnv {
+// newDockerEnv's manager takes the config tune gives it (limits).
+func newDockerEnv(t *testing.T, tune ...func(*sandboxmgr.Config)) *dockerEnv {
 	t.Helper()
 	cli := dockertest.Client(t)
 	cfg := &config.Config{
@@ -270,8 +271,12 @@ func newDockerEnv(t *testing.T) *dockerEnv {
 	cfg.ApplyDefaults()
 	labels := dockertest.Labels()
 	labels[dockertest.LabelCase] = t.Name()
-	mgr, err := sandboxmgr.New(sandboxmgr.Config{Network: dockertest.Network(t), Labels: labels,
-		Templates: func(name string) *config.Template { return cfg.Templates[name] }}, testkit.Logger(t))
+	mc := sandboxmgr.Config{Network: dockertest.Network(t), Labels: labels,
+		Templates: func(name string) *config.Template { return cfg.Templates[name] }}
+	for _, f := range tune {
+		f(&mc)
+	}
+	mgr, err := sandboxmgr.New(mc, testkit.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

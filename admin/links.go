@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -82,9 +83,24 @@ func (a *admin) settingsOf(w http.ResponseWriter, r *http.Request) (SandboxSetti
 
 // decodeBody decodes a small JSON body strictly into v.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxSettingsBody))
+	return decodeJSON(w, r, v, maxSettingsBody)
+}
+
+// decodeJSON reads r's body, at most limit bytes, as one JSON object into
+// v, or answers 400 saying what is wrong with it: an empty body, an
+// unknown field, or anything after the object, which would otherwise be
+// dropped unread ({"public":false}{"keep_up":"2h"} set only public).
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	err := dec.Decode(v)
+	switch {
+	case errors.Is(err, io.EOF):
+		err = errors.New("empty; want a JSON object")
+	case err == nil && dec.Decode(&json.RawMessage{}) != io.EOF:
+		err = errors.New("want one JSON object, and nothing after it")
+	}
+	if err != nil {
 		writeJSON(w, http.StatusBadRequest, errBody("body: "+err.Error(), "bad_request"))
 		return false
 	}
@@ -204,6 +220,20 @@ type postLink struct {
 	Path string `json:"path"` // zero: "/"
 }
 
+// linkPath is a link's path prefix ("" is "/"), ok if the link can open
+// the URL it lands on: no query, and no dot segment, which the gateway
+// never lets a link open (auth.RequestWithin) and every browser removes
+// before it asks, so such a link would be refused from its first use.
+func linkPath(p string) (string, bool) {
+	if p == "" {
+		p = "/"
+	}
+	u, err := url.Parse(p)
+	ok := err == nil && strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "//") && u.RawQuery == "" &&
+		u.Fragment == "" && u.Path == p && len(p) <= 512 && auth.RequestWithin(u, p)
+	return p, ok
+}
+
 // linkView is a link as listed: never its secret.
 type linkView struct {
 	ID      string     `json:"id"`
@@ -246,13 +276,9 @@ func (a *admin) createLink(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, errBody(fmt.Sprintf("port %d is not among template %s's ports", port, tpl.Name), "bad_request"))
 		return
 	}
-	path := req.Path
-	if path == "" {
-		path = "/"
-	}
-	if u, err := url.Parse(path); err != nil || !strings.HasPrefix(path, "/") || strings.HasPrefix(path, "//") ||
-		u.RawQuery != "" || u.Fragment != "" || u.Path != path || len(path) > 512 {
-		writeJSON(w, http.StatusBadRequest, errBody("path: want an absolute path such as /docs, without query", "bad_request"))
+	path, ok := linkPath(req.Path)
+	if !ok {
+		writeJSON(w, http.StatusBadRequest, errBody("path: want an absolute path such as /docs, without query or dot segments (. or ..)", "bad_request"))
 		return
 	}
 	now := time.Now().UTC().Truncate(time.Second)

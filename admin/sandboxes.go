@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/previewgate/previewgate/config"
@@ -45,13 +46,8 @@ func (a *admin) putSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req putSandbox
-	if r.ContentLength != 0 {
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxPutBody))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			writeJSON(w, http.StatusBadRequest, errBody("body: "+err.Error(), "bad_request"))
-			return
-		}
+	if r.ContentLength != 0 && !decodeJSON(w, r, &req, maxPutBody) {
+		return
 	}
 	if err := sandboxmgr.CheckMetadata(req.Metadata); err != nil {
 		writeJSON(w, http.StatusBadRequest, errBody(err.Error(), "bad_metadata"))
@@ -88,14 +84,21 @@ func (a *admin) putSandbox(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), tpl.Ready.Timeout.D()+30*time.Second)
 	defer cancel()
 	t0 := time.Now()
-	ep, err := a.o.Sandboxes.EnsureWith(ctx, id, &tpl, sandboxmgr.Options{Metadata: req.Metadata})
+	var created atomic.Bool // this call's template, env and metadata made it
+	ep, err := a.o.Sandboxes.EnsureWith(ctx, id, &tpl, sandboxmgr.Options{Metadata: req.Metadata,
+		Created: func() { created.Store(true) }})
+	if errors.Is(err, sandboxmgr.ErrNoContainer) {
+		// Only a removal while it started makes a create find nothing.
+		writeJSON(w, http.StatusNotFound, errBody("sandbox "+id+" was removed while this call started it (a DELETE, or its container removed): nothing runs; PUT again to create it anew", "not_found"))
+		return
+	}
 	if err != nil {
 		writeSandboxError(w, err)
 		return
 	}
-	a.o.Log.InfoContext(r.Context(), "sandbox warmed through admin API", "sandbox", id, "template", ep.Template)
+	a.o.Log.InfoContext(r.Context(), "sandbox warmed through admin API", "sandbox", id, "template", ep.Template, "created", created.Load())
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "template": ep.Template, "state": "running",
-		"took_seconds": time.Since(t0).Round(time.Millisecond).Seconds()})
+		"created": created.Load(), "took_seconds": time.Since(t0).Round(time.Millisecond).Seconds()})
 }
 
 // writeSandboxError answers a failed Ensure, with the reason and output of
@@ -120,7 +123,13 @@ func writeSandboxError(w http.ResponseWriter, err error) {
 		writeJSON(w, http.StatusConflict, errBody(err.Error(), "foreign_container"))
 	case errors.Is(err, sandboxmgr.ErrNoContainer):
 		writeJSON(w, http.StatusNotFound, errBody("no such sandbox", "not_found"))
-	default: // capacity, engine down
+	case errors.Is(err, sandboxmgr.ErrCapacity):
+		// What a preview answers at capacity (gateway/errors.go): a backend
+		// must tell "retry later" from "the runtime is down", and when.
+		w.Header().Set("Retry-After", "10")
+		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error()+"; retry after Retry-After", "busy"))
+	default: // engine down
+		w.Header().Set("Retry-After", "5")
 		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error(), "unavailable"))
 	}
 }
@@ -154,13 +163,13 @@ func (a *admin) sandboxLogs(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !follow {
-		lines, err := a.o.Sandboxes.Logs(r.Context(), id, max(tail, 1))
+		lines, err := a.o.Sandboxes.Logs(r.Context(), id, max(tail, 1)) // 1: still a 404 for no sandbox
 		if err != nil {
 			writeSandboxError(w, err)
 			return
 		}
-		if lines == nil {
-			lines = []string{}
+		if lines == nil || tail == 0 {
+			lines = []string{} // ?tail=0 asks for none, as with follow
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"id": id, "lines": lines})
 		return

@@ -138,7 +138,7 @@ func (a *admin) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, sandboxmgr.ErrNoPause):
 		writeJSON(w, http.StatusConflict, errBody(err.Error(), "pause_unsupported"))
 	case errors.Is(err, sandboxmgr.ErrNotRunning):
-		writeJSON(w, http.StatusConflict, errBody(err.Error(), "not_running"))
+		writeJSON(w, http.StatusConflict, errBody(err.Error()+"; only a running sandbox pauses (a stopped one holds no memory to keep; resume starts it)", "not_running"))
 	case err != nil:
 		writeSandboxError(w, err)
 	default:
@@ -162,6 +162,10 @@ func (a *admin) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), resumeTimeout)
 	defer cancel()
 	ep, err := a.o.Sandboxes.Resume(ctx, id)
+	if errors.Is(err, sandboxmgr.ErrNoContainer) {
+		writeJSON(w, http.StatusNotFound, errBody("no such sandbox; resume never creates one: PUT /admin/sandboxes/"+id+" does", "not_found"))
+		return
+	}
 	if err != nil {
 		writeSandboxError(w, err)
 		return

@@ -312,7 +312,9 @@ func shareLinks(t *testing.T, cfg *config.Config, mc sandboxmgr.Config, records 
 	if resp, body := get(t, b.srv, host, pages.StatusPath, "Cookie", cookie, "Accept", "application/json"); resp.StatusCode != 200 {
 		t.Errorf("the waiting page's status with the link: got %d %s, want 200", resp.StatusCode, body)
 	}
-	for _, body := range []string{`{"path":"docs"}`, `{"path":"/docs?x=1"}`, `{"ttl":"-1m"}`, `{"ttl":"soon"}`, `{"nope":1}`, `not json`} {
+	// A path with a dot segment could never open its own URL: refused.
+	for _, body := range []string{`{"path":"docs"}`, `{"path":"/docs?x=1"}`, `{"path":"/a/../docs"}`,
+		`{"path":"/docs/."}`, `{"path":"/a/..;/docs"}`, `{"ttl":"-1m"}`, `{"ttl":"soon"}`, `{"nope":1}`, `not json`} {
 		if st, out := adminCall(t, a.admin.URL, "POST", "/admin/sandboxes/"+id+"/links", body); st != 400 || out["code"] != "bad_request" {
 			t.Errorf("POST links %s: got %d %v, want 400 bad_request", body, st, out)
 		}

@@ -47,6 +47,7 @@ type sandbox struct {
 	sharedAt     atomic.Int64                // latest activity the runtime's shared signal reported (unix ns; shared.go)
 	wakes        atomic.Int64                // wakes this manager made (create, claim, start, unpause)
 	wakeNanos    atomic.Int64                // their total time
+	removals     atomic.Int64                // Remove calls on this record: a wake begun before one neither creates nor starts (run.go)
 	diag         diag                        // the wake's output and timing (failure.go)
 	// op serializes a wake with the reaper's stop/pause/remove: a request
 	// arriving while the reaper stops the sandbox waits, then wakes it.

@@ -129,10 +129,30 @@ func (m *Manager) ownedByID(ctx context.Context, id string) (ctrInfo, error) {
 // ErrForeignContainer if its name is on a container this manager does not
 // own (left alone).
 func (m *Manager) Remove(ctx context.Context, id string) error {
+	return m.remove(ctx, id, true)
+}
+
+// remove is Remove. stopWakes (a caller's removal, not the reaper's): a
+// wake begun before this call stops at its next step and removes what it
+// made (runner.removedMeanwhile), since its create may be in flight, its
+// container not yet inspectable; such a wake is what this call removes
+// if no container is found. The reaper's removal of an idle sandbox does
+// not: a request waiting for it (on sb.op) wants it back.
+func (m *Manager) remove(ctx context.Context, id string, stopWakes bool) error {
+	var inFlight bool
+	m.mu.Lock()
+	if sb := m.sandboxes[id]; sb != nil && stopWakes {
+		sb.removals.Add(1)
+		inFlight = sb.waking.Load() > 0
+	}
+	m.mu.Unlock()
 	c, err := m.ownedByID(ctx, id)
 	if err == nil {
 		m.beforeStop(id)
-		err = m.eng.Remove(ctx, c.ID)
+		err = m.eng.Remove(ctx, c.ID) // another removal under way: done when it is
+	}
+	if errors.Is(err, ErrNoContainer) && inFlight {
+		err = nil
 	}
 	if err == nil || errors.Is(err, ErrNoContainer) {
 		m.forgetRecord(ctx, id) // its settings and links go with it

@@ -190,7 +190,7 @@ func (m *Manager) reapOne(ctx context.Context, sb *sandbox) {
 			}
 		}
 	case reapRemove:
-		err = m.Remove(ctx, sb.id)
+		err = m.remove(ctx, sb.id, false) // a request waiting on sb.op creates it anew
 	}
 	if errors.Is(err, ErrNoContainer) {
 		m.setStopped(sb, "")

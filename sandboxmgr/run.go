@@ -35,8 +35,9 @@ type runner struct {
 	meta           map[string]string           // Options.Metadata
 	log            *slog.Logger
 	action         string
-	starts         int  // a container that exits at once is not restarted forever
-	claimed        bool // claimed from the warm pool
+	starts         int   // a container that exits at once is not restarted forever
+	claimed        bool  // claimed from the warm pool
+	removals       int64 // sb.removals when the wake began (removedMeanwhile)
 }
 
 // run returns the running container. Every container acted on was
@@ -52,6 +53,9 @@ func (r *runner) run(ctx context.Context) (ctrInfo, error) {
 		}
 	}
 	for err != nil || c.State != stateRunning {
+		if rerr := r.removedMeanwhile(ctx); rerr != nil {
+			return ctrInfo{}, rerr
+		}
 		if !r.subjectChecked && r.subjectMax > 0 && r.subject != "" && !errors.Is(err, ErrForeignContainer) &&
 			(errors.Is(err, ErrNoContainer) || err == nil && slices.Contains([]string{statePaused, stateExited, stateCreated}, c.State)) {
 			// About to make one more of the subject's sandboxes run.
@@ -109,11 +113,34 @@ func (r *runner) run(ctx context.Context) (ctrInfo, error) {
 				c, err = c2, nil
 				continue
 			}
+			if rerr := r.removedMeanwhile(ctx); rerr != nil {
+				return ctrInfo{}, rerr // "marked for removal": a DELETE's, not a failure
+			}
 			return ctrInfo{}, err
 		}
 		c, err = m.inspectOwned(ctx, r.name)
 	}
+	if err := r.removedMeanwhile(ctx); err != nil {
+		return ctrInfo{}, err
+	}
 	return c, nil
+}
+
+// removedMeanwhile fails the wake if Remove was called on the sandbox
+// since it began, removing what the wake made since: a DELETE that came
+// while a create was in flight (its container not yet inspectable, so the
+// DELETE found none) or between create and start (where the loop would
+// create it again) must not leave the sandbox running after it (#23).
+func (r *runner) removedMeanwhile(ctx context.Context) error {
+	if r.sb.removals.Load() == r.removals {
+		return nil
+	}
+	if c, err := r.m.inspectOwned(ctx, r.name); err == nil {
+		if err := r.m.eng.Remove(ctx, c.ID); err != nil && !errors.Is(err, ErrNoContainer) {
+			r.log.WarnContext(ctx, "removing a container made while the sandbox was removed failed", "err", err)
+		}
+	}
+	return fmt.Errorf("%w: removed while it was starting", ErrNoContainer)
 }
 
 // absent makes the missing container: claimed from the warm pool or

@@ -69,6 +69,13 @@ type Options struct {
 	// from the warm pool: a claimed container's labels cannot be changed
 	// on Docker.
 	Metadata map[string]string
+	// Created, if set, is called once this wake's own create (or pool
+	// claim) made the container it goes on to start: tpl, its env and
+	// Metadata are the sandbox's. Not for a container that existed, nor
+	// one another caller (maybe another replica) made first. In a shared
+	// wake only the caller that started it is told: the others' options
+	// were not applied, which is how the admin API tells a backend (#23).
+	Created func()
 }
 
 // EnsureWith is Ensure with options. Errors are Ensure's plus ErrAsleep and
@@ -155,9 +162,12 @@ func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Templ
 	}
 	m.wg.Add(1)
 	sb := m.sandboxLocked(id) // the record this wake passes down
+	// Under m.mu, as Remove counts: a Remove either sees this wake in
+	// flight and stops it, or came before it and does not.
+	sb.waking.Add(1)
+	removals := sb.removals.Load()
 	m.mu.Unlock()
 	defer m.wg.Done()
-	sb.waking.Add(1)
 	defer sb.waking.Add(-1)
 	sb.op.Lock() // a reaper stop in progress finishes first
 	defer sb.op.Unlock()
@@ -171,7 +181,7 @@ func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Templ
 
 	m.beginDiag(sb, tpl)
 	m.setPhase(sb, PhaseQueued, "")
-	ep, err := m.wake(ctx, sb, tpl, opts)
+	ep, err := m.wake(ctx, sb, tpl, opts, removals)
 	if err == nil {
 		m.setPhase(sb, PhaseReady, "")
 		return ep, nil
@@ -247,13 +257,16 @@ func readyTimeout(tpl *config.Template) time.Duration {
 }
 
 // wake drives id's container to running, then waits for its app.
-func (m *Manager) wake(ctx context.Context, sb *sandbox, tpl *config.Template, opts Options) (Endpoint, error) {
+func (m *Manager) wake(ctx context.Context, sb *sandbox, tpl *config.Template, opts Options, removals int64) (Endpoint, error) {
 	log := m.log.With("sandbox", sb.id)
 	t0 := m.now()
 	r := runner{m: m, sb: sb, id: sb.id, name: ContainerName(sb.id), tpl: tpl, onCreate: opts.OnCreate, noCreate: opts.NoCreate,
 		subject: opts.Subject, subjectMax: opts.SubjectMaxRunning,
-		mayServe: opts.MayServe, meta: opts.Metadata, log: log, action: "found running"}
+		mayServe: opts.MayServe, meta: opts.Metadata, log: log, action: "found running", removals: removals}
 	c, err := r.run(ctx)
+	if err == nil && opts.Created != nil && (r.action == "created" || r.claimed) {
+		opts.Created()
+	}
 	if r.claimed {
 		// Refill after this wake, not during it: the refill's create and
 		// start would compete with the claim's inspect and probe for the

@@ -264,8 +264,25 @@ func (e *Runtime) stop(ctx context.Context, name string) error {
 	return classify("stop "+name, e.cli.ContainerStop(ctx, name, container.StopOptions{Timeout: &timeout}), runtime.ErrNotFound)
 }
 
+// removeWait bounds how long Remove waits for another removal of the
+// same container to finish.
+const removeWait = 30 * time.Second
+
 func (e *Runtime) Remove(ctx context.Context, name string) error {
 	err := e.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	// "removal of container ... is already in progress" (a concurrent
+	// DELETE, a wake removing what it made): removed once that one is
+	// done, not a failure to retry. Waited for up to removeWait.
+	for end := time.Now().Add(removeWait); cerrdefs.IsConflict(err) && time.Now().Before(end); {
+		select {
+		case <-ctx.Done():
+			return classify("remove "+name, ctx.Err(), nil)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if _, ierr := e.cli.ContainerInspect(ctx, name); cerrdefs.IsNotFound(ierr) {
+			return nil
+		}
+	}
 	return classify("remove "+name, err, runtime.ErrNotFound)
 }
 
