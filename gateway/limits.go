@@ -87,7 +87,7 @@ func bucketParams(r *config.Rate) (limit rate.Limit, burst int, ok bool) {
 // The limits are checked in that order and each consumes a token only when
 // it passes, so a request refused for its IP costs the sandbox nothing: one
 // abusive client cannot drain a sandbox's budget for everyone else.
-func (l *limiter) allow(w http.ResponseWriter, r *http.Request, t *table, rt route, tpl *config.Template, sub string, addrs *reqAddrs) *httpError {
+func (l *limiter) allow(w http.ResponseWriter, r *http.Request, t *table, rt route, tpl *config.Template, sub string, addrs *wire.Addrs) *httpError {
 	if tpl != nil && tpl.MaxBodyBytes > 0 {
 		maxBody := int64(tpl.MaxBodyBytes)
 		if r.ContentLength > maxBody {
@@ -158,7 +158,7 @@ func (l *limiter) rejected(reason string) {
 // openSocket counts an upgraded connection against the per-sandbox and
 // per-IP caps; release must be called when it closes (calling it again is
 // harmless). Counters at zero are deleted, so idle keys cost nothing.
-func (l *limiter) openSocket(r *http.Request, t *table, sandbox string, addrs *reqAddrs) (release func(), herr *httpError) {
+func (l *limiter) openSocket(r *http.Request, t *table, sandbox string, addrs *wire.Addrs) (release func(), herr *httpError) {
 	lim := &t.cfg.Limits
 	ip := wire.IPKey(addrs.Client(r, t.cfg.TrustedProxies))
 	caps := make([]limits.Cap[socketKey], 0, 2) // the sandbox's cap first

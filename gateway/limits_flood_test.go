@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // TestLimiterFloodBounded sends 200,000 requests with distinct spoofed
@@ -53,7 +54,7 @@ func TestLimiterFloodBounded(t *testing.T) {
 			for i := range flood {
 				buf = netip.AddrFrom4([4]byte{byte(100 + i>>24), byte(i >> 16), byte(i >> 8), byte(i)}).AppendTo(buf[:0])
 				r.Header["X-Forwarded-For"] = []string{"6.6.6.6, " + string(buf)}
-				if herr := l.allow(w, r, tb, rt, tpl, "", new(reqAddrs)); herr != nil {
+				if herr := l.allow(w, r, tb, rt, tpl, "", new(wire.Addrs)); herr != nil {
 					rejected++
 				}
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // limitTable is a table for calling the limiter directly.
@@ -33,7 +34,7 @@ func callAllow(l *limiter, t *table, sandbox, sub, remote string, hdr ...string)
 	}
 	w := httptest.NewRecorder()
 	tpl := t.cfg.Template("")
-	return w, l.allow(w, r, t, route{sandbox: sandbox, template: tpl}, tpl, sub, new(reqAddrs))
+	return w, l.allow(w, r, t, route{sandbox: sandbox, template: tpl}, tpl, sub, new(wire.Addrs))
 }
 
 // TestLimiterBurstThenRefill checks each limit inside a synctest bubble: the
@@ -188,7 +189,7 @@ func TestLimiterTemplateOverride(t *testing.T) {
 		call := func(tpl *config.Template, sandbox string) *httpError {
 			r := httptest.NewRequest("GET", "/", nil)
 			r.RemoteAddr = "203.0.113.1:1"
-			return l.allow(httptest.NewRecorder(), r, tb, route{sandbox: sandbox}, tpl, "", new(reqAddrs))
+			return l.allow(httptest.NewRecorder(), r, tb, route{sandbox: sandbox}, tpl, "", new(wire.Addrs))
 		}
 		if herr := call(strict, "s1"); herr != nil {
 			t.Fatalf("strict first: got %v, want allowed", herr)
@@ -210,7 +211,7 @@ func TestLimiterTemplateOverride(t *testing.T) {
 		for i := range 3 {
 			r := httptest.NewRequest("GET", "/", nil)
 			r.RemoteAddr = fmt.Sprintf("203.0.113.%d:1", 10+i)
-			if herr := l.allow(httptest.NewRecorder(), r, tb, route{sandbox: "l1"}, lax, "", new(reqAddrs)); herr != nil {
+			if herr := l.allow(httptest.NewRecorder(), r, tb, route{sandbox: "l1"}, lax, "", new(wire.Addrs)); herr != nil {
 				t.Fatalf("lax sandbox request %d: got %v, want allowed (burst 100)", i, herr)
 			}
 		}
@@ -277,7 +278,7 @@ func TestOpenSocketCounts(t *testing.T) {
 		return r
 	}
 	open := func(remote, sandbox string) (func(), *httpError) {
-		return l.openSocket(req(remote), tb, sandbox, new(reqAddrs))
+		return l.openSocket(req(remote), tb, sandbox, new(wire.Addrs))
 	}
 	a1, herr := open("203.0.113.1:1", "abc")
 	if herr != nil {
@@ -334,7 +335,7 @@ func BenchmarkLimiterAllow(b *testing.B) {
 		r, w := newReq(1), httptest.NewRecorder()
 		b.ReportAllocs()
 		for b.Loop() {
-			if herr := l.allow(w, r, tb, rt, tpl, "alice", new(reqAddrs)); herr != nil {
+			if herr := l.allow(w, r, tb, rt, tpl, "alice", new(wire.Addrs)); herr != nil {
 				b.Fatal(herr)
 			}
 		}
@@ -348,7 +349,7 @@ func BenchmarkLimiterAllow(b *testing.B) {
 			r, w := newReq(i), httptest.NewRecorder()
 			sub := "user" + strconv.Itoa(i)
 			for pb.Next() {
-				if herr := l.allow(w, r, tb, rt, tpl, sub, new(reqAddrs)); herr != nil {
+				if herr := l.allow(w, r, tb, rt, tpl, sub, new(wire.Addrs)); herr != nil {
 					b.Fatal(herr)
 				}
 			}

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -315,31 +314,7 @@ type reqState struct {
 	// counted: passed the access check and the limits, not the
 	// gateway's own status stream (record).
 	counted bool
-	addrs   reqAddrs
-}
-
-// reqAddrs holds a request's socket peer and client address once parsed:
-// the rate limits, the exchange cap and the traffic log each need one
-// (#25: parsed up to three times per request before).
-type reqAddrs struct {
-	peer, client         netip.Addr
-	havePeer, haveClient bool
-}
-
-// Peer is the socket's peer (wire.PeerAddr of r.RemoteAddr).
-func (a *reqAddrs) Peer(r *http.Request) netip.Addr {
-	if !a.havePeer {
-		a.peer, a.havePeer = wire.PeerAddr(r.RemoteAddr), true
-	}
-	return a.peer
-}
-
-// Client is the client's address (wire.ClientIP) behind trusted.
-func (a *reqAddrs) Client(r *http.Request, trusted []netip.Prefix) netip.Addr {
-	if !a.haveClient {
-		a.client, a.haveClient = wire.ClientIPFrom(a.Peer(r), r, trusted), true
-	}
-	return a.client
+	addrs   wire.Addrs
 }
 
 // headerValue is h.Get(key) for a key in canonical form (every caller

@@ -28,6 +28,31 @@ func ClientIP(r *http.Request, trusted []netip.Prefix) netip.Addr {
 	return ClientIPFrom(PeerAddr(r.RemoteAddr), r, trusted)
 }
 
+// Addrs holds a request's socket peer and client address once parsed,
+// for a request path that needs them in several places (the gateway: its
+// rate limits, exchange cap and traffic log; #25). The zero value is
+// ready; it serves one request, from one goroutine.
+type Addrs struct {
+	peer, client         netip.Addr
+	havePeer, haveClient bool
+}
+
+// Peer is PeerAddr(r.RemoteAddr).
+func (a *Addrs) Peer(r *http.Request) netip.Addr {
+	if !a.havePeer {
+		a.peer, a.havePeer = PeerAddr(r.RemoteAddr), true
+	}
+	return a.peer
+}
+
+// Client is ClientIP(r, trusted); trusted must not change between calls.
+func (a *Addrs) Client(r *http.Request, trusted []netip.Prefix) netip.Addr {
+	if !a.haveClient {
+		a.client, a.haveClient = ClientIPFrom(a.Peer(r), r, trusted), true
+	}
+	return a.client
+}
+
 // ClientIPFrom is ClientIP for a request whose RemoteAddr a caller has
 // parsed already (PeerAddr), so that a request that needs both parses it
 // once.

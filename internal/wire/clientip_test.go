@@ -152,3 +152,25 @@ func TestPortAddr(t *testing.T) {
 		}
 	}
 }
+
+// Addrs answers as PeerAddr and ClientIP do, read in either order and
+// more than once.
+func TestAddrs(t *testing.T) {
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	for _, c := range []struct{ remote, xff string }{
+		{"192.0.2.1:5", ""}, {"10.1.2.3:5", "198.51.100.7"}, {"10.1.2.3:5", ""}, {"[::ffff:10.0.0.1]:5", "203.0.113.9, 10.0.0.2"}, {"junk", ""},
+	} {
+		r := &http.Request{RemoteAddr: c.remote, Header: http.Header{}}
+		if c.xff != "" {
+			r.Header.Set("X-Forwarded-For", c.xff)
+		}
+		wantPeer, wantClient := PeerAddr(c.remote), ClientIP(r, trusted)
+		var a, b Addrs
+		if got := a.Client(r, trusted); got != wantClient || a.Client(r, trusted) != wantClient || a.Peer(r) != wantPeer {
+			t.Errorf("%+v: client then peer: got %v %v, want %v %v", c, got, a.Peer(r), wantClient, wantPeer)
+		}
+		if got := b.Peer(r); got != wantPeer || b.Client(r, trusted) != wantClient {
+			t.Errorf("%+v: peer then client: got %v %v, want %v %v", c, got, b.Client(r, trusted), wantPeer, wantClient)
+		}
+	}
+}
