@@ -12,19 +12,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
-	"github.com/previewgate/previewgate/internal/dockerbuild"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
@@ -330,96 +327,4 @@ func (e *Runtime) Isolate(ctx context.Context, name string, labels map[string]st
 		return nil
 	}
 	return classify("create network "+name, err, nil)
-}
-
-// images is the engine's image store (Capabilities.Images).
-type images struct{ e *Runtime }
-
-func (i images) Build(ctx context.Context, tag string, buildContext []byte, labels map[string]string) error {
-	e := i.e
-	if err := dockerbuild.Build(ctx, e.cli, tag, buildContext, labels); err != nil {
-		return classify("build "+tag, err, nil)
-	}
-	return nil
-}
-
-func (i images) Has(ctx context.Context, tag string) (bool, error) { return i.e.hasImage(ctx, tag) }
-
-func (e *Runtime) hasImage(ctx context.Context, tag string) (bool, error) {
-	_, err := e.cli.ImageInspect(ctx, tag)
-	if err == nil {
-		return true, nil
-	}
-	if cerrdefs.IsNotFound(err) {
-		return false, nil
-	}
-	return false, classify("inspect image "+tag, err, nil)
-}
-
-// watchedActions are the event actions asked from Docker.
-var watchedActions = []string{runtime.EventDie, runtime.EventOOM, runtime.EventStop, runtime.EventKill,
-	runtime.EventDestroy, runtime.EventPause, runtime.EventUnpause, runtime.EventStart, runtime.EventRename}
-
-// Watch follows container events of containers carrying labels.
-func (e *Runtime) Watch(ctx context.Context, since time.Time, labels map[string]string, fn func(runtime.Event)) error {
-	f := filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)))
-	for k, v := range labels {
-		f.Add("label", k+"="+v)
-	}
-	for _, a := range watchedActions {
-		f.Add("event", a)
-	}
-	opts := events.ListOptions{Filters: f}
-	if !since.IsZero() {
-		opts.Since = fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond())
-	}
-	// The SDK's Events reads the API version without the negotiation
-	// lock; a request that negotiates first (under the lock, once) makes
-	// the version settled before Events reads it.
-	if _, err := e.cli.ServerVersion(ctx); err != nil {
-		return classify("docker events", err, nil)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // ends the SDK's reader goroutine
-	msgs, errs := e.cli.Events(ctx, opts)
-	for {
-		select {
-		case msg := <-msgs:
-			if !hasLabels(msg.Actor.Attributes, labels) {
-				// Container events carry the labels in their attributes;
-				// the server filtered on them, this keeps the scope even
-				// if an engine ignored a filter (#13).
-				continue
-			}
-			ev := runtime.Event{
-				Action:  string(msg.Action),
-				ID:      msg.Actor.ID,
-				Name:    msg.Actor.Attributes["name"],
-				OldName: trimSlash(msg.Actor.Attributes["oldName"]),
-				Pool:    msg.Actor.Attributes[runtime.LabelPool], // labels ride in the attributes
-				Labels:  msg.Actor.Attributes,
-			}
-			if msg.TimeNano != 0 {
-				ev.Time = time.Unix(0, msg.TimeNano)
-			}
-			fn(ev)
-		case err := <-errs:
-			if err == nil {
-				err = io.EOF
-			}
-			return classify("docker events", err, nil)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-// hasLabels reports whether attrs holds every label in labels.
-func hasLabels(attrs, labels map[string]string) bool {
-	for k, v := range labels {
-		if got, ok := attrs[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }
