@@ -8,6 +8,7 @@ import (
 
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
+
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 

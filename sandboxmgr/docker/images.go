@@ -4,6 +4,7 @@ import (
 	"context"
 
 	cerrdefs "github.com/containerd/errdefs"
+
 	"github.com/previewgate/previewgate/internal/dockerbuild"
 )
 
