@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/previewgate/previewgate/config"
+)
+
+// sandboxes up, stop, rm and logs: one call each, logs -f a stream.
+
+// upTimeout bounds up's wait; the gateway itself gives up after the
+// template's ready timeout plus 30s.
+const upTimeout = 30 * time.Minute
+
+func sbxUp(c *sandboxesCmd) error {
+	if err := c.connect(1); err != nil {
+		return err
+	}
+	id := c.args[0]
+	var body any
+	if c.template != "" || len(c.metadata) > 0 || len(c.env) > 0 {
+		body = map[string]any{"template": c.template, "metadata": map[string]string(c.metadata), "env": map[string]string(c.env)}
+	}
+	b, err := c.get("PUT", sandboxPath(id, ""), body, upTimeout)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		_, err = c.stdout.Write(b)
+		return err
+	}
+	var r struct {
+		Template string  `json:"template"`
+		State    string  `json:"state"`
+		Took     float64 `json:"took_seconds"`
+		URL      string  `json:"url"`
+		Created  *bool   `json:"created"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("sandboxes up: unexpected answer: %w", err)
+	}
+	fmt.Fprintf(c.stdout, "sandbox %s %s (template %s, took %s)\n", id, dash(r.State), dash(r.Template),
+		time.Duration(r.Took*float64(time.Second)).Round(time.Millisecond))
+	if body != nil && r.Created != nil && !*r.Created {
+		fmt.Fprintf(c.stderr, "note: sandbox %s already existed (or another call was creating it): it keeps its own template, env and metadata; --template, --env and --metadata apply to a sandbox up creates\n", id)
+	}
+	switch {
+	case r.URL != "":
+		fmt.Fprintln(c.stdout, r.URL)
+	case c.cfg != nil && len(c.cfg.Domains) > 0:
+		// The host only: which scheme and port reach the gateway from
+		// here the config cannot say (a load balancer, a port mapping).
+		fmt.Fprintln(c.stdout, config.SandboxPrefix+id+"."+c.cfg.Domains[0])
+	}
+	return nil
+}
+
+func sbxStop(c *sandboxesCmd) error { return c.op("POST", "/stop", "stopped") }
+
+func sbxRemove(c *sandboxesCmd) error { return c.op("DELETE", "", "removed") }
+
+// op is stop and rm: one call, then "sandbox ID done".
+func (c *sandboxesCmd) op(method, more, done string) error {
+	if err := c.connect(1); err != nil {
+		return err
+	}
+	b, err := c.get(method, sandboxPath(c.args[0], more), nil, callTimeout)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		_, err = c.stdout.Write(b)
+		return err
+	}
+	fmt.Fprintf(c.stdout, "sandbox %s %s\n", c.args[0], done)
+	return nil
+}
+
+func sbxLogs(c *sandboxesCmd) error {
+	if err := c.connect(1); err != nil {
+		return err
+	}
+	if c.tail < 0 {
+		return usageError("sandboxes logs: --tail must be 0 or more")
+	}
+	id := c.args[0]
+	q := "?tail=" + strconv.Itoa(c.tail)
+	if !c.follow {
+		b, err := c.get("GET", sandboxPath(id, "/logs"+q), nil, callTimeout)
+		if err != nil {
+			return err
+		}
+		if c.json {
+			_, err = c.stdout.Write(b)
+			return err
+		}
+		var r struct {
+			Lines []string `json:"lines"`
+		}
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("sandboxes logs: unexpected answer: %w", err)
+		}
+		for _, l := range r.Lines {
+			fmt.Fprintln(c.stdout, l)
+		}
+		return nil
+	}
+	resp, err := c.call(context.Background(), "GET", sandboxPath(id, "/logs"+q+"&follow=1"), nil)
+	if err != nil {
+		return fmt.Errorf("sandboxes logs: %w", err)
+	}
+	defer resp.Body.Close()
+	return c.followStream(resp.Body)
+}
+
+// maxLogEvent bounds one event of the followed log stream.
+const maxLogEvent = 1 << 20
+
+// followStream prints the lines of a logs?follow=1 stream (SSE: one JSON
+// string per event, "event: end" when the container stopped, "event:
+// error" when following failed); with --json each event's JSON string, one
+// a line.
+func (c *sandboxesCmd) followStream(body io.Reader) error {
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLogEvent)
+	event, data := "", ""
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "event:"); ok {
+			event = strings.TrimSpace(v)
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "data:"); ok {
+			data = strings.TrimPrefix(v, " ")
+			continue
+		}
+		if line != "" {
+			continue // comments and fields we do not use
+		}
+		switch event {
+		case "end":
+			if !c.json {
+				fmt.Fprintf(c.stderr, "sandbox %s stopped\n", c.args[0])
+			}
+			return nil
+		case "error":
+			var msg string
+			if json.Unmarshal([]byte(data), &msg) != nil {
+				msg = data
+			}
+			return fmt.Errorf("sandboxes logs: following stopped: %s", msg)
+		case "":
+			if data == "" {
+				break
+			}
+			if c.json {
+				fmt.Fprintln(c.stdout, data)
+				break
+			}
+			var l string
+			if err := json.Unmarshal([]byte(data), &l); err != nil {
+				return fmt.Errorf("sandboxes logs: unexpected event %.100q", data)
+			}
+			fmt.Fprintln(c.stdout, l)
+		}
+		event, data = "", ""
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("sandboxes logs: the stream broke: %w", err)
+	}
+	return errors.New("sandboxes logs: the gateway ended the stream before the container stopped")
+}
