@@ -4,7 +4,6 @@ import (
 	"flag"
 	"io"
 	"net/http"
-	"os"
 
 	"github.com/previewgate/previewgate/config"
 )
@@ -115,7 +114,7 @@ func (c *sandboxesCmd) parse(args []string) *sandboxesCmd {
 	fs := newFlagSet("sandboxes "+c.name, sandboxesSynopsis[c.name], args, c.stdout, c.stderr)
 	fs.StringVar(&c.token, "token", "", "API token: an api_tokens entry with scope sandboxes, or the admin token (default $"+tokenEnv+")")
 	fs.StringVar(&c.admin, "admin", "", "admin listener `URL` (default: listen.admin of an explicit --config; else $"+adminEnv+"; else listen.admin of $PREVIEWGATE_CONFIG; else "+config.DevListenAdmin+")")
-	fs.StringVar(&c.config, "config", os.Getenv("PREVIEWGATE_CONFIG"), "config `file` whose listen.admin to use (default $PREVIEWGATE_CONFIG)")
+	configFlag(fs, &c.config, "config `file` whose listen.admin (and domain, for up) to use", "see --admin")
 	fs.BoolVar(&c.json, "json", false, "print the API's JSON as is")
 	switch c.name {
 	case "up":
