@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"io"
 	"net/http"
@@ -50,7 +51,8 @@ flags of every subcommand:
                   listen.admin of an explicit --config; else $` + adminEnv + `;
                   else listen.admin of $PREVIEWGATE_CONFIG; else ` + config.DevListenAdmin + `)
   --config FILE   config file whose listen.admin (and domain, for up) to use
-  --json          print the API's JSON as is, for scripts
+  --json          print the API's JSON as is, for scripts; an error the API
+                  answers too (its JSON error object; the message on stderr)
 
 "previewgate sandboxes SUBCOMMAND --help" shows a subcommand's flags.
 `
@@ -71,7 +73,21 @@ func sandboxesMain(args []string, stdout, stderr io.Writer) (ok bool, err error)
 		return false, nil
 	}
 	c := &sandboxesCmd{name: args[0], stdout: stdout, stderr: stderr}
-	return true, sandboxesCmds[args[0]](c.parse(args[1:]))
+	return true, c.parse(args[1:]).run(sandboxesCmds[args[0]])
+}
+
+// run runs the subcommand f. With --json an error the API answered also
+// goes to stdout, as its JSON error object: a script reading stdout gets
+// something to parse, and the message is on stderr as without --json.
+func (c *sandboxesCmd) run(f func(*sandboxesCmd) error) error {
+	err := f(c)
+	var ae *apiError
+	if c.json && errors.As(err, &ae) {
+		if _, werr := c.stdout.Write(ae.jsonBody()); werr != nil {
+			return errors.Join(err, werr)
+		}
+	}
+	return err
 }
 
 // sandboxesCmd is one sandboxes subcommand: its flags, then its client.
@@ -115,7 +131,7 @@ func (c *sandboxesCmd) parse(args []string) *sandboxesCmd {
 	fs.StringVar(&c.token, "token", "", "API token: an api_tokens entry with scope sandboxes, or the admin token (default $"+tokenEnv+")")
 	fs.StringVar(&c.admin, "admin", "", "admin listener `URL` (default: listen.admin of an explicit --config; else $"+adminEnv+"; else listen.admin of $PREVIEWGATE_CONFIG; else "+config.DevListenAdmin+")")
 	configFlag(fs, &c.config, "config `file` whose listen.admin (and domain, for up) to use", "see --admin")
-	fs.BoolVar(&c.json, "json", false, "print the API's JSON as is")
+	fs.BoolVar(&c.json, "json", false, "print the API's JSON as is (an error too: its JSON error object)")
 	switch c.name {
 	case "up":
 		fs.StringVar(&c.template, "template", "", "template to create the sandbox from (default: the config's default_template)")

@@ -89,6 +89,21 @@ type apiError struct {
 	Msg    string   // the API's "error", or the status line
 	Code   string   // the API's "code"
 	Logs   []string // a failed start's last output
+	Body   []byte   // the answer as sent when it is a JSON object, else nil
+}
+
+// jsonBody is what --json prints of e on stdout: the API's JSON error
+// object as sent, or, for an answer that is none (a proxy's page),
+// {"error": Msg}; one line a script can parse either way.
+func (e *apiError) jsonBody() []byte {
+	b := e.Body
+	if b == nil {
+		b, _ = json.Marshal(map[string]string{"error": e.Msg})
+	}
+	if !bytes.HasSuffix(b, []byte("\n")) {
+		b = append(b, '\n')
+	}
+	return b
 }
 
 func (e *apiError) Error() string {
@@ -153,7 +168,7 @@ func (c *sandboxesCmd) call(ctx context.Context, method, path string, body any) 
 	}
 	ae := &apiError{Status: resp.StatusCode}
 	if json.Unmarshal(b, &e) == nil && e.Error != "" {
-		ae.Msg, ae.Code, ae.Logs = e.Error, e.Code, e.Logs
+		ae.Msg, ae.Code, ae.Logs, ae.Body = e.Error, e.Code, e.Logs, b
 	} else {
 		ae.Msg = fmt.Sprintf("%s answered %s", c.base, resp.Status)
 	}
