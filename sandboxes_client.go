@@ -61,12 +61,16 @@ func (c *sandboxesCmd) connect(want int) error {
 	// timeout, and logs -f as long as the container runs.
 	c.hc = &http.Client{Transport: &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		DialContext:           dialAdmin,
 		TLSHandshakeTimeout:   5 * time.Second,
 		ResponseHeaderTimeout: 0,
 	}}
 	return nil
 }
+
+// dialAdmin connects to the admin listener; a test swaps in an in-memory
+// one to run the waits the server bounds in fake time.
+var dialAdmin = (&net.Dialer{Timeout: 5 * time.Second}).DialContext
 
 // adminBase reads --admin: a URL (http or https) or a bare host:port.
 func adminBase(s string) (string, error) {
@@ -175,9 +179,13 @@ func (c *sandboxesCmd) call(ctx context.Context, method, path string, body any) 
 	return nil, ae
 }
 
-// get calls and reads the whole answer.
+// get calls and reads the whole answer, giving up after timeout
+// (serverBounded: when the API answers).
 func (c *sandboxesCmd) get(method, path string, body any, timeout time.Duration) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if timeout != serverBounded {
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+	}
 	defer cancel()
 	resp, err := c.call(ctx, method, path, body)
 	if err != nil {
@@ -191,9 +199,18 @@ func (c *sandboxesCmd) get(method, path string, body any, timeout time.Duration)
 	return b, nil
 }
 
-// callTimeout bounds the calls that do not wait for a sandbox (up does,
-// logs -f streams).
+// callTimeout bounds the calls that do not wait for a sandbox to become
+// ready. The longest of them waits for the runtime: a Docker stop's 10 s
+// before SIGKILL, a removal's 30 s for another one under way.
 const callTimeout = 2 * time.Minute
+
+// serverBounded is the timeout of the calls that wait for a sandbox to be
+// ready (up, resume): none on the client. The API bounds that wait itself
+// (PUT: the template's ready timeout plus 30 s, which only the server
+// knows; resume: 5 min) and then answers 504 not_ready, which says what
+// happened; a client giving up first (2 min for resume) made a slow start
+// look like a client failure. logs -f streams until the container stops.
+const serverBounded time.Duration = 0
 
 // sandboxPath is /admin/sandboxes/ID plus more.
 func sandboxPath(id, more string) string {

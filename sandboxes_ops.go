@@ -16,10 +16,6 @@ import (
 
 // sandboxes up, stop, rm and logs: one call each, logs -f a stream.
 
-// upTimeout bounds up's wait; the gateway itself gives up after the
-// template's ready timeout plus 30s.
-const upTimeout = 30 * time.Minute
-
 func sbxUp(c *sandboxesCmd) error {
 	if err := c.connect(1); err != nil {
 		return err
@@ -29,7 +25,7 @@ func sbxUp(c *sandboxesCmd) error {
 	if c.template != "" || len(c.metadata) > 0 || len(c.env) > 0 {
 		body = map[string]any{"template": c.template, "metadata": map[string]string(c.metadata), "env": map[string]string(c.env)}
 	}
-	b, err := c.get("PUT", sandboxPath(id, ""), body, upTimeout)
+	b, err := c.get("PUT", sandboxPath(id, ""), body, serverBounded)
 	if err != nil {
 		return err
 	}
@@ -63,16 +59,16 @@ func sbxUp(c *sandboxesCmd) error {
 	return nil
 }
 
-func sbxStop(c *sandboxesCmd) error { return c.op("POST", "/stop", "stopped") }
+func sbxStop(c *sandboxesCmd) error { return c.op("POST", "/stop", "stopped", callTimeout) }
 
-func sbxRemove(c *sandboxesCmd) error { return c.op("DELETE", "", "removed") }
+func sbxRemove(c *sandboxesCmd) error { return c.op("DELETE", "", "removed", callTimeout) }
 
-// op is stop and rm: one call, then "sandbox ID done".
-func (c *sandboxesCmd) op(method, more, done string) error {
+// op is stop, rm, pause and resume: one call, then "sandbox ID done".
+func (c *sandboxesCmd) op(method, more, done string, timeout time.Duration) error {
 	if err := c.connect(1); err != nil {
 		return err
 	}
-	b, err := c.get(method, sandboxPath(c.args[0], more), nil, callTimeout)
+	b, err := c.get(method, sandboxPath(c.args[0], more), nil, timeout)
 	if err != nil {
 		return err
 	}
