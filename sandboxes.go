@@ -35,7 +35,8 @@ const sandboxesUsage = `usage:
                                                  that answers, newest first
   previewgate sandboxes logs ID [-f] [--tail N] [flags]
                                                  print ID's last output; -f follows it until
-                                                 the container stops
+                                                 the container stops or is removed, then
+                                                 says which
   previewgate sandboxes set ID [--public true|false|default] [--keep-up 2h | --keep-up-until TIME] [flags]
                                                  per-sandbox settings, kept by the runtime
   previewgate sandboxes link ID [--ttl 10m] [--port N] [--path /x] [flags]
@@ -146,7 +147,7 @@ func (c *sandboxesCmd) parse(args []string) *sandboxesCmd {
 		fs.IntVar(&c.n, "n", 0, "how many of the last requests to print (default: all kept)")
 	case "logs":
 		fs.IntVar(&c.tail, "tail", 100, "how many of the last lines to print (at most 1000)")
-		fs.BoolVar(&c.follow, "f", false, "follow: print new lines until the container stops")
+		fs.BoolVar(&c.follow, "f", false, "follow: print new lines until the container stops or is removed (then say which)")
 		fs.BoolVar(&c.follow, "follow", false, "same as -f")
 	default:
 		c.ext.register(c.name, fs)

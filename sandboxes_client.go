@@ -209,7 +209,7 @@ const callTimeout = 2 * time.Minute
 // (PUT: the template's ready timeout plus 30 s, which only the server
 // knows; resume: 5 min) and then answers 504 not_ready, which says what
 // happened; a client giving up first (2 min for resume) made a slow start
-// look like a client failure. logs -f streams until the container stops.
+// look like a client failure. logs -f streams until the output ends.
 const serverBounded time.Duration = 0
 
 // sandboxPath is /admin/sandboxes/ID plus more.

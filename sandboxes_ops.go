@@ -121,9 +121,9 @@ func sbxLogs(c *sandboxesCmd) error {
 const maxLogEvent = 1 << 20
 
 // followStream prints the lines of a logs?follow=1 stream (SSE: one JSON
-// string per event, "event: end" when the container stopped, "event:
-// error" when following failed); with --json each event's JSON string, one
-// a line.
+// string per event, "event: end" when the container's output ended,
+// "event: error" when following failed); with --json each event's JSON
+// string, one a line.
 func (c *sandboxesCmd) followStream(body io.Reader) error {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLogEvent)
@@ -144,7 +144,7 @@ func (c *sandboxesCmd) followStream(body io.Reader) error {
 		switch event {
 		case "end":
 			if !c.json {
-				fmt.Fprintf(c.stderr, "sandbox %s stopped\n", c.args[0])
+				fmt.Fprintln(c.stderr, c.ended())
 			}
 			return nil
 		case "error":
@@ -173,4 +173,54 @@ func (c *sandboxesCmd) followStream(body io.Reader) error {
 		return fmt.Errorf("sandboxes logs: the stream broke: %w", err)
 	}
 	return errors.New("sandboxes logs: the gateway ended the stream before the container stopped")
+}
+
+// ended says what became of the sandbox whose followed output ended. The
+// stream's end event says only that it ended: the admin API sends it when
+// the runtime's log stream closes, for a stop and a removal alike. The
+// list then says which: a sandbox it no longer has was removed (on
+// Kubernetes a stop without a workspace deletes all there was). The
+// stream closes when the app exits, a moment before the runtime marks
+// the container exited or removes it: while it is still listed running
+// (or removing), ended asks again, for up to settleWait.
+func (c *sandboxesCmd) ended() string {
+	id := c.args[0]
+	deadline := time.Now().Add(settleWait)
+	for {
+		r, err := c.listed(id)
+		switch {
+		case err != nil:
+			return fmt.Sprintf("sandbox %s: its output ended (it stopped or was removed; asking which failed: %v)", id, err)
+		case r == nil:
+			return fmt.Sprintf("sandbox %s removed", id)
+		case (r.State != "running" && r.State != "removing") || time.Now().After(deadline):
+			return fmt.Sprintf("sandbox %s stopped (now %s)", id, r.state())
+		}
+		time.Sleep(settlePoll)
+	}
+}
+
+// settleWait bounds how long ended waits for the runtime to catch up with
+// an ended output; settlePoll is how often it asks meanwhile.
+const (
+	settleWait = 10 * time.Second
+	settlePoll = 200 * time.Millisecond
+)
+
+// listed returns id's row of the API's list, nil if it is not listed.
+func (c *sandboxesCmd) listed(id string) (*sandboxRow, error) {
+	b, err := c.get("GET", "/admin/sandboxes", nil, callTimeout)
+	if err != nil {
+		return nil, err
+	}
+	var rows []sandboxRow
+	if err := json.Unmarshal(b, &rows); err != nil {
+		return nil, fmt.Errorf("the answer is not a list of sandboxes: %w", err)
+	}
+	for i := range rows {
+		if rows[i].ID == id {
+			return &rows[i], nil
+		}
+	}
+	return nil, nil
 }
