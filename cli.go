@@ -82,7 +82,8 @@ func mint(args []string, stdout, stderr io.Writer) error {
 	sub := fs.String("subject", "cli", "who the token is for (sub)")
 	kid := fs.String("kid", "", "key to sign with (default: the first key that can sign)")
 	url := fs.Bool("url", false, "print the preview URL to open (with the token) instead of the bare token")
-	cfgPath := fs.String("config", "", "config file (its auth keys sign the token; default: the development key in "+config.Default().DataDir+"/"+devKeyFile+", relative to the current directory)")
+	var cfgPath string
+	configFlag(fs, &cfgPath, "config `file` whose auth keys sign the token", "the development key in "+config.Default().DataDir+"/"+devKeyFile+", relative to the current directory")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -97,7 +98,7 @@ func mint(args []string, stdout, stderr io.Writer) error {
 		// auth.Mint would sign its default lifetime instead.
 		return usageError("token mint: --ttl must be a positive duration such as 15m")
 	}
-	cfg, key, devKey, err := mintKey(*cfgPath, *kid)
+	cfg, key, devKey, err := mintKey(cfgPath, *kid)
 	if err != nil {
 		return err
 	}
@@ -115,8 +116,12 @@ func mint(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("token mint: %w", err)
 	}
-	if devKey != "" {
+	switch {
+	case devKey != "":
 		fmt.Fprintf(stderr, "token mint: signed with the development key in %s\n", devKey)
+	case cfgPath != "" && !isSet(fs, "config"):
+		// Which file signed is not on the command line: say it.
+		fmt.Fprintf(stderr, "token mint: signed with key %s of %s ($%s)\n", key.KID, cfgPath, configEnv)
 	}
 	// The token alone on stdout stays what scripts read; the URL to open
 	// goes beside it on stderr, or to stdout with --url (#24, 5).
@@ -144,8 +149,8 @@ func mintKey(path, kid string) (_ *config.Config, _ config.Key, devKey string, _
 		cfg := config.Default()
 		key, err := readDevKey(cfg.DataDir)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, config.Key{}, "", fmt.Errorf("token mint: no --config, and no development key in %s: run `%s serve` (the development default) in this directory first, or pass --config FILE",
-				filepath.Join(cfg.DataDir, devKeyFile), invokedAs())
+			return nil, config.Key{}, "", fmt.Errorf("token mint: no --config nor $%s, and no development key in %s: run `%s serve` (the development default) in this directory first, or pass --config FILE",
+				configEnv, filepath.Join(cfg.DataDir, devKeyFile), invokedAs())
 		}
 		if err != nil {
 			return nil, config.Key{}, "", fmt.Errorf("token mint: %w", err)
@@ -183,14 +188,15 @@ func signingKey(cfg *config.Config, kid string) (config.Key, error) {
 
 func caExport(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("ca export", "ca export [--config FILE]", args, stdout, stderr)
-	cfgPath := fs.String("config", "", "config file (its data_dir holds the CA)")
+	var cfgPath string
+	configFlag(fs, &cfgPath, "config `file` whose data_dir holds the CA", "the development default's "+config.Default().DataDir)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg := config.Default()
-	if *cfgPath != "" {
+	if cfgPath != "" {
 		var err error
-		if cfg, err = config.Load(*cfgPath); err != nil {
+		if cfg, err = config.Load(cfgPath); err != nil {
 			return err
 		}
 	}
@@ -208,12 +214,13 @@ func caExport(args []string, stdout, stderr io.Writer) error {
 func healthcheck(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("healthcheck", "healthcheck [--config FILE] [--url URL]   (exit 0 if the admin /healthz answers 200)", args, stdout, stderr)
 	url := fs.String("url", "", "health endpoint (default: /healthz on --config's listen.admin if given, else on $"+adminEnv+" if set, else on $PREVIEWGATE_CONFIG's listen.admin)")
-	cfgPath := fs.String("config", os.Getenv("PREVIEWGATE_CONFIG"), "config file whose listen.admin to ask (default $PREVIEWGATE_CONFIG; none: "+config.DevListenAdmin+")")
+	var cfgPath string
+	configFlag(fs, &cfgPath, "config `file` whose listen.admin to ask", config.DevListenAdmin)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *url == "" {
-		addr, _, err := findAdmin(fs, *cfgPath)
+		addr, _, err := findAdmin(fs, cfgPath)
 		if err != nil {
 			return fmt.Errorf("healthcheck: %w", err)
 		}
@@ -231,6 +238,28 @@ func healthcheck(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// configEnv names the config file when --config is not given (the image
+// sets it). Every command that reads the file (serve, token mint, ca
+// export, healthcheck, sandboxes) finds it with configFlag, so in one
+// environment they all read the same file: token mint signing with
+// another key than serve verifies with was a token answered 401.
+const configEnv = "PREVIEWGATE_CONFIG"
+
+// configFlag adds --config to fs, kept in p: the config file, default
+// $PREVIEWGATE_CONFIG. An empty path (neither is set, or --config "") is
+// no file: the command does what none says. usage says what the file is
+// for.
+func configFlag(fs *flag.FlagSet, p *string, usage, none string) {
+	fs.StringVar(p, "config", os.Getenv(configEnv), usage+" (default $"+configEnv+"; none, or --config '': "+none+")")
+}
+
+// isSet says whether the command line gave fs's flag name.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 // findAdmin says where the admin listener of the running gateway is, for
 // the commands that talk to it (healthcheck, sandboxes): listen.admin of
 // an explicit --config (fs's "config" flag); else $PREVIEWGATE_ADMIN_ADDR
@@ -239,8 +268,7 @@ func healthcheck(args []string, stdout, stderr io.Writer) error {
 // read, nil when none was. Environment variables the address does not
 // need (admin_token's) may be unset.
 func findAdmin(fs *flag.FlagSet, cfgPath string) (addr string, cfg *config.Config, err error) {
-	explicit := false
-	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	explicit := isSet(fs, "config")
 	env, err := envAdminAddr()
 	if err != nil {
 		return "", nil, err

@@ -263,6 +263,7 @@ templates:
 // could be opened).
 func TestTokenMintDevKey(t *testing.T) {
 	t.Chdir(t.TempDir())
+	t.Setenv(configEnv, "")
 	var out, errb bytes.Buffer
 	if code := run([]string{"token", "mint", "--sandbox", "other"}, &out, &errb); code != 1 ||
 		!strings.Contains(errb.String(), filepath.Join("previewgate-data", "dev-key.json")) {

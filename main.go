@@ -37,14 +37,16 @@ const usage = `previewgate — a gateway in front of development sandboxes
 usage:
   previewgate serve [--config FILE] [--http ADDR] [--https ADDR] [--admin ADDR]
                     [--domain NAME] [--label KEY=VALUE]...
-                                          run the gateway (no file: development default)
+                                          run the gateway (no --config nor $PREVIEWGATE_CONFIG:
+                                          the development default)
   previewgate config init [FILE]          write a commented starter config (default previewgate.yaml)
   previewgate config validate FILE        check a config file
   previewgate token mint --sandbox ID [--ttl 15m] [--template NAME] [--subject WHO]
                     [--kid KID] [--config FILE] [--url]
                                           print a signed access token and the preview URL
-                                          (--url: only the URL; no --config: the
-                                          development key kept in ./previewgate-data)
+                                          (--url: only the URL; no --config nor
+                                          $PREVIEWGATE_CONFIG: the development key
+                                          kept in ./previewgate-data)
   previewgate ca export [--config FILE]   print the local CA (tls.mode self-signed)
   previewgate healthcheck [--config FILE] [--url URL]
                                           exit 0 if the admin /healthz answers (container health

@@ -62,6 +62,8 @@ func startProcIn(t *testing.T, dir, bin string, args ...string) *gatewayProc {
 	t.Helper()
 	p := &gatewayProc{cmd: exec.Command(bin, args...), stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
 	p.cmd.Dir = dir
+	// Only --config picks the file: the developer's shell may set one.
+	p.cmd.Env = append(os.Environ(), configEnv+"=")
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -58,7 +58,7 @@ func sandboxesLink(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	c := &sandboxesCmd{name: name, stdout: stdout, stderr: stderr}
-	return run(c.parse(args))
+	return c.parse(args).run(run)
 }
 
 func sbxLinkNew(c *sandboxesCmd) error {

@@ -192,8 +192,8 @@ func TestSandboxesCLI(t *testing.T) {
 	}
 	select {
 	case code := <-followed:
-		if code != 0 || !strings.Contains(followErr.String(), "sandbox "+id+" stopped") {
-			t.Errorf("logs -f after stop: exit %d %q, want 0 and that the sandbox stopped", code, followErr.String())
+		if code != 0 || !strings.Contains(followErr.String(), "sandbox "+id+" stopped (now exited)") {
+			t.Errorf("logs -f after stop: exit %d %q, want 0 and that the sandbox stopped (now exited)", code, followErr.String())
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("logs -f did not end when the container stopped")

@@ -91,9 +91,10 @@ func in(now, t time.Time) string {
 	return fmt.Sprintf("in %dh", int(d/time.Hour))
 }
 
-func sbxPause(c *sandboxesCmd) error { return c.op("POST", "/pause", "paused") }
+func sbxPause(c *sandboxesCmd) error { return c.op("POST", "/pause", "paused", callTimeout) }
 
-func sbxResume(c *sandboxesCmd) error { return c.op("POST", "/resume", "running") }
+// sbxResume waits as long as the API does (serverBounded).
+func sbxResume(c *sandboxesCmd) error { return c.op("POST", "/resume", "running", serverBounded) }
 
 // sbxRequests prints a sandbox's last requests through the replica that
 // answers, newest first.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -81,7 +82,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err := a.listenAll(); err != nil {
 		return err
 	}
-	log.Info("previewgate serving", "domains", []string(cfg.Domains), "tls", cfg.TLS.Mode, "version", version)
+	// The file is said: $PREVIEWGATE_CONFIG may have chosen it.
+	log.Info("previewgate serving", "config", cmp.Or(cfg.Path, "embedded development default"), "domains", []string(cfg.Domains), "tls", cfg.TLS.Mode, "version", version)
 	if cfg.Runtime.Kind == "" || cfg.Runtime.Kind == config.RuntimeDocker {
 		// Said at start: with several replicas and the default of 1, a
 		// replica stops sandboxes busy on the others.
@@ -136,9 +138,9 @@ func envAdminAddr() (string, error) {
 
 // parseServeFlags parses and checks serve's flags.
 func parseServeFlags(args []string, stdout, stderr io.Writer) (serveFlags, error) {
-	fs := newFlagSet("serve", "serve [flags]   (no --config: the embedded development default)", args, stdout, stderr)
+	fs := newFlagSet("serve", "serve [flags]   (no --config nor $"+configEnv+": the embedded development default)", args, stdout, stderr)
 	f := serveFlags{labels: labelFlag{}}
-	fs.StringVar(&f.config, "config", "", "config file (default: the embedded development setup)")
+	configFlag(fs, &f.config, "config `file`", "the embedded development setup")
 	fs.StringVar(&f.http, "http", "", "preview listener `address` (listen.http; development default "+config.DevListenHTTP+")")
 	fs.StringVar(&f.https, "https", "", "HTTPS preview listener `address` (listen.https; used when tls.mode is not off)")
 	fs.StringVar(&f.admin, "admin", "", "admin listener `address` (listen.admin; default $"+adminEnv+", which healthcheck reads too; development default "+config.DevListenAdmin+")")

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/previewgate/previewgate/auth"
+	"github.com/previewgate/previewgate/config"
+)
+
+// checkToken says whether the gateway's verifier built from a accepts tok
+// for sandbox id.
+func checkToken(t *testing.T, a config.Auth, tok, id string) error {
+	t.Helper()
+	v, err := auth.NewVerifier(a, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	r := httptest.NewRequest("GET", "http://sandbox-"+id+".preview.localhost/", nil)
+	r.Header.Set("Authorization", "Bearer "+tok)
+	_, err = v.Check(r, id)
+	return err
+}
+
+// TestConfigFromEnvironment: with only $PREVIEWGATE_CONFIG set (as the
+// image sets it), token mint signs with that file's key even in a
+// directory that holds a development key, and says which file signed;
+// serve reads the same file; --config "" still picks the development
+// default (the CLI walk: token mint read no $PREVIEWGATE_CONFIG, signed
+// with the development key, and the gateway answered 401).
+func TestConfigFromEnvironment(t *testing.T) {
+	t.Chdir(t.TempDir())
+	t.Setenv(configEnv, "")
+	dev, _, err := loadServeConfig("") // the development key in ./previewgate-data
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "previewgate.yaml")
+	os.WriteFile(file, []byte(`domain: preview.localhost
+admin_token: ${PG_TEST_NEVER_SET_ADMIN}
+auth:
+  audience: previewgate
+  issuers: [backend]
+  keys: [{kid: fromfile, alg: HS256, secret: "0123456789abcdef0123456789abcdef"}]
+templates:
+  app: {image: app:1}
+`), 0o600)
+	cfg, _, err := config.LoadPartial(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(configEnv, file)
+
+	code, out, errs := cli("token", "mint", "--sandbox", "abc")
+	if code != 0 {
+		t.Fatalf("token mint with $%s: exit %d %s", configEnv, code, errs)
+	}
+	tok := strings.TrimSpace(out)
+	if err := checkToken(t, cfg.Auth, tok, "abc"); err != nil {
+		t.Errorf("token mint with $%s: the file's verifier says %v, want the token valid", configEnv, err)
+	}
+	if err := checkToken(t, dev.Auth, tok, "abc"); err == nil {
+		t.Errorf("token mint with $%s: signed with the development key, want the file's", configEnv)
+	}
+	if want := "signed with key fromfile of " + file + " ($" + configEnv + ")"; !strings.Contains(errs, want) {
+		// Not all of stderr: its next line holds the token.
+		t.Errorf("token mint stderr starts %q, want %q", strings.SplitN(errs, "\n", 2)[0], want)
+	}
+
+	// --config '' is no file: the development key, even with the variable set.
+	code, out, errs = cli("token", "mint", "--sandbox", "abc", "--config", "")
+	if code != 0 || checkToken(t, dev.Auth, strings.TrimSpace(out), "abc") != nil {
+		t.Errorf("token mint --config '': exit %d %s, want a token of the development key", code, errs)
+	}
+
+	// serve finds the file the same way.
+	var b bytes.Buffer
+	if f, err := parseServeFlags(nil, io.Discard, &b); err != nil || f.config != file {
+		t.Errorf("serve with $%s: config %q (%v %s), want %q", configEnv, f.config, err, b.String(), file)
+	}
+	if f, err := parseServeFlags([]string{"--config", ""}, io.Discard, &b); err != nil || f.config != "" {
+		t.Errorf("serve --config '': config %q (%v), want none (the development default)", f.config, err)
+	}
+}
