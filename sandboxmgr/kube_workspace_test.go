@@ -43,7 +43,8 @@ func (e *kubeEnv) claim(t *testing.T, id string) *corev1.PersistentVolumeClaim {
 	return pvc
 }
 
-// backdateStop moves the stop recorded on id's claim ago into the past.
+// backdateStop moves the stop recorded on id's claim, and its last
+// recorded activity, ago into the past.
 func (e *kubeEnv) backdateStop(t *testing.T, id string, ago time.Duration) {
 	t.Helper()
 	pvc := e.claim(t, id)
@@ -53,6 +54,20 @@ func (e *kubeEnv) backdateStop(t *testing.T, id string, ago time.Duration) {
 	pvc.Annotations["previewgate.stopped-at"] = time.Now().Add(-ago).UTC().Format(time.RFC3339Nano)
 	if _, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Update(context.Background(), pvc, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("backdating the stop: %v", err)
+	}
+	// The last request before the stop counts too (the Lease's renewTime,
+	// if the Lease is still there): it goes back with the stop.
+	lease, err := e.cs.CoordinationV1().Leases(e.ns).Get(context.Background(), sandboxmgr.ContainerName(id), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return
+	}
+	if err != nil {
+		t.Fatalf("reading the activity lease: %v", err)
+	}
+	back := metav1.NewMicroTime(time.Now().Add(-ago))
+	lease.Spec.RenewTime, lease.Spec.AcquireTime = &back, &back
+	if _, err := e.cs.CoordinationV1().Leases(e.ns).Update(context.Background(), lease, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("backdating the activity lease: %v", err)
 	}
 }
 
@@ -208,6 +223,12 @@ func TestKubernetesWorkspaceKeptAcrossStops(t *testing.T) {
 	// is overdue at once; counted from the start it would stay 10 minutes,
 	// far past the wait (no wall-clock bound on the removal itself).
 	m.Close()
+	// A pod still terminating would be seen by the new manager as the
+	// sandbox's (and its end as a stop now): wait until it is gone.
+	waitWithin(t, 20*time.Second, "the stopped pod of "+id+" gone", func() bool {
+		list, err := e.cs.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: sandboxmgr.LabelSandbox + "=" + id})
+		return err == nil && len(list.Items) == 0
+	})
 	e.backdateStop(t, id, time.Hour)
 	tpl = setRemoveAfter(10 * time.Minute)
 	started := time.Now()
