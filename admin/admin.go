@@ -34,6 +34,9 @@ import (
 // methods honor ctx.
 type Sandboxes interface {
 	List(ctx context.Context) ([]sandboxmgr.Info, error)
+	// Get is one sandbox as List has it (sandboxmgr.ErrNoContainer if
+	// missing, ErrForeignContainer if its name is another's).
+	Get(ctx context.Context, id string) (sandboxmgr.Info, error)
 	Stop(ctx context.Context, id string) error   // wraps sandboxmgr.ErrNoContainer if missing
 	Remove(ctx context.Context, id string) error // wraps sandboxmgr.ErrNoContainer if missing
 	Ping(ctx context.Context) error              // the sandbox runtime answers
@@ -126,6 +129,7 @@ func New(o Options) http.Handler {
 		return a.scoped(config.APIScopeSandboxes, takes(h, params...))
 	}
 	mux.HandleFunc("GET /admin/sandboxes", a.scoped(config.APIScopeSandboxes, a.listSandboxes)) // metadata.KEY filters (traffic.go)
+	mux.HandleFunc("GET /admin/sandboxes/{id}", sbx(a.getSandbox))
 	mux.HandleFunc("PUT /admin/sandboxes/{id}", sbx(a.putSandbox))
 	mux.HandleFunc("GET /admin/sandboxes/{id}/logs", sbx(a.sandboxLogs, "tail", "follow"))
 	mux.HandleFunc("POST /admin/sandboxes/{id}/stop", sbx(a.sandboxOp("stop", o.Sandboxes.Stop)))
@@ -324,23 +328,46 @@ func (a *admin) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error(), "unavailable"))
 		return
 	}
-	type item struct {
-		sandboxmgr.Info
-		UptimeSeconds float64         `json:"uptime_seconds,omitempty"`
-		Traffic       *sandboxTraffic `json:"traffic,omitempty"`
-	}
-	out := make([]item, 0, len(list))
+	out := make([]sandboxItem, 0, len(list))
 	for _, s := range list {
-		if !sandboxmgr.MatchMetadata(s.Metadata, want) {
-			continue
+		if sandboxmgr.MatchMetadata(s.Metadata, want) {
+			out = append(out, a.itemOf(s))
 		}
-		it := item{Info: s, Traffic: a.trafficOf(s.ID)}
-		if s.State == "running" && !s.StartedAt.IsZero() {
-			it.UptimeSeconds = time.Since(s.StartedAt).Round(time.Second).Seconds()
-		}
-		out = append(out, it)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// sandboxItem is a sandbox as the API answers it: an element of GET
+// /admin/sandboxes, and GET /admin/sandboxes/{id} whole.
+type sandboxItem struct {
+	sandboxmgr.Info
+	UptimeSeconds float64         `json:"uptime_seconds,omitempty"`
+	Traffic       *sandboxTraffic `json:"traffic,omitempty"`
+}
+
+func (a *admin) itemOf(s sandboxmgr.Info) sandboxItem {
+	it := sandboxItem{Info: s, Traffic: a.trafficOf(s.ID)}
+	if s.State == "running" && !s.StartedAt.IsZero() {
+		it.UptimeSeconds = time.Since(s.StartedAt).Round(time.Second).Seconds()
+	}
+	return it
+}
+
+// getSandbox answers one sandbox exactly as the list has it, read from
+// the runtime: 404 not_found if there is none, 409 foreign_container if
+// its name is on another scope's container.
+func (a *admin) getSandbox(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !config.ValidID(id) {
+		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
+		return
+	}
+	s, err := a.o.Sandboxes.Get(r.Context(), id)
+	if err != nil {
+		writeSandboxError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a.itemOf(s))
 }
 
 func (a *admin) sandboxOp(name string, op func(context.Context, string) error) http.HandlerFunc {

@@ -131,7 +131,7 @@ func TestAdminUnknownCallsAnswerJSON(t *testing.T) {
 		method, path, code, allow string
 		status                    int
 	}{
-		{"GET", "/admin/sandboxes/abc123", "method_not_allowed", "PUT, PATCH, DELETE", 405},
+		{"POST", "/admin/sandboxes/abc123", "method_not_allowed", "GET, PUT, PATCH, DELETE", 405},
 		{"POST", "/admin/sandboxes", "method_not_allowed", "GET", 405},
 		{"PUT", "/admin/sandboxes/abc123/stop", "method_not_allowed", "POST", 405},
 		{"GET", "/admin/sandboxes/abc123/link", "no_such_call", "", 404},

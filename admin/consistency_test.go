@@ -1,0 +1,87 @@
+package admin_test
+
+import (
+	"encoding/json"
+	"math"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/previewgate/previewgate/admin"
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/testkit"
+)
+
+// What a platform developer's walk of the sandbox API found inconsistent
+// (docs/api.md): each call answers as the page says, on a real engine.
+
+// GET /admin/sandboxes/{id} is the first call a backend tries (it was 405
+// method_not_allowed): it answers exactly the object the list has for
+// that sandbox, 404 not_found for none, and takes no query parameters.
+func TestAdminGetSandbox(t *testing.T) {
+	e := newDockerEnv(t)
+	e.cfg.AdminToken = testkit.AdminToken
+	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+	defer srv.Close()
+	id, never := dockertest.UniqueID("get"), dockertest.UniqueID("get")
+	removeAtEnd(t, e.mgr, id)
+	if resp, body := adminDo(t, srv, "PUT", "/admin/sandboxes/"+id, testkit.AdminToken, []byte(`{"metadata":{"user":"u42"}}`)); resp.StatusCode != 200 {
+		t.Fatalf("PUT: got %d %s", resp.StatusCode, body)
+	}
+	if resp, body := adminDo(t, srv, "PATCH", "/admin/sandboxes/"+id, testkit.AdminToken, []byte(`{"keep_up":"1h"}`)); resp.StatusCode != 200 {
+		t.Fatalf("PATCH: got %d %s", resp.StatusCode, body)
+	}
+	resp, body := adminDo(t, srv, "GET", "/admin/sandboxes/"+id, testkit.AdminToken, nil)
+	var one map[string]any
+	if err := json.Unmarshal(body, &one); resp.StatusCode != 200 || err != nil {
+		t.Fatalf("GET /admin/sandboxes/%s: got %d %s, want 200 and the sandbox", id, resp.StatusCode, body)
+	}
+	_, body = adminDo(t, srv, "GET", "/admin/sandboxes?metadata.user=u42", testkit.AdminToken, nil)
+	var list []map[string]any
+	if err := json.Unmarshal(body, &list); err != nil {
+		t.Fatalf("list: %s: %v", body, err)
+	}
+	var listed map[string]any
+	for _, s := range list {
+		if s["id"] == id {
+			listed = s
+		}
+	}
+	if listed == nil {
+		t.Fatalf("list %s lacks %s", body, id)
+	}
+	// Uptime is counted at each answer: a second apart at most.
+	u1, _ := one["uptime_seconds"].(float64)
+	u2, _ := listed["uptime_seconds"].(float64)
+	if math.Abs(u1-u2) > 1 {
+		t.Errorf("uptime_seconds: GET %v, list %v", u1, u2)
+	}
+	// So are the awake reasons ("last request 0s ago").
+	for _, m := range []map[string]any{one, listed} {
+		delete(m, "uptime_seconds")
+		if aw, ok := m["awake"].(map[string]any); ok {
+			delete(aw, "reasons")
+		}
+	}
+	a, _ := json.Marshal(one)
+	b, _ := json.Marshal(listed)
+	if string(a) != string(b) {
+		t.Errorf("GET /admin/sandboxes/%s:\n%s\nwant the list's object:\n%s", id, a, b)
+	}
+	for _, c := range []struct {
+		path   string
+		status int
+		code   string
+	}{
+		{never, 404, "not_found"},
+		{id + "?full=1", 400, "bad_param"},
+		{"Not-An-Id", 400, "bad_sandbox_id"},
+	} {
+		resp, body := adminDo(t, srv, "GET", "/admin/sandboxes/"+c.path, testkit.AdminToken, nil)
+		if resp.StatusCode != c.status || !strings.Contains(string(body), `"code":"`+c.code+`"`) {
+			t.Errorf("GET /admin/sandboxes/%s: got %d %s, want %d %s", c.path, resp.StatusCode, body, c.status, c.code)
+		}
+	}
+}
