@@ -19,6 +19,7 @@ import (
 // GET /admin/sandboxes/{id} is the first call a backend tries (it was 405
 // method_not_allowed): it answers exactly the object the list has for
 // that sandbox, 404 not_found for none, and takes no query parameters.
+// Its requests are a 404 for none too, and none yet for one without traffic.
 func TestAdminGetSandbox(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
@@ -76,11 +77,14 @@ func TestAdminGetSandbox(t *testing.T) {
 		code   string
 	}{
 		{never, 404, "not_found"},
+		// .../requests of an id that never existed answered 200 [].
+		{never + "/requests", 404, "not_found"},
+		{id + "/requests", 200, ""},
 		{id + "?full=1", 400, "bad_param"},
 		{"Not-An-Id", 400, "bad_sandbox_id"},
 	} {
 		resp, body := adminDo(t, srv, "GET", "/admin/sandboxes/"+c.path, testkit.AdminToken, nil)
-		if resp.StatusCode != c.status || !strings.Contains(string(body), `"code":"`+c.code+`"`) {
+		if resp.StatusCode != c.status || c.code != "" && !strings.Contains(string(body), `"code":"`+c.code+`"`) {
 			t.Errorf("GET /admin/sandboxes/%s: got %d %s, want %d %s", c.path, resp.StatusCode, body, c.status, c.code)
 		}
 	}
