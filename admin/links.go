@@ -69,11 +69,18 @@ func (a *admin) settingsOf(w http.ResponseWriter, r *http.Request) (SandboxSetti
 	}
 	ss := a.o.Sandboxes
 	name, known := ss.Known(id)
-	tpl := a.o.Config().Templates[name]
 	if !known {
-		writeJSON(w, http.StatusNotFound, errBody("no such sandbox", "not_found"))
-		return nil, "", nil, false
+		// The runtime says why (this replica may not have seen a sandbox
+		// made a moment ago): none is a 404, another scope's container
+		// under its name a 409 foreign_container, as stop or DELETE say.
+		s, err := a.o.Sandboxes.Get(r.Context(), id)
+		if err != nil {
+			writeSandboxError(w, err)
+			return nil, "", nil, false
+		}
+		name = s.Template
 	}
+	tpl := a.o.Config().Templates[name]
 	if tpl == nil {
 		writeJSON(w, http.StatusConflict, errBody(fmt.Sprintf("the sandbox's template %q is not configured", name), "unknown_template"))
 		return nil, "", nil, false
@@ -205,6 +212,10 @@ func (a *admin) settingsFailed(w http.ResponseWriter, err error) bool {
 		writeJSON(w, http.StatusNotFound, errBody("no such link", "not_found"))
 	case errors.Is(err, runtime.ErrForeignRecord):
 		writeJSON(w, http.StatusConflict, errBody(err.Error(), "foreign_record"))
+	case errors.Is(err, sandboxmgr.ErrForeignContainer):
+		// Its name went to another scope's container since this replica
+		// last saw it.
+		writeJSON(w, http.StatusConflict, errBody(err.Error(), "foreign_container"))
 	default:
 		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error(), "unavailable"))
 	}
