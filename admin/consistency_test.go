@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/previewgate/previewgate/admin"
 	"github.com/previewgate/previewgate/config"
@@ -87,5 +88,61 @@ func TestAdminGetSandbox(t *testing.T) {
 		if resp.StatusCode != c.status || c.code != "" && !strings.Contains(string(body), `"code":"`+c.code+`"`) {
 			t.Errorf("GET /admin/sandboxes/%s: got %d %s, want %d %s", c.path, resp.StatusCode, body, c.status, c.code)
 		}
+	}
+}
+
+// A keep_up_until in the past was accepted and echoed back, reading as a
+// keep-up that holds: it is a 400 that changes nothing. A keep-up set on
+// a stopped sandbox is kept by the runtime and holds once it runs again
+// (the reaper's plan, which the list's awake shows, puts the stop off):
+// the answer says so rather than leaving it to look ignored.
+func TestAdminKeepUp(t *testing.T) {
+	e := newDockerEnv(t)
+	e.cfg.AdminToken = testkit.AdminToken
+	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+	defer srv.Close()
+	id := dockertest.UniqueID("keep")
+	removeAtEnd(t, e.mgr, id)
+	do := func(method, path, body string, status int, want string) []byte {
+		t.Helper()
+		resp, b := adminDo(t, srv, method, "/admin/sandboxes/"+id+path, testkit.AdminToken, []byte(body))
+		if resp.StatusCode != status || !strings.Contains(string(b), want) {
+			t.Fatalf("%s %s %s: got %d %s, want %d and %q", method, path, body, resp.StatusCode, b, status, want)
+		}
+		return b
+	}
+	do("PUT", "", "", 200, "")
+	past := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	do("PATCH", "", `{"keep_up_until":"`+past+`"}`, 400, "is in the past")
+	if s, err := e.mgr.LoadSettings(t.Context(), id); err != nil || !s.KeepUpUntil.IsZero() {
+		t.Errorf("settings after a refused past keep_up_until: %+v (%v), want none", s, err)
+	}
+	if b := do("PATCH", "", `{"keep_up":"1h"}`, 200, `"keep_up_until"`); strings.Contains(string(b), `"note"`) {
+		t.Errorf("keep-up of a running sandbox: got %s, want no note", b)
+	}
+
+	do("POST", "/stop", "", 200, "")
+	var got struct {
+		KeepUpUntil time.Time `json:"keep_up_until"`
+		Note        string    `json:"note"`
+	}
+	json.Unmarshal(do("PATCH", "", `{"keep_up":"2h"}`, 200, `"keep_up_until"`), &got)
+	if !strings.Contains(got.Note, "is exited") || !strings.Contains(got.Note, "runs again") {
+		t.Errorf("keep-up of a stopped sandbox: note %q, want it to say it holds from when it runs again", got.Note)
+	}
+	if s, err := e.mgr.LoadSettings(t.Context(), id); err != nil || !s.KeepUpUntil.Equal(got.KeepUpUntil) {
+		t.Errorf("the runtime's record: %+v (%v), want keep_up_until %s", s, err, got.KeepUpUntil)
+	}
+	do("PUT", "", "", 200, "")
+	var one struct {
+		Awake *struct {
+			StopsAt time.Time `json:"stops_at"`
+			Summary string    `json:"summary"`
+		} `json:"awake"`
+	}
+	json.Unmarshal(do("GET", "", "", 200, ""), &one)
+	if one.Awake == nil || !one.Awake.StopsAt.Equal(got.KeepUpUntil) {
+		t.Errorf("woken again: awake %+v, want the reaper to stop it at the keep-up's end %s", one.Awake, got.KeepUpUntil)
 	}
 }
