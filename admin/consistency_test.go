@@ -146,3 +146,37 @@ func TestAdminKeepUp(t *testing.T) {
 		t.Errorf("woken again: awake %+v, want the reaper to stop it at the keep-up's end %s", one.Awake, got.KeepUpUntil)
 	}
 }
+
+// announce answered 200 under every TLS mode, where only ACME on-demand
+// orders certificates at a handshake: elsewhere it is a 409 saying why,
+// and nothing is announced.
+func TestAdminAnnounceOnlyOnDemand(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		tls    config.TLS
+		status int
+		want   string
+	}{
+		{config.TLS{Mode: config.TLSOff}, 409, "tls.mode off"},
+		{config.TLS{}, 409, "tls.mode off"},
+		{config.TLS{Mode: config.TLSFiles}, 409, "tls.mode files"},
+		{config.TLS{Mode: config.TLSSelfSigned}, 409, "tls.mode self-signed"},
+		{config.TLS{Mode: config.TLSACME, ACME: config.ACME{Strategy: config.StrategyWildcard}}, 409, "wildcard strategy"},
+		{config.TLS{Mode: config.TLSACME, ACME: config.ACME{Strategy: config.StrategyOnDemand}}, 200, `"announced":"abc123"`},
+	} {
+		cfg := &config.Config{AdminToken: testkit.AdminToken, TLS: c.tls}
+		var announced []string
+		srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return cfg },
+			Sandboxes: noSandboxes{}, Log: testkit.Logger(t),
+			Announce: func(id string) bool { announced = append(announced, id); return true }}))
+		resp, body := adminDo(t, srv, "POST", "/admin/sandboxes/abc123/announce", testkit.AdminToken, nil)
+		srv.Close()
+		wantCode := c.status == 200 || strings.Contains(string(body), `"code":"no_on_demand_tls"`)
+		if resp.StatusCode != c.status || !wantCode || !strings.Contains(string(body), c.want) {
+			t.Errorf("announce under %+v: got %d %s, want %d and %q", c.tls, resp.StatusCode, body, c.status, c.want)
+		}
+		if (len(announced) == 1) != (c.status == 200) {
+			t.Errorf("announce under %+v: announced %v", c.tls, announced)
+		}
+	}
+}
