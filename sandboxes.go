@@ -25,6 +25,8 @@ const sandboxesUsage = `usage:
                                                  create or wake ID, wait until it is ready
                                                  (metadata labels a sandbox it creates, env
                                                  sets names in its template's allow_env)
+  previewgate sandboxes show ID [flags]          one sandbox: what ls shows of it, why it
+                                                 is up, its settings
   previewgate sandboxes stop ID [flags]          stop ID (the next request wakes it)
   previewgate sandboxes rm ID [flags]            remove ID's container
   previewgate sandboxes pause ID [flags]         pause ID, memory kept (Docker; Kubernetes

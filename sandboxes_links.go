@@ -181,9 +181,13 @@ func sbxSet(c *sandboxesCmd) error {
 		Public      bool       `json:"public"`
 		Setting     *bool      `json:"public_setting"`
 		KeepUpUntil *time.Time `json:"keep_up_until"`
+		Note        string     `json:"note"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
 		return fmt.Errorf("sandboxes set: unexpected answer: %w", err)
+	}
+	if r.Note != "" {
+		fmt.Fprintln(c.stderr, "note: "+r.Note) // a keep-up that waits until it runs
 	}
 	from := "its template's"
 	if r.Setting != nil {

@@ -34,6 +34,9 @@ import (
 // methods honor ctx.
 type Sandboxes interface {
 	List(ctx context.Context) ([]sandboxmgr.Info, error)
+	// Get is one sandbox as List has it (sandboxmgr.ErrNoContainer if
+	// missing, ErrForeignContainer if its name is another's).
+	Get(ctx context.Context, id string) (sandboxmgr.Info, error)
 	Stop(ctx context.Context, id string) error   // wraps sandboxmgr.ErrNoContainer if missing
 	Remove(ctx context.Context, id string) error // wraps sandboxmgr.ErrNoContainer if missing
 	Ping(ctx context.Context) error              // the sandbox runtime answers
@@ -126,6 +129,7 @@ func New(o Options) http.Handler {
 		return a.scoped(config.APIScopeSandboxes, takes(h, params...))
 	}
 	mux.HandleFunc("GET /admin/sandboxes", a.scoped(config.APIScopeSandboxes, a.listSandboxes)) // metadata.KEY filters (traffic.go)
+	mux.HandleFunc("GET /admin/sandboxes/{id}", sbx(a.getSandbox))
 	mux.HandleFunc("PUT /admin/sandboxes/{id}", sbx(a.putSandbox))
 	mux.HandleFunc("GET /admin/sandboxes/{id}/logs", sbx(a.sandboxLogs, "tail", "follow"))
 	mux.HandleFunc("POST /admin/sandboxes/{id}/stop", sbx(a.sandboxOp("stop", o.Sandboxes.Stop)))
@@ -311,36 +315,6 @@ func (a *admin) putConfig(w http.ResponseWriter, r *http.Request) {
 		restart = []string{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"applied": true, "changed": changed, "restart_needed": restart, "warnings": warnings})
-}
-
-func (a *admin) listSandboxes(w http.ResponseWriter, r *http.Request) {
-	want, err := metadataFilter(r)
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, errBody(err.Error(), "bad_filter"))
-		return
-	}
-	list, err := a.o.Sandboxes.List(r.Context())
-	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error(), "unavailable"))
-		return
-	}
-	type item struct {
-		sandboxmgr.Info
-		UptimeSeconds float64         `json:"uptime_seconds,omitempty"`
-		Traffic       *sandboxTraffic `json:"traffic,omitempty"`
-	}
-	out := make([]item, 0, len(list))
-	for _, s := range list {
-		if !sandboxmgr.MatchMetadata(s.Metadata, want) {
-			continue
-		}
-		it := item{Info: s, Traffic: a.trafficOf(s.ID)}
-		if s.State == "running" && !s.StartedAt.IsZero() {
-			it.UptimeSeconds = time.Since(s.StartedAt).Round(time.Second).Seconds()
-		}
-		out = append(out, it)
-	}
-	writeJSON(w, http.StatusOK, out)
 }
 
 func (a *admin) sandboxOp(name string, op func(context.Context, string) error) http.HandlerFunc {

@@ -94,6 +94,11 @@ type noSandboxes struct{ admin.Sandboxes }
 
 func (noSandboxes) Ping(context.Context) error { return nil }
 
+// Get finds no sandbox (fakes that list some answer their own).
+func (noSandboxes) Get(context.Context, string) (sandboxmgr.Info, error) {
+	return sandboxmgr.Info{}, sandboxmgr.ErrNoContainer
+}
+
 // A fake keeps no settings, as a runtime without records.
 func (noSandboxes) Known(string) (string, bool) { return "", false }
 func (noSandboxes) LoadSettings(context.Context, string) (sandboxmgr.Settings, error) {

@@ -59,6 +59,9 @@ type settingsView struct {
 	PublicSetting *bool      `json:"public_setting,omitempty"`
 	KeepUpUntil   *time.Time `json:"keep_up_until,omitempty"`
 	Links         int        `json:"links"`
+	// Note says when a keep-up set on a sandbox that is not running
+	// applies: it is kept, and holds once the sandbox runs again.
+	Note string `json:"note,omitempty"`
 }
 
 func (a *admin) settingsOf(w http.ResponseWriter, r *http.Request) (SandboxSettings, string, *config.Template, bool) {
@@ -69,11 +72,18 @@ func (a *admin) settingsOf(w http.ResponseWriter, r *http.Request) (SandboxSetti
 	}
 	ss := a.o.Sandboxes
 	name, known := ss.Known(id)
-	tpl := a.o.Config().Templates[name]
 	if !known {
-		writeJSON(w, http.StatusNotFound, errBody("no such sandbox", "not_found"))
-		return nil, "", nil, false
+		// The runtime says why (this replica may not have seen a sandbox
+		// made a moment ago): none is a 404, another scope's container
+		// under its name a 409 foreign_container, as stop or DELETE say.
+		s, err := a.o.Sandboxes.Get(r.Context(), id)
+		if err != nil {
+			writeSandboxError(w, err)
+			return nil, "", nil, false
+		}
+		name = s.Template
 	}
+	tpl := a.o.Config().Templates[name]
 	if tpl == nil {
 		writeJSON(w, http.StatusConflict, errBody(fmt.Sprintf("the sandbox's template %q is not configured", name), "unknown_template"))
 		return nil, "", nil, false
@@ -126,7 +136,24 @@ func (a *admin) patchSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.o.Log.InfoContext(r.Context(), "sandbox settings changed through admin API", "sandbox", id)
-	writeJSON(w, http.StatusOK, viewOf(id, tpl, s))
+	v := viewOf(id, tpl, s)
+	if v.KeepUpUntil != nil {
+		v.Note = a.keepUpNote(r.Context(), id, tpl)
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// keepUpNote says what sandbox id's keep-up means if it is not
+// running: the reaper keeps only a running sandbox up, so the setting
+// waits (kept by the runtime) until the sandbox next runs, and does not
+// start it. "" when it runs (or its state cannot be read).
+func (a *admin) keepUpNote(ctx context.Context, id string, tpl *config.Template) string {
+	s, err := a.o.Sandboxes.Get(ctx, id)
+	if err != nil || s.State == "running" {
+		return ""
+	}
+	return fmt.Sprintf("sandbox %s is %s: the keep-up is kept, and holds from when it runs again (a request, PUT or resume wakes it) until keep_up_until; it does not start it, and while it is not running template %s's remove_after (%s) still counts",
+		id, s.State, tpl.Name, tpl.RemoveAfter.D())
 }
 
 // apply validates req against tpl at now and returns the change to make,
@@ -159,6 +186,11 @@ func (req patchSandbox) apply(tpl *config.Template, now time.Time) (func(*sandbo
 		t, err := time.Parse(time.RFC3339, strings.Trim(string(req.KeepUpUntil), `"`))
 		if json.Unmarshal(req.KeepUpUntil, &s) != nil || err != nil {
 			return nil, "keep_up_until: want an RFC 3339 time such as 2026-01-02T15:04:05Z, or null"
+		}
+		if !t.After(now) {
+			// Echoed back, it would read as a keep-up that holds.
+			return nil, fmt.Sprintf("keep_up_until: %s is in the past (now: %s); give a later time, or null to end the keep-up",
+				t.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 		}
 		until = t
 	}
@@ -205,6 +237,10 @@ func (a *admin) settingsFailed(w http.ResponseWriter, err error) bool {
 		writeJSON(w, http.StatusNotFound, errBody("no such link", "not_found"))
 	case errors.Is(err, runtime.ErrForeignRecord):
 		writeJSON(w, http.StatusConflict, errBody(err.Error(), "foreign_record"))
+	case errors.Is(err, sandboxmgr.ErrForeignContainer):
+		// Its name went to another scope's container since this replica
+		// last saw it.
+		writeJSON(w, http.StatusConflict, errBody(err.Error(), "foreign_container"))
 	default:
 		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error(), "unavailable"))
 	}

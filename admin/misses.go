@@ -10,7 +10,7 @@ import (
 // errors (docs/api.md: JSON {"error", "code"}), not with net/http's text:
 // 405 method_not_allowed with Allow, or 404 no_such_call. A backend whose
 // client reads every answer as JSON, as the docs' examples do, then
-// learns what it got wrong (a GET /admin/sandboxes/{id}) instead of
+// learns what it got wrong (a POST /admin/sandboxes/{id}) instead of
 // failing to parse "Method Not Allowed". Only under /admin/.
 func jsonMisses(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

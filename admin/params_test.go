@@ -28,6 +28,9 @@ func (s countingSandboxes) Logs(context.Context, string, int) ([]string, error) 
 func (s countingSandboxes) List(context.Context) ([]sandboxmgr.Info, error) {
 	return nil, nil
 }
+func (s countingSandboxes) Get(_ context.Context, id string) (sandboxmgr.Info, error) {
+	return sandboxmgr.Info{ID: id, State: "running"}, nil
+}
 
 // A query parameter a call does not read is a 400 naming it and what the
 // call takes, and the call does nothing (#24: nothing fails silently): a

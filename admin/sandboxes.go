@@ -17,9 +17,63 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
-// The backend API for what products did by hand (#16): warm a sandbox
-// before its user opens it, read or follow its output. Usable with the
-// admin token or an api_tokens entry with scope "sandboxes".
+// The backend API for what products did by hand (#16): list sandboxes or
+// read one, warm a sandbox before its user opens it, read or follow its
+// output. Usable with the admin token or an api_tokens entry with scope
+// "sandboxes".
+
+func (a *admin) listSandboxes(w http.ResponseWriter, r *http.Request) {
+	want, err := metadataFilter(r)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, errBody(err.Error(), "bad_filter"))
+		return
+	}
+	list, err := a.o.Sandboxes.List(r.Context())
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error(), "unavailable"))
+		return
+	}
+	out := make([]sandboxItem, 0, len(list))
+	for _, s := range list {
+		if sandboxmgr.MatchMetadata(s.Metadata, want) {
+			out = append(out, a.itemOf(s))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// sandboxItem is a sandbox as the API answers it: an element of GET
+// /admin/sandboxes, and GET /admin/sandboxes/{id} whole.
+type sandboxItem struct {
+	sandboxmgr.Info
+	UptimeSeconds float64         `json:"uptime_seconds,omitempty"`
+	Traffic       *sandboxTraffic `json:"traffic,omitempty"`
+}
+
+func (a *admin) itemOf(s sandboxmgr.Info) sandboxItem {
+	it := sandboxItem{Info: s, Traffic: a.trafficOf(s.ID)}
+	if s.State == "running" && !s.StartedAt.IsZero() {
+		it.UptimeSeconds = time.Since(s.StartedAt).Round(time.Second).Seconds()
+	}
+	return it
+}
+
+// getSandbox answers one sandbox exactly as the list has it, read from
+// the runtime: 404 not_found if there is none, 409 foreign_container if
+// its name is on another scope's container.
+func (a *admin) getSandbox(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !config.ValidID(id) {
+		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
+		return
+	}
+	s, err := a.o.Sandboxes.Get(r.Context(), id)
+	if err != nil {
+		writeSandboxError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a.itemOf(s))
+}
 
 // maxPutBody bounds a PUT /admin/sandboxes/{id} body (a template name and a
 // few env values).

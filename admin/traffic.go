@@ -94,7 +94,8 @@ func metadataFilter(r *http.Request) (map[string]string, error) {
 const maxRequests = traffic.DefaultRing
 
 // sandboxRequests answers id's last requests through this replica,
-// newest first (?n=, default and most: all kept).
+// newest first (?n=, default and most: all kept); 404 if the runtime has
+// no sandbox id (one without traffic here answers none).
 func (a *admin) sandboxRequests(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !config.ValidID(id) {
@@ -109,6 +110,12 @@ func (a *admin) sandboxRequests(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		n = min(v, maxRequests)
+	}
+	// An id that never existed is a 404 as on every call on one sandbox,
+	// not an empty log that reads as "no traffic yet".
+	if _, err := a.o.Sandboxes.Get(r.Context(), id); err != nil {
+		writeSandboxError(w, err)
+		return
 	}
 	body := map[string]any{"id": id, "requests": []traffic.Request{}}
 	if a.o.Traffic != nil {

@@ -17,6 +17,15 @@ func (kubeLike) Pause(context.Context, string) error { return sandboxmgr.ErrNoPa
 func (kubeLike) List(context.Context) ([]sandboxmgr.Info, error) {
 	return []sandboxmgr.Info{{ID: "a", State: "running", Metadata: map[string]string{"user": "u1"}}, {ID: "b", State: "running"}}, nil
 }
+func (k kubeLike) Get(ctx context.Context, id string) (sandboxmgr.Info, error) {
+	list, _ := k.List(ctx)
+	for _, s := range list {
+		if s.ID == id {
+			return s, nil
+		}
+	}
+	return sandboxmgr.Info{}, sandboxmgr.ErrNoContainer
+}
 
 // The API's answers that need no runtime (#23): pause where the runtime
 // has none is a 409 with code pause_unsupported that says to stop; bad

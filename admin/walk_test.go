@@ -131,7 +131,7 @@ func TestAdminUnknownCallsAnswerJSON(t *testing.T) {
 		method, path, code, allow string
 		status                    int
 	}{
-		{"GET", "/admin/sandboxes/abc123", "method_not_allowed", "PUT, PATCH, DELETE", 405},
+		{"POST", "/admin/sandboxes/abc123", "method_not_allowed", "GET, PUT, PATCH, DELETE", 405},
 		{"POST", "/admin/sandboxes", "method_not_allowed", "GET", 405},
 		{"PUT", "/admin/sandboxes/abc123/stop", "method_not_allowed", "POST", 405},
 		{"GET", "/admin/sandboxes/abc123/link", "no_such_call", "", 404},
@@ -247,10 +247,16 @@ func TestAdminForeignContainerIsConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true}) })
-	for _, call := range []struct{ method, path string }{
-		{"PUT", ""}, {"POST", "/stop"}, {"DELETE", ""},
+	for _, call := range []struct{ method, path, body string }{
+		{"PUT", "", ""}, {"POST", "/stop", ""}, {"DELETE", "", ""},
+		{"GET", "", ""}, {"GET", "/requests", ""}, {"GET", "/logs", ""},
+		{"POST", "/pause", ""}, {"POST", "/resume", ""},
+		// Settings and links answered 404 (this gateway knows no such
+		// sandbox) where the others say whose the name is.
+		{"PATCH", "", `{"public":true}`}, {"POST", "/links", `{"ttl":"10m"}`},
+		{"GET", "/links", ""}, {"DELETE", "/links/l1", ""},
 	} {
-		resp, body := adminDo(t, srv, call.method, "/admin/sandboxes/"+id+call.path, testkit.AdminToken, nil)
+		resp, body := adminDo(t, srv, call.method, "/admin/sandboxes/"+id+call.path, testkit.AdminToken, []byte(call.body))
 		if resp.StatusCode != 409 || !strings.Contains(string(body), `"code":"foreign_container"`) {
 			t.Errorf("%s %s on another's container: got %d %s, want 409 foreign_container", call.method, call.path, resp.StatusCode, body)
 		}

@@ -65,15 +65,42 @@ func changedKeys(before, after *config.Config, restart []string) []string {
 
 // announce makes sandbox {id}'s preview names worth an on-demand TLS
 // certificate for an hour before the sandbox exists (#24, 7): a backend
-// calls it when it hands out a new id's URL.
+// calls it when it hands out a new id's URL. Where no certificate is
+// ordered at a handshake it means nothing: 409 no_on_demand_tls says why,
+// rather than a 200 the backend would take for a done job.
 func (a *admin) announce(w http.ResponseWriter, r *http.Request) {
 	if a.o.Announce == nil {
 		writeJSON(w, http.StatusNotFound, errBody("no on-demand certificates here", "not_found"))
 		return
 	}
-	if !a.o.Announce(r.PathValue("id")) {
+	id := r.PathValue("id")
+	if !config.ValidID(id) {
 		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"announced": r.PathValue("id"), "for_seconds": 3600})
+	if msg := noOnDemand(a.o.Config().TLS); msg != "" {
+		writeJSON(w, http.StatusConflict, errBody(msg, "no_on_demand_tls"))
+		return
+	}
+	if !a.o.Announce(id) {
+		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"announced": id, "for_seconds": 3600})
+}
+
+// noOnDemand says why an announcement means nothing under the running
+// TLS setup (tls.mode needs a restart: the live config holds the running
+// one), or "" when certificates are ordered on demand.
+func noOnDemand(t config.TLS) string {
+	const what = "announce makes an id worth an on-demand certificate (tls.mode acme, tls.acme.strategy on-demand)"
+	switch {
+	case t.Mode == config.TLSACME && (t.ACME.Strategy == config.StrategyOnDemand || t.ACME.Strategy == ""):
+		return ""
+	case t.Mode == config.TLSACME:
+		return what + "; this gateway uses the " + t.ACME.Strategy + " strategy: one certificate per domain covers every sandbox, nothing to announce"
+	case t.Mode == "" || t.Mode == config.TLSOff:
+		return what + "; this gateway runs tls.mode off: it serves no certificates, nothing to announce"
+	}
+	return what + "; this gateway runs tls.mode " + t.Mode + ": its certificates do not depend on sandbox ids, nothing to announce"
 }

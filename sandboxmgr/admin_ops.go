@@ -27,24 +27,40 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 		if !ok {
 			continue // an unclaimed pool container is no sandbox yet
 		}
-		info := Info{ID: id, Template: c.Labels[LabelTemplate], State: c.State, Container: c.ID, Metadata: metadataOf(c.Labels)}
-		info.settingsOf(m.Settings(id), m.now())
-		if sb := m.lookup(id); sb != nil {
-			info.LastActivity = sb.lastActive()
-			m.mu.RLock()
-			info.StartedAt = sb.startedAt
-			m.mu.RUnlock()
-			info.LastFailure = sb.diag.failed.Load()
-			info.OpenSockets = int(sb.holds.Load())
-			info.Wakes = sb.wakes.Load()
-			info.WakeSeconds = time.Duration(sb.wakeNanos.Load()).Seconds()
-			if c.State == stateRunning {
-				info.Awake = m.awake(sb)
-			}
-		}
-		out = append(out, info)
+		out = append(out, m.infoOf(id, c))
 	}
 	return out, nil
+}
+
+// Get returns sandbox id as List lists it, read from the runtime:
+// ErrNoContainer if there is none, ErrForeignContainer if its name is on a
+// container this manager does not own.
+func (m *Manager) Get(ctx context.Context, id string) (Info, error) {
+	c, err := m.ownedByID(ctx, id)
+	if err != nil {
+		return Info{}, err
+	}
+	return m.infoOf(id, c), nil
+}
+
+// infoOf is sandbox id's Info, its container c: List's and Get's one view.
+func (m *Manager) infoOf(id string, c ctrInfo) Info {
+	info := Info{ID: id, Template: c.Labels[LabelTemplate], State: c.State, Container: c.ID, Metadata: metadataOf(c.Labels)}
+	info.settingsOf(m.Settings(id), m.now())
+	if sb := m.lookup(id); sb != nil {
+		info.LastActivity = sb.lastActive()
+		m.mu.RLock()
+		info.StartedAt = sb.startedAt
+		m.mu.RUnlock()
+		info.LastFailure = sb.diag.failed.Load()
+		info.OpenSockets = int(sb.holds.Load())
+		info.Wakes = sb.wakes.Load()
+		info.WakeSeconds = time.Duration(sb.wakeNanos.Load()).Seconds()
+		if c.State == stateRunning {
+			info.Awake = m.awake(sb)
+		}
+	}
+	return info
 }
 
 // Stop stops sandbox id. ErrNoContainer if there is none,

@@ -119,7 +119,13 @@ func (m *Manager) owns(c ctrInfo) error {
 	if why == "" {
 		return nil
 	}
-	fe := &ForeignError{Container: c.Name, Scope: c.Labels[LabelInstance], Why: why, Managed: c.Labels[LabelManaged] == "true"}
+	fe := &ForeignError{Container: c.Name, Why: why, Managed: c.Labels[LabelManaged] == "true"}
+	// Only a container previewgate made has an owning gateway; one that
+	// carries this gateway's own scope label names no other scope (the
+	// preview's page told the user to open it through "that" gateway).
+	if inst := c.Labels[LabelInstance]; fe.Managed && inst != m.cfg.Labels[LabelInstance] {
+		fe.Scope = inst
+	}
 	if id := c.Labels[LabelSandbox]; fe.Managed && config.ValidID(id) {
 		fe.Record = runtime.RecordName(id)
 	}
@@ -134,7 +140,10 @@ func (m *Manager) foreign(l map[string]string) string {
 		return "it was not made by previewgate (no " + LabelManaged + "=true label)"
 	}
 	owner := "another gateway's scope"
-	if inst := l[LabelInstance]; inst != "" {
+	switch inst := l[LabelInstance]; {
+	case inst != "" && inst == m.cfg.Labels[LabelInstance]:
+		owner = fmt.Sprintf("another gateway of the scope %q with other labels (--label)", inst)
+	case inst != "":
 		owner = fmt.Sprintf("the gateway scope %q (config scope: %s, or --label %s=%s)", inst, inst, LabelInstance, inst)
 	}
 	stamp, stamped := l[LabelScope]

@@ -3,6 +3,7 @@ package sandboxmgr
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -118,5 +119,36 @@ func TestPoolClaimByID(t *testing.T) {
 	}
 	if got := f.state("previewgate-pool-fake-1"); got != stateRunning {
 		t.Errorf("got foreign pool-named container %q, want it left running under its name", got)
+	}
+}
+
+// A container that carries only this gateway's own scope label was not
+// made by previewgate, and a managed one of the same scope name with other
+// labels is not "the gateway scope X" this gateway should become: neither
+// names a scope to open it through, so the preview's page says what is
+// true (the gateway's message keys off Scope).
+func TestForeignErrorOfOwnScopeLabel(t *testing.T) {
+	own := map[string]string{LabelInstance: "pg-a"}
+	for _, tc := range []struct {
+		name    string
+		labels  map[string]string
+		managed bool
+		scope   string
+		why     string
+	}{
+		{"only the gateway's label", map[string]string{LabelInstance: "pg-a"}, false, "", "not made by previewgate"},
+		{"same scope, other labels", map[string]string{LabelManaged: "true", LabelInstance: "pg-a", LabelScope: "sother"}, true, "",
+			`another gateway of the scope "pg-a" with other labels`},
+		{"another scope", map[string]string{LabelManaged: "true", LabelInstance: "pg-b", LabelScope: "sother"}, true, "pg-b", `the gateway scope "pg-b"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, f := newFakeManager(t, Config{Labels: own})
+			f.putForeign(ContainerName("a"), stateRunning, tc.labels)
+			_, err := m.Ensure(t.Context(), "a", appListener(t))
+			var fe *ForeignError
+			if !errors.As(err, &fe) || fe.Managed != tc.managed || fe.Scope != tc.scope || !strings.Contains(fe.Why, tc.why) {
+				t.Errorf("got %#v (%v), want managed %t, scope %q, why %q", fe, err, tc.managed, tc.scope, tc.why)
+			}
+		})
 	}
 }
