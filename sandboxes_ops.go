@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -178,7 +179,7 @@ func (c *sandboxesCmd) followStream(body io.Reader) error {
 // ended says what became of the sandbox whose followed output ended. The
 // stream's end event says only that it ended: the admin API sends it when
 // the runtime's log stream closes, for a stop and a removal alike. The
-// list then says which: a sandbox it no longer has was removed (on
+// sandbox's own call (GET /admin/sandboxes/{id}) then says which: a sandbox it no longer has was removed (on
 // Kubernetes a stop without a workspace deletes all there was). The
 // stream closes when the app exits, a moment before the runtime marks
 // the container exited or removes it: while it is still listed running
@@ -207,20 +208,20 @@ const (
 	settlePoll = 200 * time.Millisecond
 )
 
-// listed returns id's row of the API's list, nil if it is not listed.
+// listed returns id's row as the API has it, nil if it has no such
+// sandbox (404).
 func (c *sandboxesCmd) listed(id string) (*sandboxRow, error) {
-	b, err := c.get("GET", "/admin/sandboxes", nil, callTimeout)
+	b, err := c.get("GET", sandboxPath(id, ""), nil, callTimeout)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	var rows []sandboxRow
-	if err := json.Unmarshal(b, &rows); err != nil {
-		return nil, fmt.Errorf("the answer is not a list of sandboxes: %w", err)
+	var row sandboxRow
+	if err := json.Unmarshal(b, &row); err != nil {
+		return nil, fmt.Errorf("the answer is not a sandbox: %w", err)
 	}
-	for i := range rows {
-		if rows[i].ID == id {
-			return &rows[i], nil
-		}
-	}
-	return nil, nil
+	return &row, nil
 }
