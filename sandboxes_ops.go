@@ -179,11 +179,12 @@ func (c *sandboxesCmd) followStream(body io.Reader) error {
 // ended says what became of the sandbox whose followed output ended. The
 // stream's end event says only that it ended: the admin API sends it when
 // the runtime's log stream closes, for a stop and a removal alike. The
-// sandbox's own call (GET /admin/sandboxes/{id}) then says which: a sandbox it no longer has was removed (on
-// Kubernetes a stop without a workspace deletes all there was). The
-// stream closes when the app exits, a moment before the runtime marks
-// the container exited or removes it: while it is still listed running
-// (or removing), ended asks again, for up to settleWait.
+// sandbox's own call (GET /admin/sandboxes/{id}) then says which: a
+// sandbox it no longer has was removed (on Kubernetes a stop without a
+// workspace deletes all there was). The stream closes when the app exits,
+// a moment before the runtime marks the container exited or removes it:
+// while it is still running (or removing), ended asks again, for up to
+// settleWait.
 func (c *sandboxesCmd) ended() string {
 	id := c.args[0]
 	deadline := time.Now().Add(settleWait)
