@@ -1,0 +1,244 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
+)
+
+// Per-sandbox settings and share links (#23): PATCH /admin/sandboxes/{id}
+// and /admin/sandboxes/{id}/links. The runtime keeps them (sandboxmgr
+// settings.go), so every replica and a restarted gateway see them; the
+// API answers what was written. docs/links.md has the calls.
+
+// SandboxSettings is what these calls need of the manager (part of
+// Sandboxes). A runtime that keeps no settings answers
+// sandboxmgr.ErrNoRecords: 501.
+type SandboxSettings interface {
+	// Known: the sandbox exists as far as the manager knows, and its template.
+	Known(id string) (template string, ok bool)
+	// LoadSettings reads id's settings from the runtime.
+	LoadSettings(ctx context.Context, id string) (sandboxmgr.Settings, error)
+	// UpdateSettings changes them (ErrNoContainer if the sandbox is missing).
+	UpdateSettings(ctx context.Context, id string, fn func(*sandboxmgr.Settings) error) (sandboxmgr.Settings, error)
+}
+
+var _ SandboxSettings = (*sandboxmgr.Manager)(nil)
+
+// maxSettingsBody bounds a PATCH or POST .../links body.
+const maxSettingsBody = 4 << 10
+
+// patchSandbox is PATCH /admin/sandboxes/{id}. public: true or false sets
+// it, null returns to the template's; keep_up (a duration from now) or
+// keep_up_until (RFC 3339) keep it up, "0s" or null ends that.
+type patchSandbox struct {
+	Public      json.RawMessage `json:"public"`
+	KeepUp      *string         `json:"keep_up"`
+	KeepUpUntil json.RawMessage `json:"keep_up_until"`
+}
+
+// settingsView is a sandbox's settings as the API answers them.
+type settingsView struct {
+	ID string `json:"id"`
+	// Public is the effective value; PublicSetting the sandbox's own
+	// (absent: its template's applies).
+	Public        bool       `json:"public"`
+	PublicSetting *bool      `json:"public_setting,omitempty"`
+	KeepUpUntil   *time.Time `json:"keep_up_until,omitempty"`
+	Links         int        `json:"links"`
+	// Note says when a keep-up set on a sandbox that is not running
+	// applies: it is kept, and holds once the sandbox runs again.
+	Note string `json:"note,omitempty"`
+}
+
+func (a *admin) settingsOf(w http.ResponseWriter, r *http.Request) (SandboxSettings, string, *config.Template, bool) {
+	id := r.PathValue("id")
+	if !config.ValidID(id) {
+		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
+		return nil, "", nil, false
+	}
+	ss := a.o.Sandboxes
+	name, known := ss.Known(id)
+	if !known {
+		// The runtime says why (this replica may not have seen a sandbox
+		// made a moment ago): none is a 404, another scope's container
+		// under its name a 409 foreign_container, as stop or DELETE say.
+		s, err := a.o.Sandboxes.Get(r.Context(), id)
+		if err != nil {
+			writeSandboxError(w, err)
+			return nil, "", nil, false
+		}
+		name = s.Template
+	}
+	tpl := a.o.Config().Templates[name]
+	if tpl == nil {
+		writeJSON(w, http.StatusConflict, errBody(fmt.Sprintf("the sandbox's template %q is not configured", name), "unknown_template"))
+		return nil, "", nil, false
+	}
+	return ss, id, tpl, true
+}
+
+// decodeBody decodes a small JSON body strictly into v.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	return decodeJSON(w, r, v, maxSettingsBody)
+}
+
+// decodeJSON reads r's body, at most limit bytes, as one JSON object into
+// v, or answers 400 saying what is wrong with it: an empty body, an
+// unknown field, or anything after the object, which would otherwise be
+// dropped unread ({"public":false}{"keep_up":"2h"} set only public).
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	switch {
+	case errors.Is(err, io.EOF):
+		err = errors.New("empty; want a JSON object")
+	case err == nil && dec.Decode(&json.RawMessage{}) != io.EOF:
+		err = errors.New("want one JSON object, and nothing after it")
+	}
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, errBody("body: "+err.Error(), "bad_request"))
+		return false
+	}
+	return true
+}
+
+func (a *admin) patchSandbox(w http.ResponseWriter, r *http.Request) {
+	ss, id, tpl, ok := a.settingsOf(w, r)
+	if !ok {
+		return
+	}
+	var req patchSandbox
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	change, msg := req.apply(tpl, time.Now())
+	if msg != "" {
+		writeJSON(w, http.StatusBadRequest, errBody(msg, "bad_request"))
+		return
+	}
+	s, err := ss.UpdateSettings(r.Context(), id, func(s *sandboxmgr.Settings) error { change(s); return nil })
+	if a.settingsFailed(w, err) {
+		return
+	}
+	a.o.Log.InfoContext(r.Context(), "sandbox settings changed through admin API", "sandbox", id)
+	v := viewOf(id, tpl, s)
+	if v.KeepUpUntil != nil {
+		v.Note = a.keepUpNote(r.Context(), id, tpl)
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// keepUpNote says what sandbox id's keep-up means if it is not
+// running: the reaper keeps only a running sandbox up, so the setting
+// waits (kept by the runtime) until the sandbox next runs, and does not
+// start it. "" when it runs (or its state cannot be read).
+func (a *admin) keepUpNote(ctx context.Context, id string, tpl *config.Template) string {
+	s, err := a.o.Sandboxes.Get(ctx, id)
+	if err != nil || s.State == "running" {
+		return ""
+	}
+	return fmt.Sprintf("sandbox %s is %s: the keep-up is kept, and holds from when it runs again (a request, PUT or resume wakes it) until keep_up_until; it does not start it, and while it is not running template %s's remove_after (%s) still counts",
+		id, s.State, tpl.Name, tpl.RemoveAfter.D())
+}
+
+// apply validates req against tpl at now and returns the change to make,
+// or why it is refused.
+func (req patchSandbox) apply(tpl *config.Template, now time.Time) (func(*sandboxmgr.Settings), string) {
+	var pub *bool
+	setPub := len(req.Public) > 0
+	if setPub && string(req.Public) != "null" {
+		var b bool
+		if err := json.Unmarshal(req.Public, &b); err != nil {
+			return nil, "public: want true, false or null"
+		}
+		pub = &b
+	}
+	var until time.Time
+	setUntil := req.KeepUp != nil || len(req.KeepUpUntil) > 0
+	switch {
+	case req.KeepUp != nil && len(req.KeepUpUntil) > 0:
+		return nil, "give keep_up or keep_up_until, not both"
+	case req.KeepUp != nil:
+		d, err := time.ParseDuration(*req.KeepUp)
+		if err != nil || d < 0 {
+			return nil, "keep_up: want a duration such as 2h (0s ends it)"
+		}
+		if d > 0 {
+			until = now.Add(d)
+		}
+	case len(req.KeepUpUntil) > 0 && string(req.KeepUpUntil) != "null":
+		var s string
+		t, err := time.Parse(time.RFC3339, strings.Trim(string(req.KeepUpUntil), `"`))
+		if json.Unmarshal(req.KeepUpUntil, &s) != nil || err != nil {
+			return nil, "keep_up_until: want an RFC 3339 time such as 2026-01-02T15:04:05Z, or null"
+		}
+		if !t.After(now) {
+			// Echoed back, it would read as a keep-up that holds.
+			return nil, fmt.Sprintf("keep_up_until: %s is in the past (now: %s); give a later time, or null to end the keep-up",
+				t.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+		}
+		until = t
+	}
+	if max := tpl.MaxKeepUp.D(); setUntil && until.Sub(now) > max {
+		return nil, fmt.Sprintf("keep-up is at most %s from now (template %s's max_keep_up)", max, tpl.Name)
+	}
+	if !setPub && !setUntil {
+		return nil, "nothing to change: give public, keep_up or keep_up_until"
+	}
+	return func(s *sandboxmgr.Settings) {
+		if setPub {
+			s.Public = pub
+		}
+		if setUntil {
+			s.KeepUpUntil = until
+		}
+	}, ""
+}
+
+func viewOf(id string, tpl *config.Template, s sandboxmgr.Settings) settingsView {
+	v := settingsView{ID: id, Public: tpl.Public, PublicSetting: s.Public, Links: len(s.Links)}
+	if s.Public != nil {
+		v.Public = *s.Public
+	}
+	if !s.KeepUpUntil.IsZero() {
+		t := s.KeepUpUntil.UTC()
+		v.KeepUpUntil = &t
+	}
+	return v
+}
+
+// settingsFailed answers err, if any.
+func (a *admin) settingsFailed(w http.ResponseWriter, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, sandboxmgr.ErrNoContainer):
+		writeJSON(w, http.StatusNotFound, errBody("no such sandbox", "not_found"))
+	case errors.Is(err, sandboxmgr.ErrNoRecords):
+		writeJSON(w, http.StatusNotImplemented, errBody(err.Error(), "not_implemented"))
+	case errors.Is(err, sandboxmgr.ErrTooManyLinks), errors.Is(err, runtime.ErrRecordSize):
+		writeJSON(w, http.StatusConflict, errBody(err.Error(), "too_many_links"))
+	case errors.Is(err, errNoLink):
+		writeJSON(w, http.StatusNotFound, errBody("no such link", "not_found"))
+	case errors.Is(err, runtime.ErrForeignRecord):
+		writeJSON(w, http.StatusConflict, errBody(err.Error(), "foreign_record"))
+	case errors.Is(err, sandboxmgr.ErrForeignContainer):
+		// Its name went to another scope's container since this replica
+		// last saw it.
+		writeJSON(w, http.StatusConflict, errBody(err.Error(), "foreign_container"))
+	default:
+		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error(), "unavailable"))
+	}
+	return true
+}
