@@ -327,7 +327,7 @@ func (m *Manager) dropRecord(ctx context.Context, id string) error {
 	if m.caps.Records == nil {
 		return nil
 	}
-	if err := m.caps.Records.DeleteRecord(ctx, id, m.createLabels()); err != nil {
+	if err := m.caps.Records.DeleteRecord(ctx, id, "", m.createLabels()); err != nil {
 		return err
 	}
 	m.recs.mu.Lock()

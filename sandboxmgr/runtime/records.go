@@ -21,9 +21,11 @@ type Records interface {
 	// returns the new version; ErrConflict if another writer came first,
 	// ErrRecordSize if data passes MaxRecord.
 	PutRecord(ctx context.Context, id, prev string, data []byte, labels map[string]string) (version string, err error)
-	// DeleteRecord removes every version of id's record carrying labels;
-	// nil if there is none.
-	DeleteRecord(ctx context.Context, id string, labels map[string]string) error
+	// DeleteRecord removes every version of id's record carrying labels
+	// if its current version is still prev ("": whatever it is); nil if
+	// there is none, ErrConflict if another writer came first (the record
+	// is then left as that writer made it).
+	DeleteRecord(ctx context.Context, id, prev string, labels map[string]string) error
 }
 
 // Record is one sandbox's record as stored.
