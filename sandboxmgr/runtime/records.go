@@ -6,9 +6,10 @@ import (
 )
 
 // Records keep one small record per sandbox (its settings and share
-// links) where every replica of a deployment and a restarted gateway see
-// it: the runtime, never a replica's memory (DESIGN.md "Many replicas, no
-// shared memory"). Docker keeps each version as a labelled volume
+// links, and a DELETE's removal mark: sandboxmgr/tombstone.go) where
+// every replica of a deployment and a restarted gateway see it: the
+// runtime, never a replica's memory (DESIGN.md "Many replicas, no shared
+// memory"). Docker keeps each version as a labelled volume
 // (sandboxmgr/docker/records.go), Kubernetes as a ConfigMap
 // (sandboxmgr/kube/records.go). A record is opaque bytes here, at most
 // MaxRecord of them.
