@@ -128,7 +128,7 @@ func (m *Manager) clearRecord(ctx context.Context, id string, check func(mark st
 			return nil, errLeaveRecord // none
 		case live == nil:
 			return nil, nil
-		case live == cur.removed && cur.s.empty():
+		case cur.s.empty():
 			return nil, errLeaveRecord // a live mark alone: already clear
 		}
 		return &storedRecord{Removed: live}, nil
@@ -137,7 +137,7 @@ func (m *Manager) clearRecord(ctx context.Context, id string, check func(mark st
 
 // dropOrphanRecords removes the records of sandboxes the runtime no
 // longer has (removed by something else than this manager), but not one
-// whose removal mark is younger than markLife (tombstone.go). recorded
+// whose removal mark is younger than markLife. recorded
 // was listed before alive, so a record written for a sandbox made since
 // is not in it; a record written since it was listed is not deleted
 // either (the deletion is conditional on the version listed).
