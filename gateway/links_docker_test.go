@@ -388,14 +388,18 @@ func shareLinks(t *testing.T, cfg *config.Config, mc sandboxmgr.Config, records 
 		t.Errorf("at the bound: full %v, %d links listed, want %d", full, len(out["links"].([]any)), sandboxmgr.MaxLinks)
 	}
 
-	// Removing the sandbox removes its record.
+	// Removing the sandbox removes its settings and links: its record
+	// keeps only a removal mark for a while (sandboxmgr/tombstone.go).
 	if n := records(id); n != 1 {
 		t.Errorf("records of the sandbox: %d, want 1", n)
 	}
 	if st, _ := adminCall(t, a.admin.URL, "DELETE", "/admin/sandboxes/"+id, ""); st != 200 {
 		t.Fatalf("remove sandbox: got %d", st)
 	}
-	if n := records(id); n != 0 {
-		t.Errorf("records after remove: %d, want 0", n)
+	if n := records(id); n != 1 {
+		t.Errorf("records after remove: %d, want 1 (the removal mark)", n)
+	}
+	if s, err := b.mgr.LoadSettings(t.Context(), id); err != nil || len(s.Links) != 0 || s.Public != nil {
+		t.Errorf("settings after remove: %+v %v, want no links", s, err)
 	}
 }

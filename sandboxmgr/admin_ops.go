@@ -143,7 +143,8 @@ func (m *Manager) ownedByID(ctx context.Context, id string) (ctrInfo, error) {
 
 // Remove force-removes sandbox id. ErrNoContainer if there is none,
 // ErrForeignContainer if its name is on a container this manager does not
-// own (left alone).
+// own (left alone). Either way, the sandbox's record keeps a removal mark
+// for a while (tombstone.go).
 func (m *Manager) Remove(ctx context.Context, id string) error {
 	return m.remove(ctx, id, true)
 }
@@ -152,8 +153,10 @@ func (m *Manager) Remove(ctx context.Context, id string) error {
 // wake begun before this call stops at its next step and removes what it
 // made (runner.removedMeanwhile), since its create may be in flight, its
 // container not yet inspectable; such a wake is what this call removes
-// if no container is found. The reaper's removal of an idle sandbox does
-// not: a request waiting for it (on sb.op) wants it back.
+// if no container is found. A wake on another replica does the same, told
+// by the removal mark written here (tombstone.go). The reaper's removal of
+// an idle sandbox does neither: a request waiting for it (on sb.op) wants
+// it back.
 func (m *Manager) remove(ctx context.Context, id string, stopWakes bool) error {
 	var inFlight bool
 	m.mu.Lock()
@@ -162,6 +165,15 @@ func (m *Manager) remove(ctx context.Context, id string, stopWakes bool) error {
 		inFlight = sb.waking.Load() > 0
 	}
 	m.mu.Unlock()
+	if stopWakes && config.ValidID(id) {
+		// The mark first, the lookup after it: a wake on another replica
+		// that read the record before this write either reads it again
+		// after this write (and stops), or did so before it, when its
+		// container existed already, for the lookup below to find.
+		if err := m.markRemoved(ctx, id); err != nil {
+			return err
+		}
+	}
 	c, err := m.ownedByID(ctx, id)
 	if err == nil {
 		m.beforeStop(id)
@@ -171,7 +183,9 @@ func (m *Manager) remove(ctx context.Context, id string, stopWakes bool) error {
 		err = nil
 	}
 	if err == nil || errors.Is(err, ErrNoContainer) {
-		m.forgetRecord(ctx, id) // its settings and links go with it
+		if !stopWakes {
+			m.forgetRecord(ctx, id) // its settings and links go with it (the mark replaced them)
+		}
 		var gone string
 		m.mu.Lock()
 		if sb := m.sandboxes[id]; sb != nil {

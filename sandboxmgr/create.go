@@ -16,14 +16,15 @@ import (
 // count that bound how many start at once.
 
 // create creates and starts sb's container from tpl within the start
-// limits. errNameTaken if the name is already in use.
-func (m *Manager) create(ctx context.Context, sb *sandbox, tpl *config.Template, subject string, meta map[string]string) error {
+// limits, and returns its ID ("" if none was made). errNameTaken if the
+// name is already in use.
+func (m *Manager) create(ctx context.Context, sb *sandbox, tpl *config.Template, subject string, meta map[string]string) (string, error) {
 	spec, err := m.spec(sb.id, tpl)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := CheckMetadata(meta); err != nil {
-		return err
+		return "", err
 	}
 	for k, v := range meta {
 		spec.Labels[LabelMetaPrefix+k] = v
@@ -33,11 +34,11 @@ func (m *Manager) create(ctx context.Context, sb *sandbox, tpl *config.Template,
 	}
 	release, err := m.acquireStart(ctx)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer release()
 	if err := m.ensureNetwork(ctx); err != nil {
-		return err
+		return "", err
 	}
 	m.setPhase(sb, PhaseCreating, "")
 	ctr, err := m.eng.Create(ctx, spec)
@@ -46,19 +47,19 @@ func (m *Manager) create(ctx context.Context, sb *sandbox, tpl *config.Template,
 		m.netReady = false
 		m.mu.Unlock()
 		if err := m.ensureNetwork(ctx); err != nil {
-			return err
+			return "", err
 		}
 		ctr, err = m.eng.Create(ctx, spec)
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
 	m.setPhase(sb, PhaseStarting, "")
 	if err := m.eng.Start(ctx, ctr); err != nil {
-		return err
+		return ctr, err
 	}
 	m.markRunning(sb)
-	return nil
+	return ctr, nil
 }
 
 // spec resolves tpl into the container to create for id.

@@ -179,8 +179,10 @@ func TestKubernetesRBACFromDeploy(t *testing.T) {
 	if err := m.Remove(t.Context(), id); err != nil {
 		t.Fatalf("Remove with the deploy RBAC: %v", err)
 	}
-	if _, err := e.cs.CoreV1().ConfigMaps(e.ns).Get(t.Context(), runtime.RecordName(id), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("the sandbox's record after Remove: %v, want not found", err)
+	// The settings go; a removal mark stays a while (tombstone.go).
+	if cm, err := e.cs.CoreV1().ConfigMaps(e.ns).Get(t.Context(), runtime.RecordName(id), metav1.GetOptions{}); err != nil ||
+		!strings.Contains(cm.Data["record"], `"removed"`) || strings.Contains(cm.Data["record"], `"public"`) {
+		t.Errorf("the sandbox's record after Remove: %v %v, want only a removal mark", cm.Data, err)
 	}
 	remove := calls.take()
 	rows := []callRow{{"manager start", startCalls}, {"new sandbox", create}, {"re-probe of a running sandbox", rewake},

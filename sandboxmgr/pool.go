@@ -266,12 +266,12 @@ func (m *Manager) createPool(ctx context.Context, spec ctrSpec) (ctrInfo, error)
 }
 
 // claim binds a ready pool container of tpl to id by renaming it to
-// previewgate-<id>. errNoPool if there is none; errNameTaken if the name
+// previewgate-<id>, and returns its ID. errNoPool if there is none; errNameTaken if the name
 // was taken meanwhile (the pool container goes back).
-func (m *Manager) claim(ctx context.Context, id string, tpl *config.Template) error {
+func (m *Manager) claim(ctx context.Context, id string, tpl *config.Template) (string, error) {
 	spec, err := m.spec(id, tpl)
 	if err != nil {
-		return err
+		return "", err
 	}
 	want := poolSpec(spec)
 	relisted := false
@@ -286,7 +286,7 @@ func (m *Manager) claim(ctx context.Context, id string, tpl *config.Template) er
 			}
 		}
 		if !ok {
-			return errNoPool
+			return "", errNoPool
 		}
 		if pc.image != "" && pc.image != tpl.Image || pc.spec != want {
 			m.discardPool(pc) // made from an older template (hostile5)
@@ -295,16 +295,16 @@ func (m *Manager) claim(ctx context.Context, id string, tpl *config.Template) er
 		err := m.eng.Claim(ctx, pc.id, ContainerName(id))
 		switch {
 		case err == nil:
-			return nil // the caller refills the pool once the claim is answered
+			return pc.id, nil // the caller refills the pool once the claim is answered
 		case errors.Is(err, errNameTaken):
 			m.mu.Lock()
 			m.addPoolLocked(tpl.Name, pc)
 			m.mu.Unlock()
-			return err
+			return "", err
 		case errors.Is(err, ErrNoContainer):
 			continue // removed behind our back
 		default:
-			return err
+			return "", err
 		}
 	}
 }

@@ -38,6 +38,13 @@ type runner struct {
 	starts         int   // a container that exits at once is not restarted forever
 	claimed        bool  // claimed from the warm pool
 	removals       int64 // sb.removals when the wake began (removedMeanwhile)
+	// mark is the removal mark on the sandbox's record before the wake's
+	// first action, once marked (tombstone.go); made is the ID of the
+	// container it created or claimed, the one it removes if a DELETE on
+	// another replica came meanwhile.
+	mark   string
+	marked bool
+	made   string
 }
 
 // run returns the running container. Every container acted on was
@@ -55,6 +62,13 @@ func (r *runner) run(ctx context.Context) (ctrInfo, error) {
 	for err != nil || c.State != stateRunning {
 		if rerr := r.removedMeanwhile(ctx); rerr != nil {
 			return ctrInfo{}, rerr
+		}
+		if !r.marked {
+			// Before the first action, never on the hot path (a container
+			// found running): the mark a DELETE left (tombstone.go).
+			if rerr := r.readMark(ctx); rerr != nil {
+				return ctrInfo{}, rerr
+			}
 		}
 		if !r.subjectChecked && r.subjectMax > 0 && r.subject != "" && !errors.Is(err, ErrForeignContainer) &&
 			(errors.Is(err, ErrNoContainer) || err == nil && slices.Contains([]string{statePaused, stateExited, stateCreated}, c.State)) {
@@ -116,11 +130,19 @@ func (r *runner) run(ctx context.Context) (ctrInfo, error) {
 			if rerr := r.removedMeanwhile(ctx); rerr != nil {
 				return ctrInfo{}, rerr // "marked for removal": a DELETE's, not a failure
 			}
+			if rerr := r.removedElsewhere(ctx); rerr != nil {
+				return ctrInfo{}, rerr // the same, on another replica
+			}
 			return ctrInfo{}, err
 		}
 		c, err = m.inspectOwned(ctx, r.name)
 	}
 	if err := r.removedMeanwhile(ctx); err != nil {
+		return ctrInfo{}, err
+	}
+	// Running now, not yet handed out: a DELETE on another replica whose
+	// mark this read misses came after it, and its lookup finds c.
+	if err := r.removedElsewhere(ctx); err != nil {
 		return ctrInfo{}, err
 	}
 	return c, nil
@@ -140,7 +162,7 @@ func (r *runner) removedMeanwhile(ctx context.Context) error {
 			r.log.WarnContext(ctx, "removing a container made while the sandbox was removed failed", "err", err)
 		}
 	}
-	return fmt.Errorf("%w: removed while it was starting", ErrNoContainer)
+	return errRemovedMeanwhile
 }
 
 // absent makes the missing container: claimed from the warm pool or
@@ -171,21 +193,40 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 		r.onCreate = nil // a create that raced and is retried counts once
 	}
 	if !kept && r.action == "created" {
-		if err := m.dropRecord(ctx, r.id); err != nil { // settings.go
+		// A new sandbox under the id of one removed behind the manager's
+		// back (before a re-check dropped its record) never inherits its
+		// settings or share links. The record is read fresh: a mark newer
+		// than the wake's is a DELETE since it began (tombstone.go).
+		err := m.clearRecord(ctx, r.id, func(mark string) error {
+			if r.newMark(mark) {
+				r.removeMade(ctx) // a retried create's first container
+				return errRemovedMeanwhile
+			}
+			return nil
+		})
+		if errors.Is(err, errRemovedMeanwhile) {
+			return true, err
+		}
+		if err != nil {
 			return true, fmt.Errorf("clear the settings a removed sandbox left: %w", err)
 		}
 	}
 	err = errNoPool
 	if tpl.Pool > 0 && tpl.Workspace == nil && r.subjectMax == 0 && len(r.meta) == 0 && m.poolEnv(tpl) && (r.action == "created" || r.action == "adopted") {
-		if err = m.claim(ctx, r.id, tpl); err == nil {
-			r.action, r.claimed = "claimed from pool", true
+		var made string
+		if made, err = m.claim(ctx, r.id, tpl); err == nil {
+			r.action, r.claimed, r.made = "claimed from pool", true, made
 		} else if !errors.Is(err, errNameTaken) && !errors.Is(err, errNoPool) {
 			r.log.WarnContext(ctx, "pool claim failed, creating", "err", err)
 			err = errNoPool
 		}
 	}
 	if errors.Is(err, errNoPool) {
-		if err = m.create(ctx, r.sb, tpl, r.subject, r.meta); err == nil {
+		var made string
+		if made, err = m.create(ctx, r.sb, tpl, r.subject, r.meta); made != "" {
+			r.made = made // even if its start failed
+		}
+		if err == nil {
 			r.starts++
 		}
 	}

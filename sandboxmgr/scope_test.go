@@ -114,7 +114,7 @@ func TestPoolClaimByID(t *testing.T) {
 	m.mu.Lock()
 	m.pool.ready["fake"] = []poolCtr{{id: "id-gone", name: "previewgate-pool-fake-1"}}
 	m.mu.Unlock()
-	if err := m.claim(t.Context(), "a", tpl); !errors.Is(err, errNoPool) {
+	if _, err := m.claim(t.Context(), "a", tpl); !errors.Is(err, errNoPool) {
 		t.Errorf("got %v, want errNoPool", err)
 	}
 	if got := f.state("previewgate-pool-fake-1"); got != stateRunning {

@@ -23,9 +23,10 @@ import (
 // cache, written through by its own changes and reloaded by every re-check
 // (recheck.go, Config.RecheckEvery: 5 s), so a change made on one replica
 // governs every other within RecheckEvery plus one list call, and survives
-// a restart (Start loads them before serving). A record goes with its
-// sandbox's Remove; one whose sandbox vanished otherwise is removed by the
-// next re-check.
+// a restart (Start loads them before serving). A sandbox's Remove replaces
+// its settings and links with a removal mark (tombstone.go), which other
+// replicas' wakes read; a record whose sandbox vanished is removed by the
+// next re-check, unless its mark is younger than markLife.
 //
 // That bound holds only while the runtime answers. A replica whose lists
 // keep failing would go on granting what another replica revoked (a link,
@@ -93,9 +94,10 @@ type recordCache struct {
 }
 
 type cachedRecord struct {
-	s       Settings  // never changed once cached: readers share its slices
-	version string    // the runtime's, for the next write's guard
-	read    time.Time // when the read from the runtime (or the write) that gave it began
+	s       Settings     // never changed once cached: readers share its slices
+	removed *removalMark // a DELETE's mark (tombstone.go); nil if none
+	version string       // the runtime's, for the next write's guard
+	read    time.Time    // when the read from the runtime (or the write) that gave it began
 }
 
 // settingsOf fills in's view of settings s at now.
@@ -185,7 +187,10 @@ func (m *Manager) UpdateSettings(ctx context.Context, id string, fn func(*Settin
 		if err := fn(&s); err != nil {
 			return Settings{}, err
 		}
-		data, err := json.Marshal(s)
+		// A live removal mark stays: a wake on another replica may not
+		// have checked it yet (tombstone.go).
+		mark := m.liveMark(cur.removed)
+		data, err := json.Marshal(storedRecord{Settings: s, Removed: mark})
 		if err != nil {
 			return Settings{}, fmt.Errorf("settings of %s: %w", id, err)
 		}
@@ -202,7 +207,7 @@ func (m *Manager) UpdateSettings(ctx context.Context, id string, fn func(*Settin
 		if err != nil {
 			return Settings{}, err
 		}
-		m.cacheRecord(id, cachedRecord{s: s, version: v, read: wrote}, true)
+		m.cacheRecord(id, cachedRecord{s: s, removed: mark, version: v, read: wrote}, true)
 		return s, nil
 	}
 }
@@ -260,8 +265,8 @@ func (m *Manager) RefreshSettings(ctx context.Context, id string) (Settings, boo
 
 // reloadRecords replaces the cache with the runtime's records (Start and
 // every re-check), keeping what this replica wrote after began. It returns
-// the ids that have a record.
-func (m *Manager) reloadRecords(ctx context.Context, began time.Time) (map[string]bool, error) {
+// the records listed, by id.
+func (m *Manager) reloadRecords(ctx context.Context, began time.Time) (map[string]cachedRecord, error) {
 	if m.caps.Records == nil {
 		return nil, nil
 	}
@@ -271,10 +276,10 @@ func (m *Manager) reloadRecords(ctx context.Context, began time.Time) (map[strin
 		return nil, err
 	}
 	next := make(map[string]cachedRecord, len(list))
-	has := make(map[string]bool, len(list))
+	has := make(map[string]cachedRecord, len(list))
 	for id, rec := range list {
 		next[id] = decodeRecord(m, id, rec, listed)
-		has[id] = true
+		has[id] = next[id]
 	}
 	m.recs.mu.Lock()
 	cur := m.recs.byID.Load()
@@ -289,54 +294,6 @@ func (m *Manager) reloadRecords(ctx context.Context, began time.Time) (map[strin
 	m.recs.listed.Store(listed.UnixNano())
 	m.recs.mu.Unlock()
 	return has, nil
-}
-
-// dropOrphanRecords removes the records of sandboxes the runtime no
-// longer has (removed by something else than this manager). recorded
-// was listed before alive, so a record written for a sandbox made since
-// is not in it.
-func (m *Manager) dropOrphanRecords(ctx context.Context, recorded map[string]bool, alive map[string]ctrInfo) {
-	for id := range recorded {
-		if _, ok := alive[id]; ok {
-			continue
-		}
-		m.mu.RLock()
-		sb := m.sandboxes[id]
-		waking := sb != nil && sb.waking.Load() > 0
-		m.mu.RUnlock()
-		if waking {
-			continue
-		}
-		m.forgetRecord(ctx, id)
-	}
-}
-
-// forgetRecord deletes id's record in the runtime and the cache.
-func (m *Manager) forgetRecord(ctx context.Context, id string) {
-	if err := m.dropRecord(ctx, id); err != nil {
-		m.log.WarnContext(ctx, "remove sandbox settings", "sandbox", id, "err", err)
-	}
-}
-
-// dropRecord is forgetRecord, reporting a failure. A create calls it
-// first: a new sandbox under the id of one removed behind the manager's
-// back (before a re-check dropped its record) never inherits that one's
-// settings or share links. Other replicas drop their copy at their next
-// re-check.
-func (m *Manager) dropRecord(ctx context.Context, id string) error {
-	if m.caps.Records == nil {
-		return nil
-	}
-	if err := m.caps.Records.DeleteRecord(ctx, id, m.createLabels()); err != nil {
-		return err
-	}
-	m.recs.mu.Lock()
-	next := m.copyRecordsLocked()
-	delete(next, id)
-	m.recs.byID.Store(&next)
-	m.recs.mu.Unlock()
-	m.recs.tried.Delete(id)
-	return nil
 }
 
 // cacheRecord stores cr as id's; local: this replica just wrote it.
@@ -364,12 +321,12 @@ func (m *Manager) recordLabels(id string) map[string]string {
 // decodeRecord reads a stored record; an unreadable one counts as empty
 // (and is overwritten by the next change) rather than blocking changes.
 func decodeRecord(m *Manager, id string, rec runtime.Record, read time.Time) cachedRecord {
-	var s Settings
+	var s storedRecord
 	if err := json.Unmarshal(rec.Data, &s); err != nil {
 		m.log.Warn("unreadable sandbox settings ignored", "sandbox", id, "err", err)
-		s = Settings{}
+		s = storedRecord{}
 	}
-	return cachedRecord{s: s, version: rec.Version, read: read}
+	return cachedRecord{s: s.Settings, removed: s.Removed, version: rec.Version, read: read}
 }
 
 // pruneLinks drops the links that expired before now.
@@ -398,7 +355,9 @@ func AddLink(s *Settings, l Link) error {
 	for i := range worst.Links {
 		worst.Links[i].Revoked = worst.KeepUpUntil
 	}
-	if b, err := json.Marshal(worst); err != nil || len(b) > runtime.MaxRecord {
+	// And a live removal mark, which a change keeps (tombstone.go).
+	mark := &removalMark{ID: randomHex(), At: worst.KeepUpUntil}
+	if b, err := json.Marshal(storedRecord{Settings: worst, Removed: mark}); err != nil || len(b) > runtime.MaxRecord {
 		return fmt.Errorf("%w: the sandbox's record (%d bytes) is full", ErrTooManyLinks, runtime.MaxRecord)
 	}
 	s.Links = append(s.Links, l)

@@ -113,8 +113,13 @@ func settingsTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpls *atomic.Po
 	if err := b.Remove(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	if n := records(id); n != 0 {
-		t.Errorf("records left after remove: %d, want 0", n)
+	// The settings and links go; a removal mark stays for a while
+	// (tombstone.go).
+	if n := records(id); n != 1 {
+		t.Errorf("records left after remove: %d, want 1 (the removal mark)", n)
+	}
+	if s, err := a.LoadSettings(ctx, id); err != nil || s.Public != nil || !s.KeepUpUntil.IsZero() || len(s.Links) != 0 {
+		t.Errorf("settings after remove: %+v %v, want none", s, err)
 	}
 }
 

@@ -172,11 +172,27 @@ func extendLineage(nonce, parent string) string {
 	return strings.Join(out[:min(len(out), maxLineage)], ",")
 }
 
-// DeleteRecord removes every version of id's record.
-func (e *Runtime) DeleteRecord(ctx context.Context, id string, labels map[string]string) error {
+// DeleteRecord removes every version of id's record, unless one is newer
+// than prev (ErrConflict, nothing removed). A version created after the
+// list below is newer than every version listed and is never removed
+// here: its writer read prev or a later one, and its PutRecord removes
+// the older versions itself (a removal of a volume gone is no error with
+// force).
+func (e *Runtime) DeleteRecord(ctx context.Context, id, prev string, labels map[string]string) error {
 	vols, err := e.recordVolumes(ctx, labels, id)
 	if err != nil {
 		return err
+	}
+	if prev != "" {
+		n, err := strconv.Atoi(prev)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("record %s: bad version %q", id, prev)
+		}
+		for _, v := range vols {
+			if versionOf(v) > n {
+				return fmt.Errorf("record %s: %w", id, runtime.ErrConflict)
+			}
+		}
 	}
 	for _, v := range vols {
 		if err := e.cli.VolumeRemove(ctx, v.Name, true); err != nil {

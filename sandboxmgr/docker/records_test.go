@@ -27,7 +27,7 @@ func TestRecordLostUpdate(t *testing.T) {
 	defer cancel()
 	id, labels := dockertest.UniqueID("rec"), dockertest.ScopedLabels()
 	labels[runtime.LabelRecord] = id
-	t.Cleanup(func() { _ = e.DeleteRecord(context.Background(), id, labels) })
+	t.Cleanup(func() { _ = e.DeleteRecord(context.Background(), id, "", labels) })
 	if _, err := e.PutRecord(ctx, id, "", []byte("v1"), labels); err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +74,8 @@ func TestRecordNameOfAnotherScope(t *testing.T) {
 	theirs, ours := dockertest.ScopedLabels(), dockertest.ScopedLabels()
 	theirs[runtime.LabelInstance] = "other-scope"
 	t.Cleanup(func() {
-		_ = e.DeleteRecord(context.Background(), id, theirs)
-		_ = e.DeleteRecord(context.Background(), id, ours)
+		_ = e.DeleteRecord(context.Background(), id, "", theirs)
+		_ = e.DeleteRecord(context.Background(), id, "", ours)
 	})
 	if _, err := e.PutRecord(ctx, id, "", []byte("theirs"), theirs); err != nil {
 		t.Fatal(err)

@@ -86,8 +86,9 @@ func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, l
 	return got.ResourceVersion, nil
 }
 
-// DeleteRecord removes id's ConfigMap if it carries labels.
-func (e *Runtime) DeleteRecord(ctx context.Context, id string, labels map[string]string) error {
+// DeleteRecord removes id's ConfigMap if it carries labels and is still
+// at version prev (any version if prev is "").
+func (e *Runtime) DeleteRecord(ctx context.Context, id, prev string, labels map[string]string) error {
 	cms := e.cs.CoreV1().ConfigMaps(e.ns)
 	name := runtime.RecordName(id)
 	cm, err := cms.Get(ctx, name, metav1.GetOptions{})
@@ -100,9 +101,16 @@ func (e *Runtime) DeleteRecord(ctx context.Context, id string, labels map[string
 	if !hasLabels(cm.Labels, labels) {
 		return nil // another scope's: not ours to delete
 	}
-	err = cms.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}})
-	if apierrors.IsNotFound(err) {
+	pre := &metav1.Preconditions{UID: &cm.UID}
+	if prev != "" {
+		pre.ResourceVersion = &prev // the API server refuses it if a write came since
+	}
+	err = cms.Delete(ctx, name, metav1.DeleteOptions{Preconditions: pre})
+	switch {
+	case apierrors.IsNotFound(err):
 		return nil
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("record %s: %w", id, runtime.ErrConflict)
 	}
 	return kclassify("delete record "+name, err, nil)
 }

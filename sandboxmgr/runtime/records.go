@@ -6,9 +6,10 @@ import (
 )
 
 // Records keep one small record per sandbox (its settings and share
-// links) where every replica of a deployment and a restarted gateway see
-// it: the runtime, never a replica's memory (DESIGN.md "Many replicas, no
-// shared memory"). Docker keeps each version as a labelled volume
+// links, and a DELETE's removal mark: sandboxmgr/tombstone.go) where
+// every replica of a deployment and a restarted gateway see it: the
+// runtime, never a replica's memory (DESIGN.md "Many replicas, no shared
+// memory"). Docker keeps each version as a labelled volume
 // (sandboxmgr/docker/records.go), Kubernetes as a ConfigMap
 // (sandboxmgr/kube/records.go). A record is opaque bytes here, at most
 // MaxRecord of them.
@@ -21,9 +22,11 @@ type Records interface {
 	// returns the new version; ErrConflict if another writer came first,
 	// ErrRecordSize if data passes MaxRecord.
 	PutRecord(ctx context.Context, id, prev string, data []byte, labels map[string]string) (version string, err error)
-	// DeleteRecord removes every version of id's record carrying labels;
-	// nil if there is none.
-	DeleteRecord(ctx context.Context, id string, labels map[string]string) error
+	// DeleteRecord removes every version of id's record carrying labels
+	// if its current version is still prev ("": whatever it is); nil if
+	// there is none, ErrConflict if another writer came first (the record
+	// is then left as that writer made it).
+	DeleteRecord(ctx context.Context, id, prev string, labels map[string]string) error
 }
 
 // Record is one sandbox's record as stored.
