@@ -216,3 +216,12 @@ const serverBounded time.Duration = 0
 func sandboxPath(id, more string) string {
 	return "/admin/sandboxes/" + url.PathEscape(id) + more
 }
+
+// writeOr returns err, or writes the answer b as it came (--json).
+func writeOr(c *sandboxesCmd, b []byte, err error) error {
+	if err != nil {
+		return err
+	}
+	_, err = c.stdout.Write(b)
+	return err
+}

@@ -200,12 +200,3 @@ func sbxSet(c *sandboxesCmd) error {
 	fmt.Fprintln(c.stdout)
 	return nil
 }
-
-// writeOr returns err, or writes b (--json).
-func writeOr(c *sandboxesCmd, b []byte, err error) error {
-	if err != nil {
-		return err
-	}
-	_, err = c.stdout.Write(b)
-	return err
-}

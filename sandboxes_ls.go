@@ -42,12 +42,8 @@ func sbxList(c *sandboxesCmd) error {
 		return err
 	}
 	b, err := c.get("GET", "/admin/sandboxes"+c.listQuery(), nil, callTimeout)
-	if err != nil {
-		return err
-	}
-	if c.json {
-		_, err = c.stdout.Write(b)
-		return err
+	if err != nil || c.json {
+		return writeOr(c, b, err)
 	}
 	var rows []sandboxRow
 	var extra []lsExtra

@@ -27,12 +27,8 @@ func sbxUp(c *sandboxesCmd) error {
 		body = map[string]any{"template": c.template, "metadata": map[string]string(c.metadata), "env": map[string]string(c.env)}
 	}
 	b, err := c.get("PUT", sandboxPath(id, ""), body, serverBounded)
-	if err != nil {
-		return err
-	}
-	if c.json {
-		_, err = c.stdout.Write(b)
-		return err
+	if err != nil || c.json {
+		return writeOr(c, b, err)
 	}
 	var r struct {
 		Template string  `json:"template"`
@@ -70,12 +66,8 @@ func (c *sandboxesCmd) op(method, more, done string, timeout time.Duration) erro
 		return err
 	}
 	b, err := c.get(method, sandboxPath(c.args[0], more), nil, timeout)
-	if err != nil {
-		return err
-	}
-	if c.json {
-		_, err = c.stdout.Write(b)
-		return err
+	if err != nil || c.json {
+		return writeOr(c, b, err)
 	}
 	fmt.Fprintf(c.stdout, "sandbox %s %s\n", c.args[0], done)
 	return nil
@@ -92,12 +84,8 @@ func sbxLogs(c *sandboxesCmd) error {
 	q := "?tail=" + strconv.Itoa(c.tail)
 	if !c.follow {
 		b, err := c.get("GET", sandboxPath(id, "/logs"+q), nil, callTimeout)
-		if err != nil {
-			return err
-		}
-		if c.json {
-			_, err = c.stdout.Write(b)
-			return err
+		if err != nil || c.json {
+			return writeOr(c, b, err)
 		}
 		var r struct {
 			Lines []string `json:"lines"`

@@ -107,12 +107,8 @@ func sbxRequests(c *sandboxesCmd) error {
 		path += "?n=" + strconv.Itoa(c.n)
 	}
 	b, err := c.get("GET", path, nil, callTimeout)
-	if err != nil {
-		return err
-	}
-	if c.json {
-		_, err = c.stdout.Write(b)
-		return err
+	if err != nil || c.json {
+		return writeOr(c, b, err)
 	}
 	var r struct {
 		Replica  string `json:"replica"`
