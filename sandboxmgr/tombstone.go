@@ -140,9 +140,14 @@ func (m *Manager) clearRecord(ctx context.Context, id string, check func(mark st
 // whose removal mark is younger than markLife. recorded
 // was listed before alive, so a record written for a sandbox made since
 // is not in it; a record written since it was listed is not deleted
-// either (the deletion is conditional on the version listed).
+// either (the deletion is conditional on the version listed). It stops
+// at ctx's end (the re-check's deadline) and leaves the rest to the next
+// re-check: orphans can be many (a DELETE of any id leaves a mark).
 func (m *Manager) dropOrphanRecords(ctx context.Context, recorded map[string]cachedRecord, alive map[string]ctrInfo) {
 	for id, cr := range recorded {
+		if ctx.Err() != nil {
+			return
+		}
 		if _, ok := alive[id]; ok || m.liveMark(cr.removed) != nil {
 			continue
 		}
