@@ -99,6 +99,9 @@ func mint(args []string, stdout, stderr io.Writer) error {
 		return usageError("token mint: --ttl must be a positive duration such as 15m")
 	}
 	cfg, key, devKey, err := mintKey(cfgPath, *kid)
+	if err != nil && fromConfigEnv(fs, cfgPath) {
+		return configEnvError(cfgPath, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -196,7 +199,11 @@ func caExport(args []string, stdout, stderr io.Writer) error {
 	cfg := config.Default()
 	if cfgPath != "" {
 		var err error
-		if cfg, err = config.Load(cfgPath); err != nil {
+		cfg, err = config.Load(cfgPath)
+		if err != nil && fromConfigEnv(fs, cfgPath) {
+			return configEnvError(cfgPath, err)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -251,6 +258,20 @@ const configEnv = "PREVIEWGATE_CONFIG"
 // for.
 func configFlag(fs *flag.FlagSet, p *string, usage, none string) {
 	fs.StringVar(p, "config", os.Getenv(configEnv), usage+" (default $"+configEnv+"; none, or --config '': "+none+")")
+}
+
+// fromConfigEnv says whether $PREVIEWGATE_CONFIG chose path: fs's
+// --config was not given, and the variable names a file.
+func fromConfigEnv(fs *flag.FlagSet, path string) bool {
+	return path != "" && !isSet(fs, "config")
+}
+
+// configEnvError wraps err, a failure to read the config file at path
+// that $PREVIEWGATE_CONFIG chose, with where the path came from: the
+// command line named no file, and a shell or an image may set the
+// variable.
+func configEnvError(path string, err error) error {
+	return fmt.Errorf("%w\n($%s names %s; --config FILE reads another file, --config '' none)", err, configEnv, path)
 }
 
 // isSet says whether the command line gave fs's flag name.

@@ -88,3 +88,30 @@ templates:
 		t.Errorf("serve --config '': config %q (%v), want none (the development default)", f.config, err)
 	}
 }
+
+// TestConfigFromEnvironmentUnreadable: a file $PREVIEWGATE_CONFIG names
+// that cannot be read fails serve, token mint and ca export with an error
+// that says the variable named it, and how to do without it. serve used
+// to start the development default whatever the variable said; since it
+// reads the variable, a shell or image that sets it (to a file not there)
+// made `serve` fail on a file the command line never named.
+func TestConfigFromEnvironmentUnreadable(t *testing.T) {
+	t.Chdir(t.TempDir())
+	missing := filepath.Join(t.TempDir(), "absent.yaml")
+	t.Setenv(configEnv, missing)
+	for _, args := range [][]string{
+		{"serve"},
+		{"token", "mint", "--sandbox", "abc"},
+		{"ca", "export"},
+	} {
+		code, _, errs := cli(args...)
+		if code == 0 || !strings.Contains(errs, "$"+configEnv+" names "+missing) || !strings.Contains(errs, "--config ''") {
+			t.Errorf("%s with $%s naming a missing file: exit %d, stderr %q; want a failure naming $%s and --config ''",
+				strings.Join(args, " "), configEnv, code, errs, configEnv)
+		}
+	}
+	// An explicit --config is the user's own word: no hint about the variable.
+	if code, _, errs := cli("serve", "--config", missing); code == 0 || strings.Contains(errs, configEnv) {
+		t.Errorf("serve --config MISSING: exit %d, stderr %q; want a failure that does not mention $%s", code, errs, configEnv)
+	}
+}

@@ -42,6 +42,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg, dev, err := loadServeConfig(f.config)
+	if err != nil && f.configFromEnv {
+		return configEnvError(f.config, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -113,6 +116,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 // over the development default and over a file, also on its reloads.
 type serveFlags struct {
 	config                     string // "" for the development default
+	configFromEnv              bool   // $PREVIEWGATE_CONFIG chose config, not --config
 	http, https, admin, domain string // "" keeps the config's
 	labels                     labelFlag
 }
@@ -149,6 +153,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (serveFlags, error
 	if err := parseFlags(fs, args); err != nil {
 		return f, err
 	}
+	f.configFromEnv = fromConfigEnv(fs, f.config)
 	if fs.NArg() > 0 {
 		return f, usageError(fmt.Sprintf("serve: unexpected argument %q (flags only; see serve --help)", fs.Arg(0)))
 	}
