@@ -42,9 +42,12 @@ type runner struct {
 	// first action, once marked (tombstone.go); made is the ID of the
 	// container it created or claimed, the one it removes if a DELETE on
 	// another replica came meanwhile.
-	mark   string
-	marked bool
-	made   string
+	// markErr: the record could not be read for the baseline; the wake
+	// then makes no container.
+	mark    string
+	marked  bool
+	markErr error
+	made    string
 }
 
 // run returns the running container. Every container acted on was
@@ -66,9 +69,7 @@ func (r *runner) run(ctx context.Context) (ctrInfo, error) {
 		if !r.marked {
 			// Before the first action, never on the hot path (a container
 			// found running): the mark a DELETE left (tombstone.go).
-			if rerr := r.readMark(ctx); rerr != nil {
-				return ctrInfo{}, rerr
-			}
+			r.readMark(ctx)
 		}
 		if !r.subjectChecked && r.subjectMax > 0 && r.subject != "" && !errors.Is(err, ErrForeignContainer) &&
 			(errors.Is(err, ErrNoContainer) || err == nil && slices.Contains([]string{statePaused, stateExited, stateCreated}, c.State)) {
@@ -179,6 +180,11 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 	}
 	if r.noCreate && !kept {
 		return true, fmt.Errorf("%w (creating it takes a token or the API)", ErrNoContainer)
+	}
+	if r.markErr != nil {
+		// Without a baseline it could not tell a DELETE on another
+		// replica that came meanwhile (tombstone.go).
+		return true, r.markErr
 	}
 	switch {
 	case kept:

@@ -257,18 +257,21 @@ func (m *Manager) putRecord(ctx context.Context, id, prev string, rec storedReco
 var errRemovedMeanwhile = fmt.Errorf("%w: removed while it was starting", ErrNoContainer)
 
 // readMark reads the removal mark the wake's baseline is (once, before
-// its first action).
-func (r *runner) readMark(ctx context.Context) error {
+// its first action). If the record cannot be read, the wake goes on
+// without one (markErr): a start or an unpause of the container there
+// needs none, since a DELETE's lookup finds that container; absent makes
+// no container without one.
+func (r *runner) readMark(ctx context.Context) {
 	r.marked = true
 	if r.m.caps.Records == nil {
-		return nil
+		return
 	}
 	cr, err := r.m.loadRecord(ctx, r.id)
 	if err != nil {
-		return fmt.Errorf("read the record of %s: %w", r.id, err)
+		r.markErr = fmt.Errorf("read the record of %s: %w", r.id, err)
+		return
 	}
 	r.mark = markOf(cr)
-	return nil
 }
 
 // newMark reports whether mark (read since readMark) is a DELETE's that
@@ -279,14 +282,19 @@ func (r *runner) newMark(mark string) bool { return mark != "" && mark != r.mark
 // removedElsewhere fails the wake if the sandbox's record, read fresh,
 // carries a removal mark newer than the wake (a DELETE, on any replica),
 // removing the container the wake made. A wake that did not act (no
-// baseline read) never checks. If the record cannot be read, the wake
-// fails too, and removes what it made: a DELETE may have come.
+// baseline read), or had no baseline (it made nothing), never checks. If
+// the record cannot be read, a wake that made a container fails too, and
+// removes it: a DELETE may have come; one that made none goes on (a
+// DELETE's lookup finds the container it started).
 func (r *runner) removedElsewhere(ctx context.Context) error {
-	if !r.marked || r.m.caps.Records == nil {
+	if !r.marked || r.markErr != nil || r.m.caps.Records == nil {
 		return nil
 	}
 	cr, err := r.m.loadRecord(ctx, r.id)
-	if err == nil && !r.newMark(markOf(cr)) {
+	switch {
+	case err == nil && !r.newMark(markOf(cr)):
+		return nil
+	case err != nil && r.made == "":
 		return nil
 	}
 	r.removeMade(ctx)

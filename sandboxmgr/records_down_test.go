@@ -1,0 +1,49 @@
+package sandboxmgr_test
+
+import (
+	"testing"
+
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/sandboxmgr"
+)
+
+// While the runtime's records fail (Docker volumes refused, the rest of
+// the engine answering), what needs no record goes on working as it did
+// before removal marks existed (tombstone.go); what needs one fails.
+// recordsDownEnv is a manager reaching the engine through a proxy that
+// can refuse volumes, and sandbox id made through it, stopped.
+func recordsDownEnv(t *testing.T) (*env, *dockertest.EventsProxy, *sandboxmgr.Manager, *config.Template, string) {
+	e := newEnv(t)
+	tpl := testTemplate(t, nil)
+	e.cfg.Templates = func(string) *config.Template { return tpl }
+	proxy := dockertest.NewEventsProxy(t)
+	e.cfg.Host = proxy.Host
+	removeScoped(t, e, e.cfg.Labels) // registered first: runs after the manager closes
+	m := e.manager(t)
+	id := newID()
+	if _, err := m.Ensure(t.Context(), id, tpl); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Stop(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	return e, proxy, m, tpl, id
+}
+
+// TestDockerWakeWhileRecordsFail: a wake that starts the stopped
+// container makes none, so it needs no removal mark (a DELETE's lookup
+// finds what it started): it works while records fail. It used to fail
+// reading the record first. A create still fails: without the record it
+// could not tell a DELETE on another replica.
+func TestDockerWakeWhileRecordsFail(t *testing.T) {
+	t.Parallel()
+	_, proxy, m, tpl, id := recordsDownEnv(t)
+	proxy.RefuseVolumes(true)
+	if _, err := m.Ensure(t.Context(), id, tpl); err != nil {
+		t.Errorf("wake of a stopped sandbox while records fail: %v, want it running", err)
+	}
+	if _, err := m.Ensure(t.Context(), newID(), tpl); err == nil {
+		t.Error("create of a new sandbox while records fail: got nil, want an error")
+	}
+}
