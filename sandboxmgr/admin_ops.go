@@ -171,7 +171,11 @@ func (m *Manager) remove(ctx context.Context, id string, stopWakes bool) error {
 		// after this write (and stops), or did so before it, when its
 		// container existed already, for the lookup below to find.
 		if err := m.markRemoved(ctx, id); err != nil {
-			return err
+			// The runtime's records fail: what is there goes all the
+			// same (as before removal marks existed); only a start on
+			// another replica that is still making its container may
+			// outlive this removal.
+			m.log.WarnContext(ctx, "removal mark not written: a start of the sandbox begun on another replica may outlive this removal", "sandbox", id, "err", err)
 		}
 	}
 	c, err := m.ownedByID(ctx, id)

@@ -47,3 +47,20 @@ func TestDockerWakeWhileRecordsFail(t *testing.T) {
 		t.Error("create of a new sandbox while records fail: got nil, want an error")
 	}
 }
+
+// TestDockerRemoveWhileRecordsFail: a DELETE removes the container it
+// finds while records fail (its removal mark cannot be written, which the
+// log says). It used to fail on the mark and leave the sandbox running:
+// no sandbox could be removed through the API while, say, the disk
+// holding the engine's volumes was full.
+func TestDockerRemoveWhileRecordsFail(t *testing.T) {
+	t.Parallel()
+	e, proxy, m, _, id := recordsDownEnv(t)
+	proxy.RefuseVolumes(true)
+	if err := m.Remove(t.Context(), id); err != nil {
+		t.Errorf("DELETE while records fail: %v, want nil", err)
+	}
+	if n := len(e.containers(t, id)); n != 0 {
+		t.Errorf("after the DELETE: %d containers of %s, want none", n, id)
+	}
+}
