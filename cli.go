@@ -122,7 +122,7 @@ func mint(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case devKey != "":
 		fmt.Fprintf(stderr, "token mint: signed with the development key in %s\n", devKey)
-	case cfgPath != "" && !isSet(fs, "config"):
+	case fromConfigEnv(fs, cfgPath):
 		// Which file signed is not on the command line: say it.
 		fmt.Fprintf(stderr, "token mint: signed with key %s of %s ($%s)\n", key.KID, cfgPath, configEnv)
 	}
