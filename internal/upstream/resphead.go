@@ -8,8 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httputil"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/previewgate/previewgate/internal/wire"
@@ -190,36 +188,6 @@ func readLongHead(br *bufio.Reader) ([]byte, error) {
 	}
 }
 
-// peekSection returns the buffered bytes of br up to and including the
-// first blank line (a response head or a trailer section) without
-// consuming them. Lines end in LF, optionally preceded by CR.
-func peekSection(br *bufio.Reader) ([]byte, error) {
-	scanned, want := 0, 1
-	for {
-		buf, err := br.Peek(max(want, br.Buffered()))
-		for {
-			i := bytes.IndexByte(buf[scanned:], '\n')
-			if i < 0 {
-				break
-			}
-			line := buf[scanned : scanned+i]
-			scanned += i + 1
-			if len(line) == 0 || len(line) == 1 && line[0] == '\r' {
-				return buf[:scanned], nil
-			}
-		}
-		switch {
-		case errors.Is(err, bufio.ErrBufferFull) || len(buf) >= br.Size():
-			return nil, errBufferFull
-		case err == io.EOF:
-			return nil, io.ErrUnexpectedEOF
-		case err != nil:
-			return nil, err
-		}
-		want = len(buf) + 1
-	}
-}
-
 // parseHead parses a head ending in a blank line, as returned by
 // peekSection, and frames the body (readTransfer in net/http).
 func (resp *Response) parseHead(head []byte, isHead bool) error {
@@ -263,144 +231,6 @@ func (resp *Response) parseHead(head []byte, isHead bool) error {
 	return resp.frame(status, chunked, cl, isHead)
 }
 
-// shouldClose: HTTP/1.1 drops "Connection: close" from the header (and
-// closes); HTTP/1.0 keeps the connection only when asked to.
-func shouldClose(h http.Header, major, minor int) bool {
-	conn := h["Connection"]
-	hasClose := wire.ContainsToken(conn, "close")
-	switch {
-	case major < 1:
-		return true
-	case major == 1 && minor == 0:
-		return hasClose || !wire.ContainsToken(conn, "keep-alive")
-	case hasClose:
-		delete(h, "Connection")
-		return true
-	}
-	return false
-}
-
-// transferEncoding removes Transfer-Encoding from h and reports chunked
-// coding. Only a single "chunked" coding is supported, and on HTTP/1.0 the
-// header is ignored (net/http issue 12785).
-func transferEncoding(h http.Header, major, minor int) (chunked bool, err error) {
-	te, ok := h["Transfer-Encoding"]
-	if !ok {
-		return false, nil
-	}
-	delete(h, "Transfer-Encoding")
-	if major < 1 || major == 1 && minor < 1 {
-		return false, nil
-	}
-	if len(te) != 1 {
-		return false, fmt.Errorf("too many transfer encodings: %q", te)
-	}
-	if !wire.EqualFold(te[0], "chunked") {
-		return false, fmt.Errorf("unsupported transfer encoding: %q", te[0])
-	}
-	return true, nil
-}
-
-// contentLength is fixLength's check: Content-Length values must agree and
-// be valid, whatever the status; duplicates of one value collapse into
-// one. -1 when there is none.
-func contentLength(h http.Header) (int64, error) {
-	cls := h["Content-Length"]
-	if len(cls) == 0 {
-		return -1, nil
-	}
-	for _, v := range cls[1:] {
-		if v != cls[0] {
-			return 0, fmt.Errorf("multiple Content-Length headers: %q", cls)
-		}
-	}
-	if len(cls) > 1 {
-		h["Content-Length"] = cls[:1:1]
-	}
-	if cls[0] == "" {
-		return 0, errors.New("empty Content-Length")
-	}
-	n, err := strconv.ParseUint(cls[0], 10, 63)
-	if err != nil {
-		return 0, fmt.Errorf("bad Content-Length %q", cls[0])
-	}
-	return int64(n), nil
-}
-
-// frame sets the body's kind and length from the status, the coding and
-// the declared length (readTransfer's realLength), and the declared
-// trailers (fixTrailer).
-func (resp *Response) frame(status int, chunked bool, cl int64, isHead bool) error {
-	h := resp.Header
-	bodyAllowed := status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
-	var length int64
-	switch {
-	case isHead || !bodyAllowed:
-		length = 0
-	case chunked:
-		delete(h, "Content-Length")
-		length = -1
-	default:
-		length = cl
-	}
-	resp.ContentLength = length
-	if isHead {
-		resp.ContentLength = cl
-	}
-	// Declared trailers count only with chunked coding.
-	if vv, ok := h["Trailer"]; ok && chunked {
-		delete(h, "Trailer")
-		if err := resp.declareTrailers(vv); err != nil {
-			return err
-		}
-	}
-	switch {
-	case chunked && (isHead || !bodyAllowed):
-		resp.Body.kind = bodyNone
-	case chunked:
-		resp.Body.kind = bodyChunked
-	case length == 0:
-		resp.Body.kind = bodyNone
-	case length > 0:
-		resp.Body.kind, resp.Body.n = bodyLength, length
-	default:
-		// Neither length nor chunks: the body runs to EOF (RFC 9112 6.3).
-		resp.Body.kind = bodyEOF
-		resp.Close = true
-	}
-	// A 101 hands the connection to another protocol: never reuse it.
-	if status == http.StatusSwitchingProtocols {
-		resp.Close = true
-	}
-	return nil
-}
-
-// declareTrailers records the trailer keys vv declares (as net/http's
-// fixTrailer: hop-by-hop and framing fields are refused).
-func (resp *Response) declareTrailers(vv []string) error {
-	t := make(http.Header)
-	for _, v := range vv {
-		for f := range strings.SplitSeq(v, ",") {
-			f = wire.TrimOWS(f)
-			if f == "" {
-				continue
-			}
-			k := http.CanonicalHeaderKey(f)
-			switch k {
-			case "Transfer-Encoding", "Trailer", "Content-Length":
-				return fmt.Errorf("bad trailer key %q", k)
-			}
-			t[k] = nil
-		}
-	}
-	if len(t) > 0 {
-		resp.Trailer = t
-	}
-	return nil
-}
-
-var nlBytes = []byte{'\n'}
-
 // parseStatusLine parses "HTTP/x.y ddd reason" as ReadResponse does, but
 // only takes three digits from 100 up as a status code.
 func parseStatusLine(line []byte) (major, minor, status int, err error) {
@@ -439,67 +269,4 @@ func trimCR(line []byte) []byte {
 		return line[:len(line)-1]
 	}
 	return line
-}
-
-// parseFields adds the field lines of sec (the given number of lines
-// ending in a blank line, as peekSection returns) to h under canonical
-// keys, with textproto's rules: a name is a non-empty token, a value has
-// no control bytes but HTAB and loses surrounding blanks. Keys and values
-// are substrings of one string copy of sec, and values sit in one backing
-// array, contiguous per key where the lines were.
-func parseFields(sec []byte, lines int, h http.Header) error {
-	if lines <= 0 {
-		return nil
-	}
-	s := string(sec)
-	vals := make([]string, lines)
-	for idx := 0; ; idx++ {
-		nl := strings.IndexByte(s, '\n')
-		if nl < 0 {
-			return errors.New("unterminated header section")
-		}
-		line := s[:nl]
-		s = s[nl+1:]
-		if len(line) > 0 && line[len(line)-1] == '\r' {
-			line = line[:len(line)-1]
-		}
-		if line == "" {
-			return nil
-		}
-		if idx >= lines {
-			return errors.New("unterminated header section")
-		}
-		if line[0] == ' ' || line[0] == '\t' {
-			if idx == 0 {
-				return fmt.Errorf("malformed header initial line %q", line)
-			}
-			return fmt.Errorf("%w: %q", errObsFold, line)
-		}
-		colon := strings.IndexByte(line, ':')
-		if colon <= 0 {
-			return fmt.Errorf("malformed header line %q", line)
-		}
-		key, err := wire.CanonicalKey(line[:colon])
-		if err != nil {
-			return err
-		}
-		v := line[colon+1:]
-		for j := 0; j < len(v); j++ {
-			if c := v[j]; c < ' ' && c != '\t' || c == 0x7f {
-				return fmt.Errorf("malformed header line %q", line)
-			}
-		}
-		v = wire.TrimOWS(v)
-
-		vals[idx] = v
-		switch vv, ok := h[key]; {
-		case !ok:
-			h[key] = vals[idx : idx+1 : idx+1]
-		case idx > 0 && len(vv) > 0 && &vv[len(vv)-1] == &vals[idx-1]:
-			// Repeated on consecutive lines (Set-Cookie): extend in place.
-			h[key] = vals[idx-len(vv) : idx+1 : idx+1]
-		default:
-			h[key] = append(vv, v)
-		}
-	}
 }
