@@ -3,25 +3,17 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
-	"time"
 
-	"github.com/previewgate/previewgate/admin"
 	"github.com/previewgate/previewgate/certs"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/gateway"
-	"github.com/previewgate/previewgate/internal/h1server"
 	"github.com/previewgate/previewgate/metrics"
 	"github.com/previewgate/previewgate/sandboxmgr"
 	"github.com/previewgate/previewgate/traffic"
@@ -110,91 +102,6 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 	a.drain()
 	return nil
-}
-
-// serveFlags are serve's command line. The listener and domain flags win
-// over the development default and over a file, also on its reloads.
-type serveFlags struct {
-	config                     string // "" for the development default
-	configFromEnv              bool   // $PREVIEWGATE_CONFIG chose config, not --config
-	http, https, admin, domain string // "" keeps the config's
-	labels                     labelFlag
-}
-
-// adminEnv, when set, moves the admin listener for serve and tells
-// healthcheck where it is: in a container the health check runs as a
-// separate process that cannot see serve's flags.
-const adminEnv = "PREVIEWGATE_ADMIN_ADDR"
-
-// envAdminAddr returns $PREVIEWGATE_ADMIN_ADDR, "" if unset. A value that
-// is no listen address is an error that does not repeat it: a token pasted
-// into the wrong variable must not end up in a log.
-func envAdminAddr() (string, error) {
-	v := os.Getenv(adminEnv)
-	if v == "" {
-		return "", nil
-	}
-	if err := config.CheckAddr(v); err != nil {
-		return "", fmt.Errorf("$%s is not a listen address such as 127.0.0.1:9090 (its value is not shown)", adminEnv)
-	}
-	return v, nil
-}
-
-// parseServeFlags parses and checks serve's flags.
-func parseServeFlags(args []string, stdout, stderr io.Writer) (serveFlags, error) {
-	fs := newFlagSet("serve", "serve [flags]   (no --config nor $"+configEnv+": the embedded development default)", args, stdout, stderr)
-	f := serveFlags{labels: labelFlag{}}
-	configFlag(fs, &f.config, "config `file`", "the embedded development setup")
-	fs.StringVar(&f.http, "http", "", "preview listener `address` (listen.http; development default "+config.DevListenHTTP+")")
-	fs.StringVar(&f.https, "https", "", "HTTPS preview listener `address` (listen.https; used when tls.mode is not off)")
-	fs.StringVar(&f.admin, "admin", "", "admin listener `address` (listen.admin; default $"+adminEnv+", which healthcheck reads too; development default "+config.DevListenAdmin+")")
-	fs.StringVar(&f.domain, "domain", "", "serve sandbox-<id>.`NAME` (replaces the config's domains; development default "+config.DevDomain+")")
-	fs.Var(f.labels, "label", "extra `key=value` label on every container, network and image this gateway creates (repeatable); it then also only adopts containers carrying them; the development default adds previewgate.instance=<id kept in its data dir>")
-	if err := parseFlags(fs, args); err != nil {
-		return f, err
-	}
-	f.configFromEnv = fromConfigEnv(fs, f.config)
-	if fs.NArg() > 0 {
-		return f, usageError(fmt.Sprintf("serve: unexpected argument %q (flags only; see serve --help)", fs.Arg(0)))
-	}
-	if f.admin == "" {
-		addr, err := envAdminAddr()
-		if err != nil {
-			return f, usageError("serve: " + err.Error())
-		}
-		f.admin = addr
-	}
-	for _, a := range []struct{ name, v string }{{"http", f.http}, {"https", f.https}, {"admin", f.admin}} {
-		if a.v == "" {
-			continue
-		}
-		if err := config.CheckAddr(a.v); err != nil {
-			return f, usageError(fmt.Sprintf("serve --%s: %v", a.name, err))
-		}
-	}
-	if f.domain != "" {
-		d, ok := config.NormalizeHost(f.domain)
-		if !ok || !config.ValidDomain(d) {
-			return f, usageError(fmt.Sprintf("serve --domain %q: want a DNS name such as preview.example.com", f.domain))
-		}
-		f.domain = d
-	}
-	return f, nil
-}
-
-// apply puts the flags' settings into c.
-func (f serveFlags) apply(c *config.Config) {
-	for _, s := range []struct {
-		v string
-		p *string
-	}{{f.http, &c.Listen.HTTP}, {f.https, &c.Listen.HTTPS}, {f.admin, &c.Listen.Admin}} {
-		if s.v != "" {
-			*s.p = s.v
-		}
-	}
-	if f.domain != "" {
-		c.Domains = config.StringList{f.domain}
-	}
 }
 
 // loadServeConfig loads path, or with no path makes the development
@@ -384,103 +291,4 @@ func (a *app) prepare(c *config.Config) (commit, drop func(), err error) {
 		// does, in the background.
 		a.queueImages(c)
 	}, drop, nil
-}
-
-// listenAll opens the admin listener, then the preview listeners: https
-// and http (ACME challenges and the redirect) with TLS, else http alone.
-func (a *app) listenAll() error {
-	cfg := a.cfg
-	// The preview listeners share one connection cap; the admin listener
-	// has none, and the cap leaves descriptors for it.
-	previewConns := h1server.NewConnLimiter(gateway.ConnCaps(cfg.Limits))
-	a.log.Info("connection caps", "max_connections", previewConns.Max(), "connections_per_ip", cfg.Limits.ConnectionsPerIP)
-	adm := admin.New(admin.Options{Config: a.store.Load, Replace: a.replace, Sandboxes: a.mgr, Announce: a.gw.Announce,
-		Ready: func(context.Context) error { return a.certs.Ready() }, Metrics: a.metrics.Handler(),
-		Traffic: a.traffic, Log: a.log.With("component", "admin"), PreviewURL: func(id string) string { return previewBase(a.store.Load(), id) }})
-	if err := a.listen("admin", cfg.Listen.Admin, adm, nil, nil); err != nil {
-		return err
-	}
-	if err := a.listenMetrics(); err != nil {
-		return err
-	}
-	if cfg.TLS.Mode == config.TLSOff {
-		return a.listen("http", cfg.Listen.HTTP, a.gw, nil, previewConns)
-	}
-	if err := a.listen("https", cfg.Listen.HTTPS, a.gw, a.certs.TLSConfig(), previewConns); err != nil {
-		return err
-	}
-	return a.listen("http", cfg.Listen.HTTP, a.certs.HTTPHandler(a.gw), nil, previewConns)
-}
-
-// listenMetrics opens listen.metrics when set: GET /metrics alone, without
-// the admin token, for scrapers that cannot send one; everything else 404.
-func (a *app) listenMetrics() error {
-	addr := a.cfg.Listen.Metrics
-	if addr == "" {
-		return nil
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", a.metrics.Handler())
-	return a.listen("metrics", addr, mux, nil, nil)
-}
-
-// listen serves h on addr until drain; a listener that fails reports to
-// a.errc. conns caps its connections (nil: no cap).
-func (a *app) listen(name, addr string, h http.Handler, tc *tls.Config, conns *h1server.ConnLimiter) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen %s %s: %w", name, addr, err)
-	}
-	// The preview listeners are the gateway's (its lean hook); the admin
-	// and metrics listeners are the engine's alone, with the same limits.
-	var srv *h1server.Server
-	if conns != nil {
-		srv = gateway.NewServer(a.cfg, h, a.log)
-	} else {
-		srv = h1server.New(gateway.ServerOptions(a.cfg.Limits), h, a.log)
-	}
-	srv.TLSConfig = tc
-	srv.Conns = conns
-	a.servers = append(a.servers, srv)
-	go func() {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			a.errc <- fmt.Errorf("%s listener: %w", name, err)
-		}
-	}()
-	a.log.Info("listening", "listener", name, "addr", ln.Addr().String())
-	return nil
-}
-
-// drain lets in-flight requests finish for up to shutdownGrace.
-func (a *app) drain() {
-	a.log.Info("shutting down: draining requests", "grace", shutdownGrace)
-	shutCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	// Upgraded connections are not waited for by Shutdown: the gateway closes
-	// them with 1001 while the servers finish in-flight requests.
-	go a.gw.Close()
-	var wg sync.WaitGroup
-	for _, srv := range a.servers {
-		wg.Go(func() { srv.Shutdown(shutCtx) })
-	}
-	wg.Wait()
-	a.gw.Close()
-	a.log.Info("stopped; containers keep running")
-}
-
-// shutdownGrace bounds how long in-flight requests may finish on SIGTERM.
-const shutdownGrace = 25 * time.Second
-
-// labelFlag collects repeated --label key=value flags.
-type labelFlag map[string]string
-
-func (l labelFlag) String() string { return fmt.Sprint(map[string]string(l)) }
-
-func (l labelFlag) Set(v string) error {
-	k, val, ok := strings.Cut(v, "=")
-	if !ok || k == "" {
-		return fmt.Errorf("label %q: want key=value", v)
-	}
-	l[k] = val
-	return nil
 }
