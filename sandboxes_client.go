@@ -212,10 +212,11 @@ const callTimeout = 2 * time.Minute
 
 // serverBounded is the timeout of the calls that wait for a sandbox to be
 // ready (up, resume): none on the client. The API bounds that wait itself
-// (PUT: the template's ready timeout plus 30 s, which only the server
-// knows; resume: 5 min) and then answers 504 not_ready, which says what
-// happened; a client giving up first (2 min for resume) made a slow start
-// look like a client failure. logs -f streams until the output ends.
+// (the template's ready timeout plus 30 s, which only the server knows;
+// for resume the sandbox's own template's) and then answers 504
+// not_ready, which says what happened; a client giving up first (2 min
+// for resume) made a slow start look like a client failure. logs -f
+// streams until the output ends.
 const serverBounded time.Duration = 0
 
 // sandboxPath is /admin/sandboxes/ID plus more.
