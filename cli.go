@@ -25,17 +25,20 @@ import (
 // The small subcommands: config validate, token mint, ca export, healthcheck.
 
 // validate checks one file: its errors on stderr (FILE:LINE:COL: message,
-// one a line) and the error configInvalid, or "FILE: ok" on stdout.
+// one a line) and the error errReported, or "FILE: ok" on stdout. The
+// file is its argument, else --config, else $PREVIEWGATE_CONFIG, as every
+// command that reads the file finds it; none is a usage error.
 func validate(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("config validate", "config validate FILE   (exit 0 if valid; else FILE:LINE:COL: message and exit 1)", args, stdout, stderr)
+	fs := newFlagSet("config validate", validateSynopsis, args, stdout, stderr)
+	var cfgPath string
+	configFlag(fs, &cfgPath, "config `file` to check when no FILE is given", "give FILE")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return errFlags
+	path, err := validatePath(fs, cfgPath)
+	if err != nil {
+		return err
 	}
-	path := fs.Arg(0)
 	cfg, err := config.Load(path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -44,6 +47,31 @@ func validate(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintln(stdout, path+": ok")
 	checkImages(cfg, path, stderr)
 	return nil
+}
+
+const validateSynopsis = "config validate [FILE]   (FILE, else --config, else $" + configEnv + "; exit 0 if valid; else FILE:LINE:COL: message and exit 1)"
+
+// validatePath is the file config validate checks: fs's one argument,
+// else cfgPath (--config, default $PREVIEWGATE_CONFIG). More than one
+// argument, an argument beside a different --config, or no file at all is
+// a usage error (exit 2).
+func validatePath(fs *flag.FlagSet, cfgPath string) (string, error) {
+	switch {
+	case fs.NArg() > 1:
+		fs.Usage()
+		return "", errFlags
+	case fs.NArg() == 1 && isSet(fs, "config") && cfgPath != fs.Arg(0):
+		// Checking one and ignoring the other would say "ok" of a file
+		// the user did not mean.
+		return "", usageError(fmt.Sprintf("config validate: FILE %s and --config %s name different files: give one", fs.Arg(0), cfgPath))
+	case fs.NArg() == 1:
+		return fs.Arg(0), nil
+	case cfgPath == "":
+		fmt.Fprintf(fs.Output(), "config validate: no file to check: give FILE, --config FILE or $%s\n", configEnv)
+		fs.Usage()
+		return "", errFlags
+	}
+	return cfgPath, nil
 }
 
 // imagesToCheck lists the templates whose image must already be on the
@@ -246,8 +274,9 @@ func healthcheck(args []string, stdout, stderr io.Writer) error {
 }
 
 // configEnv names the config file when --config is not given (the image
-// sets it). Every command that reads the file (serve, token mint, ca
-// export, healthcheck, sandboxes) finds it with configFlag, so in one
+// sets it). Every command that reads the file (serve, config validate
+// without FILE, token mint, ca export, healthcheck, sandboxes) finds it
+// with configFlag, so in one
 // environment they all read the same file: token mint signing with
 // another key than serve verifies with was a token answered 401.
 const configEnv = "PREVIEWGATE_CONFIG"

@@ -115,3 +115,56 @@ func TestConfigFromEnvironmentUnreadable(t *testing.T) {
 		t.Errorf("serve --config MISSING: exit %d, stderr %q; want a failure that does not mention $%s", code, errs, configEnv)
 	}
 }
+
+// TestConfigValidateFindsItsFile: config validate checks its FILE
+// argument, else --config, else $PREVIEWGATE_CONFIG, as every other
+// command finds the file; no file is a usage error (exit 2), and FILE
+// beside a different --config too. It required FILE whatever
+// $PREVIEWGATE_CONFIG said.
+func TestConfigValidateFindsItsFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(good, []byte(`domain: preview.localhost
+auth:
+  keys: [{kid: k1, alg: HS256, secret: "0123456789abcdef0123456789abcdef"}]
+templates:
+  app: {image: app:1}
+`), 0o600)
+	os.WriteFile(bad, []byte(`domain: preview.localhost
+auth:
+  keys: [{kid: k1, alg: HS256, secret: "0123456789abcdef0123456789abcdef"}]
+templates:
+  app: {image: app:1, idle_timeout: soon}
+`), 0o600)
+	badErr := bad + ":5:"
+	for _, tc := range []struct {
+		name string
+		env  string
+		args []string
+		code int
+		out  string // in stdout
+		errs string // in stderr
+	}{
+		{"from the environment", good, nil, 0, good + ": ok", ""},
+		{"from the environment, invalid", bad, nil, 1, "", badErr},
+		{"--config", "", []string{"--config", bad}, 1, "", badErr},
+		{"--config over the environment", good, []string{"--config", bad}, 1, "", badErr},
+		{"FILE over the environment", bad, []string{good}, 0, good + ": ok", ""},
+		{"FILE and the same --config", "", []string{"--config", good, good}, 0, good + ": ok", ""},
+		{"FILE and another --config", "", []string{"--config", bad, good}, 2, "", "name different files"},
+		{"none", "", nil, 2, "", "no file to check: give FILE, --config FILE or $" + configEnv},
+		{"--config '' over the environment", good, []string{"--config", ""}, 2, "", "no file to check"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(configEnv, tc.env)
+			code, out, errs := cli(append([]string{"config", "validate"}, tc.args...)...)
+			if code != tc.code || !strings.Contains(out, tc.out) || !strings.Contains(errs, tc.errs) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit %d, %q in stdout, %q in stderr", code, out, errs, tc.code, tc.out, tc.errs)
+			}
+			if tc.code == 1 && !strings.HasPrefix(errs, badErr) {
+				t.Errorf("stderr %q, want it to start FILE:LINE:COL: %q", errs, badErr)
+			}
+		})
+	}
+}

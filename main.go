@@ -40,7 +40,8 @@ usage:
                                           run the gateway (no --config nor $PREVIEWGATE_CONFIG:
                                           the development default)
   previewgate config init [FILE]          write a commented starter config (default previewgate.yaml)
-  previewgate config validate FILE        check a config file
+  previewgate config validate [FILE]      check a config file (no FILE: --config, else
+                                          $PREVIEWGATE_CONFIG)
   previewgate token mint --sandbox ID [--ttl 15m] [--template NAME] [--subject WHO]
                     [--kid KID] [--config FILE] [--url]
                                           print a signed access token and the preview URL
@@ -63,7 +64,8 @@ usage:
 const (
 	configUsage = `usage:
   previewgate config init [FILE]          write a commented starter config (default previewgate.yaml)
-  previewgate config validate FILE        check a config file
+  previewgate config validate [FILE]      check a config file (no FILE: --config, else
+                                          $PREVIEWGATE_CONFIG)
 `
 	tokenUsage = `usage:
   previewgate token mint --sandbox ID [flags]   print a signed access token ("token mint --help": flags)

@@ -3,8 +3,10 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/previewgate/previewgate/config"
 )
@@ -54,8 +56,11 @@ flags of every subcommand:
                   listen.admin of an explicit --config; else $` + adminEnv + `;
                   else listen.admin of $PREVIEWGATE_CONFIG; else ` + config.DevListenAdmin + `)
   --config FILE   config file whose listen.admin (and domain, for up) to use
-  --json          print the API's JSON as is, for scripts; an error the API
-                  answers too (its JSON error object; the message on stderr)
+  --json          print the API's JSON as is, for scripts; any failure as one
+                  JSON error object {"error", "code"}: the API's as sent, or the
+                  CLI's own (code usage, bad_sandbox_id, no_token, config,
+                  unreachable, timeout, bad_answer, follow_failed,
+                  stream_broken); the message on stderr, the same exit status
 
 "previewgate sandboxes SUBCOMMAND --help" shows a subcommand's flags.
 `
@@ -73,22 +78,33 @@ func sandboxesMain(args []string, stdout, stderr io.Writer) (ok bool, err error)
 		return true, sandboxesLink(args[1:], stdout, stderr) // sandboxes_links.go
 	}
 	if len(args) == 0 || sandboxesCmds[args[0]] == nil {
+		if wantsJSON(args) && !(len(args) == 1 && isHelp(args[0])) {
+			// run prints the group's usage on stderr and exits 2.
+			msg := "sandboxes: no subcommand (ls, up, show, stop, rm, logs, ...)"
+			if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+				msg = fmt.Sprintf("sandboxes: unknown subcommand %q", args[0])
+			}
+			_, err := stdout.Write(jsonError(usageError(msg)))
+			return false, err
+		}
 		return false, nil
 	}
 	c := &sandboxesCmd{name: args[0], stdout: stdout, stderr: stderr}
 	return true, c.parse(args[1:]).run(sandboxesCmds[args[0]])
 }
 
-// run runs the subcommand f. With --json an error the API answered also
-// goes to stdout, as its JSON error object: a script reading stdout gets
-// something to parse, and the message is on stderr as without --json.
+// run runs the subcommand f. With --json any failure also goes to
+// stdout as one JSON error object (sandboxes_errors.go): the API's as it
+// sent it, else the CLI's own in the same shape. A script reading stdout
+// gets something to parse; the message is on stderr and the exit status
+// as without --json.
 func (c *sandboxesCmd) run(f func(*sandboxesCmd) error) error {
 	err := f(c)
-	var ae *apiError
-	if c.json && errors.As(err, &ae) {
-		if _, werr := c.stdout.Write(ae.jsonBody()); werr != nil {
-			return errors.Join(err, werr)
-		}
+	if err == nil || !c.json || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	if _, werr := c.stdout.Write(jsonError(err)); werr != nil {
+		return errors.Join(err, werr)
 	}
 	return err
 }
@@ -134,7 +150,7 @@ func (c *sandboxesCmd) parse(args []string) *sandboxesCmd {
 	fs.StringVar(&c.token, "token", "", "API token: an api_tokens entry with scope sandboxes, or the admin token (default $"+tokenEnv+")")
 	fs.StringVar(&c.admin, "admin", "", "admin listener `URL` (default: listen.admin of an explicit --config; else $"+adminEnv+"; else listen.admin of $PREVIEWGATE_CONFIG; else "+config.DevListenAdmin+")")
 	configFlag(fs, &c.config, "config `file` whose listen.admin (and domain, for up) to use", "see --admin")
-	fs.BoolVar(&c.json, "json", false, "print the API's JSON as is (an error too: its JSON error object)")
+	fs.BoolVar(&c.json, "json", false, "print the API's JSON as is; any failure as one JSON error object {\"error\", \"code\"}")
 	switch c.name {
 	case "up":
 		fs.StringVar(&c.template, "template", "", "template to create the sandbox from (default: the config's default_template)")
@@ -156,8 +172,13 @@ func (c *sandboxesCmd) parse(args []string) *sandboxesCmd {
 	}
 	c.fs = fs
 	for {
-		if err := parseFlags(fs, args); err != nil {
+		if err := fs.Parse(args); err != nil {
 			c.parseErr = err
+			if !errors.Is(err, flag.ErrHelp) {
+				// The flag set printed err and the usage.
+				c.parseErr = reportedUsage{"sandboxes " + c.name + ": " + err.Error()}
+				c.json = c.json || wantsJSON(args)
+			}
 			return c
 		}
 		if fs.NArg() == 0 {

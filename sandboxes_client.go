@@ -28,22 +28,24 @@ func (c *sandboxesCmd) connect(want int) error {
 		return c.parseErr
 	}
 	if len(c.args) != want {
+		msg := fmt.Sprintf("sandboxes %s: want %d argument(s), got %d", c.name, want, len(c.args))
+		fmt.Fprintln(c.fs.Output(), msg)
 		c.fs.Usage()
-		return errFlags
+		return reportedUsage{msg}
 	}
 	if want == 1 && !config.ValidID(c.args[0]) {
-		return fmt.Errorf("sandboxes %s: malformed sandbox id %q (allowed: lowercase letters, digits, inner hyphens, 1-%d characters)", c.name, c.args[0], config.MaxIDLen)
+		return failed(codeBadID, fmt.Errorf("sandboxes %s: malformed sandbox id %q (allowed: lowercase letters, digits, inner hyphens, 1-%d characters)", c.name, c.args[0], config.MaxIDLen))
 	}
 	if c.token == "" {
 		c.token = os.Getenv(tokenEnv)
 	}
 	if c.token == "" {
-		return fmt.Errorf("sandboxes %s: no API token: pass --token or set $%s (an api_tokens entry with scope sandboxes, or the admin token)", c.name, tokenEnv)
+		return failed(codeNoToken, fmt.Errorf("sandboxes %s: no API token: pass --token or set $%s (an api_tokens entry with scope sandboxes, or the admin token)", c.name, tokenEnv))
 	}
 	if c.admin != "" {
 		base, err := adminBase(c.admin)
 		if err != nil {
-			return fmt.Errorf("sandboxes %s: --admin %q: %w", c.name, c.admin, err)
+			return failed(codeUsage, fmt.Errorf("sandboxes %s: --admin %q: %w", c.name, c.admin, err))
 		}
 		c.base = base
 		if c.config != "" {
@@ -53,7 +55,7 @@ func (c *sandboxesCmd) connect(want int) error {
 	} else {
 		addr, cfg, err := findAdmin(c.fs, c.config)
 		if err != nil {
-			return fmt.Errorf("sandboxes %s: %w", c.name, err)
+			return failed(codeConfig, fmt.Errorf("sandboxes %s: %w", c.name, err))
 		}
 		c.base, c.cfg = "http://"+dialAddr(addr), cfg
 	}
@@ -152,13 +154,17 @@ func (c *sandboxesCmd) call(ctx context.Context, method, path string, body any) 
 	if err != nil {
 		how := "--admin URL, $" + adminEnv + ", or --config FILE (its listen.admin)"
 		if errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("no gateway answers at %s (connection refused): is `%s serve` running there? Set the admin listener with %s", c.base, invokedAs(), how)
+			return nil, failed(codeUnreachable, fmt.Errorf("no gateway answers at %s (connection refused): is `%s serve` running there? Set the admin listener with %s", c.base, invokedAs(), how))
 		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, fmt.Errorf("admin API at %s: %w (set it with %s)", c.base, err, how)
+		code := codeUnreachable
+		if errorCode(err) == codeTimeout {
+			code = codeTimeout
+		}
+		return nil, failed(code, fmt.Errorf("admin API at %s: %w (set it with %s)", c.base, err, how))
 	}
 	if resp.StatusCode/100 == 2 {
 		return resp, nil
@@ -206,10 +212,11 @@ const callTimeout = 2 * time.Minute
 
 // serverBounded is the timeout of the calls that wait for a sandbox to be
 // ready (up, resume): none on the client. The API bounds that wait itself
-// (PUT: the template's ready timeout plus 30 s, which only the server
-// knows; resume: 5 min) and then answers 504 not_ready, which says what
-// happened; a client giving up first (2 min for resume) made a slow start
-// look like a client failure. logs -f streams until the output ends.
+// (the template's ready timeout plus 30 s, which only the server knows;
+// for resume the sandbox's own template's) and then answers 504
+// not_ready, which says what happened; a client giving up first (2 min
+// for resume) made a slow start look like a client failure. logs -f
+// streams until the output ends.
 const serverBounded time.Duration = 0
 
 // sandboxPath is /admin/sandboxes/ID plus more.

@@ -81,7 +81,7 @@ func sbxLinkNew(c *sandboxesCmd) error {
 	}
 	var l linkRow
 	if err := json.Unmarshal(b, &l); err != nil {
-		return fmt.Errorf("sandboxes link: unexpected answer: %w", err)
+		return failed(codeBadAnswer, fmt.Errorf("sandboxes link: unexpected answer: %w", err))
 	}
 	fmt.Fprintf(c.stdout, "link %s for port %d, path %s, expires %s (in %s)\n%s\n", l.ID, l.Port, l.Path,
 		l.Expires.Local().Format(time.RFC3339), time.Until(l.Expires).Round(time.Second), l.URL)
@@ -111,7 +111,7 @@ func sbxLinkList(c *sandboxesCmd) error {
 		Links []linkRow `json:"links"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
-		return fmt.Errorf("sandboxes link ls: unexpected answer: %w", err)
+		return failed(codeBadAnswer, fmt.Errorf("sandboxes link ls: unexpected answer: %w", err))
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "LINK\tPORT\tPATH\tCREATED\tEXPIRES\tSTATE")
@@ -156,7 +156,7 @@ func sbxSet(c *sandboxesCmd) error {
 	default:
 		v, err := strconv.ParseBool(c.ext.public)
 		if err != nil {
-			return fmt.Errorf("sandboxes set: --public %q: want true, false or default", c.ext.public)
+			return failed(codeUsage, fmt.Errorf("sandboxes set: --public %q: want true, false or default", c.ext.public))
 		}
 		body["public"] = v
 	}
@@ -171,7 +171,7 @@ func sbxSet(c *sandboxesCmd) error {
 		body["keep_up_until"] = c.ext.keepUpUntil // the API says what is wrong with it
 	}
 	if len(body) == 0 {
-		return fmt.Errorf("sandboxes set: nothing to set: give --public, --keep-up or --keep-up-until")
+		return failed(codeUsage, fmt.Errorf("sandboxes set: nothing to set: give --public, --keep-up or --keep-up-until"))
 	}
 	b, err := c.get("PATCH", sandboxPath(c.args[0], ""), body, callTimeout)
 	if err != nil || c.json {
@@ -184,7 +184,7 @@ func sbxSet(c *sandboxesCmd) error {
 		Note        string     `json:"note"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
-		return fmt.Errorf("sandboxes set: unexpected answer: %w", err)
+		return failed(codeBadAnswer, fmt.Errorf("sandboxes set: unexpected answer: %w", err))
 	}
 	if r.Note != "" {
 		fmt.Fprintln(c.stderr, "note: "+r.Note) // a keep-up that waits until it runs

@@ -48,10 +48,10 @@ func sbxList(c *sandboxesCmd) error {
 	var rows []sandboxRow
 	var extra []lsExtra
 	if err := json.Unmarshal(b, &rows); err != nil {
-		return fmt.Errorf("sandboxes ls: the answer is not a list of sandboxes: %w", err)
+		return failed(codeBadAnswer, fmt.Errorf("sandboxes ls: the answer is not a list of sandboxes: %w", err))
 	}
 	if err := json.Unmarshal(b, &extra); err != nil || len(extra) != len(rows) {
-		return fmt.Errorf("sandboxes ls: the answer is not a list of sandboxes: %w", err)
+		return failed(codeBadAnswer, fmt.Errorf("sandboxes ls: the answer is not a list of sandboxes: %w", err))
 	}
 	if len(rows) == 0 {
 		fmt.Fprintln(c.stdout, "no sandboxes")

@@ -38,7 +38,7 @@ func sbxUp(c *sandboxesCmd) error {
 		Created  *bool   `json:"created"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
-		return fmt.Errorf("sandboxes up: unexpected answer: %w", err)
+		return failed(codeBadAnswer, fmt.Errorf("sandboxes up: unexpected answer: %w", err))
 	}
 	fmt.Fprintf(c.stdout, "sandbox %s %s (template %s, took %s)\n", id, dash(r.State), dash(r.Template),
 		time.Duration(r.Took*float64(time.Second)).Round(time.Millisecond))
@@ -91,7 +91,7 @@ func sbxLogs(c *sandboxesCmd) error {
 			Lines []string `json:"lines"`
 		}
 		if err := json.Unmarshal(b, &r); err != nil {
-			return fmt.Errorf("sandboxes logs: unexpected answer: %w", err)
+			return failed(codeBadAnswer, fmt.Errorf("sandboxes logs: unexpected answer: %w", err))
 		}
 		for _, l := range r.Lines {
 			fmt.Fprintln(c.stdout, l)
@@ -141,7 +141,7 @@ func (c *sandboxesCmd) followStream(body io.Reader) error {
 			if json.Unmarshal([]byte(data), &msg) != nil {
 				msg = data
 			}
-			return fmt.Errorf("sandboxes logs: following stopped: %s", msg)
+			return failed(codeFollowFailed, fmt.Errorf("sandboxes logs: following stopped: %s", msg))
 		case "":
 			if data == "" {
 				break
@@ -152,16 +152,16 @@ func (c *sandboxesCmd) followStream(body io.Reader) error {
 			}
 			var l string
 			if err := json.Unmarshal([]byte(data), &l); err != nil {
-				return fmt.Errorf("sandboxes logs: unexpected event %.100q", data)
+				return failed(codeBadAnswer, fmt.Errorf("sandboxes logs: unexpected event %.100q", data))
 			}
 			fmt.Fprintln(c.stdout, l)
 		}
 		event, data = "", ""
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("sandboxes logs: the stream broke: %w", err)
+		return failed(codeStreamBroken, fmt.Errorf("sandboxes logs: the stream broke: %w", err))
 	}
-	return errors.New("sandboxes logs: the gateway ended the stream before the container stopped")
+	return failed(codeStreamBroken, errors.New("sandboxes logs: the gateway ended the stream before the container stopped"))
 }
 
 // ended says what became of the sandbox whose followed output ended. The

@@ -46,7 +46,7 @@ func sbxShow(c *sandboxesCmd) error {
 	)
 	for _, v := range []any{&row, &ls, &extra} {
 		if err := json.Unmarshal(b, v); err != nil {
-			return fmt.Errorf("sandboxes show: the answer is not a sandbox: %w", err)
+			return failed(codeBadAnswer, fmt.Errorf("sandboxes show: the answer is not a sandbox: %w", err))
 		}
 	}
 	now := time.Now()

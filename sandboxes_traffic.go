@@ -129,7 +129,7 @@ func sbxRequests(c *sandboxesCmd) error {
 		} `json:"counters"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
-		return fmt.Errorf("sandboxes requests: unexpected answer: %w", err)
+		return failed(codeBadAnswer, fmt.Errorf("sandboxes requests: unexpected answer: %w", err))
 	}
 	if r.Counters != nil {
 		fmt.Fprintf(c.stdout, "replica %s: %d requests, %d bytes in, %d bytes out\n", dash(r.Replica), r.Counters.Requests, r.Counters.BytesIn, r.Counters.BytesOut)

@@ -57,8 +57,12 @@ func (l *pipeListener) dial(ctx context.Context, _, _ string) (net.Conn, error) 
 }
 
 // slowSandboxes never gets a sandbox ready: a wake waits until the API
-// gives up on it.
+// gives up on it. Its sandboxes are of template app.
 type slowSandboxes struct{ admin.Sandboxes }
+
+func (slowSandboxes) Get(_ context.Context, id string) (sandboxmgr.Info, error) {
+	return sandboxmgr.Info{ID: id, Template: "app", State: "paused"}, nil
+}
 
 func (slowSandboxes) EnsureWith(ctx context.Context, _ string, _ *config.Template, _ sandboxmgr.Options) (sandboxmgr.Endpoint, error) {
 	<-ctx.Done()
@@ -72,8 +76,10 @@ func (slowSandboxes) Resume(ctx context.Context, _ string) (sandboxmgr.Endpoint,
 
 // TestSandboxesWaitAsLongAsTheAPI: up and resume wait as long as the
 // admin API does and print its answer, 504 not_ready, rather than give
-// up first (the CLI walk: resume gave up after 2 min while the API waits
-// 5, and up after 30 min whatever the template's ready timeout). The real
+// up first (the CLI walk: resume gave up after 2 min while the API waited
+// 5, and up after 30 min whatever the template's ready timeout); the API
+// waits the template's ready timeout plus 30 s for both (resume waited a
+// fixed 5 min). The real
 // admin handler answers over in-memory pipes in fake time; only the
 // sandboxes never get ready.
 func TestSandboxesWaitAsLongAsTheAPI(t *testing.T) {
@@ -84,8 +90,8 @@ func TestSandboxesWaitAsLongAsTheAPI(t *testing.T) {
 		args []string
 		want time.Duration // when the API gives up
 	}{
-		{"resume", []string{"resume", "abc"}, 5 * time.Minute},
 		// The template's ready timeout plus the API's 30 s.
+		{"resume", []string{"resume", "abc"}, 45*time.Minute + 30*time.Second},
 		{"up", []string{"up", "abc"}, 45*time.Minute + 30*time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -135,7 +135,7 @@ func (a *admin) putSandbox(w http.ResponseWriter, r *http.Request) {
 			tpl.Env[k] = req.Env[k]
 		}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), tpl.Ready.Timeout.D()+30*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), wakeWait(&tpl))
 	defer cancel()
 	t0 := time.Now()
 	var created atomic.Bool // this call's template, env and metadata made it
@@ -154,6 +154,25 @@ func (a *admin) putSandbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "template": ep.Template, "state": "running",
 		"created": created.Load(), "took_seconds": time.Since(t0).Round(time.Millisecond).Seconds()})
 }
+
+// wakeWait bounds how long a call that wakes a sandbox (PUT, resume)
+// waits for it: its template's ready timeout, which bounds the wake
+// itself, plus wakeMargin. tpl nil (a sandbox whose template the config
+// no longer has) wakes with the default ready timeout, as sandboxmgr's
+// wake does. One rule for both calls: resume answered 504 after a fixed
+// 5 min while the wake of a template with a longer ready timeout went on.
+func wakeWait(tpl *config.Template) time.Duration {
+	d := config.DefaultTemplateSettings().Ready.Timeout.D()
+	if tpl != nil && tpl.Ready.Timeout > 0 {
+		d = tpl.Ready.Timeout.D()
+	}
+	return d + wakeMargin
+}
+
+// wakeMargin is what a wake may take beyond its ready timeout: the ready
+// clock stops while the wake waits for a start slot, and the answer is
+// made after it.
+const wakeMargin = 30 * time.Second
 
 // writeSandboxError answers a failed Ensure, with the reason and output of
 // a failed start.

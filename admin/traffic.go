@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/sandboxmgr"
@@ -154,21 +153,16 @@ func (a *admin) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// resumeTimeout bounds a resume's wait; the wake itself is bounded by its
-// template's ready timeout.
-const resumeTimeout = 5 * time.Minute
-
-// resumeSandbox unpauses (or starts) id and waits until it is ready; it
-// never creates one (404).
+// resumeSandbox unpauses (or starts) id and waits until it is ready, as
+// long as a PUT of its template does (wakeWait); it never creates one
+// (404).
 func (a *admin) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !config.ValidID(id) {
 		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), resumeTimeout)
-	defer cancel()
-	ep, err := a.o.Sandboxes.Resume(ctx, id)
+	ep, err := a.resume(r.Context(), id)
 	if errors.Is(err, sandboxmgr.ErrNoContainer) {
 		writeJSON(w, http.StatusNotFound, errBody("no such sandbox; resume never creates one: PUT /admin/sandboxes/"+id+" does", "not_found"))
 		return
@@ -179,4 +173,17 @@ func (a *admin) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	a.o.Log.InfoContext(r.Context(), "sandbox resumed through admin API", "sandbox", id)
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "template": ep.Template, "state": "running"})
+}
+
+// resume wakes id, bounded by its template's ready timeout (wakeWait):
+// the template the sandbox was made from, as Get reads it from the
+// runtime, in the live config.
+func (a *admin) resume(ctx context.Context, id string) (sandboxmgr.Endpoint, error) {
+	s, err := a.o.Sandboxes.Get(ctx, id)
+	if err != nil {
+		return sandboxmgr.Endpoint{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, wakeWait(a.o.Config().Templates[s.Template]))
+	defer cancel()
+	return a.o.Sandboxes.Resume(ctx, id)
 }

@@ -2,9 +2,14 @@ package admin_test
 
 import (
 	"context"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
+	"github.com/previewgate/previewgate/admin"
+	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
@@ -64,5 +69,62 @@ func TestSandboxAPIAnswers(t *testing.T) {
 	}
 	if resp, body := adminDo(t, l.admin, "GET", "/admin/sandboxes/a/requests", testkit.AdminToken, nil); resp.StatusCode != 200 || !strings.Contains(string(body), `"requests":[]`) {
 		t.Errorf("requests without a log: got %d %s", resp.StatusCode, body)
+	}
+}
+
+// neverReady has one sandbox, abc of template, that never gets ready: a
+// wake waits until the API gives up on it.
+type neverReady struct {
+	noSandboxes
+	template string
+}
+
+func (f neverReady) Get(_ context.Context, id string) (sandboxmgr.Info, error) {
+	return sandboxmgr.Info{ID: id, Template: f.template, State: "paused"}, nil
+}
+
+func (neverReady) Resume(ctx context.Context, _ string) (sandboxmgr.Endpoint, error) {
+	<-ctx.Done()
+	return sandboxmgr.Endpoint{}, ctx.Err()
+}
+
+func (neverReady) EnsureWith(ctx context.Context, _ string, _ *config.Template, _ sandboxmgr.Options) (sandboxmgr.Endpoint, error) {
+	<-ctx.Done()
+	return sandboxmgr.Endpoint{}, ctx.Err()
+}
+
+// TestWakeCallsWaitTheReadyTimeout: resume waits for a sandbox as long
+// as PUT does, its template's ready timeout plus 30 s, and then answers
+// 504 not_ready; a sandbox whose template the config no longer has, the
+// default ready timeout plus 30 s (its wake's bound). Resume gave up
+// after a fixed 5 min while the wake of a template with a longer ready
+// timeout went on. In fake time: only the sandboxes never get ready.
+func TestWakeCallsWaitTheReadyTimeout(t *testing.T) {
+	const slow = 45 * time.Minute // longer than resume's old 5 min
+	def := config.DefaultTemplateSettings().Ready.Timeout.D()
+	for _, tc := range []struct {
+		name, method, path, body, template string
+		want                               time.Duration
+	}{
+		{"PUT", "PUT", "/admin/sandboxes/abc", `{"template": "slow"}`, "slow", slow + 30*time.Second},
+		{"resume", "POST", "/admin/sandboxes/abc/resume", "", "slow", slow + 30*time.Second},
+		{"resume, template gone", "POST", "/admin/sandboxes/abc/resume", "", "gone", def + 30*time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg := config.Default()
+				cfg.AdminToken = testkit.AdminToken
+				cfg.Templates["slow"] = &config.Template{Image: "app:1", Ready: config.Ready{Timeout: config.Duration(slow)}}
+				h := admin.New(admin.Options{Config: func() *config.Config { return cfg }, Sandboxes: neverReady{template: tc.template}})
+				req := httptest.NewRequest(tc.method, "http://127.0.0.1:9090"+tc.path, strings.NewReader(tc.body))
+				req.Header.Set("Authorization", "Bearer "+testkit.AdminToken)
+				rec := httptest.NewRecorder()
+				t0 := time.Now()
+				h.ServeHTTP(rec, req)
+				if took := time.Since(t0); rec.Code != 504 || !strings.Contains(rec.Body.String(), `"not_ready"`) || took != tc.want {
+					t.Errorf("%s %s: %d %s after %s; want 504 not_ready after %s", tc.method, tc.path, rec.Code, rec.Body, took, tc.want)
+				}
+			})
+		})
 	}
 }

@@ -32,9 +32,7 @@ func (u *ui) trafficRoutes(mux *http.ServeMux) {
 	})))
 	mux.HandleFunc("POST /ui/sandboxes/{id}/resume", u.post(u.op("resumed", func(u *ui) func(r *http.Request, id string) error {
 		return func(r *http.Request, id string) error {
-			ctx, cancel := context.WithTimeout(r.Context(), resumeTimeout)
-			defer cancel()
-			_, err := u.a.o.Sandboxes.Resume(ctx, id)
+			_, err := u.a.resume(r.Context(), id) // as long as the API's resume waits
 			return err
 		}
 	})))
