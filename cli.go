@@ -40,6 +40,9 @@ func validate(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg, err := config.Load(path)
+	if err == nil {
+		err = checkFiles(cfg) // what serve would refuse beyond the text
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return errReported

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/certs"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/gateway"
@@ -109,8 +110,13 @@ func serve(args []string, stdout, stderr io.Writer) error {
 // links survive a restart, and a fresh admin token.
 func loadServeConfig(path string) (cfg *config.Config, dev bool, err error) {
 	if path != "" {
-		cfg, err = config.Load(path)
-		return cfg, false, err
+		if cfg, err = config.Load(path); err == nil {
+			err = checkFiles(cfg)
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		return cfg, false, nil
 	}
 	cfg = config.Default()
 	key, err := devKey(cfg.DataDir)
@@ -121,6 +127,14 @@ func loadServeConfig(path string) (cfg *config.Config, dev bool, err error) {
 	cfg.AdminToken = config.Secret(randomToken())
 	cfg.KeepCodeSecrets() // the admin page's copy then validates as shown
 	return cfg, true, nil
+}
+
+// checkFiles reports, each at its key in the file, what the files cfg
+// names (verification and signing keys, certificates) would make the
+// gateway refuse: the reads serve makes, so that `config validate`, a
+// reload, the config API and serve agree on a config.
+func checkFiles(cfg *config.Config) error {
+	return cfg.Locate(append(auth.KeyFileProblems(cfg.Auth), certs.FileProblems(cfg.TLS)...))
 }
 
 // scopeToDataDir labels a development gateway's containers with the id
@@ -278,8 +292,12 @@ func (a *app) watchConfig(ctx context.Context) error {
 	return nil
 }
 
-// apply makes a reloaded config live.
+// prepare readies a reloaded config (config.WatcherConfig.Prepare); its
+// commit makes it live.
 func (a *app) prepare(c *config.Config) (commit, drop func(), err error) {
+	if err := checkFiles(c); err != nil {
+		return nil, nil, err
+	}
 	gwCommit, drop, err := a.gw.Prepare(c)
 	if err != nil {
 		return nil, nil, err

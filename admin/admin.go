@@ -78,8 +78,13 @@ type Options struct {
 	// atomically and stores it (config.Watcher.Replace), serialized with
 	// file reloads. It returns the settings that need a restart. Nil means
 	// there is no file (the embedded default): PUT answers 409.
-	Replace   func(data []byte) (restart []string, err error)
-	Sandboxes Sandboxes
+	Replace func(data []byte) (restart []string, err error)
+	// CheckFiles reports what the files a config names (keys,
+	// certificates) would make the gateway refuse, as an ErrorList placed
+	// at their keys; POST /admin/config/validate answers it as invalid.
+	// Nil: files are not checked.
+	CheckFiles func(*config.Config) error
+	Sandboxes  Sandboxes
 	// Announce makes a sandbox id worth an on-demand certificate before
 	// it exists (gateway.Announce); false for an invalid id. Nil: POST
 	// .../announce answers 404.
@@ -278,6 +283,12 @@ func (a *admin) parseBody(w http.ResponseWriter, r *http.Request) (*config.Confi
 
 func (a *admin) validateConfig(w http.ResponseWriter, r *http.Request) {
 	if cfg, _, ok := a.parseBody(w, r); ok {
+		if a.o.CheckFiles != nil {
+			if err := a.o.CheckFiles(cfg); err != nil {
+				writeJSON(w, http.StatusBadRequest, errBody(err.Error(), "invalid_config"))
+				return
+			}
+		}
 		writeJSON(w, http.StatusOK, map[string]any{"valid": true,
 			"changed":  changedKeys(a.o.Config(), cfg, nil),
 			"warnings": a.configWarnings(r.Context(), cfg, config.RestartNeeded(a.o.Config(), cfg))})

@@ -226,3 +226,32 @@ func loadPrivateKey(path string) (crypto.Signer, error) {
 	}
 	return s, nil
 }
+
+// KeyFileProblems reads every key file a's keys name, as the gateway does
+// when it loads them, and reports what would stop it: a missing or
+// unreadable file, a key that does not fit its alg. A private key file
+// is checked too, though only `token mint` reads it. JWKS endpoints are
+// not fetched.
+func KeyFileProblems(a config.Auth) []config.FileProblem {
+	var out []config.FileProblem
+	for i, k := range a.Keys {
+		at := fmt.Sprintf("auth.keys[%d].", i)
+		if isHMAC(k.Alg) {
+			continue // a secret, no file
+		}
+		if _, err := verifyKey(k); err != nil {
+			field := "public_key_file"
+			if k.PublicKeyFile == "" {
+				field = "private_key_file"
+			}
+			out = append(out, config.FileProblem{Path: at + field, Err: err})
+			continue
+		}
+		if k.PublicKeyFile != "" && k.PrivateKeyFile != "" {
+			if _, err := loadPrivateKey(k.PrivateKeyFile); err != nil {
+				out = append(out, config.FileProblem{Path: at + "private_key_file", Err: err})
+			}
+		}
+	}
+	return out
+}

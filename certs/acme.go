@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -108,13 +107,9 @@ func newACME(cfg Config, log *slog.Logger) (*acmeSource, error) {
 func issuerTemplate(cfg Config, a config.ACME, zl *zap.Logger) (certmagic.ACMEIssuer, error) {
 	var roots *x509.CertPool
 	if a.CARoot != "" {
-		pem, err := os.ReadFile(a.CARoot)
-		if err != nil {
-			return certmagic.ACMEIssuer{}, fmt.Errorf("ca_root: %w", err)
-		}
-		roots = x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pem) {
-			return certmagic.ACMEIssuer{}, fmt.Errorf("ca_root %s: no PEM certificate", a.CARoot)
+		var err error
+		if roots, err = readRoots(a.CARoot); err != nil {
+			return certmagic.ACMEIssuer{}, err
 		}
 	}
 	listenHost, httpPort, err := splitPort(cfg.HTTPAddr)

@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,20 +46,16 @@ func newFiles(cfg Config, log *slog.Logger) (*filesSource, error) {
 // load reads both files and, if their contents changed and form a valid
 // pair, makes it current. It reports whether the certificate changed.
 func (s *filesSource) load() (bool, error) {
-	certPEM, err := os.ReadFile(s.certFile)
+	certPEM, keyPEM, err := readPair(s.certFile, s.keyFile)
 	if err != nil {
-		return false, fmt.Errorf("read cert: %w", err)
-	}
-	keyPEM, err := os.ReadFile(s.keyFile)
-	if err != nil {
-		return false, fmt.Errorf("read key: %w", err)
+		return false, err
 	}
 	if bytes.Equal(certPEM, s.lastCert) && bytes.Equal(keyPEM, s.lastKey) {
 		return false, nil
 	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	cert, err := keyPair(s.certFile, s.keyFile, certPEM, keyPEM)
 	if err != nil {
-		return false, fmt.Errorf("load %s and %s: %w", s.certFile, s.keyFile, err)
+		return false, err
 	}
 	s.cur.Store(&cert)
 	s.lastCert, s.lastKey = certPEM, keyPEM
