@@ -2,6 +2,7 @@ package sandboxmgr
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"testing"
@@ -17,6 +18,121 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/docker"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
+
+// afterWake is an engine whose Start and Resume are followed by a hook:
+// the first lookup by name (the wake's; the events and the probe look up
+// by ID) after one of them that finds that container running calls after
+// (once) before its caller sees the answer. That is the moment a wake's
+// start or unpause is done and the wake has not yet checked for a DELETE
+// on another replica (runner.removedElsewhere).
+type afterWake struct {
+	engine
+	mu    sync.Mutex // guards woken and after
+	woken string     // container started or unpaused, its lookup not yet seen
+	after func()
+}
+
+func (e *afterWake) Start(ctx context.Context, id string) error {
+	err := e.engine.Start(ctx, id)
+	e.woke(id, err)
+	return err
+}
+
+func (e *afterWake) Resume(ctx context.Context, id string) error {
+	err := e.engine.Resume(ctx, id)
+	e.woke(id, err)
+	return err
+}
+
+func (e *afterWake) woke(id string, err error) {
+	if err == nil {
+		e.mu.Lock()
+		e.woken = id
+		e.mu.Unlock()
+	}
+}
+
+func (e *afterWake) Lookup(ctx context.Context, name string) (ctrInfo, error) {
+	c, err := e.engine.Lookup(ctx, name)
+	e.mu.Lock()
+	var f func()
+	if err == nil && e.woken != "" && c.ID == e.woken && c.State == stateRunning && name != c.ID {
+		f, e.after, e.woken = e.after, nil, ""
+	}
+	e.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	return c, err
+}
+
+// TestDockerWakeRemovedOnAnotherReplica: a DELETE through replica A while
+// replica B's wake starts a stopped container (or unpauses a paused one)
+// holds, as it does for a create (TestDockerRemovalTwoReplicas): the
+// DELETE lands once B's start or unpause is done and before B hands the
+// sandbox out; B's wake fails with ErrNoContainer saying the sandbox was
+// removed while it started (the admin API's 404), and nothing of the
+// sandbox runs once both answered. Two managers on one engine are two
+// replicas that share nothing else. Without B's check after its start
+// (removedElsewhere), B went on to probe the container A had removed and
+// failed with the probe's lookup error ("no such sandbox"), not saying
+// it was removed.
+func TestDockerWakeRemovedOnAnotherReplica(t *testing.T) {
+	cli, cfg, tpl := dockerReplicas(t)
+	labels := cfg.Labels
+	replica := func(wrap func(engine) engine) *Manager { return dockerReplica(t, cfg, wrap) }
+	hooked := &afterWake{}
+	a := replica(func(e engine) engine { return e })
+	b := replica(func(e engine) engine { hooked.engine = e; return hooked })
+	running := func(id string) int {
+		f := filters.NewArgs(filters.Arg("label", LabelSandbox+"="+id))
+		for k, v := range labels {
+			f.Add("label", k+"="+v)
+		}
+		cs, err := cli.ContainerList(context.Background(), container.ListOptions{All: true, Filters: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(cs)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		sleep func(m *Manager, ctx context.Context, id string) error
+	}{
+		{"start of a stopped container", (*Manager).Stop},
+		{"unpause of a paused container", (*Manager).Pause},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			id := dockertest.UniqueID("wakerm")
+			if _, err := b.Ensure(ctx, id, tpl); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.sleep(b, ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			var delErr error
+			fired := false
+			hooked.mu.Lock()
+			hooked.after = func() { fired, delErr = true, a.Remove(ctx, id) }
+			hooked.mu.Unlock()
+			_, err := b.Ensure(ctx, id, tpl)
+			if !fired {
+				t.Fatalf("B's wake (%v) never looked up its container running after waking it: the DELETE did not come between", err)
+			}
+			if delErr != nil {
+				t.Errorf("DELETE on A once B's wake woke the container: %v, want nil (it finds and removes it)", delErr)
+			}
+			if !errors.Is(err, errRemovedMeanwhile) {
+				t.Errorf("B's wake begun before A's DELETE: got %v, want ErrNoContainer saying it was removed while it started", err)
+			}
+			if n := running(id); n != 0 {
+				t.Errorf("after A's DELETE and B's wake answered: %d containers of %s, want none", n, id)
+			}
+		})
+	}
+}
 
 // countedRecords counts the reads of one sandbox's record (loadRecord).
 type countedRecords struct {
