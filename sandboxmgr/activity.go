@@ -20,8 +20,8 @@ import (
 //
 // Lock discipline, in three kinds of field:
 //   - what the runtime said (last, state, template, container, startedAt,
-//     stoppedAt, stopRecorded) is guarded by Manager.mu, like the map
-//     that holds the record and the address index (addrs);
+//     stoppedAt, stopRecorded, stopUnderway) is guarded by Manager.mu,
+//     like the map that holds the record and the address index (addrs);
 //   - what every request reads or writes (ep, lastActivity, holds) is
 //     atomic, so the hot path takes only Manager.mu's read lock to find
 //     the record; ep is only ever stored under Manager.mu (cacheLocked,
@@ -66,6 +66,10 @@ type sandbox struct {
 	// stopRecorded is when the runtime recorded its stop (a kept
 	// workspace's annotation, ctrInfo.StoppedAt); zero if unknown.
 	stopRecorded time.Time
+	// stopUnderway is the instance last observed (observeLocked) already
+	// being stopped, its stop recorded (stopRecorded, from the same
+	// observation): its end is that stop ending, not a stop now.
+	stopUnderway string
 	// seen is Manager.gen when this record last learned something newer
 	// than a list: a wake cached it, a lookup or an event updated it. The
 	// re-check leaves records seen after its list began alone.
@@ -167,6 +171,10 @@ func (m *Manager) observeLocked(sb *sandbox, c ctrInfo) (gone string) {
 		sb.startedAt = c.StartedAt
 	}
 	sb.stopRecorded = c.StoppedAt
+	sb.stopUnderway = ""
+	if c.State == stateRemoving && !c.StoppedAt.IsZero() {
+		sb.stopUnderway = c.ID
+	}
 	return gone
 }
 

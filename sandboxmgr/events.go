@@ -227,7 +227,10 @@ func (m *Manager) applyEvent(ev ctrEvent) {
 		}
 	case evKept:
 		if sb != nil && (sb.container == "" || sb.container == ev.ID) {
-			if sb.state != stateExited {
+			if sb.state != stateExited && sb.stopUnderway != ev.ID {
+				// A stop now. Not so the end of a pod this manager first
+				// saw already being stopped (adopted while it
+				// terminated): that stop's time is recorded, and counts.
 				sb.stoppedAt = m.now()
 			}
 			sb.state = stateExited

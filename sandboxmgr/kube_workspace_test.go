@@ -223,8 +223,9 @@ func TestKubernetesWorkspaceKeptAcrossStops(t *testing.T) {
 	// is overdue at once; counted from the start it would stay 10 minutes,
 	// far past the wait (no wall-clock bound on the removal itself).
 	m.Close()
-	// A pod still terminating would be seen by the new manager as the
-	// sandbox's (and its end as a stop now): wait until it is gone.
+	// A pod still terminating would be listed by the new manager as the
+	// sandbox's, removing, not exited: wait until it is gone
+	// (TestKubernetesRestartWhileStoppedPodTerminates starts one meanwhile).
 	waitWithin(t, 20*time.Second, "the stopped pod of "+id+" gone", func() bool {
 		list, err := e.cs.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: sandboxmgr.LabelSandbox + "=" + id})
 		return err == nil && len(list.Items) == 0

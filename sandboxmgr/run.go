@@ -66,9 +66,10 @@ func (r *runner) run(ctx context.Context) (ctrInfo, error) {
 		if rerr := r.removedMeanwhile(ctx); rerr != nil {
 			return ctrInfo{}, rerr
 		}
-		if !r.marked {
+		if !r.marked && !errors.Is(err, ErrNoContainer) {
 			// Before the first action, never on the hot path (a container
-			// found running): the mark a DELETE left (tombstone.go).
+			// found running): the mark a DELETE left (tombstone.go). A
+			// missing container's create reads it in its clear (absent).
 			r.readMark(ctx)
 		}
 		if !r.subjectChecked && r.subjectMax > 0 && r.subject != "" && !errors.Is(err, ErrForeignContainer) &&
@@ -192,30 +193,18 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 	case r.action != "adopted":
 		r.action = "created"
 	}
+	if !kept && r.action == "created" {
+		// Before OnCreate: where the create is the wake's first action,
+		// this read is its baseline (tombstone.go).
+		if err := r.clearForCreate(ctx); err != nil {
+			return true, err
+		}
+	}
 	if r.onCreate != nil && !kept {
 		if err := r.onCreate(); err != nil {
 			return true, err
 		}
 		r.onCreate = nil // a create that raced and is retried counts once
-	}
-	if !kept && r.action == "created" {
-		// A new sandbox under the id of one removed behind the manager's
-		// back (before a re-check dropped its record) never inherits its
-		// settings or share links. The record is read fresh: a mark newer
-		// than the wake's is a DELETE since it began (tombstone.go).
-		err := m.clearRecord(ctx, r.id, func(mark string) error {
-			if r.newMark(mark) {
-				r.removeMade(ctx) // a retried create's first container
-				return errRemovedMeanwhile
-			}
-			return nil
-		})
-		if errors.Is(err, errRemovedMeanwhile) {
-			return true, err
-		}
-		if err != nil {
-			return true, fmt.Errorf("clear the settings a removed sandbox left: %w", err)
-		}
 	}
 	err = errNoPool
 	if tpl.Pool > 0 && tpl.Workspace == nil && r.subjectMax == 0 && len(r.meta) == 0 && m.poolEnv(tpl) && (r.action == "created" || r.action == "adopted") {

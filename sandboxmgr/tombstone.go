@@ -39,6 +39,21 @@ import (
 // wake whose baseline read came after D's write sees the mark then and is
 // not failed by it: DELETE then PUT creates anew, on any replica.
 //
+// A create reads the record twice, not three times. A new sandbox's
+// create clears the record first (clearForCreate: settings a sandbox
+// removed behind the manager's back left), and where the create is the
+// wake's first action that read is its baseline: it still comes before
+// the wake makes anything (before OnCreate, the claim and the create),
+// which is all the argument above asks of a baseline read; the argument
+// never counts on a second read before the create. What changes is only
+// where a DELETE between the two former reads is caught: before, by the
+// clear, before the create; now it comes after the baseline, so the check
+// after start sees its mark (and removes what the wake made) or came
+// before D's write, and D's lookup finds the container: the case above.
+// A re-read after the clear's write conflicted is compared with the
+// baseline, never taken as a new one. A start or an unpause reads the
+// record twice as before (readMark, then the check after start).
+//
 // The mark must outlive every wake that may need to see it. Nothing
 // deletes a record whose mark is younger than markLife, which is longer
 // than any wake; a deletion is conditional on the version it read, so a
@@ -257,7 +272,8 @@ func (m *Manager) putRecord(ctx context.Context, id, prev string, rec storedReco
 var errRemovedMeanwhile = fmt.Errorf("%w: removed while it was starting", ErrNoContainer)
 
 // readMark reads the removal mark the wake's baseline is (once, before
-// its first action). If the record cannot be read, the wake goes on
+// its first action; a create that is the first action takes it in
+// clearForCreate instead). If the record cannot be read, the wake goes on
 // without one (markErr): a start or an unpause of the container there
 // needs none, since a DELETE's lookup finds that container; absent makes
 // no container without one.
@@ -272,6 +288,44 @@ func (r *runner) readMark(ctx context.Context) {
 		return
 	}
 	r.mark = markOf(cr)
+}
+
+// clearForCreate clears the record before a create: a new sandbox under
+// the id of one removed behind the manager's back (before a re-check
+// dropped its record) never inherits its settings or share links. The
+// record is read fresh. If the wake has no baseline yet (the create is
+// its first action: run skips readMark for a missing container), that
+// read is the baseline: a create reads the record twice, not three times
+// (the top of this file says why that is enough). Otherwise, and on a
+// re-read after a conflicting write, a mark newer than the baseline is a
+// DELETE since the wake began.
+func (r *runner) clearForCreate(ctx context.Context) error {
+	err := r.m.clearRecord(ctx, r.id, func(mark string) error {
+		switch {
+		case !r.marked:
+			r.marked, r.mark = true, mark
+		case r.newMark(mark):
+			r.removeMade(ctx) // a retried create's first container
+			return errRemovedMeanwhile
+		}
+		return nil
+	})
+	if !r.marked {
+		// The record was not read: the runtime keeps none (nil), or
+		// the read failed, and then there is no baseline (readMark).
+		r.marked = true
+		if err != nil {
+			r.markErr = fmt.Errorf("read the record of %s: %w", r.id, err)
+			return r.markErr
+		}
+	}
+	switch {
+	case errors.Is(err, errRemovedMeanwhile):
+		return err
+	case err != nil:
+		return fmt.Errorf("clear the settings a removed sandbox left: %w", err)
+	}
+	return nil
 }
 
 // newMark reports whether mark (read since readMark) is a DELETE's that

@@ -369,12 +369,23 @@ func (e *Runtime) List(ctx context.Context, lbls map[string]string) ([]runtime.I
 		return nil, kclassify("list pods", err, nil)
 	}
 	out := make([]runtime.Instance, 0, len(list.Items))
+	stopping := make(map[string]int) // workspace claim → its pod being deleted, in out
 	for i := range list.Items {
-		out = append(out, podInfo(&list.Items[i]))
+		c := podInfo(&list.Items[i])
+		if claim := workspaceClaim(&list.Items[i]); claim != "" && c.State == runtime.StateRemoving {
+			stopping[claim] = len(out)
+		}
+		out = append(out, c)
 	}
-	kept, err := e.listKept(ctx, lbls, out)
+	kept, stops, err := e.listKept(ctx, lbls, out)
 	if err != nil {
 		return nil, err
+	}
+	for claim, i := range stopping {
+		// A stop under way: the pod goes, its stop is recorded on the
+		// claim. A manager starting now must not take the pod's end
+		// for a stop happening then (workspace.go).
+		out[i].StoppedAt = stops[claim]
 	}
 	return append(out, kept...), nil
 }

@@ -35,7 +35,10 @@ import (
 //     without one, from the manager's start, as for a stopped Docker
 //     container) and a wake makes a new pod on it. The pod informer
 //     reports the deletion of a pod with a workspace as evKept, not
-//     evDestroy: every replica then knows the sandbox as stopped.
+//     evDestroy: every replica then knows the sandbox as stopped. List
+//     reports a pod still being deleted with its claim's annotation
+//     (StoppedAt): a manager that starts while the stopped pod terminates
+//     counts from that stop, not from the pod's end.
 //   - Remove deletes the pod, then the claim.
 //   - The warm pool does not serve templates with a workspace (config
 //     refuses the combination): a pool pod runs before it knows whose
@@ -84,9 +87,7 @@ func keptInfo(pvc *corev1.PersistentVolumeClaim) runtime.Instance {
 		Created: pvc.CreationTimestamp.Time,
 		Kept:    true,
 	}
-	if t, err := time.Parse(time.RFC3339Nano, pvc.Annotations[annStoppedAt]); err == nil {
-		c.StoppedAt = t
-	}
+	c.StoppedAt = stoppedAt(pvc)
 	return c
 }
 
@@ -188,27 +189,44 @@ func (e *Runtime) keptWorkspace(ctx context.Context, name string, uid types.UID)
 	return keptInfo(pvc), nil
 }
 
-// listKept returns the scoped workspace claims that no pod in pods uses.
-func (e *Runtime) listKept(ctx context.Context, lbls map[string]string, pods []runtime.Instance) ([]runtime.Instance, error) {
+// listKept returns the scoped workspace claims that no pod in pods uses,
+// and the stop recorded on those that one does (by claim name: a pod
+// being deleted there is a stop under way).
+func (e *Runtime) listKept(ctx context.Context, lbls map[string]string, pods []runtime.Instance) (kept []runtime.Instance, stops map[string]time.Time, err error) {
 	list, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(lbls).String()})
 	if apierrors.IsForbidden(err) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, kclassify("list workspaces", err, nil)
+		return nil, nil, kclassify("list workspaces", err, nil)
 	}
 	served := make(map[string]bool, len(pods))
 	for _, p := range pods {
 		served[p.Name] = true
 	}
-	var out []runtime.Instance
+	stops = make(map[string]time.Time)
 	for i := range list.Items {
 		pvc := &list.Items[i]
-		if pvc.DeletionTimestamp == nil && !served[pvc.Name] {
-			out = append(out, keptInfo(pvc))
+		switch {
+		case pvc.DeletionTimestamp != nil: // removed: neither kept nor stopped
+		case !served[pvc.Name]:
+			kept = append(kept, keptInfo(pvc))
+		default:
+			if at := stoppedAt(pvc); !at.IsZero() {
+				stops[pvc.Name] = at
+			}
 		}
 	}
-	return out, nil
+	return kept, stops, nil
+}
+
+// stoppedAt is the stop recorded on pvc (annStoppedAt); zero if none.
+func stoppedAt(pvc *corev1.PersistentVolumeClaim) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, pvc.Annotations[annStoppedAt])
+	if err != nil {
+		return time.Time{}
+	}
+	return t
 }
 
 // deleteWorkspace deletes claim (uid, if given: only that one).

@@ -114,8 +114,10 @@ type Instance struct {
 	// PersistentVolumeClaim without its pod). State is StateExited; Start
 	// creates an instance on it, Remove deletes it.
 	Kept bool
-	// StoppedAt is when the runtime recorded the stop of a Kept sandbox;
-	// zero if it did not.
+	// StoppedAt is when the runtime recorded the stop of a Kept sandbox,
+	// or of one whose stop is under way (State StateRemoving: Kubernetes,
+	// a pod being deleted, listed with its workspace claim); zero if it
+	// did not.
 	StoppedAt time.Time
 }
 
