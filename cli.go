@@ -209,13 +209,21 @@ func mintKey(path, kid string) (_ *config.Config, _ config.Key, devKey string, _
 
 // signingKey picks the key named kid, or the first one able to sign.
 func signingKey(cfg *config.Config, kid string) (config.Key, error) {
+	var kids []string
 	for _, k := range cfg.Auth.Keys {
+		kids = append(kids, k.KID)
 		if kid != "" && k.KID != kid {
 			continue
 		}
 		if k.Secret != "" || k.PrivateKeyFile != "" {
 			return k, nil
 		}
+		if kid != "" {
+			return config.Key{}, fmt.Errorf("token mint: key %s cannot sign (it needs a secret or private_key_file)", kid)
+		}
+	}
+	if kid != "" {
+		return config.Key{}, fmt.Errorf("token mint: no key %q in the config (kids: %s)", kid, strings.Join(kids, ", "))
 	}
 	return config.Key{}, errors.New("token mint: no key in the config can sign (need a secret or private_key_file)")
 }
