@@ -212,15 +212,23 @@ func (m *Manager) StartStats() (inFlight, peak int) {
 }
 
 // States counts the sandboxes this manager knows by their last known Docker
-// state ("unknown" when not yet seen). For metrics; no Docker call.
+// state ("unknown" while a wake has not yet seen its container). For
+// metrics; no Docker call.
 func (m *Manager) States() map[string]int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make(map[string]int)
 	for _, sb := range m.sandboxes {
 		st := sb.state
-		if st == "" {
-			st = "unknown"
+		switch {
+		case st != "":
+		case sb.waking.Load() == 0:
+			// No container, none coming: an id asked for that is no
+			// sandbox (refused, foreign, removed behind the manager's
+			// back); the re-check found none.
+			continue
+		default:
+			st = "unknown" // a wake not yet seen its container
 		}
 		out[st]++
 	}

@@ -72,6 +72,11 @@ func TestDockerForeignContainer(t *testing.T) {
 			if _, err := m.Ensure(t.Context(), id, nil); !errors.Is(err, sandboxmgr.ErrForeignContainer) {
 				t.Errorf("Ensure without template: got %v, want ErrForeignContainer", err)
 			}
+			// Refused, it is no sandbox of this manager's: the metrics'
+			// previewgate_sandboxes counted it "unknown" for good.
+			if st := m.States(); len(st) != 0 {
+				t.Errorf("States after refusing a foreign container: %v, want none", st)
+			}
 			if err := m.Stop(t.Context(), id); !errors.Is(err, sandboxmgr.ErrForeignContainer) {
 				t.Errorf("Stop: got %v, want ErrForeignContainer", err)
 			}
