@@ -225,9 +225,13 @@ func (w *Watcher) reload(force bool) error {
 	}
 	w.override(c)
 	if !force && len(Changed(w.cfg.Store.Load(), c)) == 0 {
-		// Rewritten with the same settings (comments, order, a touch): not
-		// a reload, nothing to say above debug.
+		// Rewritten with the same settings (comments, order, a
+		// restart-only edit taken back): not a reload, nothing to say
+		// above debug. Yet the text is the file's now: GET /admin/config
+		// shows it, and a PUT of what it showed must not write back the
+		// old one.
 		w.log.Debug("config file rewritten, no setting changed")
+		w.keepText(gen, c)
 		return nil
 	}
 	restart, commit, drop, err := w.prepare(c)
@@ -238,6 +242,20 @@ func (w *Watcher) reload(force bool) error {
 		return w.fail(err)
 	}
 	return nil
+}
+
+// keepText stores c, whose settings are the live config's, as the live
+// config, for the text it was read from; nothing is applied. A newer
+// reload or replace (by gen) wins.
+func (w *Watcher) keepText(gen uint64, c *Config) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if gen < w.live {
+		return
+	}
+	keepRestartOnly(w.cfg.Store.Load(), c) // equal by Changed; kept as they run, to be sure
+	w.live = gen
+	w.cfg.Store.Store(c)
 }
 
 func (w *Watcher) override(c *Config) {
