@@ -76,8 +76,12 @@ func printListeners(w io.Writer, cfg *config.Config) {
 	if cfg.TLS.Mode == config.TLSOff && !config.IsLocalDomain(cfg.Domains[0]) {
 		fmt.Fprintf(w, "            through the TLS proxy in front, to %s here\n", listenURL("http", cfg.Listen.HTTP, ""))
 	}
-	if cfg.TLS.Mode != config.TLSOff {
+	switch cfg.TLS.Mode {
+	case config.TLSOff:
+	case config.TLSACME:
 		fmt.Fprintf(w, "            %s answers ACME challenges and redirects to https\n", listenURL("http", cfg.Listen.HTTP, ""))
+	default:
+		fmt.Fprintf(w, "            %s redirects to https\n", listenURL("http", cfg.Listen.HTTP, ""))
 	}
 	admin := listenURL("http", cfg.Listen.Admin, "")
 	fmt.Fprintf(w, "Admin page: %s/ui/\n", admin)

@@ -51,6 +51,12 @@ func TestPrintListeners(t *testing.T) {
 			"https://sandbox-<id>.preview.example.com/", "http://127.0.0.1 answers ACME", "Admin page: http://127.0.0.1:9090/ui/",
 			"Metrics:    http://10.0.0.1:9091/metrics",
 		}, nil},
+		// No ACME: the http listener only redirects (it said it answered
+		// ACME challenges in every TLS mode).
+		{"self-signed", func(c *config.Config) {
+			c.TLS.Mode = config.TLSSelfSigned
+			c.Listen = config.Listen{HTTP: "127.0.0.1:8080", HTTPS: "127.0.0.1:8443", Admin: "127.0.0.1:9090"}
+		}, []string{"http://127.0.0.1:8080 redirects to https"}, []string{"ACME"}},
 		// deploy/kubernetes: TLS ends at the ingress; the pod listens on
 		// :8080, which is not where a browser opens the preview.
 		{"tls off behind a proxy", func(c *config.Config) {

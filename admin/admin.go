@@ -321,10 +321,10 @@ func (a *admin) putConfig(w http.ResponseWriter, r *http.Request) {
 	after := a.o.Config()
 	changed := changedKeys(before, after, restart)
 	warnings := a.configWarnings(r.Context(), after, restart)
-	a.o.Log.InfoContext(r.Context(), "config replaced through admin API", "path", after.Path, "changed", changed, "restart_needed", restart, "warnings", len(warnings))
 	if restart == nil {
-		restart = []string{}
+		restart = []string{} // [] in the answer and the log, as changed is
 	}
+	a.o.Log.InfoContext(r.Context(), "config replaced through admin API", "path", after.Path, "changed", changed, "restart_needed", restart, "warnings", len(warnings))
 	writeJSON(w, http.StatusOK, map[string]any{"applied": true, "changed": changed, "restart_needed": restart, "warnings": warnings})
 }
 
