@@ -81,7 +81,7 @@ func TestKubernetesRestartWhileStoppedPodTerminates(t *testing.T) {
 	c := *tpl
 	c.RemoveAfter = config.Duration(10 * time.Minute)
 	cur.Store(&c)
-	m2 := e.manager(t, cfg)
+	e.manager(t, cfg) // the restarted gateway
 	if err := hold(ctx, false); err != nil {
 		t.Fatalf("letting the pod go: %v", err)
 	}
@@ -89,7 +89,8 @@ func TestKubernetesRestartWhileStoppedPodTerminates(t *testing.T) {
 		_, err := pods.Get(context.Background(), name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
-	wantListed(t, m2, id, "exited")
+	// Not asked whether m2 lists it "exited" now: the reaper (every
+	// 200ms) may have removed it already, which is the point.
 	started := time.Now()
 	e.waitNoClaim(t, id, 20*time.Second)
 	t.Logf("restarted gateway removed the workspace %v after the pod went (stopped an hour before, remove_after 10m)",
