@@ -224,15 +224,18 @@ func (w *Watcher) reload(force bool) error {
 		return w.fail(err)
 	}
 	w.override(c)
-	if !force && len(Changed(w.cfg.Store.Load(), c)) == 0 {
+	if live := w.cfg.Store.Load(); !force && len(Changed(live, c)) == 0 {
 		// Rewritten with the same settings (comments, order, a
 		// restart-only edit taken back): not a reload, nothing to say
 		// above debug. Yet the text is the file's now: GET /admin/config
 		// shows it, and a PUT of what it showed must not write back the
 		// old one.
 		w.log.Debug("config file rewritten, no setting changed")
-		w.keepText(gen, c)
-		return nil
+		if w.keepText(gen, live, c) {
+			return nil
+		}
+		// An older reload went live since the comparison: this file,
+		// newer, differs from it and is applied like any change.
 	}
 	restart, commit, drop, err := w.prepare(c)
 	if err != nil {
@@ -244,18 +247,25 @@ func (w *Watcher) reload(force bool) error {
 	return nil
 }
 
-// keepText stores c, whose settings are the live config's, as the live
+// keepText stores c, whose settings are those of live, as the live
 // config, for the text it was read from; nothing is applied. A newer
-// reload or replace (by gen) wins.
-func (w *Watcher) keepText(gen uint64, c *Config) {
+// reload or replace (by gen) wins. It reports false, storing nothing, if
+// the config live is no longer live: an older reload went live since c
+// was compared with it, and storing c would show settings that are not
+// the ones applied.
+func (w *Watcher) keepText(gen uint64, live, c *Config) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if gen < w.live {
-		return
+		return true
 	}
-	keepRestartOnly(w.cfg.Store.Load(), c) // equal by Changed; kept as they run, to be sure
+	if w.cfg.Store.Load() != live {
+		return false
+	}
+	keepRestartOnly(live, c) // equal by Changed; kept as they run, to be sure
 	w.live = gen
 	w.cfg.Store.Store(c)
+	return true
 }
 
 func (w *Watcher) override(c *Config) {
