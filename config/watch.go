@@ -45,6 +45,12 @@ type WatcherConfig struct {
 	// OnResult, if set, is called with ResultSuccess or ResultFailure after
 	// each reload attempt (for metrics). Unchanged files are not attempts.
 	OnResult func(result string)
+	// Check, if set, sees each new config as its text has it, before the
+	// running values of restart-only settings are kept in it (Prepare
+	// sees those): what it refuses (files the text names that cannot be
+	// read, say) fails the reload or the replace, its error as it is. A
+	// file that sets nothing new is not checked.
+	Check func(*Config) error
 	// Override, if set, is applied to each new config after it is read
 	// and validated, before it is compared and applied: settings the
 	// command line gives win over the file (serve --domain). It must leave
@@ -303,9 +309,14 @@ func (w *Watcher) Replace(data []byte) ([]string, error) {
 	return restart, err
 }
 
-// prepare keeps the restart-only settings of the running config in c and
-// runs Prepare, without the lock. commit and drop are never nil.
+// prepare runs Check, keeps the restart-only settings of the running
+// config in c and runs Prepare, without the lock. commit and drop are never nil.
 func (w *Watcher) prepare(c *Config) (restart []string, commit, drop func(), err error) {
+	if w.cfg.Check != nil {
+		if err := w.cfg.Check(c); err != nil {
+			return nil, nil, nil, err
+		}
+	}
 	old := w.cfg.Store.Load()
 	restart = RestartNeeded(old, c)
 	if len(restart) > 0 {
