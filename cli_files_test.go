@@ -117,3 +117,27 @@ func TestServeChecksFilesAsValidateDoes(t *testing.T) {
 		t.Errorf("the refused PUT changed the file:\n%s", b)
 	}
 }
+
+// TestConfigValidateHidesExpandedFilePaths: a file path that came from
+// ${VAR} is named by its variable, never its value, when the file is a
+// problem, as every other config error does (config/expand.go): such a
+// variable may hold the key itself, pasted in place of a path, and the
+// admin API shows these errors to whoever sent the text, a failed reload
+// logs them. The value was printed whole ("open <key>: no such file").
+func TestConfigValidateHidesExpandedFilePaths(t *testing.T) {
+	const pasted = "MC4CAQAwBQYDK2VwBCIEIPastedPrivateKeyNotAPath0123456789" // a key body, not a path
+	t.Setenv("PG_TEST_PRIVATE_KEY", pasted)
+	ec := filepath.Join(keysDir, "ec.pub")
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	body := fmt.Sprintf("domain: preview.localhost\nauth:\n  keys:\n    - kid: k1\n      alg: ES256\n      public_key_file: %q\n"+
+		"      private_key_file: ${PG_TEST_PRIVATE_KEY}\ntemplates:\n  app: {image: app:1}\n", ec)
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := run([]string{"config", "validate", path}, &out, &errb)
+	want := path + ":7:25: auth.keys[0].private_key_file: private key: open ${PG_TEST_PRIVATE_KEY} (its value not shown): no such file or directory"
+	if code != 1 || strings.Contains(errb.String(), "PastedPrivateKey") || !strings.Contains(errb.String(), want) {
+		t.Fatalf("exit %d, stderr\n%s\nwant 1, no trace of the variable's value, and\n%s", code, errb.String(), want)
+	}
+}

@@ -270,8 +270,8 @@ func (a *app) watchConfig(ctx context.Context) error {
 		a.log.Info("SIGHUP: nothing to reload: the development default has no config file (serve --config FILE reloads one)")
 	}
 	if !a.dev {
-		w, err := config.NewWatcher(config.WatcherConfig{Path: a.cfg.Path, Store: a.store, Prepare: a.prepare,
-			Override: a.override, OnResult: a.metrics.ReloadResult}, a.log.With("component", "config"))
+		w, err := config.NewWatcher(config.WatcherConfig{Path: a.cfg.Path, Store: a.store, Check: checkFiles,
+			Prepare: a.prepare, Override: a.override, OnResult: a.metrics.ReloadResult}, a.log.With("component", "config"))
 		if err != nil {
 			return err
 		}
@@ -295,9 +295,6 @@ func (a *app) watchConfig(ctx context.Context) error {
 // prepare readies a reloaded config (config.WatcherConfig.Prepare); its
 // commit makes it live.
 func (a *app) prepare(c *config.Config) (commit, drop func(), err error) {
-	if err := checkFiles(c); err != nil {
-		return nil, nil, err
-	}
 	gwCommit, drop, err := a.gw.Prepare(c)
 	if err != nil {
 		return nil, nil, err

@@ -52,6 +52,9 @@ type Config struct {
 	// src is the text this config was parsed from; nil when not parsed.
 	// GET /admin/config shows it, comments and layout kept (#24, 2).
 	src []byte
+	// expanded maps each value a ${VAR} expansion made to the text it
+	// was made from, so that Locate never echoes one (unexpand).
+	expanded map[string]string
 }
 
 // Listen holds listener addresses. Changing them needs a restart.

@@ -60,6 +60,7 @@ func parse(name string, data []byte, lookup func(string) (string, bool)) (*Confi
 	c.ApplyDefaults()
 	c.Path = name
 	c.src = data
+	c.expanded = d.expanded
 	d.validate(c)
 	d.errs = dropShadowed(d.errs, decodeErrs, d.unexpanded)
 	if len(d.errs) > 0 {

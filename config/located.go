@@ -1,5 +1,11 @@
 package config
 
+import (
+	"maps"
+	"slices"
+	"strings"
+)
+
 // FileProblem is a problem with a file the config names (a key, a
 // certificate), found by the package that reads such files (auth,
 // certs): config reads no file but its own, yet an operator wants every
@@ -12,7 +18,10 @@ type FileProblem struct {
 // Locate returns problems as an ErrorList placed at their keys in the
 // text c was read from ("FILE:LINE:COL: path: message"), like
 // validation's errors; nil if there are none. A config not read from
-// text places them at 1:1.
+// text places them at 1:1. A file path a ${VAR} expansion made (maybe a
+// key pasted in place of a path) is shown as the text it was made from,
+// never as itself, as in every config error (unexpand): the admin API
+// shows these to whoever sent the text, a failed reload logs them.
 func (c *Config) Locate(problems []FileProblem) error {
 	if len(problems) == 0 {
 		return nil
@@ -24,9 +33,37 @@ func (c *Config) Locate(problems []FileProblem) error {
 			d.locs = dd.locs
 		}
 	}
+	hide := make(map[string]string)
+	for _, f := range c.filePaths() {
+		if raw, ok := c.expanded[f]; ok {
+			hide[f] = raw
+		}
+	}
 	for _, p := range problems {
-		d.fail(p.Err.Error(), p.Path)
+		d.fail(hideExpanded(p.Err.Error(), hide), p.Path)
 	}
 	d.errs.sort()
 	return d.errs
+}
+
+// filePaths are the values of the settings that name files, those
+// FileProblems are about.
+func (c *Config) filePaths() []string {
+	out := []string{c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ACME.CARoot}
+	for _, k := range c.Auth.Keys {
+		out = append(out, k.PublicKeyFile, k.PrivateKeyFile)
+	}
+	return out
+}
+
+// hideExpanded replaces in msg each value of expanded (value -> the text
+// it was made from), longest first: file errors name their path
+// unquoted ("open PATH: ...").
+func hideExpanded(msg string, expanded map[string]string) string {
+	vals := slices.Collect(maps.Keys(expanded))
+	slices.SortFunc(vals, func(a, b string) int { return len(b) - len(a) })
+	for _, v := range vals {
+		msg = strings.ReplaceAll(msg, v, expanded[v]+" (its value not shown)")
+	}
+	return msg
 }

@@ -45,6 +45,12 @@ type WatcherConfig struct {
 	// OnResult, if set, is called with ResultSuccess or ResultFailure after
 	// each reload attempt (for metrics). Unchanged files are not attempts.
 	OnResult func(result string)
+	// Check, if set, sees each new config as its text has it, before the
+	// running values of restart-only settings are kept in it (Prepare
+	// sees those): what it refuses (files the text names that cannot be
+	// read, say) fails the reload or the replace, its error as it is. A
+	// file that sets nothing new is not checked.
+	Check func(*Config) error
 	// Override, if set, is applied to each new config after it is read
 	// and validated, before it is compared and applied: settings the
 	// command line gives win over the file (serve --domain). It must leave
@@ -224,15 +230,18 @@ func (w *Watcher) reload(force bool) error {
 		return w.fail(err)
 	}
 	w.override(c)
-	if !force && len(Changed(w.cfg.Store.Load(), c)) == 0 {
+	if live := w.cfg.Store.Load(); !force && len(Changed(live, c)) == 0 {
 		// Rewritten with the same settings (comments, order, a
 		// restart-only edit taken back): not a reload, nothing to say
 		// above debug. Yet the text is the file's now: GET /admin/config
 		// shows it, and a PUT of what it showed must not write back the
 		// old one.
 		w.log.Debug("config file rewritten, no setting changed")
-		w.keepText(gen, c)
-		return nil
+		if w.keepText(gen, live, c) {
+			return nil
+		}
+		// An older reload went live since the comparison: this file,
+		// newer, differs from it and is applied like any change.
 	}
 	restart, commit, drop, err := w.prepare(c)
 	if err != nil {
@@ -244,18 +253,25 @@ func (w *Watcher) reload(force bool) error {
 	return nil
 }
 
-// keepText stores c, whose settings are the live config's, as the live
+// keepText stores c, whose settings are those of live, as the live
 // config, for the text it was read from; nothing is applied. A newer
-// reload or replace (by gen) wins.
-func (w *Watcher) keepText(gen uint64, c *Config) {
+// reload or replace (by gen) wins. It reports false, storing nothing, if
+// the config live is no longer live: an older reload went live since c
+// was compared with it, and storing c would show settings that are not
+// the ones applied.
+func (w *Watcher) keepText(gen uint64, live, c *Config) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if gen < w.live {
-		return
+		return true
 	}
-	keepRestartOnly(w.cfg.Store.Load(), c) // equal by Changed; kept as they run, to be sure
+	if w.cfg.Store.Load() != live {
+		return false
+	}
+	keepRestartOnly(live, c) // equal by Changed; kept as they run, to be sure
 	w.live = gen
 	w.cfg.Store.Store(c)
+	return true
 }
 
 func (w *Watcher) override(c *Config) {
@@ -293,9 +309,14 @@ func (w *Watcher) Replace(data []byte) ([]string, error) {
 	return restart, err
 }
 
-// prepare keeps the restart-only settings of the running config in c and
-// runs Prepare, without the lock. commit and drop are never nil.
+// prepare runs Check, keeps the restart-only settings of the running
+// config in c and runs Prepare, without the lock. commit and drop are never nil.
 func (w *Watcher) prepare(c *Config) (restart []string, commit, drop func(), err error) {
+	if w.cfg.Check != nil {
+		if err := w.cfg.Check(c); err != nil {
+			return nil, nil, nil, err
+		}
+	}
 	old := w.cfg.Store.Load()
 	restart = RestartNeeded(old, c)
 	if len(restart) > 0 {
