@@ -48,6 +48,7 @@ func validate(args []string, stdout, stderr io.Writer) error {
 		return errReported
 	}
 	fmt.Fprintln(stdout, path+": ok")
+	warnMintKeys(cfg, stderr)
 	checkImages(cfg, path, stderr)
 	return nil
 }
@@ -75,6 +76,17 @@ func validatePath(fs *flag.FlagSet, cfgPath string) (string, error) {
 		return "", errFlags
 	}
 	return cfgPath, nil
+}
+
+// warnMintKeys warns, without failing validation, about private keys
+// that only token mint reads and that it could not load.
+func warnMintKeys(cfg *config.Config, stderr io.Writer) {
+	var list config.ErrorList
+	if errors.As(cfg.Locate(auth.MintKeyProblems(cfg.Auth)), &list) {
+		for _, e := range list {
+			fmt.Fprintf(stderr, "%s:%d:%d: warning: %s (token mint cannot sign with this key; the gateway does not read it)\n", e.File, e.Line, e.Col, e.Msg)
+		}
+	}
 }
 
 // imagesToCheck lists the templates whose image must already be on the

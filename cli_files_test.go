@@ -35,7 +35,6 @@ func TestConfigValidateReadsFiles(t *testing.T) {
 	}{
 		{"keys that load", key(ec, ecKey), ""},
 		{"public key missing", key(missing, ecKey), `:6:24: auth.keys[0].public_key_file: public key: open ` + missing + `: no such file or directory`},
-		{"private key missing", key(ec, missing), `:7:25: auth.keys[0].private_key_file: private key: open ` + missing + `: no such file or directory`},
 		{"a key of another alg", key(rsa, ""), `:6:24: auth.keys[0].public_key_file: ES256 needs an ECDSA key, got *rsa.PublicKey`},
 		{"certificate missing", hs + fmt.Sprintf("tls: {mode: files, cert_file: %q, key_file: %q}\n", missing, ecKey),
 			`:4:31: tls.cert_file: read cert: open ` + missing + `: no such file or directory`},
@@ -63,6 +62,17 @@ func TestConfigValidateReadsFiles(t *testing.T) {
 				t.Fatalf("exit %d, stderr\n%q\nwant 1 and one line starting\n%q", code, errb.String(), path+tc.want)
 			}
 		})
+	}
+
+	// A private key beside a public one is token mint's alone: one that
+	// does not load is a warning, never a refusal (a gateway need not
+	// hold the key that mints).
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(path, []byte("domain: preview.localhost\n"+key(ec, missing)+"templates:\n  app: {image: app:1}\n"), 0o600)
+	var out, errb bytes.Buffer
+	want := path + ":7:25: warning: auth.keys[0].private_key_file: private key: open " + missing + ": no such file or directory"
+	if code := run([]string{"config", "validate", path}, &out, &errb); code != 0 || !strings.Contains(errb.String(), want) {
+		t.Errorf("private key missing: exit %d, stderr %q; want 0 and %q", code, errb.String(), want)
 	}
 }
 
@@ -127,16 +137,15 @@ func TestServeChecksFilesAsValidateDoes(t *testing.T) {
 func TestConfigValidateHidesExpandedFilePaths(t *testing.T) {
 	const pasted = "MC4CAQAwBQYDK2VwBCIEIPastedPrivateKeyNotAPath0123456789" // a key body, not a path
 	t.Setenv("PG_TEST_PRIVATE_KEY", pasted)
-	ec := filepath.Join(keysDir, "ec.pub")
 	path := filepath.Join(t.TempDir(), "c.yaml")
-	body := fmt.Sprintf("domain: preview.localhost\nauth:\n  keys:\n    - kid: k1\n      alg: ES256\n      public_key_file: %q\n"+
-		"      private_key_file: ${PG_TEST_PRIVATE_KEY}\ntemplates:\n  app: {image: app:1}\n", ec)
+	body := "domain: preview.localhost\nauth:\n  keys:\n    - kid: k1\n      alg: ES256\n" +
+		"      public_key_file: ${PG_TEST_PRIVATE_KEY}\ntemplates:\n  app: {image: app:1}\n"
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
 	code := run([]string{"config", "validate", path}, &out, &errb)
-	want := path + ":7:25: auth.keys[0].private_key_file: private key: open ${PG_TEST_PRIVATE_KEY} (its value not shown): no such file or directory"
+	want := path + ":6:24: auth.keys[0].public_key_file: public key: open ${PG_TEST_PRIVATE_KEY} (its value not shown): no such file or directory"
 	if code != 1 || strings.Contains(errb.String(), "PastedPrivateKey") || !strings.Contains(errb.String(), want) {
 		t.Fatalf("exit %d, stderr\n%s\nwant 1, no trace of the variable's value, and\n%s", code, errb.String(), want)
 	}

@@ -227,11 +227,10 @@ func loadPrivateKey(path string) (crypto.Signer, error) {
 	return s, nil
 }
 
-// KeyFileProblems reads every key file a's keys name, as the gateway does
-// when it loads them, and reports what would stop it: a missing or
-// unreadable file, a key that does not fit its alg. A private key file
-// is checked too, though only `token mint` reads it. JWKS endpoints are
-// not fetched.
+// KeyFileProblems reads every key file the gateway reads of a's keys (a
+// public_key_file, else a private_key_file), as it does when it loads
+// them, and reports what would stop it: a missing or unreadable file, a
+// key that does not fit its alg. JWKS endpoints are not fetched.
 func KeyFileProblems(a config.Auth) []config.FileProblem {
 	var out []config.FileProblem
 	for i, k := range a.Keys {
@@ -245,12 +244,22 @@ func KeyFileProblems(a config.Auth) []config.FileProblem {
 				field = "private_key_file"
 			}
 			out = append(out, config.FileProblem{Path: at + field, Err: err})
+		}
+	}
+	return out
+}
+
+// MintKeyProblems reports the private_key_file beside a public_key_file
+// that cannot be loaded: only `token mint` reads it, so it stops no
+// gateway, but minting with that key would fail.
+func MintKeyProblems(a config.Auth) []config.FileProblem {
+	var out []config.FileProblem
+	for i, k := range a.Keys {
+		if isHMAC(k.Alg) || k.PublicKeyFile == "" || k.PrivateKeyFile == "" {
 			continue
 		}
-		if k.PublicKeyFile != "" && k.PrivateKeyFile != "" {
-			if _, err := loadPrivateKey(k.PrivateKeyFile); err != nil {
-				out = append(out, config.FileProblem{Path: at + "private_key_file", Err: err})
-			}
+		if _, err := loadPrivateKey(k.PrivateKeyFile); err != nil {
+			out = append(out, config.FileProblem{Path: fmt.Sprintf("auth.keys[%d].private_key_file", i), Err: err})
 		}
 	}
 	return out
