@@ -95,10 +95,13 @@ func (c *Config) Redacted() ([]byte, error) {
 // secret or template env value written exactly as REDACTED (plain or
 // quoted) keeps the text live was read from, so the output of
 // GET /admin/config can be sent back as is. It returns the config and the
-// bytes to write to the file: data with each REDACTED replaced by that
-// text, quoted, so "${VAR}" stays a reference and no secret the file did
-// not hold is written to it. A REDACTED with nothing running to stand for
-// is an error at its position. live may be nil.
+// bytes to write to the file: data as sent, comments and layout included,
+// with each REDACTED replaced by that text (quoted where the running
+// file's own text would read differently), so "${VAR}" stays a reference
+// and no secret the file did not hold is written to it. Nothing else of
+// the running file is kept: a body is the whole new file. A REDACTED with
+// nothing running to stand for is an error at its position. live may be
+// nil.
 func ParseUpdate(name string, data []byte, live *Config) (*Config, []byte, error) {
 	return parseUpdate(name, data, live, os.LookupEnv)
 }
@@ -171,9 +174,6 @@ func parseUpdate(name string, data []byte, live *Config, lookup func(string) (st
 	c, err := parse(name, data, lookup)
 	if err != nil {
 		return nil, nil, scrub(err, slices.Collect(maps.Values(restored)), lookup)
-	}
-	if live != nil && live.src != nil && !isEditOf(data, live.src) {
-		c, data = applySettings(name, data, live, c, lookup)
 	}
 	return c, data, nil
 }

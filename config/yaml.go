@@ -23,8 +23,7 @@ import (
 //   - the decoder walks goccy's AST (view reads one node when the decoder
 //     reaches it; parseYAML links aliases to anchors in document order);
 //   - redaction, RedactedSource and ParseUpdate's REDACTED splice goccy's
-//     tokens (Origin keeps each token's text as written, editTokens), and
-//     the dump merge finds keys in its AST (merge.go).
+//     tokens (Origin keeps each token's text as written, editTokens).
 //
 // What our code still does, and why: values are set by decode*.go, not by
 // goccy's decoder. Measured on v1.19.2 with Strict(), goccy's decoder
