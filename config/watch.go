@@ -121,25 +121,31 @@ func NewWatcher(cfg WatcherConfig, log *slog.Logger) (*Watcher, error) {
 			target = real
 		}
 	}
-	w := newWatcher(cfg, log, fw.Events, fw.Errors)
-	w.fw, w.target = fw, target
+	w := buildWatcher(cfg, log, fw.Events, fw.Errors)
+	w.fw, w.target = fw, target // before the loop starts: it reads them
+	go w.loop()
 	return w, nil
 }
 
+// newWatcher is a running Watcher on events fed by hand (tests).
 func newWatcher(cfg WatcherConfig, log *slog.Logger, events <-chan fsnotify.Event, errs <-chan error) *Watcher {
+	w := buildWatcher(cfg, log, events, errs)
+	go w.loop()
+	return w
+}
+
+func buildWatcher(cfg WatcherConfig, log *slog.Logger, events <-chan fsnotify.Event, errs <-chan error) *Watcher {
 	if cfg.Debounce <= 0 {
 		cfg.Debounce = 200 * time.Millisecond
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Watcher{
+	return &Watcher{
 		cfg: cfg, log: log.With("config", cfg.Path),
 		events: events, errs: errs,
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	go w.loop()
-	return w
 }
 
 // Close stops watching and waits for the watcher's goroutine. A reload in
