@@ -56,8 +56,8 @@ func parse(name string, data []byte, lookup func(string) (string, bool)) (*Confi
 	// and gets its default; a validation error at the same place as a
 	// decode error is a consequence of it and is left out.
 	decodeErrs := len(d.errs)
-	d.failWrittenZeros(c)
 	c.ApplyDefaults()
+	d.refuseDefaultedZeros()
 	c.Path = name
 	c.src = data
 	c.expanded = d.expanded
@@ -148,6 +148,8 @@ type decoder struct {
 	// made from, so that messages quote what the file says, never what
 	// the environment holds (a secret, maybe: expose).
 	expanded map[string]string
+	// zeros are the numbers written as 0 (see refuseDefaultedZeros).
+	zeros []writtenZero
 }
 
 // loc is where a value (and the key naming it) sits in the file.

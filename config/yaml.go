@@ -37,8 +37,9 @@ import (
 // less its few reflect.Set calls. So the decoder reads each scalar with
 // its YAML tag (Duration, ByteSize and URL through scalarParser: "15"
 // without a unit or a quoted integer is refused at its position), records
-// each value's position by YAML path (no field addresses) for validation,
-// and records the scalar of each secret for redaction.
+// each value's position by YAML path for validation, the fields of the
+// numbers written as 0 (a default that replaces one is an error), and
+// the scalar of each secret for redaction.
 
 type nodeKind uint8
 
