@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"reflect"
+	"strconv"
 
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/token"
@@ -65,7 +66,9 @@ func parse(name string, data []byte, lookup func(string) (string, bool)) (*Confi
 	d.errs = dropShadowed(d.errs, decodeErrs, d.unexpanded)
 	if len(d.errs) > 0 {
 		d.errs.sort()
-		d.unexpand()
+		for _, e := range d.errs {
+			e.Msg = unexpand(e.Msg, d.expanded, strconv.Quote)
+		}
 		return nil, d.errs
 	}
 	return c, nil

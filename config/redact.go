@@ -202,23 +202,17 @@ func scrub(err error, raws []string, lookup func(string) (string, bool)) error {
 	if !errors.As(err, &list) || len(raws) == 0 {
 		return err
 	}
-	var secrets []string
+	secrets := map[string]string{}
 	for _, raw := range raws {
-		secrets = append(secrets, raw, yamlQuote(raw))
+		secrets[raw], secrets[yamlQuote(raw)] = Redacted, Redacted
 		if v, _, xerr := expand(raw, lookup); xerr == nil {
-			secrets = append(secrets, v)
+			secrets[v] = Redacted
 		}
 	}
-	// Longest first, so that a value inside another is not half replaced.
-	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
 	out := make(ErrorList, len(list))
 	for i, e := range list {
 		ec := *e
-		for _, v := range secrets {
-			if v != "" {
-				ec.Msg = strings.ReplaceAll(ec.Msg, v, Redacted)
-			}
-		}
+		ec.Msg = replaceLongest(ec.Msg, secrets)
 		out[i] = &ec
 	}
 	return out
