@@ -274,7 +274,9 @@ func (w *Watcher) keepText(gen uint64, live, c *Config) bool {
 	if w.cfg.Store.Load() != live {
 		return false
 	}
-	keepRestartOnly(live, c) // equal by Changed; kept as they run, to be sure
+	// c's restart-only settings are already live's: Changed compared
+	// every setting (a list left out and one written empty are the same
+	// to it, as to every reader).
 	w.live = gen
 	w.cfg.Store.Store(c)
 	return true
