@@ -390,3 +390,37 @@ func TestParseUpdateAliasDoesNotShowSecrets(t *testing.T) {
 		})
 	}
 }
+
+// TestRedactedSourceFallbackRoundTrip: where the file cannot be shown as
+// written (a secret in a block scalar), GET /admin/config shows the
+// effective config; sent back, it changes no setting, and the file
+// written (that config, as sent) reads back as it.
+func TestRedactedSourceFallbackRoundTrip(t *testing.T) {
+	t.Parallel()
+	src := strings.Replace(liveSrc, "admin_token: ${ADMIN}\n", "admin_token: |-\n  block-admin-token-0123456789\n", 1)
+	live, err := parse("live.yaml", []byte(src), env(liveEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown, err := live.RedactedSource()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(shown), "block-admin-token") || !strings.Contains(string(shown), "admin_token: REDACTED\n") {
+		t.Fatalf("GET shows\n%s\nwant the effective config, admin_token REDACTED", shown)
+	}
+	c, file, err := parseUpdate("live.yaml", shown, live, env(liveEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := Changed(live, c); len(diff) > 0 {
+		t.Errorf("PUT of GET's output changed %v", diff)
+	}
+	back, err := parse("live.yaml", file, env(liveEnv))
+	if err != nil {
+		t.Fatalf("the file written does not parse: %v\n%s", err, file)
+	}
+	if diff := Changed(c, back); len(diff) > 0 || string(back.AdminToken) != "block-admin-token-0123456789" {
+		t.Errorf("the file written reads differently at %v (admin token %d bytes):\n%s", diff, len(back.AdminToken), file)
+	}
+}
