@@ -260,11 +260,11 @@ type RateLimits struct {
 // Limits protect the gateway and the host.
 type Limits struct {
 	RateLimits               `yaml:",inline"`
-	MaxConcurrentStarts      int      `yaml:"max_concurrent_starts"`        // Zero means 4.
-	StartQueue               int      `yaml:"start_queue"`                  // waiting starts beyond the cap before 503. Zero means 64.
-	StartQueueTimeout        Duration `yaml:"start_queue_timeout"`          // Zero means 30s.
-	MaxRunning               int      `yaml:"max_running"`                  // Zero means 50.
-	CreatesPerSubjectPerHour int      `yaml:"creates_per_subject_per_hour"` // Zero means half of MaxRunning; -1 means unlimited.
+	MaxConcurrentStarts      int      `yaml:"max_concurrent_starts"`                       // Zero means 4.
+	StartQueue               int      `yaml:"start_queue"`                                 // waiting starts beyond the cap before 503. Zero means 64.
+	StartQueueTimeout        Duration `yaml:"start_queue_timeout"`                         // Zero means 30s.
+	MaxRunning               int      `yaml:"max_running"`                                 // Zero means 50.
+	CreatesPerSubjectPerHour int      `yaml:"creates_per_subject_per_hour" zero:"default"` // Zero means half of MaxRunning; -1 means unlimited.
 	// MaxRunningPerSubject bounds how many sandboxes one token subject
 	// (sub) runs at once, across replicas (#24, 9). Zero means no bound.
 	MaxRunningPerSubject int      `yaml:"max_running_per_subject"`

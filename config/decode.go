@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"reflect"
+	"strconv"
 
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/token"
@@ -56,8 +57,8 @@ func parse(name string, data []byte, lookup func(string) (string, bool)) (*Confi
 	// and gets its default; a validation error at the same place as a
 	// decode error is a consequence of it and is left out.
 	decodeErrs := len(d.errs)
-	d.failWrittenZeros(c)
 	c.ApplyDefaults()
+	d.refuseDefaultedZeros()
 	c.Path = name
 	c.src = data
 	c.expanded = d.expanded
@@ -65,7 +66,9 @@ func parse(name string, data []byte, lookup func(string) (string, bool)) (*Confi
 	d.errs = dropShadowed(d.errs, decodeErrs, d.unexpanded)
 	if len(d.errs) > 0 {
 		d.errs.sort()
-		d.unexpand()
+		for _, e := range d.errs {
+			e.Msg = unexpand(e.Msg, d.expanded, strconv.Quote)
+		}
 		return nil, d.errs
 	}
 	return c, nil
@@ -148,6 +151,8 @@ type decoder struct {
 	// made from, so that messages quote what the file says, never what
 	// the environment holds (a secret, maybe: expose).
 	expanded map[string]string
+	// zeros are the numbers written as 0 (see refuseDefaultedZeros).
+	zeros []writtenZero
 }
 
 // loc is where a value (and the key naming it) sits in the file.

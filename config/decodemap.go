@@ -96,7 +96,7 @@ func (d *decoder) decodeMapping(n *node, v reflect.Value, path string) {
 		d.errAt(n.pos, "%s: expected a mapping, got %s", name, kindName(n))
 		return
 	}
-	var fields map[string][]int
+	var fields map[string]field
 	if v.Kind() == reflect.Struct {
 		fields = fieldsOf(v.Type())
 	} else {
@@ -116,7 +116,7 @@ func (d *decoder) decodeMapping(n *node, v reflect.Value, path string) {
 			}
 			continue
 		}
-		idx, ok := fields[key]
+		f, ok := fields[key]
 		if !ok {
 			msg := fmt.Sprintf("unknown key %q", key)
 			if path != "" {
@@ -129,25 +129,37 @@ func (d *decoder) decodeMapping(n *node, v reflect.Value, path string) {
 			continue
 		}
 		d.locs[p] = loc{Key: e.k.pos}
-		d.decode(e.v, v.FieldByIndex(idx), p)
+		fv := v.FieldByIndex(f.index)
+		if d.decode(e.v, fv, p) && (fv.CanInt() || fv.CanFloat()) && fv.IsZero() && !f.zeroIsDefault {
+			d.zeros = append(d.zeros, writtenZero{p, fv})
+		}
 	}
 }
 
-// fieldCache maps each config struct type to its fields by yaml key.
-var fieldCache sync.Map // reflect.Type -> map[string][]int
+// field is a struct field by its yaml key.
+type field struct {
+	index []int // in the struct, through ",inline" fields
+	// zeroIsDefault (tag `zero:"default"`): a written 0 means the
+	// default, as leaving the key out does. Elsewhere a 0 the defaults
+	// replace is refused (refuseDefaultedZeros).
+	zeroIsDefault bool
+}
 
-// fieldsOf maps yaml keys to field index paths, flattening ",inline" fields.
-func fieldsOf(t reflect.Type) map[string][]int {
+// fieldCache maps each config struct type to its fields by yaml key.
+var fieldCache sync.Map // reflect.Type -> map[string]field
+
+// fieldsOf maps yaml keys to fields, flattening ",inline" fields.
+func fieldsOf(t reflect.Type) map[string]field {
 	if f, ok := fieldCache.Load(t); ok {
-		return f.(map[string][]int)
+		return f.(map[string]field)
 	}
 	f := buildFields(t)
 	fieldCache.Store(t, f)
 	return f
 }
 
-func buildFields(t reflect.Type) map[string][]int {
-	out := map[string][]int{}
+func buildFields(t reflect.Type) map[string]field {
+	out := map[string]field{}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		tag := f.Tag.Get("yaml")
@@ -156,21 +168,22 @@ func buildFields(t reflect.Type) map[string][]int {
 			continue
 		}
 		if opts == "inline" {
-			for k, idx := range buildFields(f.Type) {
-				out[k] = append([]int{i}, idx...)
+			for k, in := range buildFields(f.Type) {
+				in.index = append([]int{i}, in.index...)
+				out[k] = in
 			}
 			continue
 		}
 		if name == "" {
 			name = strings.ToLower(f.Name)
 		}
-		out[name] = []int{i}
+		out[name] = field{index: []int{i}, zeroIsDefault: f.Tag.Get("zero") == "default"}
 	}
 	return out
 }
 
 // suggest returns the known key closest to k if it is a likely typo.
-func suggest(k string, fields map[string][]int) string {
+func suggest(k string, fields map[string]field) string {
 	best, bestD := "", 3
 	for f := range fields {
 		if dist := editDistance(k, f); dist < bestD || dist == bestD && f < best {

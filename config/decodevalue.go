@@ -27,22 +27,29 @@ type scalarParser interface {
 // as deep as the YAML: a collection where a scalar belongs is an error, and
 // aliases are charged to the node budget. Errors are recorded and decoding
 // goes on, so one pass finds every error of a file. path is "" only for
-// the document, a struct (decodeMapping names it "the document").
-func (d *decoder) decode(an ast.Node, v reflect.Value, path string) {
+// the document, a struct (decodeMapping names it "the document"). It
+// reports whether a value was written there and read without an error.
+func (d *decoder) decode(an ast.Node, v reflect.Value, path string) bool {
 	n := d.resolve(an)
 	if n == nil {
-		return
+		return false
 	}
 	l := d.locs[path]
 	l.Pos = n.pos
 	d.locs[path] = l
 	if n.kind == scalarNode && n.tag == nullTag {
 		v.SetZero() // "key:" or "key: null" means unset: the default applies
-		return
+		return false
 	}
-	if d.decodeOwn(n, v, path) {
-		return
+	errs := len(d.errs)
+	if !d.decodeOwn(n, v, path) {
+		d.decodeKind(an, n, v, path)
 	}
+	return len(d.errs) == errs
+}
+
+// decodeKind is decode by v's kind.
+func (d *decoder) decodeKind(an ast.Node, n *node, v reflect.Value, path string) {
 	switch t := v.Type(); t.Kind() {
 	case reflect.Pointer:
 		e := reflect.New(t.Elem())

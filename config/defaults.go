@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"fmt"
+	"reflect"
+	"time"
+)
 
 // Development defaults used by Default, the embedded configuration.
 const (
@@ -129,6 +133,33 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&l.LimiterEntries, 100_000)
 	setDefault(&c.Log.Level, "info")
 	setDefault(&c.Log.Format, "auto")
+}
+
+// A number written as 0 whose 0 the defaults then replace (a template's
+// idle_timeout, limits.max_running, auth.link_ttl, ...) reads like "off"
+// or "never", as a rate's 0 does, yet ran as the default: idle_timeout: 0
+// stopped sandboxes after 15m, max_keep_up: 0 still let a backend keep one
+// up 4h. Written out, such a 0 is therefore an error; leaving the key out
+// (or "key:") still means the default. A field tagged `zero:"default"`
+// (creates_per_subject_per_hour) documents its 0 as the default and takes
+// it. The decoder notes each number written as 0 (decodeMapping), and the
+// defaults say which they replace: no list of keys to keep in step.
+
+// writtenZero is a number the file writes as 0: its key's path and its
+// field in the decoded config.
+type writtenZero struct {
+	path string
+	v    reflect.Value
+}
+
+// refuseDefaultedZeros reports each written 0 that ApplyDefaults, run
+// just before, replaced, with the default it would have meant.
+func (d *decoder) refuseDefaultedZeros() {
+	for _, z := range d.zeros {
+		if !z.v.IsZero() {
+			d.fail(fmt.Sprintf("0 is not off or unlimited here: it would mean the default (%v); leave the key out for that, or write the value you want", z.v.Interface()), z.path)
+		}
+	}
 }
 
 func (t *Template) applyDefaults() {

@@ -13,31 +13,23 @@ import (
 // values, so the result can be logged even where a secret changed. Nil
 // when nothing differs or either config is nil.
 func Changed(old, new *Config) []string {
-	var out []string
-	for _, p := range changedPaths(old, new) {
-		out = append(out, strings.Join(p, "."))
+	if old == nil || new == nil {
+		return nil
 	}
+	var out []string
+	diffValue(reflect.ValueOf(old).Elem(), reflect.ValueOf(new).Elem(), "", &out)
 	slices.Sort(out)
 	return out
 }
 
-// changedPaths is Changed as key paths, one key per element (a template
-// name may hold dots).
-func changedPaths(old, new *Config) [][]string {
-	if old == nil || new == nil {
-		return nil
-	}
-	var out [][]string
-	diffValue(reflect.ValueOf(old).Elem(), reflect.ValueOf(new).Elem(), nil, &out)
-	return out
-}
-
-func diffValue(a, b reflect.Value, path []string, out *[][]string) {
+// diffValue appends to out the key of each setting that differs between
+// a and b, under path.
+func diffValue(a, b reflect.Value, path string, out *[]string) {
 	switch a.Kind() {
 	case reflect.Pointer:
 		if a.IsNil() || b.IsNil() {
 			if a.IsNil() != b.IsNil() {
-				*out = append(*out, slices.Clone(path))
+				*out = append(*out, path)
 			}
 			return
 		}
@@ -51,7 +43,7 @@ func diffValue(a, b reflect.Value, path []string, out *[][]string) {
 			case f.IsExported() && opts == "inline":
 				diffValue(a.Field(i), b.Field(i), path, out)
 			case f.IsExported() && name != "-" && name != "":
-				diffValue(a.Field(i), b.Field(i), append(slices.Clone(path), name), out)
+				diffValue(a.Field(i), b.Field(i), join(path, name), out)
 			} // else Path, Template.Name, the raw texts: not settings
 		}
 	case reflect.Slice:
@@ -62,7 +54,7 @@ func diffValue(a, b reflect.Value, path []string, out *[][]string) {
 			return
 		}
 		if !reflect.DeepEqual(a.Interface(), b.Interface()) {
-			*out = append(*out, slices.Clone(path))
+			*out = append(*out, path)
 		}
 	case reflect.Map:
 		if a.Len() == 0 && b.Len() == 0 {
@@ -79,14 +71,14 @@ func diffValue(a, b reflect.Value, path []string, out *[][]string) {
 			kv := reflect.ValueOf(k).Convert(a.Type().Key())
 			av, bv := a.MapIndex(kv), b.MapIndex(kv)
 			if !av.IsValid() || !bv.IsValid() {
-				*out = append(*out, append(slices.Clone(path), k))
+				*out = append(*out, join(path, k))
 				continue
 			}
-			diffValue(av, bv, append(slices.Clone(path), k), out)
+			diffValue(av, bv, join(path, k), out)
 		}
 	default:
 		if !reflect.DeepEqual(a.Interface(), b.Interface()) {
-			*out = append(*out, slices.Clone(path))
+			*out = append(*out, path)
 		}
 	}
 }

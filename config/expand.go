@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/goccy/go-yaml/token"
@@ -51,22 +50,32 @@ func (d *decoder) scalar(n *node, path string) (string, string, bool) {
 	return s, tag, true
 }
 
-// unexpand quotes, in every message, each value ${VAR} expansion made as
-// the text it was made from: an environment value (the signing key, say)
-// is never echoed back by an error, which the admin API shows to whoever
-// sent the text and a failed reload logs. Values are replaced where
-// quoted (%q), as the messages quote them, longest first.
-func (d *decoder) unexpand() {
-	if len(d.expanded) == 0 {
-		return
+// unexpand writes, in msg, each value of expanded (a value ${VAR}
+// expansion made -> the text it was made from) as that text: an
+// environment value (the signing key, say) is never echoed back by an
+// error, which the admin API shows to whoever sent the text and a failed
+// reload logs. Values are replaced as msg writes them, through quote
+// (strconv.Quote for the decoder's %q; none for a file error's path),
+// longest first.
+func unexpand(msg string, expanded map[string]string, quote func(string) string) string {
+	repl := make(map[string]string, len(expanded))
+	for v, text := range expanded {
+		repl[quote(v)] = quote(text) + " (its value not shown)"
 	}
-	vals := slices.Collect(maps.Keys(d.expanded))
-	slices.SortFunc(vals, func(a, b string) int { return len(b) - len(a) })
-	for _, e := range d.errs {
-		for _, v := range vals {
-			e.Msg = strings.ReplaceAll(e.Msg, strconv.Quote(v), strconv.Quote(d.expanded[v])+" (its value not shown)")
+	return replaceLongest(msg, repl)
+}
+
+// replaceLongest replaces in s each key of repl by its value, longest key
+// first, so that a value inside another is not half replaced.
+func replaceLongest(s string, repl map[string]string) string {
+	olds := slices.Collect(maps.Keys(repl))
+	slices.SortFunc(olds, func(a, b string) int { return len(b) - len(a) })
+	for _, old := range olds {
+		if old != "" {
+			s = strings.ReplaceAll(s, old, repl[old])
 		}
 	}
+	return s
 }
 
 // exprPos is the position of byte off of n's value in the file: exact for

@@ -116,10 +116,10 @@ func yamlDepth(data []byte) (depth int, ok bool) {
 	return walk(root), true
 }
 
-// FuzzParseUpdate: a PUT body applied to a running file (the dump merge,
-// REDACTED restored) never panics, and what it would write to the file
-// reads back as the config it applies: a merge on goccy's AST that went
-// wrong is caught, never written.
+// FuzzParseUpdate: a PUT body replacing a running file (REDACTED restored)
+// never panics, and what it would write to the file reads back as the
+// config it applies: a REDACTED splice on goccy's tokens that went wrong
+// is caught, never written.
 func FuzzParseUpdate(f *testing.F) {
 	dump := func(src string) string {
 		c, err := parse("live.yaml", []byte(src), env(liveEnv))
@@ -150,7 +150,7 @@ func FuzzParseUpdate(f *testing.F) {
 		if err != nil {
 			t.Fatalf("the file to write does not parse: %v\n%s", err, out)
 		}
-		if diff := changedPaths(back, c); len(diff) > 0 {
+		if diff := Changed(back, c); len(diff) > 0 {
 			t.Fatalf("the file to write reads differently at %v:\n%s", diff, out)
 		}
 	})

@@ -1,11 +1,5 @@
 package config
 
-import (
-	"maps"
-	"slices"
-	"strings"
-)
-
 // FileProblem is a problem with a file the config names (a key, a
 // certificate), found by the package that reads such files (auth,
 // certs): config reads no file but its own, yet an operator wants every
@@ -40,7 +34,7 @@ func (c *Config) Locate(problems []FileProblem) error {
 		}
 	}
 	for _, p := range problems {
-		d.fail(hideExpanded(p.Err.Error(), hide), p.Path)
+		d.fail(unexpand(p.Err.Error(), hide, func(s string) string { return s }), p.Path)
 	}
 	d.errs.sort()
 	return d.errs
@@ -54,16 +48,4 @@ func (c *Config) filePaths() []string {
 		out = append(out, k.PublicKeyFile, k.PrivateKeyFile)
 	}
 	return out
-}
-
-// hideExpanded replaces in msg each value of expanded (value -> the text
-// it was made from), longest first: file errors name their path
-// unquoted ("open PATH: ...").
-func hideExpanded(msg string, expanded map[string]string) string {
-	vals := slices.Collect(maps.Keys(expanded))
-	slices.SortFunc(vals, func(a, b string) int { return len(b) - len(a) })
-	for _, v := range vals {
-		msg = strings.ReplaceAll(msg, v, expanded[v]+" (its value not shown)")
-	}
-	return msg
 }

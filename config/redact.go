@@ -95,10 +95,13 @@ func (c *Config) Redacted() ([]byte, error) {
 // secret or template env value written exactly as REDACTED (plain or
 // quoted) keeps the text live was read from, so the output of
 // GET /admin/config can be sent back as is. It returns the config and the
-// bytes to write to the file: data with each REDACTED replaced by that
-// text, quoted, so "${VAR}" stays a reference and no secret the file did
-// not hold is written to it. A REDACTED with nothing running to stand for
-// is an error at its position. live may be nil.
+// bytes to write to the file: data as sent, comments and layout included,
+// with each REDACTED replaced by that text (quoted where the running
+// file's own text would read differently), so "${VAR}" stays a reference
+// and no secret the file did not hold is written to it. Nothing else of
+// the running file is kept: a body is the whole new file. A REDACTED with
+// nothing running to stand for is an error at its position. live may be
+// nil.
 func ParseUpdate(name string, data []byte, live *Config) (*Config, []byte, error) {
 	return parseUpdate(name, data, live, os.LookupEnv)
 }
@@ -172,9 +175,6 @@ func parseUpdate(name string, data []byte, live *Config, lookup func(string) (st
 	if err != nil {
 		return nil, nil, scrub(err, slices.Collect(maps.Values(restored)), lookup)
 	}
-	if live != nil && live.src != nil && !isEditOf(data, live.src) {
-		c, data = applySettings(name, data, live, c, lookup)
-	}
 	return c, data, nil
 }
 
@@ -202,23 +202,17 @@ func scrub(err error, raws []string, lookup func(string) (string, bool)) error {
 	if !errors.As(err, &list) || len(raws) == 0 {
 		return err
 	}
-	var secrets []string
+	secrets := map[string]string{}
 	for _, raw := range raws {
-		secrets = append(secrets, raw, yamlQuote(raw))
+		secrets[raw], secrets[yamlQuote(raw)] = Redacted, Redacted
 		if v, _, xerr := expand(raw, lookup); xerr == nil {
-			secrets = append(secrets, v)
+			secrets[v] = Redacted
 		}
 	}
-	// Longest first, so that a value inside another is not half replaced.
-	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
 	out := make(ErrorList, len(list))
 	for i, e := range list {
 		ec := *e
-		for _, v := range secrets {
-			if v != "" {
-				ec.Msg = strings.ReplaceAll(ec.Msg, v, Redacted)
-			}
-		}
+		ec.Msg = replaceLongest(ec.Msg, secrets)
 		out[i] = &ec
 	}
 	return out

@@ -49,11 +49,11 @@ var restartOnly = []string{
 func setting(c *Config, path string) reflect.Value {
 	v := reflect.ValueOf(c).Elem()
 	for _, k := range strings.Split(path, ".") {
-		idx, ok := fieldsOf(v.Type())[k]
+		f, ok := fieldsOf(v.Type())[k]
 		if !ok {
 			panic("config: no setting " + path) // restartOnly names a key that does not exist
 		}
-		v = v.FieldByIndex(idx)
+		v = v.FieldByIndex(f.index)
 	}
 	return v
 }

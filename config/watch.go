@@ -1,13 +1,11 @@
 package config
 
 import (
-	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -121,25 +119,31 @@ func NewWatcher(cfg WatcherConfig, log *slog.Logger) (*Watcher, error) {
 			target = real
 		}
 	}
-	w := newWatcher(cfg, log, fw.Events, fw.Errors)
-	w.fw, w.target = fw, target
+	w := buildWatcher(cfg, log, fw.Events, fw.Errors)
+	w.fw, w.target = fw, target // before the loop starts: it reads them
+	go w.loop()
 	return w, nil
 }
 
+// newWatcher is a running Watcher on events fed by hand (tests).
 func newWatcher(cfg WatcherConfig, log *slog.Logger, events <-chan fsnotify.Event, errs <-chan error) *Watcher {
+	w := buildWatcher(cfg, log, events, errs)
+	go w.loop()
+	return w
+}
+
+func buildWatcher(cfg WatcherConfig, log *slog.Logger, events <-chan fsnotify.Event, errs <-chan error) *Watcher {
 	if cfg.Debounce <= 0 {
 		cfg.Debounce = 200 * time.Millisecond
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Watcher{
+	return &Watcher{
 		cfg: cfg, log: log.With("config", cfg.Path),
 		events: events, errs: errs,
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	go w.loop()
-	return w
 }
 
 // Close stops watching and waits for the watcher's goroutine. A reload in
@@ -268,7 +272,9 @@ func (w *Watcher) keepText(gen uint64, live, c *Config) bool {
 	if w.cfg.Store.Load() != live {
 		return false
 	}
-	keepRestartOnly(live, c) // equal by Changed; kept as they run, to be sure
+	// c's restart-only settings are already live's: Changed compared
+	// every setting (a list left out and one written empty are the same
+	// to it, as to every reader).
 	w.live = gen
 	w.cfg.Store.Store(c)
 	return true
@@ -307,116 +313,4 @@ func (w *Watcher) Replace(data []byte) ([]string, error) {
 	restart, err = w.commit(0, c, restart, commit, drop, "config replaced", &sum, file)
 	syncDir(w.cfg.Path) // the rename, made under the lock, survives a crash
 	return restart, err
-}
-
-// prepare runs Check, keeps the restart-only settings of the running
-// config in c and runs Prepare, without the lock. commit and drop are never nil.
-func (w *Watcher) prepare(c *Config) (restart []string, commit, drop func(), err error) {
-	if w.cfg.Check != nil {
-		if err := w.cfg.Check(c); err != nil {
-			return nil, nil, nil, err
-		}
-	}
-	old := w.cfg.Store.Load()
-	restart = RestartNeeded(old, c)
-	if len(restart) > 0 {
-		keepRestartOnly(old, c)
-	}
-	commit, drop = func() {}, func() {}
-	if w.cfg.Prepare != nil {
-		cm, dr, err := w.cfg.Prepare(c)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("apply config: %w", err)
-		}
-		if cm != nil {
-			commit = cm
-		}
-		if dr != nil {
-			drop = dr
-		}
-	}
-	return restart, commit, drop, nil
-}
-
-// commit makes c live unless a newer reload or replace (by gen; 0 means
-// now) already did, in which case the preparation is dropped and c is not stored. sum,
-// if set, is the file content c was read from.
-//
-// file, if set, is the replace's staged file: renamed into place with
-// the commit, or removed.
-func (w *Watcher) commit(gen uint64, c *Config, restart []string, commit, drop func(), msg string, sum *[sha256.Size]byte, file *staged) ([]string, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if gen == 0 { // a replace takes its turn now, with its file's rename
-		w.gen++
-		gen = w.gen
-	}
-	if gen < w.live {
-		drop()
-		if file != nil {
-			file.discard()
-		}
-		w.log.Debug("config superseded by a newer one before it went live")
-		return restart, nil
-	}
-	old := w.cfg.Store.Load()
-	if w.cfg.Apply != nil {
-		if err := w.cfg.Apply(c); err != nil {
-			drop()
-			if file != nil {
-				file.discard()
-			}
-			return nil, fmt.Errorf("apply config: %w", err)
-		}
-	}
-	if file != nil {
-		if err := file.publish(); err != nil {
-			err = fmt.Errorf("write config: %w", err)
-			drop()
-			if w.cfg.Apply != nil {
-				if rerr := w.cfg.Apply(old); rerr != nil {
-					w.log.Error("config: re-applying the old config failed", "err", rerr)
-				}
-			}
-			return nil, err
-		}
-	}
-	commit()
-	if sum != nil {
-		w.lastSum, w.haveSum = *sum, true
-	}
-	w.live = gen
-	w.cfg.Store.Store(c)
-	w.report(ResultSuccess)
-	w.logChanges(msg, Changed(old, c), restart)
-	return restart, nil
-}
-
-// logChanges says what a reload or replace changed: the settings now live
-// ("changed"), and as a warning those that wait for a restart, running
-// values kept. Keys only: a changed secret is named, never shown.
-func (w *Watcher) logChanges(msg string, changed, restart []string) {
-	live := slices.DeleteFunc(slices.Clone(changed), func(k string) bool {
-		return slices.ContainsFunc(restart, func(r string) bool { return k == r || strings.HasPrefix(k, r+".") })
-	})
-	if len(restart) > 0 {
-		w.log.Warn("config changes need a restart to take effect; running values kept", "settings", restart)
-	}
-	if len(changed) == 0 {
-		w.log.Info(msg + ", no setting changed")
-		return
-	}
-	w.log.Info(msg, "changed", live)
-}
-
-func (w *Watcher) fail(err error) error {
-	w.report(ResultFailure)
-	w.log.LogAttrs(context.Background(), slog.LevelError, "config reload failed, keeping the running config", slog.String("err", err.Error()))
-	return err
-}
-
-func (w *Watcher) report(result string) {
-	if w.cfg.OnResult != nil {
-		w.cfg.OnResult(result)
-	}
 }

@@ -23,8 +23,7 @@ import (
 //   - the decoder walks goccy's AST (view reads one node when the decoder
 //     reaches it; parseYAML links aliases to anchors in document order);
 //   - redaction, RedactedSource and ParseUpdate's REDACTED splice goccy's
-//     tokens (Origin keeps each token's text as written, editTokens), and
-//     the dump merge finds keys in its AST (merge.go).
+//     tokens (Origin keeps each token's text as written, editTokens).
 //
 // What our code still does, and why: values are set by decode*.go, not by
 // goccy's decoder. Measured on v1.19.2 with Strict(), goccy's decoder
@@ -38,8 +37,9 @@ import (
 // less its few reflect.Set calls. So the decoder reads each scalar with
 // its YAML tag (Duration, ByteSize and URL through scalarParser: "15"
 // without a unit or a quoted integer is refused at its position), records
-// each value's position by YAML path (no field addresses) for validation,
-// and records the scalar of each secret for redaction.
+// each value's position by YAML path for validation, the fields of the
+// numbers written as 0 (a default that replaces one is an error), and
+// the scalar of each secret for redaction.
 
 type nodeKind uint8
 

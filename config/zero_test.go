@@ -35,6 +35,49 @@ func TestWrittenZeroThatMeansDefault(t *testing.T) {
 	}
 }
 
+// Every number the defaults fill refuses a written 0, at its key: the
+// rule is the defaults', so a new defaulted key cannot be left out of it.
+// "key:" (null) still means the default, as the docs say.
+func TestWrittenZeroOfEachDefaultedKey(t *testing.T) {
+	t.Parallel()
+	nest := func(path string) string { // "a.b.c" -> "{a: {b: {c: 0}}}" without the outer braces
+		keys := strings.Split(path, ".")
+		out := keys[len(keys)-1] + ": 0"
+		for i := len(keys) - 2; i >= 0; i-- {
+			out = keys[i] + ": {" + out + "}"
+		}
+		return out
+	}
+	keys := []string{"tls.acme.issue_per_hour", "auth.link_ttl", "auth.max_link_ttl", "docker.replicas"}
+	for _, k := range []string{"max_concurrent_starts", "start_queue", "start_queue_timeout", "max_running",
+		"websockets_per_sandbox", "websockets_per_ip", "max_header_bytes", "read_header_timeout", "idle_timeout",
+		"body_timeout", "body_min_rate", "write_timeout", "connections_per_ip", "limiter_entries"} {
+		keys = append(keys, "limits."+k)
+	}
+	for _, k := range []string{"port", "memory", "cpus", "pids", "ready.timeout", "idle_timeout", "max_socket_idle",
+		"remove_after", "max_keep_up", "max_body"} {
+		keys = append(keys, "templates.web."+k)
+	}
+	for _, k := range keys {
+		t.Run(k, func(t *testing.T) {
+			t.Parallel()
+			yaml := base + nest(k) + "\n"
+			if key, ok := strings.CutPrefix(k, "templates.web."); ok {
+				yaml = strings.Replace(base, "web: {image: nginx}", "web: {image: nginx, "+nest(key)+"}", 1)
+			} else if key, ok := strings.CutPrefix(k, "auth."); ok { // base has an auth mapping
+				yaml = strings.Replace(base, "\nauth:\n", "\nauth:\n  "+nest(key)+"\n", 1)
+			}
+			_, err := parse("bad.yaml", []byte(yaml), env(nil))
+			if err == nil || !strings.Contains(err.Error(), k+": 0 is not off or unlimited here") || strings.Count(err.Error(), "\n") != 0 {
+				t.Errorf("got %v, want one error at %s", err, k)
+			}
+			if _, err := parse("ok.yaml", []byte(strings.Replace(yaml, ": 0", ":", 1)), env(nil)); err != nil {
+				t.Errorf("written as null: got %v, want the default", err)
+			}
+		})
+	}
+}
+
 // Where 0 has a meaning of its own (off, no bound, derived), it stays valid.
 func TestWrittenZeroWithItsOwnMeaning(t *testing.T) {
 	t.Parallel()

@@ -1,0 +1,126 @@
+package config
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+)
+
+// A reload and a replace go live the same way: prepare (Check, the
+// restart-only settings kept, Prepare) without the watcher's lock, then
+// commit under it, in the order they began.
+
+// prepare runs Check, keeps the restart-only settings of the running
+// config in c and runs Prepare, without the lock. commit and drop are never nil.
+func (w *Watcher) prepare(c *Config) (restart []string, commit, drop func(), err error) {
+	if w.cfg.Check != nil {
+		if err := w.cfg.Check(c); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	old := w.cfg.Store.Load()
+	restart = RestartNeeded(old, c)
+	if len(restart) > 0 {
+		keepRestartOnly(old, c)
+	}
+	commit, drop = func() {}, func() {}
+	if w.cfg.Prepare != nil {
+		cm, dr, err := w.cfg.Prepare(c)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("apply config: %w", err)
+		}
+		if cm != nil {
+			commit = cm
+		}
+		if dr != nil {
+			drop = dr
+		}
+	}
+	return restart, commit, drop, nil
+}
+
+// commit makes c live unless a newer reload or replace (by gen; 0 means
+// now) already did, in which case the preparation is dropped and c is not stored. sum,
+// if set, is the file content c was read from.
+//
+// file, if set, is the replace's staged file: renamed into place with
+// the commit, or removed.
+func (w *Watcher) commit(gen uint64, c *Config, restart []string, commit, drop func(), msg string, sum *[sha256.Size]byte, file *staged) ([]string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if gen == 0 { // a replace takes its turn now, with its file's rename
+		w.gen++
+		gen = w.gen
+	}
+	if gen < w.live {
+		drop()
+		if file != nil {
+			file.discard()
+		}
+		w.log.Debug("config superseded by a newer one before it went live")
+		return restart, nil
+	}
+	old := w.cfg.Store.Load()
+	if w.cfg.Apply != nil {
+		if err := w.cfg.Apply(c); err != nil {
+			drop()
+			if file != nil {
+				file.discard()
+			}
+			return nil, fmt.Errorf("apply config: %w", err)
+		}
+	}
+	if file != nil {
+		if err := file.publish(); err != nil {
+			err = fmt.Errorf("write config: %w", err)
+			drop()
+			if w.cfg.Apply != nil {
+				if rerr := w.cfg.Apply(old); rerr != nil {
+					w.log.Error("config: re-applying the old config failed", "err", rerr)
+				}
+			}
+			return nil, err
+		}
+	}
+	commit()
+	if sum != nil {
+		w.lastSum, w.haveSum = *sum, true
+	}
+	w.live = gen
+	w.cfg.Store.Store(c)
+	w.report(ResultSuccess)
+	w.logChanges(msg, Changed(old, c), restart)
+	return restart, nil
+}
+
+// logChanges says what a reload or replace changed: the settings now live
+// ("changed"), and as a warning those that wait for a restart, running
+// values kept. Keys only: a changed secret is named, never shown.
+func (w *Watcher) logChanges(msg string, changed, restart []string) {
+	live := slices.DeleteFunc(slices.Clone(changed), func(k string) bool {
+		return slices.ContainsFunc(restart, func(r string) bool { return k == r || strings.HasPrefix(k, r+".") })
+	})
+	if len(restart) > 0 {
+		w.log.Warn("config changes need a restart to take effect; running values kept", "settings", restart)
+	}
+	if len(changed) == 0 {
+		w.log.Info(msg + ", no setting changed")
+		return
+	}
+	w.log.Info(msg, "changed", live)
+}
+
+func (w *Watcher) fail(err error) error {
+	w.report(ResultFailure)
+	w.log.LogAttrs(context.Background(), slog.LevelError, "config reload failed, keeping the running config", slog.String("err", err.Error()))
+	return err
+}
+
+func (w *Watcher) report(result string) {
+	if w.cfg.OnResult != nil {
+		w.cfg.OnResult(result)
+	}
+}
