@@ -55,7 +55,7 @@ func newLiveConfig(t *testing.T, sb admin.Sandboxes, content string) *liveConfig
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.watcher.Close() })
-	l.admin = httptest.NewServer(admin.New(admin.Options{Config: l.store.Load, Replace: l.watcher.Replace,
+	l.admin = httptest.NewServer(newAdmin(t, admin.Options{Config: l.store.Load, Replace: l.watcher.Replace,
 		Sandboxes: sb, Metrics: m.Handler(), Log: testkit.Logger(t)}))
 	t.Cleanup(l.admin.Close)
 	return l
@@ -205,7 +205,7 @@ func TestAdminSandboxesMatchDocker(t *testing.T) {
 		}
 	}
 	e.cfg.AdminToken = testkit.AdminToken
-	adminSrv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+	adminSrv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
 		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
 	defer adminSrv.Close()
 

@@ -24,7 +24,7 @@ import (
 func TestAdminGetSandbox(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
-	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
 		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	id, never := dockertest.UniqueID("get"), dockertest.UniqueID("get")
@@ -99,7 +99,7 @@ func TestAdminGetSandbox(t *testing.T) {
 func TestAdminKeepUp(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
-	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
 		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	id := dockertest.UniqueID("keep")
@@ -166,7 +166,7 @@ func TestAdminAnnounceOnlyOnDemand(t *testing.T) {
 	} {
 		cfg := &config.Config{AdminToken: testkit.AdminToken, TLS: c.tls}
 		var announced []string
-		srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return cfg },
+		srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return cfg },
 			Sandboxes: noSandboxes{}, Log: testkit.Logger(t),
 			Announce: func(id string) bool { announced = append(announced, id); return true }}))
 		resp, body := adminDo(t, srv, "POST", "/admin/sandboxes/abc123/announce", testkit.AdminToken, nil)
