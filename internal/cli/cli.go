@@ -14,7 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -77,6 +77,62 @@ func Main(args []string, v string, stdout, stderr io.Writer) int {
 	return run(args[1:], stdout, stderr)
 }
 
+// command is a row of the command table: its name as typed, what runs
+// it, and its subcommands.
+type command struct {
+	name    string
+	aliases []string // other names it answers to
+	// run runs the command with the arguments after its name. A command
+	// with subcommands runs when none is named ("sandboxes link ID");
+	// without run it is a group, which prints usage then.
+	run  func(args []string, stdout, stderr io.Writer) error
+	subs []*command
+	// usage is a group's usage text.
+	usage string
+	// noSub, if set, is what the group answers with --json when no
+	// subcommand is named: a JSON error object on stdout, besides usage.
+	noSub string
+}
+
+// commands is the command line, read top to bottom: every command and
+// subcommand, and what runs it. The sandboxes subcommands share their
+// flags and client (sbx, sandboxes.go).
+func commands() []*command {
+	return []*command{
+		{name: "serve", run: serve},
+		{name: "config", usage: configUsage, subs: []*command{
+			{name: "init", run: configInit},
+			{name: "validate", run: validate},
+		}},
+		{name: "token", usage: tokenUsage, subs: []*command{
+			{name: "mint", run: mint},
+		}},
+		{name: "ca", usage: caUsage, subs: []*command{
+			{name: "export", run: caExport},
+		}},
+		{name: "healthcheck", run: healthcheck},
+		{name: "sandboxes", usage: sandboxesUsage, noSub: "no subcommand (ls, up, show, stop, rm, logs, ...)", subs: []*command{
+			sbx("ls", "sandboxes ls [flags]   (list sandboxes)", lsFlags, sbxList),
+			sbx("up", "sandboxes up ID [--template NAME] [flags]   (create or wake ID, wait until ready)", upFlags, sbxUp),
+			sbx("show", "sandboxes show ID [flags]   (one sandbox: state, activity, why it is up, settings)", nil, sbxShow),
+			sbx("stop", "sandboxes stop ID [flags]   (stop ID; the next request wakes it)", nil, sbxStop),
+			sbx("rm", "sandboxes rm ID [flags]   (remove ID's container)", nil, sbxRemove),
+			sbx("pause", "sandboxes pause ID [flags]   (pause ID, memory kept; Docker only)", nil, sbxPause),
+			sbx("resume", "sandboxes resume ID [flags]   (unpause or start ID, wait until ready)", nil, sbxResume),
+			sbx("requests", "sandboxes requests ID [--n N] [flags]   (ID's last requests, newest first)", requestsFlags, sbxRequests),
+			sbx("logs", "sandboxes logs ID [-f] [--tail N] [flags]   (print ID's output; -f follows it)", logsFlags, sbxLogs),
+			sbx("set", "sandboxes set ID [--public true|false|default] [--keep-up 2h | --keep-up-until TIME] [flags]   (per-sandbox settings)", setFlags, sbxSet),
+			sbx("link", "sandboxes link ID [--ttl 10m] [--port N] [--path /x] [flags]   (mint a share link)", linkFlags, sbxLinkNew,
+				sbx("link ls", "sandboxes link ls ID [flags]   (list ID's share links)", nil, sbxLinkList),
+				sbx("link rm", "sandboxes link rm ID LINKID [flags]   (revoke a share link)", nil, sbxLinkRemove)),
+		}},
+		{name: "version", aliases: []string{"--version", "-version"}, run: printVersion},
+		// The demo image's app (the development default's template): not
+		// for people, not in the usage.
+		{name: "demo-app", run: demoApp},
+	}
+}
+
 // run is the command line: exit 0 on success and for --help, 1 when the
 // command failed, 2 for a command line it cannot read.
 func run(args []string, stdout, stderr io.Writer) int {
@@ -84,52 +140,41 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	var err error
-	cmd, sub := args[0], ""
-	if len(args) > 1 {
-		sub = args[1]
-	}
+	cmd := find(commands(), args[0])
 	switch {
-	case cmd == "serve":
-		err = serve(args[1:], stdout, stderr)
-	case cmd == "config":
-		switch sub {
-		case "validate":
-			err = validate(args[2:], stdout, stderr)
-		case "init":
-			err = configInit(args[2:], stdout, stderr)
-		default:
-			return group(configUsage, args, stdout, stderr)
-		}
-	case cmd == "token":
-		if sub != "mint" {
-			return group(tokenUsage, args, stdout, stderr)
-		}
-		err = mint(args[2:], stdout, stderr)
-	case cmd == "ca":
-		if sub != "export" {
-			return group(caUsage, args, stdout, stderr)
-		}
-		err = caExport(args[2:], stdout, stderr)
-	case cmd == "sandboxes":
-		var ok bool
-		if ok, err = sandboxesMain(args[1:], stdout, stderr); !ok {
-			return group(sandboxesUsage, args, stdout, stderr)
-		}
-	case cmd == "healthcheck":
-		err = healthcheck(args[1:], stdout, stderr)
-	case cmd == "version" || cmd == "--version" || cmd == "-version":
-		fmt.Fprintln(stdout, "previewgate", version)
-	case cmd == "demo-app":
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		err = demoapp.Serve(ctx, ":3000", slog.New(slog.NewTextHandler(stderr, nil)))
-	case isHelp(cmd):
+	case cmd == nil && isHelp(args[0]):
 		fmt.Fprint(stdout, usage)
-	default:
+		return 0
+	case cmd == nil:
 		fmt.Fprintf(stderr, "previewgate: unknown command %q\n\n%s", strings.Join(args, " "), usage)
 		return 2
 	}
+	rest := args[1:]
+	for len(rest) > 0 {
+		sub := find(cmd.subs, rest[0])
+		if sub == nil {
+			break
+		}
+		cmd, rest = sub, rest[1:]
+	}
+	if cmd.run == nil {
+		return cmd.group(args, rest, stdout, stderr)
+	}
+	return exitStatus(cmd.run(rest, stdout, stderr), stderr)
+}
+
+// find is the command of cmds named name.
+func find(cmds []*command, name string) *command {
+	for _, c := range cmds {
+		if c.name == name || slices.Contains(c.aliases, name) {
+			return c
+		}
+	}
+	return nil
+}
+
+// exitStatus reports err, if the command has not, and says the exit status.
+func exitStatus(err error, stderr io.Writer) int {
 	var ue usageError
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -148,18 +193,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// group answers a command group without a known subcommand ("config",
-// "token --help"): its usage on stdout and 0 when help was asked for,
-// else on stderr and 2.
-func group(u string, args []string, stdout, stderr io.Writer) int {
+// group answers a command group named without a known subcommand
+// ("config", "token --help"): its usage on stdout and 0 when help was asked
+// for, else on stderr and 2. args is the whole command line, rest what
+// follows the group's name.
+func (c *command) group(args, rest []string, stdout, stderr io.Writer) int {
+	if c.noSub != "" && wantsJSON(rest) && !(len(rest) == 1 && isHelp(rest[0])) {
+		msg := c.name + ": " + c.noSub
+		if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+			msg = fmt.Sprintf("%s: unknown subcommand %q", c.name, rest[0])
+		}
+		stdout.Write(jsonError(usageError(msg)))
+	}
 	if len(args) == 2 && isHelp(args[1]) {
-		fmt.Fprint(stdout, u)
+		fmt.Fprint(stdout, c.usage)
 		return 0
 	}
 	if len(args) > 1 {
 		fmt.Fprintf(stderr, "previewgate: unknown command %q\n\n", strings.Join(args, " "))
 	}
-	fmt.Fprint(stderr, u)
+	fmt.Fprint(stderr, c.usage)
 	return 2
 }
 
@@ -167,71 +220,14 @@ func isHelp(arg string) bool {
 	return arg == "help" || arg == "-h" || arg == "--help" || arg == "-help"
 }
 
-// errReported: the command failed and has printed why.
-var errReported = errors.New("failed")
-
-// errFlags: a flag set could not parse its arguments and said why.
-var errFlags = errors.New("bad flags")
-
-// parseFlags parses args into fs: flag.ErrHelp for -h/--help, errFlags
-// for anything it cannot read (both already printed), else nil.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	err := fs.Parse(args)
-	if err == nil || errors.Is(err, flag.ErrHelp) {
-		return err
-	}
-	return errFlags
+func printVersion(_ []string, stdout, _ io.Writer) error {
+	fmt.Fprintln(stdout, "previewgate", version)
+	return nil
 }
 
-// usageError is a command line a command cannot read (exit 2).
-type usageError string
-
-func (e usageError) Error() string { return string(e) }
-
-// newFlagSet is a subcommand's flag set: errors and usage go to stderr
-// unless help was asked for, then to stdout (help is an answer, not an error).
-func newFlagSet(name, synopsis string, args []string, stdout, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	out := stderr
-	for _, a := range args {
-		if a == "--" {
-			break
-		}
-		if a == "-h" || a == "--help" || a == "-help" {
-			out = stdout
-		}
-	}
-	fs.SetOutput(out)
-	fs.Usage = func() {
-		fmt.Fprintf(out, "usage: previewgate %s\n", synopsis)
-		if hasFlags(fs) {
-			fmt.Fprintln(out, "\nflags:")
-			fs.PrintDefaults()
-		}
-	}
-	return fs
-}
-
-func hasFlags(fs *flag.FlagSet) bool {
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	return n > 0
-}
-
-// argv0 is the command as invoked (os.Args[0]); tests set it.
-var argv0 = "previewgate"
-
-// invokedAs is the command to put in hints: the way the user ran this one,
-// so someone who ran `go run . serve` is not told `previewgate token mint`
-// (#24, 5). go run builds into a go-build temporary directory, whose path
-// means nothing to the user.
-func invokedAs() string {
-	a := filepath.ToSlash(argv0)
-	switch {
-	case a == "":
-		return "previewgate"
-	case strings.Contains(a, "/go-build") || strings.Contains(a, "/exe/"):
-		return "go run ."
-	}
-	return argv0
+// demoApp serves the demo app on :3000 until SIGINT or SIGTERM.
+func demoApp(_ []string, _, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return demoapp.Serve(ctx, ":3000", slog.New(slog.NewTextHandler(stderr, nil)))
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"github.com/previewgate/previewgate/internal/app"
 	"io"
 	"net/http/httptest"
 	"os"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/app"
 )
 
 // checkToken says whether the gateway's verifier built from a accepts tok

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"github.com/previewgate/previewgate/internal/app"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/app"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 )

@@ -1,21 +1,27 @@
 package cli
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"strings"
+	"syscall"
+	"time"
 
+	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/config"
 )
 
-// The sandboxes commands: the admin listener's /admin/sandboxes calls from
-// a terminal, tables for people and the API's JSON for scripts (#23).
-
-// tokenEnv holds the token of the sandboxes commands when --token is not given.
-const tokenEnv = "PREVIEWGATE_TOKEN"
+// The sandboxes commands: the admin API's /admin/sandboxes calls from a
+// terminal through adminapi.Client, tables for people and the API's JSON
+// for scripts (#23).
 
 const sandboxesUsage = `usage:
   previewgate sandboxes ls [--metadata K=V]... [flags]
@@ -65,53 +71,9 @@ flags of every subcommand:
 "previewgate sandboxes SUBCOMMAND --help" shows a subcommand's flags.
 `
 
-// sandboxesCmds are the subcommands sandboxes knows.
-var sandboxesCmds = map[string]func(*sandboxesCmd) error{
-	"ls": sbxList, "up": sbxUp, "stop": sbxStop, "rm": sbxRemove, "logs": sbxLogs,
-	"pause": sbxPause, "resume": sbxResume, "requests": sbxRequests,
-}
-
-// sandboxesMain runs "previewgate sandboxes ARGS"; ok is false when args
-// name no subcommand (run then prints the group's usage).
-func sandboxesMain(args []string, stdout, stderr io.Writer) (ok bool, err error) {
-	if len(args) > 0 && args[0] == "link" {
-		return true, sandboxesLink(args[1:], stdout, stderr) // sandboxes_links.go
-	}
-	if len(args) == 0 || sandboxesCmds[args[0]] == nil {
-		if wantsJSON(args) && !(len(args) == 1 && isHelp(args[0])) {
-			// run prints the group's usage on stderr and exits 2.
-			msg := "sandboxes: no subcommand (ls, up, show, stop, rm, logs, ...)"
-			if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-				msg = fmt.Sprintf("sandboxes: unknown subcommand %q", args[0])
-			}
-			_, err := stdout.Write(jsonError(usageError(msg)))
-			return false, err
-		}
-		return false, nil
-	}
-	c := &sandboxesCmd{name: args[0], stdout: stdout, stderr: stderr}
-	return true, c.parse(args[1:]).run(sandboxesCmds[args[0]])
-}
-
-// run runs the subcommand f. With --json any failure also goes to
-// stdout as one JSON error object (sandboxes_errors.go): the API's as it
-// sent it, else the CLI's own in the same shape. A script reading stdout
-// gets something to parse; the message is on stderr and the exit status
-// as without --json.
-func (c *sandboxesCmd) run(f func(*sandboxesCmd) error) error {
-	err := f(c)
-	if err == nil || !c.json || errors.Is(err, flag.ErrHelp) {
-		return err
-	}
-	if _, werr := c.stdout.Write(jsonError(err)); werr != nil {
-		return errors.Join(err, werr)
-	}
-	return err
-}
-
 // sandboxesCmd is one sandboxes subcommand: its flags, then its client.
 type sandboxesCmd struct {
-	name           string
+	name           string // "link ls"
 	stdout, stderr io.Writer
 	fs             *flag.FlagSet
 	args           []string // positional arguments
@@ -124,51 +86,73 @@ type sandboxesCmd struct {
 	metadata             metaFlag // ls (filters), up (labels)
 	env                  metaFlag // up
 	n                    int      // requests
-	ext                  extFlags // link, set (sandboxes_links.go)
+	ttl, path            string   // link
+	port                 int      // link
+	public, keepUp       string   // set
+	keepUpUntil          string   // set
 
 	parseErr error
 	cfg      *config.Config // the config file read, if any (up prints its sandbox host)
 	base     string         // the admin listener, http://host:port
-	hc       *http.Client
+	api      *adminapi.Client
 }
 
-var sandboxesSynopsis = map[string]string{
-	"ls":       "sandboxes ls [flags]   (list sandboxes)",
-	"up":       "sandboxes up ID [--template NAME] [flags]   (create or wake ID, wait until ready)",
-	"stop":     "sandboxes stop ID [flags]   (stop ID; the next request wakes it)",
-	"rm":       "sandboxes rm ID [flags]   (remove ID's container)",
-	"logs":     "sandboxes logs ID [-f] [--tail N] [flags]   (print ID's output; -f follows it)",
-	"pause":    "sandboxes pause ID [flags]   (pause ID, memory kept; Docker only)",
-	"resume":   "sandboxes resume ID [flags]   (unpause or start ID, wait until ready)",
-	"requests": "sandboxes requests ID [--n N] [flags]   (ID's last requests, newest first)",
+// sbx is the row of the command table of sandboxes subcommand name
+// ("link ls"): its flag set's synopsis, its own flags besides those of
+// every subcommand (nil: none), what it does, and its subcommands.
+func sbx(name, synopsis string, flags func(*sandboxesCmd, *flag.FlagSet), do func(*sandboxesCmd) error, subs ...*command) *command {
+	words := strings.Fields(name)
+	return &command{name: words[len(words)-1], subs: subs, run: func(args []string, stdout, stderr io.Writer) error {
+		c := &sandboxesCmd{name: name, stdout: stdout, stderr: stderr}
+		return c.parse(args, synopsis, flags).run(do)
+	}}
+}
+
+func lsFlags(c *sandboxesCmd, fs *flag.FlagSet) {
+	c.metadata = metaFlag{}
+	fs.Var(c.metadata, "metadata", "list only sandboxes with metadata `KEY=VALUE` (repeat: all must match)")
+}
+
+func upFlags(c *sandboxesCmd, fs *flag.FlagSet) {
+	fs.StringVar(&c.template, "template", "", "template to create the sandbox from (default: the config's default_template)")
+	c.metadata = metaFlag{}
+	fs.Var(c.metadata, "metadata", "`KEY=VALUE` metadata of a sandbox this creates (repeat for more)")
+	c.env = metaFlag{}
+	fs.Var(c.env, "env", "`NAME=VALUE` environment of a sandbox this creates; NAME must be in the template's allow_env (repeat for more)")
+}
+
+func requestsFlags(c *sandboxesCmd, fs *flag.FlagSet) {
+	fs.IntVar(&c.n, "n", 0, "how many of the last requests to print (default: all kept)")
+}
+
+func logsFlags(c *sandboxesCmd, fs *flag.FlagSet) {
+	fs.IntVar(&c.tail, "tail", 100, "how many of the last lines to print (at most 1000)")
+	fs.BoolVar(&c.follow, "f", false, "follow: print new lines until the container stops or is removed (then say which)")
+	fs.BoolVar(&c.follow, "follow", false, "same as -f")
+}
+
+func setFlags(c *sandboxesCmd, fs *flag.FlagSet) {
+	fs.StringVar(&c.public, "public", "", "true, false, or default (the template's)")
+	fs.StringVar(&c.keepUp, "keep-up", "", "keep it running this long from now whatever its traffic, e.g. 2h (0s ends it)")
+	fs.StringVar(&c.keepUpUntil, "keep-up-until", "", "the same until an RFC 3339 time, e.g. 2026-11-27T18:00:00Z (none ends it)")
+}
+
+func linkFlags(c *sandboxesCmd, fs *flag.FlagSet) {
+	fs.StringVar(&c.ttl, "ttl", "", "the link's lifetime, e.g. 10m (default: the gateway's auth.link_ttl)")
+	fs.IntVar(&c.port, "port", 0, "the sandbox port it opens (default: its template's port)")
+	fs.StringVar(&c.path, "path", "", "the path prefix it opens, and lands on (default /)")
 }
 
 // parse reads the subcommand's flags, before and after its positional
 // arguments ("up ID --template app"); errors are kept for the subcommand.
-func (c *sandboxesCmd) parse(args []string) *sandboxesCmd {
-	fs := newFlagSet("sandboxes "+c.name, sandboxesSynopsis[c.name], args, c.stdout, c.stderr)
+func (c *sandboxesCmd) parse(args []string, synopsis string, flags func(*sandboxesCmd, *flag.FlagSet)) *sandboxesCmd {
+	fs := newFlagSet("sandboxes "+c.name, synopsis, args, c.stdout, c.stderr)
 	fs.StringVar(&c.token, "token", "", "API token: an api_tokens entry with scope sandboxes, or the admin token (default $"+tokenEnv+")")
 	fs.StringVar(&c.admin, "admin", "", "admin listener `URL` (default: listen.admin of an explicit --config; else $"+adminEnv+"; else listen.admin of $PREVIEWGATE_CONFIG; else "+config.DevListenAdmin+")")
 	configFlag(fs, &c.config, "config `file` whose listen.admin (and domain, for up) to use", "see --admin")
 	fs.BoolVar(&c.json, "json", false, "print the API's JSON as is; any failure as one JSON error object {\"error\", \"code\"}")
-	switch c.name {
-	case "up":
-		fs.StringVar(&c.template, "template", "", "template to create the sandbox from (default: the config's default_template)")
-		c.metadata = metaFlag{}
-		fs.Var(c.metadata, "metadata", "`KEY=VALUE` metadata of a sandbox this creates (repeat for more)")
-		c.env = metaFlag{}
-		fs.Var(c.env, "env", "`NAME=VALUE` environment of a sandbox this creates; NAME must be in the template's allow_env (repeat for more)")
-	case "ls":
-		c.metadata = metaFlag{}
-		fs.Var(c.metadata, "metadata", "list only sandboxes with metadata `KEY=VALUE` (repeat: all must match)")
-	case "requests":
-		fs.IntVar(&c.n, "n", 0, "how many of the last requests to print (default: all kept)")
-	case "logs":
-		fs.IntVar(&c.tail, "tail", 100, "how many of the last lines to print (at most 1000)")
-		fs.BoolVar(&c.follow, "f", false, "follow: print new lines until the container stops or is removed (then say which)")
-		fs.BoolVar(&c.follow, "follow", false, "same as -f")
-	default:
-		c.ext.register(c.name, fs)
+	if flags != nil {
+		flags(c, fs)
 	}
 	c.fs = fs
 	for {
@@ -187,4 +171,149 @@ func (c *sandboxesCmd) parse(args []string) *sandboxesCmd {
 		c.args = append(c.args, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+}
+
+// run runs the subcommand do. With --json any failure also goes to
+// stdout as one JSON error object (sandboxes_errors.go): the API's as it
+// sent it, else the CLI's own in the same shape. A script reading stdout
+// gets something to parse; the message is on stderr and the exit status
+// as without --json.
+func (c *sandboxesCmd) run(do func(*sandboxesCmd) error) error {
+	err := do(c)
+	if err == nil || !c.json || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	if _, werr := c.stdout.Write(jsonError(err)); werr != nil {
+		return errors.Join(err, werr)
+	}
+	return err
+}
+
+// connect checks the command line (want positional arguments), finds the
+// token and the admin listener, and makes the client.
+func (c *sandboxesCmd) connect(want int) error {
+	if c.parseErr != nil {
+		return c.parseErr
+	}
+	if len(c.args) != want {
+		msg := fmt.Sprintf("sandboxes %s: want %d argument(s), got %d", c.name, want, len(c.args))
+		fmt.Fprintln(c.fs.Output(), msg)
+		c.fs.Usage()
+		return reportedUsage{msg}
+	}
+	if want >= 1 && !config.ValidID(c.args[0]) {
+		return failed(codeBadID, fmt.Errorf("sandboxes %s: malformed sandbox id %q (allowed: lowercase letters, digits, inner hyphens, 1-%d characters)", c.name, c.args[0], config.MaxIDLen))
+	}
+	if c.token == "" {
+		c.token = os.Getenv(tokenEnv)
+	}
+	if c.token == "" {
+		return failed(codeNoToken, fmt.Errorf("sandboxes %s: no API token: pass --token or set $%s (an api_tokens entry with scope sandboxes, or the admin token)", c.name, tokenEnv))
+	}
+	if c.admin != "" {
+		base, err := adminBase(c.admin)
+		if err != nil {
+			return failed(codeUsage, fmt.Errorf("sandboxes %s: --admin %q: %w", c.name, c.admin, err))
+		}
+		c.base = base
+		if c.config != "" {
+			// Only for up's sandbox host: the address is the flag's.
+			c.cfg, _, _ = config.LoadPartial(c.config)
+		}
+	} else {
+		addr, cfg, err := findAdmin(c.fs, c.config)
+		if err != nil {
+			return failed(codeConfig, fmt.Errorf("sandboxes %s: %w", c.name, err))
+		}
+		c.base, c.cfg = "http://"+dialAddr(addr), cfg
+	}
+	// No overall timeout: up waits as long as the template's ready
+	// timeout, and logs -f as long as the container runs.
+	c.api = &adminapi.Client{BaseURL: c.base, Token: c.token, HTTPClient: &http.Client{Transport: &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         dialAdmin,
+		TLSHandshakeTimeout: 5 * time.Second,
+	}}}
+	return nil
+}
+
+// dialAdmin connects to the admin listener; a test swaps in an in-memory
+// one to run the waits the server bounds in fake time.
+var dialAdmin = (&net.Dialer{Timeout: 5 * time.Second}).DialContext
+
+// adminBase reads --admin: a URL (http or https) or a bare host:port.
+func adminBase(s string) (string, error) {
+	if !strings.Contains(s, "://") {
+		if err := config.CheckAddr(s); err != nil {
+			return "", errors.New("want a URL such as http://127.0.0.1:9090 or an address such as 127.0.0.1:9090")
+		}
+		return "http://" + dialAddr(s), nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
+		return "", errors.New("want a URL such as http://127.0.0.1:9090")
+	}
+	return strings.TrimSuffix(u.Scheme+"://"+u.Host+u.Path, "/"), nil
+}
+
+// callTimeout bounds the calls that do not wait for a sandbox to become
+// ready. The longest of them waits for the runtime: a Docker stop's 10 s
+// before SIGKILL, a removal's 30 s for another one under way.
+const callTimeout = 2 * time.Minute
+
+// serverBounded is the timeout of the calls that wait for a sandbox to be
+// ready (up, resume): none on the client. The API bounds that wait itself
+// (the template's ready timeout plus 30 s, which only the server knows;
+// for resume the sandbox's own template's) and then answers 504
+// not_ready, which says what happened; a client giving up first (2 min
+// for resume) made a slow start look like a client failure. logs -f
+// streams until the output ends.
+const serverBounded time.Duration = 0
+
+// call runs one call of the client, given up after timeout
+// (serverBounded: when the API answers), and says what its failure
+// means (explain).
+func (c *sandboxesCmd) call(timeout time.Duration, do func(ctx context.Context) error) error {
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if timeout != serverBounded {
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+	}
+	defer cancel()
+	return c.explain(do(ctx))
+}
+
+// explain turns a call's failure into the subcommand's: the API's error
+// object as it is (what --json prints), or why no answer came and how to
+// point the CLI elsewhere.
+func (c *sandboxesCmd) explain(err error) error {
+	var ae *adminapi.Error
+	var ue *url.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae) && ae.Status == http.StatusUnauthorized:
+		err = fmt.Errorf("%w; check --token or $%s: an api_tokens entry with scope sandboxes, or the admin token", err, tokenEnv)
+	case errors.Is(err, adminapi.ErrBadAnswer):
+		err = failed(codeBadAnswer, err)
+	case errors.As(err, &ue):
+		how := "--admin URL, $" + adminEnv + ", or --config FILE (its listen.admin)"
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return failed(codeUnreachable, fmt.Errorf("sandboxes %s: no gateway answers at %s (connection refused): is `%s serve` running there? Set the admin listener with %s", c.name, c.base, invokedAs(), how))
+		}
+		code := codeUnreachable
+		if errorCode(ue.Err) == codeTimeout {
+			code = codeTimeout
+		}
+		return failed(code, fmt.Errorf("sandboxes %s: admin API at %s: %w (set it with %s)", c.name, c.base, ue.Err, how))
+	}
+	return fmt.Errorf("sandboxes %s: %w", c.name, err)
+}
+
+// print writes v, an answer of the API, as JSON (--json: the API's JSON,
+// which adminapi's types encode as sent), or else calls table.
+func (c *sandboxesCmd) print(v any, table func() error) error {
+	if c.json {
+		return json.NewEncoder(c.stdout).Encode(v)
+	}
+	return table()
 }

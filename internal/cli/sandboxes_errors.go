@@ -1,18 +1,21 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/previewgate/previewgate/adminapi"
 )
 
 // The sandboxes commands' own failures under --json: every failing
 // subcommand prints one JSON object on stdout in the API's error shape,
 // {"error": "...", "code": "..."}, whether the API answered it (its
-// object as sent, apiError) or the CLI met it first (the codes below), so
+// object as sent, adminapi.Error) or the CLI met it first (the codes below), so
 // a script reading stdout always has something to parse. The message goes
 // to stderr as without --json, and the exit status is the same.
 
@@ -69,15 +72,24 @@ func errorCode(err error) string {
 }
 
 // jsonError is what --json prints on stdout for err: the API's error
-// object if the API answered it, else {"error", "code"} of the CLI's
-// own; one line either way.
+// object as it sent it if the API answered, else {"error", "code"} of the
+// CLI's own (an answer that is no error object, such as a proxy's page,
+// {"error"} naming its status); one line either way.
 func jsonError(err error) []byte {
-	var ae *apiError
-	if errors.As(err, &ae) {
-		return ae.jsonBody()
+	var ae *adminapi.Error
+	var b []byte
+	switch {
+	case errors.As(err, &ae) && ae.Body != nil:
+		b = ae.Body
+	case errors.As(err, &ae):
+		b, _ = json.Marshal(map[string]string{"error": ae.Message})
+	default:
+		b, _ = json.Marshal(map[string]string{"error": err.Error(), "code": errorCode(err)})
 	}
-	b, _ := json.Marshal(map[string]string{"error": err.Error(), "code": errorCode(err)})
-	return append(b, '\n')
+	if !bytes.HasSuffix(b, []byte("\n")) {
+		b = append(b, '\n')
+	}
+	return b
 }
 
 // wantsJSON says whether args, a command line its flag set could not

@@ -3,7 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -34,7 +33,7 @@ func TestSandboxesJSONErrors(t *testing.T) {
 		wantErr  string // in stderr
 	}
 	var cases []tc
-	names := append(slices.Sorted(maps.Keys(sandboxesCmds)), "link", "link ls", "link rm")
+	names := sandboxesNames()
 	for _, name := range names {
 		args := strings.Fields(name)
 		switch name {
@@ -116,7 +115,7 @@ func TestSandboxesJSONErrorsOfTheCLI(t *testing.T) {
 		wantErr  string // in stderr
 	}
 	var cases []tc
-	names := append(slices.Sorted(maps.Keys(sandboxesCmds)), "link", "link ls", "link rm")
+	names := sandboxesNames()
 	for _, name := range names {
 		cmd := strings.Fields(name)
 		args := append([]string{}, cmd...)
@@ -171,4 +170,19 @@ func TestSandboxesJSONErrorsOfTheCLI(t *testing.T) {
 	if code, out, _ := cli("sandboxes", "ls", "--token", "t", "--admin", closed); code != 1 || out != "" {
 		t.Errorf("ls without --json against nothing: exit %d, stdout %q; want 1 and nothing", code, out)
 	}
+}
+
+// sandboxesNames lists the sandboxes subcommands as typed ("link ls"),
+// from the command table, so that one added later is tested too.
+func sandboxesNames() []string {
+	var names []string
+	var walk func(prefix string, cmds []*command)
+	walk = func(prefix string, cmds []*command) {
+		for _, c := range cmds {
+			names = append(names, prefix+c.name)
+			walk(prefix+c.name+" ", c.subs)
+		}
+	}
+	walk("", find(commands(), "sandboxes").subs)
+	return names
 }

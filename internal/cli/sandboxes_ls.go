@@ -1,70 +1,121 @@
 package cli
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/previewgate/previewgate/adminapi"
 )
 
-// sandboxes ls: the API's list as a table.
-
-// sandboxRow is what ls shows of GET /admin/sandboxes.
-type sandboxRow struct {
-	ID           string    `json:"id"`
-	Template     string    `json:"template"`
-	State        string    `json:"state"`
-	Container    string    `json:"container"`
-	StartedAt    time.Time `json:"started_at"`
-	LastActivity time.Time `json:"last_activity"`
-	LastFailure  *struct {
-		Reason   string `json:"reason"`
-		ExitCode *int   `json:"exit_code"`
-	} `json:"last_failure"`
-}
-
-// state is the STATE column: a sandbox that is not running says why its
-// last start failed, as the API's last_failure and the admin page do.
-func (r sandboxRow) state() string {
-	f := r.LastFailure
-	if f == nil || r.State == "running" {
-		return dash(r.State)
-	}
-	if f.ExitCode != nil {
-		return fmt.Sprintf("%s (%s, code %d)", dash(r.State), f.Reason, *f.ExitCode)
-	}
-	return fmt.Sprintf("%s (%s)", dash(r.State), f.Reason)
-}
+// sandboxes ls and show: the API's sandboxes as tables.
 
 func sbxList(c *sandboxesCmd) error {
 	if err := c.connect(0); err != nil {
 		return err
 	}
-	b, err := c.get("GET", "/admin/sandboxes"+c.listQuery(), nil, callTimeout)
-	if err != nil || c.json {
-		return writeOr(c, b, err)
+	var list []adminapi.Sandbox
+	err := c.call(callTimeout, func(ctx context.Context) (err error) {
+		list, err = c.api.ListSandboxes(ctx, c.metadata)
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	var rows []sandboxRow
-	var extra []lsExtra
-	if err := json.Unmarshal(b, &rows); err != nil {
-		return failed(codeBadAnswer, fmt.Errorf("sandboxes ls: the answer is not a list of sandboxes: %w", err))
+	return c.print(list, func() error {
+		if len(list) == 0 {
+			fmt.Fprintln(c.stdout, "no sandboxes")
+			return nil
+		}
+		now := time.Now()
+		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tTEMPLATE\tSTATE\tSTARTED\tLAST ACTIVITY\tCONTAINER\tREQUESTS\tIDLE STOP\tMETADATA")
+		for _, s := range list {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, dash(s.Template), state(s),
+				ago(now, s.StartedAt), ago(now, s.LastActivity), dash(shortContainer(s.Container)),
+				requests(s), idleStop(s, now), dash(metaFlag(s.Metadata).String()))
+		}
+		return tw.Flush()
+	})
+}
+
+// sbxShow is one sandbox as ls lists it, with what ls has no room for.
+func sbxShow(c *sandboxesCmd) error {
+	if err := c.connect(1); err != nil {
+		return err
 	}
-	if err := json.Unmarshal(b, &extra); err != nil || len(extra) != len(rows) {
-		return failed(codeBadAnswer, fmt.Errorf("sandboxes ls: the answer is not a list of sandboxes: %w", err))
+	var s adminapi.Sandbox
+	err := c.call(callTimeout, func(ctx context.Context) (err error) {
+		s, err = c.api.GetSandbox(ctx, c.args[0])
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	if len(rows) == 0 {
-		fmt.Fprintln(c.stdout, "no sandboxes")
-		return nil
+	return c.print(s, func() error {
+		now := time.Now()
+		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		line := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+		line("ID", s.ID)
+		line("TEMPLATE", dash(s.Template))
+		line("STATE", state(s))
+		line("STARTED", ago(now, s.StartedAt))
+		line("LAST ACTIVITY", ago(now, s.LastActivity))
+		line("CONTAINER", dash(s.Container))
+		reqs := requests(s)
+		if s.Traffic != nil {
+			reqs += " (through replica " + dash(s.Traffic.Replica) + ")"
+		}
+		line("REQUESTS", reqs)
+		line("IDLE STOP", idleStop(s, now))
+		if s.Awake != nil {
+			line("AWAKE", strings.Join(append([]string{s.Awake.Summary}, s.Awake.Reasons...), "; "))
+		}
+		public := "template's"
+		if s.PublicSetting != nil {
+			public = strconv.FormatBool(*s.PublicSetting) + " (its own setting)"
+		}
+		line("PUBLIC", public)
+		if !s.KeepUpUntil.IsZero() {
+			line("KEPT UP UNTIL", s.KeepUpUntil.Local().Format(time.RFC3339))
+		}
+		line("LIVE LINKS", strconv.Itoa(s.LiveLinks))
+		line("METADATA", dash(metaFlag(s.Metadata).String()))
+		return tw.Flush()
+	})
+}
+
+// state is the STATE column: a sandbox that is not running says why its
+// last start failed, as the API's last_failure and the admin page do.
+func state(s adminapi.Sandbox) string {
+	f := s.LastFailure
+	if f == nil || s.State == "running" {
+		return dash(s.State)
 	}
-	now := time.Now()
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTEMPLATE\tSTATE\tSTARTED\tLAST ACTIVITY\tCONTAINER"+lsColumns)
-	for i, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s%s\n", r.ID, dash(r.Template), r.state(),
-			ago(now, r.StartedAt), ago(now, r.LastActivity), dash(shortContainer(r.Container)), extra[i].columns(now))
+	if f.ExitCode != nil {
+		return fmt.Sprintf("%s (%s, code %d)", dash(s.State), f.Reason, *f.ExitCode)
 	}
-	return tw.Flush()
+	return fmt.Sprintf("%s (%s)", dash(s.State), f.Reason)
+}
+
+// requests is the REQUESTS column: through the replica that answered.
+func requests(s adminapi.Sandbox) string {
+	if s.Traffic == nil {
+		return "-"
+	}
+	return strconv.FormatInt(s.Traffic.Requests, 10)
+}
+
+// idleStop is the IDLE STOP column: when the idle reaper acts, and how.
+func idleStop(s adminapi.Sandbox, now time.Time) string {
+	if s.Awake == nil || s.Awake.StopsAt.IsZero() {
+		return "-"
+	}
+	return s.Awake.Action + " " + in(now, s.Awake.StopsAt)
 }
 
 func dash(s string) string {
@@ -100,4 +151,42 @@ func ago(now, t time.Time) string {
 		return fmt.Sprintf("%dh ago", int(d/time.Hour))
 	}
 	return fmt.Sprintf("%dd ago", int(d/(24*time.Hour)))
+}
+
+// in says how long after now t is ("due" once past).
+func in(now, t time.Time) string {
+	d := t.Sub(now)
+	switch {
+	case d <= 0:
+		return "due"
+	case d < time.Minute:
+		return fmt.Sprintf("in %ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("in %dm", int(d/time.Minute))
+	}
+	return fmt.Sprintf("in %dh", int(d/time.Hour))
+}
+
+// metaFlag collects repeated --metadata KEY=VALUE.
+type metaFlag map[string]string
+
+func (m metaFlag) String() string {
+	var s []string
+	for k, v := range m {
+		s = append(s, k+"="+v)
+	}
+	slices.Sort(s)
+	return strings.Join(s, ",")
+}
+
+func (m metaFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want KEY=VALUE, got %q", s)
+	}
+	if _, dup := m[k]; dup {
+		return fmt.Errorf("%q given twice", k)
+	}
+	m[k] = v
+	return nil
 }

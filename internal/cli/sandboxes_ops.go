@@ -1,76 +1,119 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
-	"strings"
+	"text/tabwriter"
 	"time"
 
+	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/config"
 )
 
-// sandboxes up, stop, rm and logs: one call each, logs -f a stream.
+// sandboxes up, stop, rm, pause, resume, requests and logs: one call
+// each, logs -f a stream.
 
 func sbxUp(c *sandboxesCmd) error {
 	if err := c.connect(1); err != nil {
 		return err
 	}
 	id := c.args[0]
-	var body any
-	if c.template != "" || len(c.metadata) > 0 || len(c.env) > 0 {
-		body = map[string]any{"template": c.template, "metadata": map[string]string(c.metadata), "env": map[string]string(c.env)}
+	req := adminapi.PutRequest{Template: c.template, Metadata: c.metadata, Env: c.env}
+	given := c.template != "" || len(c.metadata) > 0 || len(c.env) > 0
+	var r adminapi.PutResult
+	err := c.call(serverBounded, func(ctx context.Context) (err error) {
+		r, err = c.api.PutSandbox(ctx, id, req)
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	b, err := c.get("PUT", sandboxPath(id, ""), body, serverBounded)
-	if err != nil || c.json {
-		return writeOr(c, b, err)
-	}
-	var r struct {
-		Template string  `json:"template"`
-		State    string  `json:"state"`
-		Took     float64 `json:"took_seconds"`
-		URL      string  `json:"url"`
-		Created  *bool   `json:"created"`
-	}
-	if err := json.Unmarshal(b, &r); err != nil {
-		return failed(codeBadAnswer, fmt.Errorf("sandboxes up: unexpected answer: %w", err))
-	}
-	fmt.Fprintf(c.stdout, "sandbox %s %s (template %s, took %s)\n", id, dash(r.State), dash(r.Template),
-		time.Duration(r.Took*float64(time.Second)).Round(time.Millisecond))
-	if body != nil && r.Created != nil && !*r.Created {
-		fmt.Fprintf(c.stderr, "note: sandbox %s already existed (or another call was creating it): it keeps its own template, env and metadata; --template, --env and --metadata apply to a sandbox up creates\n", id)
-	}
-	switch {
-	case r.URL != "":
-		fmt.Fprintln(c.stdout, r.URL)
-	case c.cfg != nil && len(c.cfg.Domains) > 0:
-		// The host only: which scheme and port reach the gateway from
-		// here the config cannot say (a load balancer, a port mapping).
-		fmt.Fprintln(c.stdout, config.SandboxPrefix+id+"."+c.cfg.Domains[0])
-	}
-	return nil
+	return c.print(r, func() error {
+		fmt.Fprintf(c.stdout, "sandbox %s %s (template %s, took %s)\n", id, dash(r.State), dash(r.Template),
+			time.Duration(r.TookSeconds*float64(time.Second)).Round(time.Millisecond))
+		if given && !r.Created {
+			fmt.Fprintf(c.stderr, "note: sandbox %s already existed (or another call was creating it): it keeps its own template, env and metadata; --template, --env and --metadata apply to a sandbox up creates\n", id)
+		}
+		if c.cfg != nil && len(c.cfg.Domains) > 0 {
+			// The host only: which scheme and port reach the gateway from
+			// here the config cannot say (a load balancer, a port mapping).
+			fmt.Fprintln(c.stdout, config.SandboxPrefix+id+"."+c.cfg.Domains[0])
+		}
+		return nil
+	})
 }
 
-func sbxStop(c *sandboxesCmd) error { return c.op("POST", "/stop", "stopped", callTimeout) }
+func sbxStop(c *sandboxesCmd) error {
+	return op(c, "stopped", callTimeout, (*adminapi.Client).StopSandbox)
+}
 
-func sbxRemove(c *sandboxesCmd) error { return c.op("DELETE", "", "removed", callTimeout) }
+func sbxRemove(c *sandboxesCmd) error {
+	return op(c, "removed", callTimeout, (*adminapi.Client).RemoveSandbox)
+}
+
+func sbxPause(c *sandboxesCmd) error {
+	return op(c, "paused", callTimeout, (*adminapi.Client).PauseSandbox)
+}
+
+// sbxResume waits as long as the API does (serverBounded).
+func sbxResume(c *sandboxesCmd) error {
+	return op(c, "running", serverBounded, (*adminapi.Client).ResumeSandbox)
+}
 
 // op is stop, rm, pause and resume: one call, then "sandbox ID done".
-func (c *sandboxesCmd) op(method, more, done string, timeout time.Duration) error {
+func op[T any](c *sandboxesCmd, done string, timeout time.Duration, call func(*adminapi.Client, context.Context, string) (T, error)) error {
 	if err := c.connect(1); err != nil {
 		return err
 	}
-	b, err := c.get(method, sandboxPath(c.args[0], more), nil, timeout)
-	if err != nil || c.json {
-		return writeOr(c, b, err)
+	var r T
+	err := c.call(timeout, func(ctx context.Context) (err error) {
+		r, err = call(c.api, ctx, c.args[0])
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(c.stdout, "sandbox %s %s\n", c.args[0], done)
-	return nil
+	return c.print(r, func() error {
+		_, err := fmt.Fprintf(c.stdout, "sandbox %s %s\n", c.args[0], done)
+		return err
+	})
+}
+
+// sbxRequests prints a sandbox's last requests through the replica that
+// answers, newest first.
+func sbxRequests(c *sandboxesCmd) error {
+	if err := c.connect(1); err != nil {
+		return err
+	}
+	var r adminapi.RequestLog
+	err := c.call(callTimeout, func(ctx context.Context) (err error) {
+		r, err = c.api.Requests(ctx, c.args[0], c.n)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return c.print(r, func() error {
+		if r.Counters != nil {
+			fmt.Fprintf(c.stdout, "replica %s: %d requests, %d bytes in, %d bytes out\n", dash(r.Replica), r.Counters.Requests, r.Counters.BytesIn, r.Counters.BytesOut)
+		}
+		if len(r.Requests) == 0 {
+			fmt.Fprintf(c.stdout, "no requests through replica %s\n", dash(r.Replica))
+			return nil
+		}
+		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TIME\tMETHOD\tPATH\tSTATUS\tMS\tIN\tOUT\tCLIENT")
+		for _, q := range r.Requests {
+			path := strconv.Quote(q.Path)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.1f\t%d\t%d\t%s\n", q.Time.Local().Format("15:04:05.000"), q.Method, path[1:len(path)-1],
+				q.Status, q.Millis, q.BytesIn, q.BytesOut, dash(q.Client))
+		}
+		return tw.Flush()
+	})
 }
 
 func sbxLogs(c *sandboxesCmd) error {
@@ -81,87 +124,49 @@ func sbxLogs(c *sandboxesCmd) error {
 		return usageError("sandboxes logs: --tail must be 0 or more")
 	}
 	id := c.args[0]
-	q := "?tail=" + strconv.Itoa(c.tail)
-	if !c.follow {
-		b, err := c.get("GET", sandboxPath(id, "/logs"+q), nil, callTimeout)
-		if err != nil || c.json {
-			return writeOr(c, b, err)
-		}
-		var r struct {
-			Lines []string `json:"lines"`
-		}
-		if err := json.Unmarshal(b, &r); err != nil {
-			return failed(codeBadAnswer, fmt.Errorf("sandboxes logs: unexpected answer: %w", err))
-		}
+	if c.follow {
+		return c.followLogs(id)
+	}
+	var r adminapi.Logs
+	err := c.call(callTimeout, func(ctx context.Context) (err error) {
+		r, err = c.api.Logs(ctx, id, c.tail)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return c.print(r, func() error {
 		for _, l := range r.Lines {
 			fmt.Fprintln(c.stdout, l)
 		}
 		return nil
-	}
-	resp, err := c.call(context.Background(), "GET", sandboxPath(id, "/logs"+q+"&follow=1"), nil)
-	if err != nil {
-		return fmt.Errorf("sandboxes logs: %w", err)
-	}
-	defer resp.Body.Close()
-	return c.followStream(resp.Body)
+	})
 }
 
-// maxLogEvent bounds one event of the followed log stream.
-const maxLogEvent = 1 << 20
-
-// followStream prints the lines of a logs?follow=1 stream (SSE: one JSON
-// string per event, "event: end" when the container's output ended,
-// "event: error" when following failed); with --json each event's JSON
-// string, one a line.
-func (c *sandboxesCmd) followStream(body io.Reader) error {
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLogEvent)
-	event, data := "", ""
-	for sc.Scan() {
-		line := sc.Text()
-		if v, ok := strings.CutPrefix(line, "event:"); ok {
-			event = strings.TrimSpace(v)
-			continue
+// followLogs prints id's lines as they come (with --json each as its
+// JSON string, one a line) until its output ends, then says whether it
+// stopped or was removed.
+func (c *sandboxesCmd) followLogs(id string) error {
+	err := c.api.FollowLogs(context.Background(), id, c.tail, func(line string) error {
+		if c.json {
+			b, _ := json.Marshal(line)
+			line = string(b)
 		}
-		if v, ok := strings.CutPrefix(line, "data:"); ok {
-			data = strings.TrimPrefix(v, " ")
-			continue
+		_, err := fmt.Fprintln(c.stdout, line)
+		return err
+	})
+	switch {
+	case err == nil:
+		if !c.json {
+			fmt.Fprintln(c.stderr, c.ended())
 		}
-		if line != "" {
-			continue // comments and fields we do not use
-		}
-		switch event {
-		case "end":
-			if !c.json {
-				fmt.Fprintln(c.stderr, c.ended())
-			}
-			return nil
-		case "error":
-			var msg string
-			if json.Unmarshal([]byte(data), &msg) != nil {
-				msg = data
-			}
-			return failed(codeFollowFailed, fmt.Errorf("sandboxes logs: following stopped: %s", msg))
-		case "":
-			if data == "" {
-				break
-			}
-			if c.json {
-				fmt.Fprintln(c.stdout, data)
-				break
-			}
-			var l string
-			if err := json.Unmarshal([]byte(data), &l); err != nil {
-				return failed(codeBadAnswer, fmt.Errorf("sandboxes logs: unexpected event %.100q", data))
-			}
-			fmt.Fprintln(c.stdout, l)
-		}
-		event, data = "", ""
+		return nil
+	case errors.Is(err, adminapi.ErrFollowFailed):
+		return failed(codeFollowFailed, fmt.Errorf("sandboxes logs: %w", err))
+	case errors.Is(err, adminapi.ErrStreamBroken):
+		return failed(codeStreamBroken, fmt.Errorf("sandboxes logs: %w", err))
 	}
-	if err := sc.Err(); err != nil {
-		return failed(codeStreamBroken, fmt.Errorf("sandboxes logs: the stream broke: %w", err))
-	}
-	return failed(codeStreamBroken, errors.New("sandboxes logs: the gateway ended the stream before the container stopped"))
+	return c.explain(err)
 }
 
 // ended says what became of the sandbox whose followed output ended. The
@@ -177,14 +182,19 @@ func (c *sandboxesCmd) ended() string {
 	id := c.args[0]
 	deadline := time.Now().Add(settleWait)
 	for {
-		r, err := c.listed(id)
+		var s adminapi.Sandbox
+		err := c.call(callTimeout, func(ctx context.Context) (err error) {
+			s, err = c.api.GetSandbox(ctx, id)
+			return err
+		})
+		var ae *adminapi.Error
 		switch {
+		case errors.As(err, &ae) && ae.Status == http.StatusNotFound:
+			return fmt.Sprintf("sandbox %s removed", id)
 		case err != nil:
 			return fmt.Sprintf("sandbox %s: its output ended (it stopped or was removed; asking which failed: %v)", id, err)
-		case r == nil:
-			return fmt.Sprintf("sandbox %s removed", id)
-		case (r.State != "running" && r.State != "removing") || time.Now().After(deadline):
-			return fmt.Sprintf("sandbox %s stopped (now %s)", id, r.state())
+		case (s.State != "running" && s.State != "removing") || time.Now().After(deadline):
+			return fmt.Sprintf("sandbox %s stopped (now %s)", id, state(s))
 		}
 		time.Sleep(settlePoll)
 	}
@@ -196,21 +206,3 @@ const (
 	settleWait = 10 * time.Second
 	settlePoll = 200 * time.Millisecond
 )
-
-// listed returns id's row as the API has it, nil if it has no such
-// sandbox (404).
-func (c *sandboxesCmd) listed(id string) (*sandboxRow, error) {
-	b, err := c.get("GET", sandboxPath(id, ""), nil, callTimeout)
-	var ae *apiError
-	if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var row sandboxRow
-	if err := json.Unmarshal(b, &row); err != nil {
-		return nil, fmt.Errorf("the answer is not a sandbox: %w", err)
-	}
-	return &row, nil
-}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/previewgate/previewgate/internal/app"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/previewgate/previewgate/internal/app"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"

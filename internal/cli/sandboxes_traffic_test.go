@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/previewgate/previewgate/internal/app"
 	"io"
 	"net/http"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/previewgate/previewgate/internal/app"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 )

@@ -2,12 +2,11 @@ package cli
 
 import (
 	"fmt"
-	"github.com/previewgate/previewgate/internal/app"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/app"
 )
 
 // serve runs the gateway (internal/app) as its flags and the
@@ -31,25 +30,6 @@ type serveFlags struct {
 	configFromEnv bool   // $PREVIEWGATE_CONFIG chose config, not --config
 	overrides     app.Overrides
 	labels        labelFlag
-}
-
-// adminEnv, when set, moves the admin listener for serve and tells
-// healthcheck where it is: in a container the health check runs as a
-// separate process that cannot see serve's flags.
-const adminEnv = "PREVIEWGATE_ADMIN_ADDR"
-
-// envAdminAddr returns $PREVIEWGATE_ADMIN_ADDR, "" if unset. A value that
-// is no listen address is an error that does not repeat it: a token pasted
-// into the wrong variable must not end up in a log.
-func envAdminAddr() (string, error) {
-	v := os.Getenv(adminEnv)
-	if v == "" {
-		return "", nil
-	}
-	if err := config.CheckAddr(v); err != nil {
-		return "", fmt.Errorf("$%s is not a listen address such as 127.0.0.1:9090 (its value is not shown)", adminEnv)
-	}
-	return v, nil
 }
 
 // parseServeFlags parses and checks serve's flags.

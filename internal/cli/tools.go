@@ -4,13 +4,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/previewgate/previewgate/internal/app"
 	"io"
 	"io/fs"
 	"maps"
-	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,6 +16,7 @@ import (
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/certs"
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/app"
 )
 
 // The small subcommands: config validate, token mint, ca export, healthcheck.
@@ -265,86 +263,4 @@ func healthcheck(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("healthcheck: %s answered %s", *url, resp.Status)
 	}
 	return nil
-}
-
-// configEnv names the config file when --config is not given (the image
-// sets it). Every command that reads the file (serve, config validate
-// without FILE, token mint, ca export, healthcheck, sandboxes) finds it
-// with configFlag, so in one
-// environment they all read the same file: token mint signing with
-// another key than serve verifies with was a token answered 401.
-const configEnv = "PREVIEWGATE_CONFIG"
-
-// configFlag adds --config to fs, kept in p: the config file, default
-// $PREVIEWGATE_CONFIG. An empty path (neither is set, or --config "") is
-// no file: the command does what none says. usage says what the file is
-// for.
-func configFlag(fs *flag.FlagSet, p *string, usage, none string) {
-	fs.StringVar(p, "config", os.Getenv(configEnv), usage+" (default $"+configEnv+"; none, or --config '': "+none+")")
-}
-
-// fromConfigEnv says whether $PREVIEWGATE_CONFIG chose path: fs's
-// --config was not given, and the variable names a file.
-func fromConfigEnv(fs *flag.FlagSet, path string) bool {
-	return path != "" && !isSet(fs, "config")
-}
-
-// configEnvError wraps err, a failure to read the config file at path
-// that $PREVIEWGATE_CONFIG chose, with where the path came from: the
-// command line named no file, and a shell or an image may set the
-// variable.
-func configEnvError(path string, err error) error {
-	return fmt.Errorf("%w\n($%s names %s; --config FILE reads another file, --config '' none)", err, configEnv, path)
-}
-
-// isSet says whether the command line gave fs's flag name.
-func isSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}
-
-// findAdmin says where the admin listener of the running gateway is, for
-// the commands that talk to it (healthcheck, sandboxes): listen.admin of
-// an explicit --config (fs's "config" flag); else $PREVIEWGATE_ADMIN_ADDR
-// if set; else listen.admin of cfgPath (the flag's default,
-// $PREVIEWGATE_CONFIG); else the development default's. cfg is the file
-// read, nil when none was. Environment variables the address does not
-// need (admin_token's) may be unset.
-func findAdmin(fs *flag.FlagSet, cfgPath string) (addr string, cfg *config.Config, err error) {
-	explicit := isSet(fs, "config")
-	env, err := envAdminAddr()
-	if err != nil {
-		return "", nil, err
-	}
-	switch {
-	case env != "" && !explicit:
-		return env, nil, nil
-	case cfgPath != "":
-		cfg, unset, err := config.LoadPartial(cfgPath)
-		if err != nil {
-			if len(unset) > 0 {
-				err = fmt.Errorf("%w\n(read as empty: unset environment variable(s) %s)", err, strings.Join(unset, ", "))
-			}
-			return "", nil, err
-		}
-		return cfg.Listen.Admin, cfg, nil
-	}
-	return config.DevListenAdmin, nil, nil
-}
-
-// dialAddr turns a listen address into one to connect to: a wildcard
-// host (":9090", "0.0.0.0:9090", "[::]:9090") becomes loopback.
-func dialAddr(listen string) string {
-	host, port, err := net.SplitHostPort(listen)
-	if err != nil {
-		return listen
-	}
-	switch host {
-	case "", "0.0.0.0":
-		host = "127.0.0.1"
-	case "::":
-		host = "::1"
-	}
-	return net.JoinHostPort(host, port)
 }
