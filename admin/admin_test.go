@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/previewgate/previewgate/admin"
+	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/gateway"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
@@ -210,10 +211,7 @@ func TestAdminSandboxesMatchDocker(t *testing.T) {
 	defer adminSrv.Close()
 
 	resp, body := adminDo(t, adminSrv, "GET", "/admin/sandboxes", testkit.AdminToken, nil)
-	var list []struct {
-		ID, Template, State string
-		UptimeSeconds       float64 `json:"uptime_seconds"`
-	}
+	var list []adminapi.Sandbox
 	if err := json.Unmarshal(body, &list); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("list: %d %s %v", resp.StatusCode, body, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
@@ -150,20 +151,12 @@ func stopProc(t *testing.T, p *gatewayProc) {
 // admin token serve set in code.
 func configRoundTrip(t *testing.T, adminAddr, tok string) {
 	t.Helper()
-	do := func(method, path string, body io.Reader) []byte {
-		req, _ := http.NewRequest(method, "http://"+adminAddr+path, body)
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 {
-			t.Fatalf("%s %s: got %d %s, want 200", method, path, resp.StatusCode, b)
-		}
-		return b
+	c := &adminapi.Client{BaseURL: "http://" + adminAddr, Token: tok}
+	shown, err := c.Config(t.Context())
+	if err != nil {
+		t.Fatalf("GET /admin/config: %v", err)
 	}
-	shown := do("GET", "/admin/config", nil)
-	do("POST", "/admin/config/validate", bytes.NewReader(shown))
+	if v, err := c.ValidateConfig(t.Context(), shown); err != nil || !v.Valid {
+		t.Fatalf("POST /admin/config/validate of the config shown: %+v, %v; want valid", v, err)
+	}
 }

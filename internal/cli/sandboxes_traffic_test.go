@@ -3,7 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,59 +12,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/internal/app"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
-// adminGet calls the admin API with the API token and decodes its JSON.
-func adminGet(t *testing.T, adminAddr, path string, into any) int {
+// api is the admin API at adminAddr, with the API token.
+func api(adminAddr string) *adminapi.Client {
+	return &adminapi.Client{BaseURL: "http://" + adminAddr, Token: cliAPIToken}
+}
+
+// listBy lists the sandboxes carrying the metadata given, by id.
+func listBy(t *testing.T, adminAddr string, metadata map[string]string) map[string]adminapi.Sandbox {
 	t.Helper()
-	req, _ := http.NewRequest("GET", "http://"+adminAddr+path, nil)
-	req.Header.Set("Authorization", "Bearer "+cliAPIToken)
-	resp, err := http.DefaultClient.Do(req)
+	list, err := api(adminAddr).ListSandboxes(t.Context(), metadata)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("list %v: %v", metadata, err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if into != nil {
-		if err := json.Unmarshal(b, into); err != nil {
-			t.Fatalf("GET %s: %v in %s", path, err, b)
-		}
-	}
-	return resp.StatusCode
-}
-
-type listed struct {
-	ID          string            `json:"id"`
-	State       string            `json:"state"`
-	Metadata    map[string]string `json:"metadata"`
-	OpenSockets int               `json:"open_sockets"`
-	Wakes       int64             `json:"wakes"`
-	Traffic     *struct {
-		Replica  string `json:"replica"`
-		Requests int64  `json:"requests"`
-		BytesIn  int64  `json:"bytes_in"`
-		BytesOut int64  `json:"bytes_out"`
-	} `json:"traffic"`
-	Awake *struct {
-		Reasons      []string  `json:"reasons"`
-		OpenSockets  int       `json:"open_sockets"`
-		Rule         string    `json:"rule"`
-		StopsAt      time.Time `json:"stops_at"`
-		IdleFrom     time.Time `json:"idle_from"`
-		LastActivity time.Time `json:"last_activity"`
-	} `json:"awake"`
-}
-
-func listBy(t *testing.T, adminAddr, query string) map[string]listed {
-	t.Helper()
-	var list []listed
-	if code := adminGet(t, adminAddr, "/admin/sandboxes"+query, &list); code != 200 {
-		t.Fatalf("list%s: %d", query, code)
-	}
-	out := map[string]listed{}
+	out := map[string]adminapi.Sandbox{}
 	for _, s := range list {
 		out[s.ID] = s
 	}
@@ -112,17 +78,18 @@ func TestSandboxTrafficMetadataPause(t *testing.T) {
 	}
 
 	// The filter: one pair, two pairs (AND), through the CLI.
-	if got := listBy(t, adminAddr, "?metadata.user=alice"); len(got) != 2 || got[ids[0]].ID == "" || got[ids[2]].ID == "" {
+	if got := listBy(t, adminAddr, map[string]string{"user": "alice"}); len(got) != 2 || got[ids[0]].ID == "" || got[ids[2]].ID == "" {
 		t.Errorf("metadata.user=alice: got %v, want %s and %s", got, ids[0], ids[2])
 	}
-	if got := listBy(t, adminAddr, "?metadata.user=alice&metadata.team=x"); len(got) != 1 || got[ids[0]].Metadata["team"] != "x" {
+	if got := listBy(t, adminAddr, map[string]string{"user": "alice", "team": "x"}); len(got) != 1 || got[ids[0]].Metadata["team"] != "x" {
 		t.Errorf("user=alice AND team=x: got %v, want only %s", got, ids[0])
 	}
 	code, out, errs := cli(append([]string{"sandboxes", "ls", "--metadata", "user=bob"}, flags...)...)
 	if code != 0 || !strings.Contains(out, ids[1]) || strings.Contains(out, ids[0]) || !strings.Contains(out, "user=bob") || !strings.Contains(out, "METADATA") {
 		t.Errorf("ls --metadata user=bob: exit %d\n%s%s", code, out, errs)
 	}
-	if code := adminGet(t, adminAddr, "/admin/sandboxes?metadata.Bad%20Key=x", nil); code != 400 {
+	var ae *adminapi.Error
+	if _, err := api(adminAddr).ListSandboxes(t.Context(), map[string]string{"Bad Key": "x"}); !errors.As(err, &ae) || ae.Status != 400 {
 		t.Errorf("a filter no sandbox could carry: got %d, want 400", code)
 	}
 
@@ -185,24 +152,16 @@ func TestSandboxTrafficMetadataPause(t *testing.T) {
 			}
 		}
 	}
-	got := listBy(t, adminAddr, "")
+	got := listBy(t, adminAddr, nil)
 	for i, id := range ids {
 		tr := got[id].Traffic
 		if tr == nil || tr.Requests != want[i].requests || tr.BytesIn != want[i].in || tr.BytesOut != want[i].out || tr.Replica == "" {
 			t.Errorf("%s traffic: got %+v, want %+v from a named replica", id, tr, want[i])
 		}
 	}
-	var reqs struct {
-		Replica  string `json:"replica"`
-		Requests []struct {
-			Method, Path, Client string
-			Status               int
-			BytesOut             int64 `json:"bytes_out"`
-		} `json:"requests"`
-	}
-	adminGet(t, adminAddr, "/admin/sandboxes/"+ids[0]+"/requests?n=5", &reqs)
-	if len(reqs.Requests) != 5 || reqs.Replica == "" {
-		t.Fatalf("requests?n=5: got %+v", reqs)
+	reqs, err := api(adminAddr).Requests(t.Context(), ids[0], 5)
+	if err != nil || len(reqs.Requests) != 5 || reqs.Replica == "" {
+		t.Fatalf("requests?n=5: got %+v, %v", reqs, err)
 	}
 	for _, q := range reqs.Requests {
 		if q.Status != 200 || q.Client != "127.0.0.1" || (q.Path != "/bytes" && q.Path != "/upload") {
@@ -230,7 +189,7 @@ func TestSandboxTrafficMetadataPause(t *testing.T) {
 	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
 		t.Fatal(err)
 	}
-	got = listBy(t, adminAddr, "")
+	got = listBy(t, adminAddr, nil)
 	resp.Body.Close()
 	if a := got[ids[1]].Awake; a == nil || a.OpenSockets != 1 || a.Rule != "max_socket_idle" || !strings.Contains(strings.Join(a.Reasons, "|"), "open WebSocket or SSE") ||
 		!a.StopsAt.Equal(a.IdleFrom.Add(time.Hour)) {
@@ -246,7 +205,7 @@ func TestSandboxTrafficMetadataPause(t *testing.T) {
 	if code, out, errs := cli(append([]string{"sandboxes", "pause", c}, flags...)...); code != 0 || out != "sandbox "+c+" paused\n" {
 		t.Fatalf("pause: exit %d %q %s", code, out, errs)
 	}
-	if s := listBy(t, adminAddr, "")[c]; s.State != "paused" || s.Awake != nil {
+	if s := listBy(t, adminAddr, nil)[c]; s.State != "paused" || s.Awake != nil {
 		t.Errorf("after pause: got %+v, want paused", s)
 	}
 	req, _ = http.NewRequest("GET", gw+"/echo", nil)
@@ -257,14 +216,14 @@ func TestSandboxTrafficMetadataPause(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
-	if s := listBy(t, adminAddr, "")[c]; s.State != "running" || s.Wakes < 2 {
+	if s := listBy(t, adminAddr, nil)[c]; s.State != "running" || s.Wakes < 2 {
 		t.Errorf("after a request: got %+v, want running, woken twice (create, unpause)", s)
 	}
 	cli(append([]string{"sandboxes", "pause", c}, flags...)...)
 	if code, out, errs := cli(append([]string{"sandboxes", "resume", c}, flags...)...); code != 0 || out != "sandbox "+c+" running\n" {
 		t.Fatalf("resume: exit %d %q %s", code, out, errs)
 	}
-	if s := listBy(t, adminAddr, "")[c]; s.State != "running" {
+	if s := listBy(t, adminAddr, nil)[c]; s.State != "running" {
 		t.Errorf("after resume: got %+v, want running", s)
 	}
 	cli(append([]string{"sandboxes", "stop", c}, flags...)...)
@@ -275,7 +234,7 @@ func TestSandboxTrafficMetadataPause(t *testing.T) {
 	// A second gateway (a restart, or another replica) rebuilds the
 	// metadata from the runtime; it recorded no traffic of its own.
 	_, admin2 := startScopedCLIGateway(t, scope)
-	got = listBy(t, admin2, "?metadata.user=alice")
+	got = listBy(t, admin2, map[string]string{"user": "alice"})
 	if len(got) != 2 || got[ids[0]].Metadata["team"] != "x" || got[ids[0]].Traffic != nil {
 		t.Errorf("second gateway, user=alice: got %+v, want %s and %s with their metadata and no traffic here", got, ids[0], ids[2])
 	}
