@@ -17,8 +17,9 @@ import (
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 )
 
-// TestDocsAPIExamples runs docs/api.md's Node and Python examples exactly
-// as written (Node's built-in fetch, Python's standard library) against a
+// TestDocsAPIExamples runs docs/api.md's Go, Node and Python examples
+// exactly as written (the Go SDK, adminapi, built by TestMain; Node's
+// built-in fetch, Python's standard library) against a
 // running gateway with an api_tokens entry of scope sandboxes (#23, done
 // means: "examples in curl and in the Node and Python snippets that run in
 // CI"). Each creates a sandbox with metadata, finds it by a metadata
@@ -26,6 +27,9 @@ import (
 // other token.
 func TestDocsAPIExamples(t *testing.T) {
 	dockertest.Client(t)
+	if docsErr != nil {
+		t.Fatal(docsErr)
+	}
 	doc, err := os.ReadFile("docs/api.md")
 	if err != nil {
 		t.Fatal(err)
@@ -66,10 +70,13 @@ templates:
 
 	env := append(os.Environ(), "PG=http://"+adminAddr, "PREVIEWGATE_TOKEN="+apiToken)
 	var ids []string
-	for _, ex := range []struct{ name, bin, file string }{{"node", node, "example.mjs"}, {"python", python, "example.py"}} {
+	for _, ex := range []struct {
+		name string
+		argv []string
+	}{{"go", []string{docsExample}}, {"node", []string{node, "example.mjs"}}, {"python", []string{python, "example.py"}}} {
 		id := dockertest.UniqueID("docs-" + ex.name)
 		ids = append(ids, id)
-		cmd := exec.Command(ex.bin, ex.file, id)
+		cmd := exec.Command(ex.argv[0], append(ex.argv[1:], id)...)
 		cmd.Dir, cmd.Env = dir, env
 		out, err := cmd.Output()
 		if err != nil {
@@ -79,8 +86,10 @@ templates:
 			}
 			t.Fatalf("docs/api.md's %s example: %v\n%s", ex.name, err, stderr)
 		}
-		lines := strings.Fields(string(out))
-		if len(lines) != 2 {
+		// The ids it found and a link; the Go example then prints the
+		// sandbox's output.
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if len(lines) < 2 || ex.name != "go" && len(lines) != 2 {
 			t.Fatalf("docs/api.md's %s example printed %q, want the ids it found and a link", ex.name, out)
 		}
 		for _, want := range ids {

@@ -138,12 +138,21 @@ func sandboxIn(t *testing.T, code []byte, id string) []byte {
 // codeBlock returns the one fenced block of lang in doc (file name).
 func codeBlock(t *testing.T, name string, doc []byte, lang string) []byte {
 	t.Helper()
-	re := regexp.MustCompile("(?ms)^```" + regexp.QuoteMeta(lang) + "\n(.*?)^```")
-	m := re.FindAllSubmatch(doc, -1)
+	m := fencedBlocks(doc, lang)
 	if len(m) != 1 {
 		t.Fatalf("%s: got %d ```%s blocks, want 1", name, len(m), lang)
 	}
-	return m[0][1]
+	return m[0]
+}
+
+// fencedBlocks returns doc's fenced blocks of lang.
+func fencedBlocks(doc []byte, lang string) [][]byte {
+	re := regexp.MustCompile("(?ms)^```" + regexp.QuoteMeta(lang) + "\n(.*?)^```")
+	var out [][]byte
+	for _, m := range re.FindAllSubmatch(doc, -1) {
+		out = append(out, m[1])
+	}
+	return out
 }
 
 // findPython returns a python3 that can import PyJWT with cryptography:

@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -38,6 +40,9 @@ func TestMain(m *testing.M) {
 	if binErr = compile(binary); binErr != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", binErr)
 	}
+	if docsExample, docsErr = compileDocsExample(dir); docsErr != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", docsErr)
+	}
 	defer os.RemoveAll(dir)
 	dockertest.Main(m)
 }
@@ -61,6 +66,41 @@ func compile(out string) error {
 		return fmt.Errorf("go build: %v\n%s", err, b)
 	}
 	return nil
+}
+
+// docsExample is docs/api.md's Go program, built by TestMain too;
+// docsErr says why there is none.
+var (
+	docsExample string
+	docsErr     error
+)
+
+// compileDocsExample builds docs/api.md's one ```go block as a program
+// of this module (an overlay puts it at e2e/docsexample without writing
+// into the tree), into dir.
+func compileDocsExample(dir string) (string, error) {
+	doc, err := os.ReadFile("docs/api.md")
+	if err != nil {
+		return "", err
+	}
+	blocks := fencedBlocks(doc, "go")
+	if len(blocks) != 1 {
+		return "", fmt.Errorf("docs/api.md: got %d ```go blocks, want 1", len(blocks))
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	src, overlay := filepath.Join(dir, "example.go"), filepath.Join(dir, "overlay.json")
+	ov, _ := json.Marshal(map[string]any{"Replace": map[string]string{filepath.Join(root, "e2e", "docsexample", "main.go"): src}})
+	if err := errors.Join(os.WriteFile(src, blocks[0], 0o600), os.WriteFile(overlay, ov, 0o600)); err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "docs-example")
+	if b, err := exec.Command("go", "build", "-overlay", overlay, "-o", out, "./e2e/docsexample").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("docs/api.md's go example: go build: %v\n%s", err, b)
+	}
+	return out, nil
 }
 
 // buildBinary returns the binary TestMain built; the test fails if there
