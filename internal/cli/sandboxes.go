@@ -270,16 +270,24 @@ const callTimeout = 2 * time.Minute
 // streams until the output ends.
 const serverBounded time.Duration = 0
 
-// call runs one call of the client, given up after timeout
-// (serverBounded: when the API answers), and says what its failure
-// means (explain).
-func (c *sandboxesCmd) call(timeout time.Duration, do func(ctx context.Context) error) error {
+// answer runs the subcommand's call, given up after timeout
+// (serverBounded: when the API answers), and prints its answer: the
+// API's JSON with --json (adminapi's types encode it as sent), else
+// table. A failure is explained (explain).
+func answer[T any](c *sandboxesCmd, timeout time.Duration, call func(context.Context) (T, error), table func(T) error) error {
 	ctx, cancel := context.Background(), context.CancelFunc(func() {})
 	if timeout != serverBounded {
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 	}
 	defer cancel()
-	return c.explain(do(ctx))
+	r, err := call(ctx)
+	if err != nil {
+		return c.explain(err)
+	}
+	if c.json {
+		return json.NewEncoder(c.stdout).Encode(r)
+	}
+	return table(r)
 }
 
 // explain turns a call's failure into the subcommand's: the API's error
@@ -307,13 +315,4 @@ func (c *sandboxesCmd) explain(err error) error {
 		return failed(code, fmt.Errorf("sandboxes %s: admin API at %s: %w (set it with %s)", c.name, c.base, ue.Err, how))
 	}
 	return fmt.Errorf("sandboxes %s: %w", c.name, err)
-}
-
-// print writes v, an answer of the API, as JSON (--json: the API's JSON,
-// which adminapi's types encode as sent), or else calls table.
-func (c *sandboxesCmd) print(v any, table func() error) error {
-	if c.json {
-		return json.NewEncoder(c.stdout).Encode(v)
-	}
-	return table()
 }

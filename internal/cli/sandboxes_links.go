@@ -17,15 +17,9 @@ func sbxLinkNew(c *sandboxesCmd) error {
 	if err := c.connect(1); err != nil {
 		return err
 	}
-	var l adminapi.Link
-	err := c.call(callTimeout, func(ctx context.Context) (err error) {
-		l, err = c.api.CreateLink(ctx, c.args[0], adminapi.LinkRequest{TTL: c.ttl, Port: c.port, Path: c.path})
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return c.print(l, func() error {
+	return answer(c, callTimeout, func(ctx context.Context) (adminapi.Link, error) {
+		return c.api.CreateLink(ctx, c.args[0], adminapi.LinkRequest{TTL: c.ttl, Port: c.port, Path: c.path})
+	}, func(l adminapi.Link) error {
 		_, err := fmt.Fprintf(c.stdout, "link %s for port %d, path %s, expires %s (in %s)\n%s\n", l.ID, l.Port, l.Path,
 			l.Expires.Local().Format(time.RFC3339), time.Until(l.Expires).Round(time.Second), l.URL)
 		return err
@@ -36,15 +30,8 @@ func sbxLinkList(c *sandboxesCmd) error {
 	if err := c.connect(1); err != nil {
 		return err
 	}
-	var r adminapi.Links
-	err := c.call(callTimeout, func(ctx context.Context) (err error) {
-		r, err = c.api.ListLinks(ctx, c.args[0])
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return c.print(r, func() error {
+	call := func(ctx context.Context) (adminapi.Links, error) { return c.api.ListLinks(ctx, c.args[0]) }
+	return answer(c, callTimeout, call, func(r adminapi.Links) error {
 		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "LINK\tPORT\tPATH\tCREATED\tEXPIRES\tSTATE")
 		now := time.Now()
@@ -65,15 +52,8 @@ func sbxLinkRemove(c *sandboxesCmd) error {
 		return err
 	}
 	id, lid := c.args[0], c.args[1]
-	var r adminapi.LinkRevoked
-	err := c.call(callTimeout, func(ctx context.Context) (err error) {
-		r, err = c.api.RevokeLink(ctx, id, lid)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return c.print(r, func() error {
+	call := func(ctx context.Context) (adminapi.LinkRevoked, error) { return c.api.RevokeLink(ctx, id, lid) }
+	return answer(c, callTimeout, call, func(r adminapi.LinkRevoked) error {
 		_, err := fmt.Fprintf(c.stdout, "link %s of sandbox %s revoked\n", lid, id)
 		return err
 	})
@@ -108,15 +88,8 @@ func sbxSet(c *sandboxesCmd) error {
 	if p.Public.IsZero() && p.KeepUp == nil && p.KeepUpUntil.IsZero() {
 		return failed(codeUsage, fmt.Errorf("sandboxes set: nothing to set: give --public, --keep-up or --keep-up-until"))
 	}
-	var r adminapi.Settings
-	err := c.call(callTimeout, func(ctx context.Context) (err error) {
-		r, err = c.api.PatchSettings(ctx, c.args[0], p)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return c.print(r, func() error {
+	call := func(ctx context.Context) (adminapi.Settings, error) { return c.api.PatchSettings(ctx, c.args[0], p) }
+	return answer(c, callTimeout, call, func(r adminapi.Settings) error {
 		if r.Note != "" {
 			fmt.Fprintln(c.stderr, "note: "+r.Note) // a keep-up that waits until it runs
 		}

@@ -18,15 +18,8 @@ func sbxList(c *sandboxesCmd) error {
 	if err := c.connect(0); err != nil {
 		return err
 	}
-	var list []adminapi.Sandbox
-	err := c.call(callTimeout, func(ctx context.Context) (err error) {
-		list, err = c.api.ListSandboxes(ctx, c.metadata)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return c.print(list, func() error {
+	call := func(ctx context.Context) ([]adminapi.Sandbox, error) { return c.api.ListSandboxes(ctx, c.metadata) }
+	return answer(c, callTimeout, call, func(list []adminapi.Sandbox) error {
 		if len(list) == 0 {
 			fmt.Fprintln(c.stdout, "no sandboxes")
 			return nil
@@ -48,15 +41,8 @@ func sbxShow(c *sandboxesCmd) error {
 	if err := c.connect(1); err != nil {
 		return err
 	}
-	var s adminapi.Sandbox
-	err := c.call(callTimeout, func(ctx context.Context) (err error) {
-		s, err = c.api.GetSandbox(ctx, c.args[0])
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return c.print(s, func() error {
+	call := func(ctx context.Context) (adminapi.Sandbox, error) { return c.api.GetSandbox(ctx, c.args[0]) }
+	return answer(c, callTimeout, call, func(s adminapi.Sandbox) error {
 		now := time.Now()
 		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 		line := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }

@@ -24,15 +24,8 @@ func sbxUp(c *sandboxesCmd) error {
 	id := c.args[0]
 	req := adminapi.PutRequest{Template: c.template, Metadata: c.metadata, Env: c.env}
 	given := c.template != "" || len(c.metadata) > 0 || len(c.env) > 0
-	var r adminapi.PutResult
-	err := c.call(serverBounded, func(ctx context.Context) (err error) {
-		r, err = c.api.PutSandbox(ctx, id, req)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return c.print(r, func() error {
+	call := func(ctx context.Context) (adminapi.PutResult, error) { return c.api.PutSandbox(ctx, id, req) }
+	return answer(c, serverBounded, call, func(r adminapi.PutResult) error {
 		fmt.Fprintf(c.stdout, "sandbox %s %s (template %s, took %s)\n", id, dash(r.State), dash(r.Template),
 			time.Duration(r.TookSeconds*float64(time.Second)).Round(time.Millisecond))
 		if given && !r.Created {
@@ -65,19 +58,12 @@ func sbxResume(c *sandboxesCmd) error {
 }
 
 // op is stop, rm, pause and resume: one call, then "sandbox ID done".
-func op[T any](c *sandboxesCmd, done string, timeout time.Duration, call func(*adminapi.Client, context.Context, string) (T, error)) error {
+func op[T any](c *sandboxesCmd, done string, timeout time.Duration, do func(*adminapi.Client, context.Context, string) (T, error)) error {
 	if err := c.connect(1); err != nil {
 		return err
 	}
-	var r T
-	err := c.call(timeout, func(ctx context.Context) (err error) {
-		r, err = call(c.api, ctx, c.args[0])
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return c.print(r, func() error {
+	call := func(ctx context.Context) (T, error) { return do(c.api, ctx, c.args[0]) }
+	return answer(c, timeout, call, func(T) error {
 		_, err := fmt.Fprintf(c.stdout, "sandbox %s %s\n", c.args[0], done)
 		return err
 	})
@@ -89,15 +75,8 @@ func sbxRequests(c *sandboxesCmd) error {
 	if err := c.connect(1); err != nil {
 		return err
 	}
-	var r adminapi.RequestLog
-	err := c.call(callTimeout, func(ctx context.Context) (err error) {
-		r, err = c.api.Requests(ctx, c.args[0], c.n)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return c.print(r, func() error {
+	call := func(ctx context.Context) (adminapi.RequestLog, error) { return c.api.Requests(ctx, c.args[0], c.n) }
+	return answer(c, callTimeout, call, func(r adminapi.RequestLog) error {
 		if r.Counters != nil {
 			fmt.Fprintf(c.stdout, "replica %s: %d requests, %d bytes in, %d bytes out\n", dash(r.Replica), r.Counters.Requests, r.Counters.BytesIn, r.Counters.BytesOut)
 		}
@@ -127,15 +106,8 @@ func sbxLogs(c *sandboxesCmd) error {
 	if c.follow {
 		return c.followLogs(id)
 	}
-	var r adminapi.Logs
-	err := c.call(callTimeout, func(ctx context.Context) (err error) {
-		r, err = c.api.Logs(ctx, id, c.tail)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return c.print(r, func() error {
+	call := func(ctx context.Context) (adminapi.Logs, error) { return c.api.Logs(ctx, id, c.tail) }
+	return answer(c, callTimeout, call, func(r adminapi.Logs) error {
 		for _, l := range r.Lines {
 			fmt.Fprintln(c.stdout, l)
 		}
@@ -182,11 +154,10 @@ func (c *sandboxesCmd) ended() string {
 	id := c.args[0]
 	deadline := time.Now().Add(settleWait)
 	for {
-		var s adminapi.Sandbox
-		err := c.call(callTimeout, func(ctx context.Context) (err error) {
-			s, err = c.api.GetSandbox(ctx, id)
-			return err
-		})
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		s, err := c.api.GetSandbox(ctx, id)
+		cancel()
+		err = c.explain(err)
 		var ae *adminapi.Error
 		switch {
 		case errors.As(err, &ae) && ae.Status == http.StatusNotFound:
