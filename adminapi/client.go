@@ -43,72 +43,61 @@ func (c *Client) ListSandboxes(ctx context.Context, metadata map[string]string) 
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	var out []Sandbox
-	return out, c.do(ctx, http.MethodGet, path, nil, &out)
+	return do[[]Sandbox](ctx, c, http.MethodGet, path, nil)
 }
 
 // GetSandbox is sandbox id as the list has it, read from the runtime
 // (404 not_found if there is none).
 func (c *Client) GetSandbox(ctx context.Context, id string) (Sandbox, error) {
-	var out Sandbox
-	return out, c.do(ctx, http.MethodGet, sandboxPath(id, ""), nil, &out)
+	return do[Sandbox](ctx, c, http.MethodGet, sandboxPath(id, ""), nil)
 }
 
 // PutSandbox creates or wakes sandbox id and waits until its app answers.
 func (c *Client) PutSandbox(ctx context.Context, id string, req PutRequest) (PutResult, error) {
-	var out PutResult
-	return out, c.do(ctx, http.MethodPut, sandboxPath(id, ""), req, &out)
+	return do[PutResult](ctx, c, http.MethodPut, sandboxPath(id, ""), req)
 }
 
 // StopSandbox stops id; the next request or PutSandbox wakes it.
 func (c *Client) StopSandbox(ctx context.Context, id string) (Stopped, error) {
-	var out Stopped
-	return out, c.do(ctx, http.MethodPost, sandboxPath(id, "/stop"), nil, &out)
+	return do[Stopped](ctx, c, http.MethodPost, sandboxPath(id, "/stop"), nil)
 }
 
 // RemoveSandbox removes id's container (or pod), settings and links.
 func (c *Client) RemoveSandbox(ctx context.Context, id string) (Removed, error) {
-	var out Removed
-	return out, c.do(ctx, http.MethodDelete, sandboxPath(id, ""), nil, &out)
+	return do[Removed](ctx, c, http.MethodDelete, sandboxPath(id, ""), nil)
 }
 
 // PauseSandbox pauses id, keeping its memory (Docker; Kubernetes answers
 // 409 pause_unsupported).
 func (c *Client) PauseSandbox(ctx context.Context, id string) (Paused, error) {
-	var out Paused
-	return out, c.do(ctx, http.MethodPost, sandboxPath(id, "/pause"), nil, &out)
+	return do[Paused](ctx, c, http.MethodPost, sandboxPath(id, "/pause"), nil)
 }
 
 // ResumeSandbox unpauses or starts id, never creating it, and waits until
 // its app answers.
 func (c *Client) ResumeSandbox(ctx context.Context, id string) (Resumed, error) {
-	var out Resumed
-	return out, c.do(ctx, http.MethodPost, sandboxPath(id, "/resume"), nil, &out)
+	return do[Resumed](ctx, c, http.MethodPost, sandboxPath(id, "/resume"), nil)
 }
 
 // PatchSettings changes id's settings and answers them as written.
 func (c *Client) PatchSettings(ctx context.Context, id string, p SettingsPatch) (Settings, error) {
-	var out Settings
-	return out, c.do(ctx, http.MethodPatch, sandboxPath(id, ""), p, &out)
+	return do[Settings](ctx, c, http.MethodPatch, sandboxPath(id, ""), p)
 }
 
 // CreateLink mints a share link to id; its URL holds the secret and is
 // answered this once.
 func (c *Client) CreateLink(ctx context.Context, id string, req LinkRequest) (Link, error) {
-	var out Link
-	return out, c.do(ctx, http.MethodPost, sandboxPath(id, "/links"), req, &out)
+	return do[Link](ctx, c, http.MethodPost, sandboxPath(id, "/links"), req)
 }
 
 // ListLinks lists id's links, never their secrets.
 func (c *Client) ListLinks(ctx context.Context, id string) (Links, error) {
-	var out Links
-	return out, c.do(ctx, http.MethodGet, sandboxPath(id, "/links"), nil, &out)
+	return do[Links](ctx, c, http.MethodGet, sandboxPath(id, "/links"), nil)
 }
 
 // RevokeLink revokes id's link linkID on every replica.
 func (c *Client) RevokeLink(ctx context.Context, id, linkID string) (LinkRevoked, error) {
-	var out LinkRevoked
-	return out, c.do(ctx, http.MethodDelete, sandboxPath(id, "/links/"+url.PathEscape(linkID)), nil, &out)
+	return do[LinkRevoked](ctx, c, http.MethodDelete, sandboxPath(id, "/links/"+url.PathEscape(linkID)), nil)
 }
 
 // Requests is id's last n requests through the replica that answers,
@@ -118,22 +107,19 @@ func (c *Client) Requests(ctx context.Context, id string, n int) (RequestLog, er
 	if n > 0 {
 		path += "?n=" + strconv.Itoa(n)
 	}
-	var out RequestLog
-	return out, c.do(ctx, http.MethodGet, path, nil, &out)
+	return do[RequestLog](ctx, c, http.MethodGet, path, nil)
 }
 
 // Logs is id's last tail lines of output (at most 1000; 0: none).
 func (c *Client) Logs(ctx context.Context, id string, tail int) (Logs, error) {
-	var out Logs
-	return out, c.do(ctx, http.MethodGet, sandboxPath(id, "/logs?tail="+strconv.Itoa(tail)), nil, &out)
+	return do[Logs](ctx, c, http.MethodGet, sandboxPath(id, "/logs?tail="+strconv.Itoa(tail)), nil)
 }
 
 // Announce makes id's preview names worth an on-demand certificate for
 // an hour before it exists (ACME on-demand only: else 409
 // no_on_demand_tls).
 func (c *Client) Announce(ctx context.Context, id string) (Announced, error) {
-	var out Announced
-	return out, c.do(ctx, http.MethodPost, sandboxPath(id, "/announce"), nil, &out)
+	return do[Announced](ctx, c, http.MethodPost, sandboxPath(id, "/announce"), nil)
 }
 
 // Config is the live config file, secrets redacted (admin token only).
@@ -149,15 +135,13 @@ func (c *Client) Config(ctx context.Context) ([]byte, error) {
 // ValidateConfig checks yaml as the new config file without applying it
 // (400 invalid_config: the message lists every error as FILE:LINE:COL).
 func (c *Client) ValidateConfig(ctx context.Context, yaml []byte) (ConfigValidation, error) {
-	var out ConfigValidation
-	return out, c.do(ctx, http.MethodPost, "/admin/config/validate", rawBody(yaml), &out)
+	return do[ConfigValidation](ctx, c, http.MethodPost, "/admin/config/validate", rawBody(yaml))
 }
 
 // PutConfig validates yaml, applies it and writes the file (admin token
 // only; 409 no_config_file on the development default).
 func (c *Client) PutConfig(ctx context.Context, yaml []byte) (ConfigApplied, error) {
-	var out ConfigApplied
-	return out, c.do(ctx, http.MethodPut, "/admin/config", rawBody(yaml), &out)
+	return do[ConfigApplied](ctx, c, http.MethodPut, "/admin/config", rawBody(yaml))
 }
 
 // rawBody is a request body sent as it is, not as JSON.
@@ -168,21 +152,22 @@ func sandboxPath(id, more string) string {
 	return "/admin/sandboxes/" + url.PathEscape(id) + more
 }
 
-// do sends the call and decodes its 2xx answer into out.
-func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+// do sends the call and decodes its 2xx answer.
+func do[T any](ctx context.Context, c *Client, method, path string, body any) (T, error) {
+	var out T
 	resp, err := c.send(ctx, method, path, body)
 	if err != nil {
-		return err
+		return out, err
 	}
 	defer resp.Body.Close()
 	b, err := readAnswer(resp.Body)
 	if err != nil {
-		return err
+		return out, err
 	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return &answerError{kind: ErrBadAnswer, msg: "unexpected answer: " + err.Error(), err: err}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return out, &answerError{kind: ErrBadAnswer, msg: "unexpected answer: " + err.Error(), err: err}
 	}
-	return nil
+	return out, nil
 }
 
 func readAnswer(r io.Reader) ([]byte, error) {
