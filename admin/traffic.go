@@ -45,7 +45,7 @@ func (a *admin) trafficOf(id string) *adminapi.Traffic {
 	if !ok {
 		return nil
 	}
-	return &adminapi.Traffic{Replica: a.o.Traffic.Replica(), Counters: countersOf(c)}
+	return &adminapi.Traffic{Replica: a.o.Traffic.Replica(), Counters: adminapi.Counters(c)}
 }
 
 // maxFilters bounds the metadata.KEY=VALUE filters of one list.
@@ -116,7 +116,7 @@ func (a *admin) sandboxRequests(w http.ResponseWriter, r *http.Request) {
 		body.Replica = a.o.Traffic.Replica()
 		body.Requests = requestsOf(a.o.Traffic.Last(id, n))
 		if c, ok := a.o.Traffic.Counters(id); ok {
-			cs := countersOf(c)
+			cs := adminapi.Counters(c)
 			body.Counters = &cs
 		}
 	}

@@ -18,13 +18,13 @@ func sandboxOf(s sandboxmgr.Info, tr *adminapi.Traffic, now time.Time) adminapi.
 		LastActivity: s.LastActivity, StartedAt: s.StartedAt, Metadata: s.Metadata,
 		OpenSockets: s.OpenSockets, Wakes: s.Wakes, WakeSeconds: s.WakeSeconds,
 		PublicSetting: s.PublicSetting, KeepUpUntil: s.KeepUpUntil, LiveLinks: s.LiveLinks, Traffic: tr}
+	// The same fields, field for field: a change to either type's fields
+	// stops the build here, where the API's answer is decided.
 	if f := s.LastFailure; f != nil {
-		out.LastFailure = &adminapi.Failure{Reason: f.Reason, ExitCode: f.ExitCode, At: f.At}
+		out.LastFailure = (*adminapi.Failure)(f)
 	}
 	if w := s.Awake; w != nil {
-		out.Awake = &adminapi.Awake{Reasons: w.Reasons, Summary: w.Summary, OpenSockets: w.OpenSockets,
-			LastActivity: w.LastActivity, SharedActivity: w.SharedActivity, KeepUntil: w.KeepUntil,
-			IdleFrom: w.IdleFrom, Rule: w.Rule, LimitSeconds: w.LimitSeconds, StopsAt: w.StopsAt, Action: w.Action}
+		out.Awake = (*adminapi.Awake)(w)
 	}
 	if s.State == "running" && !s.StartedAt.IsZero() {
 		out.UptimeSeconds = now.Sub(s.StartedAt).Round(time.Second).Seconds()
@@ -40,11 +40,6 @@ func linkOf(l sandboxmgr.Link) adminapi.Link {
 		v.Revoked = &t
 	}
 	return v
-}
-
-func countersOf(c traffic.Counters) adminapi.Counters {
-	return adminapi.Counters{Requests: c.Requests, BytesIn: c.BytesIn, BytesOut: c.BytesOut,
-		Errors: c.Errors, Since: c.Since, Last: c.Last}
 }
 
 // requestsOf is the traffic log's requests as the API lists them; never
