@@ -190,4 +190,3 @@ func (a *App) build(ctx context.Context, labels map[string]string, watch bool) e
 	}
 	return a.listenAll()
 }
-

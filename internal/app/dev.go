@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"maps"
 	"net"
@@ -79,44 +77,23 @@ func ensureDemoImage(ctx context.Context, mgr *sandboxmgr.Manager, log *slog.Log
 // sandboxes), and two of them on one engine never touch each other's.
 func devInstanceID(dataDir string) (string, error) {
 	path := filepath.Join(dataDir, "instance-id")
-	for range 2 {
+	read := func() (string, error) {
 		b, err := os.ReadFile(path)
-		if err == nil {
-			id := strings.TrimSpace(string(b))
-			if id == "" || strings.Trim(id, "0123456789abcdef") != "" {
-				return "", fmt.Errorf("instance id in %s: want lowercase hex, got %q (remove the file to make a new one)", path, id)
-			}
-			return id, nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("instance id: %w", err)
-		}
-		if err := os.MkdirAll(dataDir, 0o700); err != nil {
-			return "", fmt.Errorf("instance id: %w", err)
-		}
-		b = make([]byte, 8)
-		_, _ = rand.Read(b)
-		// O_EXCL: of two gateways starting on one data dir, both end up
-		// with the first one's id.
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) {
-			continue
-		}
 		if err != nil {
 			return "", fmt.Errorf("instance id: %w", err)
 		}
-		id := hex.EncodeToString(b)
-		_, err = f.WriteString(id + "\n")
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			os.Remove(path)
-			return "", fmt.Errorf("instance id: %w", err)
+		id := strings.TrimSpace(string(b))
+		if id == "" || strings.Trim(id, "0123456789abcdef") != "" {
+			return "", fmt.Errorf("instance id in %s: want lowercase hex, got %q (remove the file to make a new one)", path, id)
 		}
 		return id, nil
 	}
-	return "", fmt.Errorf("instance id: %s keeps changing", path)
+	return keepOnce(path, "instance id", read, func() (string, []byte) {
+		b := make([]byte, 8)
+		_, _ = rand.Read(b)
+		id := hex.EncodeToString(b)
+		return id, []byte(id + "\n")
+	})
 }
 
 // sortedTemplates lists cfg's templates by name.

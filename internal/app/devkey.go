@@ -24,38 +24,49 @@ type storedKey struct {
 	Secret string `json:"secret"`
 }
 
-// devKey returns the key kept in dataDir, making it on first use. Of two
-// gateways starting on one data dir, both end up with the first one's key.
+// devKey returns the key kept in dataDir, making it on first use.
 func devKey(dataDir string) (config.Key, error) {
-	path := filepath.Join(dataDir, DevKeyFile)
+	return keepOnce(filepath.Join(dataDir, DevKeyFile), "development key", func() (config.Key, error) { return ReadDevKey(dataDir) },
+		func() (config.Key, []byte) {
+			k := auth.NewDevKey()
+			data, _ := json.Marshal(storedKey{KID: k.KID, Alg: k.Alg, Secret: string(k.Secret)})
+			return k, append(data, '\n')
+		})
+}
+
+// keepOnce returns what read makes of the file at path, first creating
+// it with create's bytes if there is none. It is only ever created
+// (O_EXCL): of two gateways starting on one data dir, both end up with
+// the first one's. what names the file in errors.
+func keepOnce[T any](path, what string, read func() (T, error), create func() (T, []byte)) (T, error) {
+	var zero T
 	for range 2 {
-		k, err := ReadDevKey(dataDir)
+		v, err := read()
 		if err == nil || !errors.Is(err, fs.ErrNotExist) {
-			return k, err
+			return v, err
 		}
-		if err := os.MkdirAll(dataDir, 0o700); err != nil {
-			return config.Key{}, fmt.Errorf("development key: %w", err)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return zero, fmt.Errorf("%s: %w", what, err)
 		}
-		k = auth.NewDevKey()
-		data, _ := json.Marshal(storedKey{KID: k.KID, Alg: k.Alg, Secret: string(k.Secret)})
+		v, data := create()
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}
 		if err != nil {
-			return config.Key{}, fmt.Errorf("development key: %w", err)
+			return zero, fmt.Errorf("%s: %w", what, err)
 		}
-		_, err = f.Write(append(data, '\n'))
+		_, err = f.Write(data)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
 			os.Remove(path)
-			return config.Key{}, fmt.Errorf("development key: %w", err)
+			return zero, fmt.Errorf("%s: %w", what, err)
 		}
-		return k, nil
+		return v, nil
 	}
-	return config.Key{}, fmt.Errorf("development key: %s keeps changing", path)
+	return zero, fmt.Errorf("%s: %s keeps changing", what, path)
 }
 
 // ReadDevKey reads the key kept in dataDir; an error wrapping
