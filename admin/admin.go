@@ -9,6 +9,10 @@
 // the config, a readiness check and a metrics handler. It must never import
 // the gateway, never serve preview hosts, and never change the config
 // except through Options.Replace (which validates the whole file first).
+//
+// Its JSON answers and request bodies are package adminapi's types, as
+// they are: the domain's records (sandboxmgr.Info, the traffic log) are
+// mapped onto them here (wire.go), never encoded themselves.
 package admin
 
 import (
@@ -26,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
@@ -137,12 +142,14 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("GET /admin/sandboxes/{id}", sbx(a.getSandbox))
 	mux.HandleFunc("PUT /admin/sandboxes/{id}", sbx(a.putSandbox))
 	mux.HandleFunc("GET /admin/sandboxes/{id}/logs", sbx(a.sandboxLogs, "tail", "follow"))
-	mux.HandleFunc("POST /admin/sandboxes/{id}/stop", sbx(a.sandboxOp("stop", o.Sandboxes.Stop)))
+	mux.HandleFunc("POST /admin/sandboxes/{id}/stop", sbx(a.sandboxOp("stop", o.Sandboxes.Stop,
+		func(id string) any { return adminapi.Stopped{ID: id, Stop: true} })))
 	mux.HandleFunc("POST /admin/sandboxes/{id}/pause", sbx(a.pauseSandbox))
 	mux.HandleFunc("POST /admin/sandboxes/{id}/resume", sbx(a.resumeSandbox))
 	mux.HandleFunc("GET /admin/sandboxes/{id}/requests", sbx(a.sandboxRequests, "n"))
 	mux.HandleFunc("POST /admin/sandboxes/{id}/announce", sbx(a.announce))
-	mux.HandleFunc("DELETE /admin/sandboxes/{id}", sbx(a.sandboxOp("remove", a.removeSandbox)))
+	mux.HandleFunc("DELETE /admin/sandboxes/{id}", sbx(a.sandboxOp("remove", a.removeSandbox,
+		func(id string) any { return adminapi.Removed{ID: id, Remove: true} })))
 	mux.HandleFunc("PATCH /admin/sandboxes/{id}", sbx(a.patchSandbox)) // settings (links.go)
 	mux.HandleFunc("POST /admin/sandboxes/{id}/links", sbx(a.createLink))
 	mux.HandleFunc("GET /admin/sandboxes/{id}/links", sbx(a.listLinks))
@@ -289,9 +296,9 @@ func (a *admin) validateConfig(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"valid": true,
-			"changed":  changedKeys(a.o.Config(), cfg, nil),
-			"warnings": a.configWarnings(r.Context(), cfg, config.RestartNeeded(a.o.Config(), cfg))})
+		writeJSON(w, http.StatusOK, adminapi.ConfigValidation{Valid: true,
+			Changed:  changedKeys(a.o.Config(), cfg, nil),
+			Warnings: a.configWarnings(r.Context(), cfg, config.RestartNeeded(a.o.Config(), cfg))})
 	}
 }
 
@@ -325,10 +332,12 @@ func (a *admin) putConfig(w http.ResponseWriter, r *http.Request) {
 		restart = []string{} // [] in the answer and the log, as changed is
 	}
 	a.o.Log.InfoContext(r.Context(), "config replaced through admin API", "path", after.Path, "changed", changed, "restart_needed", restart, "warnings", len(warnings))
-	writeJSON(w, http.StatusOK, map[string]any{"applied": true, "changed": changed, "restart_needed": restart, "warnings": warnings})
+	writeJSON(w, http.StatusOK, adminapi.ConfigApplied{Applied: true, Changed: changed, RestartNeeded: restart, Warnings: warnings})
 }
 
-func (a *admin) sandboxOp(name string, op func(context.Context, string) error) http.HandlerFunc {
+// sandboxOp answers op on {id} with done(id) (adminapi.Stopped,
+// adminapi.Removed).
+func (a *admin) sandboxOp(name string, op func(context.Context, string) error, done func(id string) any) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		if !config.ValidID(id) {
@@ -343,7 +352,7 @@ func (a *admin) sandboxOp(name string, op func(context.Context, string) error) h
 			writeSandboxError(w, err)
 		default:
 			a.o.Log.InfoContext(r.Context(), "sandbox "+name+" through admin API", "sandbox", id)
-			writeJSON(w, http.StatusOK, map[string]any{"id": id, name: true})
+			writeJSON(w, http.StatusOK, done(id))
 		}
 	}
 }
@@ -352,8 +361,9 @@ func (a *admin) sandboxOp(name string, op func(context.Context, string) error) h
 // backend sending an uppercase UUID learns what to send instead.
 var badIDMsg = fmt.Sprintf("malformed sandbox id (allowed: lowercase letters, digits, inner hyphens, 1-%d characters)", config.MaxIDLen)
 
-func errBody(msg, code string) map[string]string {
-	return map[string]string{"error": msg, "code": code}
+// errBody is the API's error object.
+func errBody(msg, code string) *adminapi.Error {
+	return &adminapi.Error{Code: code, Message: msg}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
@@ -112,31 +113,26 @@ func (s someImages) HasImage(_ context.Context, tag string) (bool, error) { retu
 func TestAdminPutConfigWarnsAndNamesChanges(t *testing.T) {
 	t.Parallel()
 	l := newLiveConfig(t, someImages{has: map[string]bool{"testapp": true}}, testkit.ConfigFile(nil))
-	type answer struct {
-		Applied, Valid bool
-		Changed        []string
-		RestartNeeded  []string `json:"restart_needed"`
-		Warnings       []string
-	}
-	do := func(method, path string, body []byte) answer {
+	do := func(method, path string, body []byte, answer any) {
 		t.Helper()
 		resp, b := adminDo(t, l.admin, method, path, testkit.AdminToken, body)
-		var a answer
-		if resp.StatusCode != 200 || json.Unmarshal(b, &a) != nil {
+		if resp.StatusCode != 200 || json.Unmarshal(b, answer) != nil {
 			t.Fatalf("%s %s: got %d %s, want 200", method, path, resp.StatusCode, b)
 		}
-		return a
 	}
 	_, shown := adminDo(t, l.admin, "GET", "/admin/config", testkit.AdminToken, nil)
-	if a := do("PUT", "/admin/config", shown); len(a.Changed) != 0 || len(a.Warnings) != 0 {
+	var a adminapi.ConfigApplied
+	if do("PUT", "/admin/config", shown, &a); len(a.Changed) != 0 || len(a.Warnings) != 0 {
 		t.Errorf("round trip: got changed %q warnings %q, want none", a.Changed, a.Warnings)
 	}
 	next := []byte(testkit.ConfigFile(nil) + "  ghost: {image: \"ghost:1\"}\nlimits: {websockets_per_ip: 7}\n")
 	next = []byte(strings.Replace(string(next), "trusted_proxies: [192.0.2.0/24]\n", "", 1) + "trusted_proxies: [192.0.2.0/24]\n")
-	if a := do("POST", "/admin/config/validate", next); !a.Valid || !slices.Contains(a.Warnings, "templates.ghost: image ghost:1 is not on the engine; its sandboxes cannot start until it is built or pulled") {
-		t.Errorf("validate: got %+v, want valid with the missing image warned", a)
+	var v adminapi.ConfigValidation
+	if do("POST", "/admin/config/validate", next, &v); !v.Valid || !slices.Contains(v.Warnings, "templates.ghost: image ghost:1 is not on the engine; its sandboxes cannot start until it is built or pulled") {
+		t.Errorf("validate: got %+v, want valid with the missing image warned", v)
 	}
-	a := do("PUT", "/admin/config", next)
+	a = adminapi.ConfigApplied{}
+	do("PUT", "/admin/config", next, &a)
 	if want := []string{"limits.websockets_per_ip", "templates.ghost"}; !a.Applied || !slices.Equal(a.Changed, want) {
 		t.Errorf("PUT: got applied %v changed %q, want %q", a.Applied, a.Changed, want)
 	}

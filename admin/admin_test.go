@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/previewgate/previewgate/admin"
+	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/gateway"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
@@ -55,7 +56,7 @@ func newLiveConfig(t *testing.T, sb admin.Sandboxes, content string) *liveConfig
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.watcher.Close() })
-	l.admin = httptest.NewServer(admin.New(admin.Options{Config: l.store.Load, Replace: l.watcher.Replace,
+	l.admin = httptest.NewServer(newAdmin(t, admin.Options{Config: l.store.Load, Replace: l.watcher.Replace,
 		Sandboxes: sb, Metrics: m.Handler(), Log: testkit.Logger(t)}))
 	t.Cleanup(l.admin.Close)
 	return l
@@ -205,15 +206,12 @@ func TestAdminSandboxesMatchDocker(t *testing.T) {
 		}
 	}
 	e.cfg.AdminToken = testkit.AdminToken
-	adminSrv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+	adminSrv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
 		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
 	defer adminSrv.Close()
 
 	resp, body := adminDo(t, adminSrv, "GET", "/admin/sandboxes", testkit.AdminToken, nil)
-	var list []struct {
-		ID, Template, State string
-		UptimeSeconds       float64 `json:"uptime_seconds"`
-	}
+	var list []adminapi.Sandbox
 	if err := json.Unmarshal(body, &list); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("list: %d %s %v", resp.StatusCode, body, err)
 	}

@@ -32,7 +32,7 @@ func TestAdminAPIWarmAndLogs(t *testing.T) {
 	e.cfg.Templates["crash"] = &config.Template{Name: "crash", Image: e.cfg.Templates["app"].Image,
 		Env: map[string]string{"CRASH": "Error: Cannot find module './missing'"}}
 	e.cfg.ApplyDefaults()
-	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
 		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
 	defer srv.Close()
 
@@ -137,7 +137,7 @@ func TestReadyzNamesMissingImages(t *testing.T) {
 	e := newDockerEnv(t)
 	var live atomic.Pointer[config.Config]
 	live.Store(e.cfg)
-	srv := httptest.NewServer(admin.New(admin.Options{Config: live.Load, Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: live.Load, Sandboxes: e.mgr, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	var checks map[string]string
 	read := func() int {

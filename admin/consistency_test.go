@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/admin"
+	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
@@ -24,7 +25,7 @@ import (
 func TestAdminGetSandbox(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
-	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
 		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	id, never := dockertest.UniqueID("get"), dockertest.UniqueID("get")
@@ -99,7 +100,7 @@ func TestAdminGetSandbox(t *testing.T) {
 func TestAdminKeepUp(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
-	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
 		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	id := dockertest.UniqueID("keep")
@@ -123,27 +124,19 @@ func TestAdminKeepUp(t *testing.T) {
 	}
 
 	do("POST", "/stop", "", 200, "")
-	var got struct {
-		KeepUpUntil time.Time `json:"keep_up_until"`
-		Note        string    `json:"note"`
-	}
+	var got adminapi.Settings
 	json.Unmarshal(do("PATCH", "", `{"keep_up":"2h"}`, 200, `"keep_up_until"`), &got)
 	if !strings.Contains(got.Note, "is exited") || !strings.Contains(got.Note, "runs again") {
 		t.Errorf("keep-up of a stopped sandbox: note %q, want it to say it holds from when it runs again", got.Note)
 	}
-	if s, err := e.mgr.LoadSettings(t.Context(), id); err != nil || !s.KeepUpUntil.Equal(got.KeepUpUntil) {
-		t.Errorf("the runtime's record: %+v (%v), want keep_up_until %s", s, err, got.KeepUpUntil)
+	if s, err := e.mgr.LoadSettings(t.Context(), id); err != nil || got.KeepUpUntil == nil || !s.KeepUpUntil.Equal(*got.KeepUpUntil) {
+		t.Errorf("the runtime's record: %+v (%v), want keep_up_until %v", s, err, got.KeepUpUntil)
 	}
 	do("PUT", "", "", 200, "")
-	var one struct {
-		Awake *struct {
-			StopsAt time.Time `json:"stops_at"`
-			Summary string    `json:"summary"`
-		} `json:"awake"`
-	}
+	var one adminapi.Sandbox
 	json.Unmarshal(do("GET", "", "", 200, ""), &one)
-	if one.Awake == nil || !one.Awake.StopsAt.Equal(got.KeepUpUntil) {
-		t.Errorf("woken again: awake %+v, want the reaper to stop it at the keep-up's end %s", one.Awake, got.KeepUpUntil)
+	if one.Awake == nil || got.KeepUpUntil == nil || !one.Awake.StopsAt.Equal(*got.KeepUpUntil) {
+		t.Errorf("woken again: awake %+v, want the reaper to stop it at the keep-up's end %v", one.Awake, got.KeepUpUntil)
 	}
 }
 
@@ -166,7 +159,7 @@ func TestAdminAnnounceOnlyOnDemand(t *testing.T) {
 	} {
 		cfg := &config.Config{AdminToken: testkit.AdminToken, TLS: c.tls}
 		var announced []string
-		srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return cfg },
+		srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return cfg },
 			Sandboxes: noSandboxes{}, Log: testkit.Logger(t),
 			Announce: func(id string) bool { announced = append(announced, id); return true }}))
 		resp, body := adminDo(t, srv, "POST", "/admin/sandboxes/abc123/announce", testkit.AdminToken, nil)

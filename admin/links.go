@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/sandboxmgr"
@@ -21,13 +22,6 @@ import (
 // they are kept.
 
 var errNoLink = errors.New("no such link")
-
-// postLink is POST /admin/sandboxes/{id}/links.
-type postLink struct {
-	TTL  string `json:"ttl"`  // zero: auth.link_ttl
-	Port int    `json:"port"` // zero: the template's port
-	Path string `json:"path"` // zero: "/"
-}
 
 // linkPath is a link's path prefix ("" is "/"), ok if the link can open
 // the URL it lands on: no query, and no dot segment, which the gateway
@@ -43,23 +37,12 @@ func linkPath(p string) (string, bool) {
 	return p, ok
 }
 
-// linkView is a link as listed: never its secret.
-type linkView struct {
-	ID      string     `json:"id"`
-	URL     string     `json:"url,omitempty"` // only when minted
-	Port    int        `json:"port"`
-	Path    string     `json:"path"`
-	Created time.Time  `json:"created"`
-	Expires time.Time  `json:"expires"`
-	Revoked *time.Time `json:"revoked,omitempty"`
-}
-
 func (a *admin) createLink(w http.ResponseWriter, r *http.Request) {
 	ss, id, tpl, ok := a.settingsOf(w, r)
 	if !ok {
 		return
 	}
-	var req postLink
+	var req adminapi.LinkRequest
 	if r.ContentLength != 0 && !decodeBody(w, r, &req) {
 		return
 	}
@@ -103,18 +86,9 @@ func (a *admin) createLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.o.Log.InfoContext(r.Context(), "share link minted through admin API", "sandbox", id, "link", lid, "expires", exp)
-	v := viewOfLink(l)
+	v := linkOf(l)
 	v.URL = a.previewURL(id, port, tpl) + strings.TrimPrefix(path, "/") + "?" + auth.LinkParam + "=" + tok
 	writeJSON(w, http.StatusCreated, v)
-}
-
-func viewOfLink(l sandboxmgr.Link) linkView {
-	v := linkView{ID: l.ID, Port: l.Port, Path: l.Path, Created: l.Created, Expires: l.Expires}
-	if !l.Revoked.IsZero() {
-		t := l.Revoked
-		v.Revoked = &t
-	}
-	return v
 }
 
 // previewURL is the address of sandbox id's port ("/"-terminated).
@@ -138,14 +112,14 @@ func (a *admin) listLinks(w http.ResponseWriter, r *http.Request) {
 	if a.settingsFailed(w, err) {
 		return
 	}
-	out := make([]linkView, 0, len(s.Links))
+	out := make([]adminapi.Link, 0, len(s.Links))
 	now := time.Now()
 	for _, l := range s.Links {
 		if l.Expires.After(now) {
-			out = append(out, viewOfLink(l))
+			out = append(out, linkOf(l))
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "links": out})
+	writeJSON(w, http.StatusOK, adminapi.Links{ID: id, Links: out})
 }
 
 func (a *admin) deleteLink(w http.ResponseWriter, r *http.Request) {
@@ -159,7 +133,7 @@ func (a *admin) deleteLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.o.Log.InfoContext(r.Context(), "share link revoked through admin API", "sandbox", id, "link", lid)
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "link": lid, "revoked": true})
+	writeJSON(w, http.StatusOK, adminapi.LinkRevoked{ID: id, Link: lid, Revoked: true})
 }
 
 // revokeLink marks sandbox id's link lid revoked (the API's DELETE and the

@@ -35,7 +35,7 @@ func TestAdminPutRemovedOnAnotherReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	serve := func(m *sandboxmgr.Manager) *httptest.Server {
-		srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+		srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
 			Sandboxes: m, Log: testkit.Logger(t)}))
 		t.Cleanup(srv.Close)
 		return srv

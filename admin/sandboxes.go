@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
@@ -33,29 +34,14 @@ func (a *admin) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error(), "unavailable"))
 		return
 	}
-	out := make([]sandboxItem, 0, len(list))
+	out := make([]adminapi.Sandbox, 0, len(list))
+	now := time.Now()
 	for _, s := range list {
 		if sandboxmgr.MatchMetadata(s.Metadata, want) {
-			out = append(out, a.itemOf(s))
+			out = append(out, sandboxOf(s, a.trafficOf(s.ID), now))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// sandboxItem is a sandbox as the API answers it: an element of GET
-// /admin/sandboxes, and GET /admin/sandboxes/{id} whole.
-type sandboxItem struct {
-	sandboxmgr.Info
-	UptimeSeconds float64         `json:"uptime_seconds,omitempty"`
-	Traffic       *sandboxTraffic `json:"traffic,omitempty"`
-}
-
-func (a *admin) itemOf(s sandboxmgr.Info) sandboxItem {
-	it := sandboxItem{Info: s, Traffic: a.trafficOf(s.ID)}
-	if s.State == "running" && !s.StartedAt.IsZero() {
-		it.UptimeSeconds = time.Since(s.StartedAt).Round(time.Second).Seconds()
-	}
-	return it
 }
 
 // getSandbox answers one sandbox exactly as the list has it, read from
@@ -72,7 +58,7 @@ func (a *admin) getSandbox(w http.ResponseWriter, r *http.Request) {
 		writeSandboxError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, a.itemOf(s))
+	writeJSON(w, http.StatusOK, sandboxOf(s, a.trafficOf(s.ID), time.Now()))
 }
 
 // maxPutBody bounds a PUT /admin/sandboxes/{id} body (a template name and a
@@ -81,14 +67,6 @@ const maxPutBody = 64 << 10
 
 // logWriteTimeout bounds each write of a followed log to the client.
 const logWriteTimeout = 10 * time.Second
-
-type putSandbox struct {
-	Template string            `json:"template"` // zero: default_template
-	Env      map[string]string `json:"env"`      // only names in the template's allow_env
-	// Metadata labels a sandbox this call creates (sandboxmgr.CheckMetadata
-	// says what is allowed); an existing one keeps its own.
-	Metadata map[string]string `json:"metadata"`
-}
 
 // putSandbox creates (or wakes) sandbox id from a template and waits until
 // it is ready. Env applies when the container is created; an existing one
@@ -99,7 +77,7 @@ func (a *admin) putSandbox(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
 		return
 	}
-	var req putSandbox
+	var req adminapi.PutRequest // sandboxmgr.CheckMetadata says what metadata may be
 	if r.ContentLength != 0 && !decodeJSON(w, r, &req, maxPutBody) {
 		return
 	}
@@ -151,8 +129,8 @@ func (a *admin) putSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.o.Log.InfoContext(r.Context(), "sandbox warmed through admin API", "sandbox", id, "template", ep.Template, "created", created.Load())
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "template": ep.Template, "state": "running",
-		"created": created.Load(), "took_seconds": time.Since(t0).Round(time.Millisecond).Seconds()})
+	writeJSON(w, http.StatusOK, adminapi.PutResult{ID: id, Template: ep.Template, State: "running",
+		Created: created.Load(), TookSeconds: time.Since(t0).Round(time.Millisecond).Seconds()})
 }
 
 // wakeWait bounds how long a call that wakes a sandbox (PUT, resume)
@@ -181,9 +159,10 @@ func writeSandboxError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.As(err, &se):
 		// The same code and status a preview answers (gateway/errors.go).
-		body := map[string]any{"error": err.Error(), "code": se.Code(), "reason": se.Reason, "logs": se.Logs}
+		body := errBody(err.Error(), se.Code())
+		body.StartFailure = &adminapi.StartFailure{Reason: se.Reason, Logs: se.Logs}
 		if se.Reason == sandboxmgr.ReasonExited || se.Reason == sandboxmgr.ReasonCrashLoop {
-			body["exit_code"] = se.ExitCode
+			body.ExitCode = &se.ExitCode
 		}
 		status := http.StatusBadGateway
 		if se.Reason == sandboxmgr.ReasonReadyTimeout {
@@ -244,7 +223,7 @@ func (a *admin) sandboxLogs(w http.ResponseWriter, r *http.Request) {
 		if lines == nil || tail == 0 {
 			lines = []string{} // ?tail=0 asks for none, as with follow
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"id": id, "lines": lines})
+		writeJSON(w, http.StatusOK, adminapi.Logs{ID: id, Lines: lines})
 		return
 	}
 	// Answer 404 and the like as JSON before the stream starts.

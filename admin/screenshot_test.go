@@ -60,7 +60,7 @@ func TestScreenshots(t *testing.T) {
 			e.mgr.Stop(t.Context(), s.ID)
 		}
 	}
-	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
 		Sandboxes: e.mgr, Traffic: rec, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	// Its settings and share links, through the API: kept up for a

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
+	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/sandboxmgr"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
@@ -36,29 +36,6 @@ var _ SandboxSettings = (*sandboxmgr.Manager)(nil)
 
 // maxSettingsBody bounds a PATCH or POST .../links body.
 const maxSettingsBody = 4 << 10
-
-// patchSandbox is PATCH /admin/sandboxes/{id}. public: true or false sets
-// it, null returns to the template's; keep_up (a duration from now) or
-// keep_up_until (RFC 3339) keep it up, "0s" or null ends that.
-type patchSandbox struct {
-	Public      json.RawMessage `json:"public"`
-	KeepUp      *string         `json:"keep_up"`
-	KeepUpUntil json.RawMessage `json:"keep_up_until"`
-}
-
-// settingsView is a sandbox's settings as the API answers them.
-type settingsView struct {
-	ID string `json:"id"`
-	// Public is the effective value; PublicSetting the sandbox's own
-	// (absent: its template's applies).
-	Public        bool       `json:"public"`
-	PublicSetting *bool      `json:"public_setting,omitempty"`
-	KeepUpUntil   *time.Time `json:"keep_up_until,omitempty"`
-	Links         int        `json:"links"`
-	// Note says when a keep-up set on a sandbox that is not running
-	// applies: it is kept, and holds once the sandbox runs again.
-	Note string `json:"note,omitempty"`
-}
 
 func (a *admin) settingsOf(w http.ResponseWriter, r *http.Request) (SandboxSettings, string, *config.Template, bool) {
 	id := r.PathValue("id")
@@ -118,11 +95,11 @@ func (a *admin) patchSandbox(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req patchSandbox
+	var req adminapi.SettingsPatch
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	change, msg := req.apply(tpl, time.Now())
+	change, msg := settingsChange(req, tpl, time.Now())
 	if msg != "" {
 		writeJSON(w, http.StatusBadRequest, errBody(msg, "bad_request"))
 		return
@@ -152,22 +129,24 @@ func (a *admin) keepUpNote(ctx context.Context, id string, tpl *config.Template)
 		id, s.State, tpl.Name, tpl.RemoveAfter.D())
 }
 
-// apply validates req against tpl at now and returns the change to make,
-// or why it is refused.
-func (req patchSandbox) apply(tpl *config.Template, now time.Time) (func(*sandboxmgr.Settings), string) {
+// settingsChange validates req against tpl at now and returns the change
+// to make, or why it is refused. public: true or false sets it, null
+// returns to the template's; keep_up (a duration from now) or
+// keep_up_until (RFC 3339) keep it up, "0s" or null ends that.
+func settingsChange(req adminapi.SettingsPatch, tpl *config.Template, now time.Time) (func(*sandboxmgr.Settings), string) {
 	var pub *bool
-	setPub := len(req.Public) > 0
-	if setPub && string(req.Public) != "null" {
-		var b bool
-		if err := json.Unmarshal(req.Public, &b); err != nil {
+	setPub := !req.Public.IsZero()
+	if setPub && !req.Public.IsNull() {
+		b, ok := req.Public.Get()
+		if !ok {
 			return nil, "public: want true, false or null"
 		}
 		pub = &b
 	}
 	var until time.Time
-	setUntil := req.KeepUp != nil || len(req.KeepUpUntil) > 0
+	setUntil := req.KeepUp != nil || !req.KeepUpUntil.IsZero()
 	switch {
-	case req.KeepUp != nil && len(req.KeepUpUntil) > 0:
+	case req.KeepUp != nil && !req.KeepUpUntil.IsZero():
 		return nil, "give keep_up or keep_up_until, not both"
 	case req.KeepUp != nil:
 		d, err := time.ParseDuration(*req.KeepUp)
@@ -177,10 +156,10 @@ func (req patchSandbox) apply(tpl *config.Template, now time.Time) (func(*sandbo
 		if d > 0 {
 			until = now.Add(d)
 		}
-	case len(req.KeepUpUntil) > 0 && string(req.KeepUpUntil) != "null":
-		var s string
-		t, err := time.Parse(time.RFC3339, strings.Trim(string(req.KeepUpUntil), `"`))
-		if json.Unmarshal(req.KeepUpUntil, &s) != nil || err != nil {
+	case !req.KeepUpUntil.IsZero() && !req.KeepUpUntil.IsNull():
+		s, ok := req.KeepUpUntil.Get()
+		t, err := time.Parse(time.RFC3339, s)
+		if !ok || err != nil {
 			return nil, "keep_up_until: want an RFC 3339 time such as 2026-01-02T15:04:05Z, or null"
 		}
 		if !t.After(now) {
@@ -206,8 +185,8 @@ func (req patchSandbox) apply(tpl *config.Template, now time.Time) (func(*sandbo
 	}, ""
 }
 
-func viewOf(id string, tpl *config.Template, s sandboxmgr.Settings) settingsView {
-	v := settingsView{ID: id, Public: tpl.Public, PublicSetting: s.Public, Links: len(s.Links)}
+func viewOf(id string, tpl *config.Template, s sandboxmgr.Settings) adminapi.Settings {
+	v := adminapi.Settings{ID: id, Public: tpl.Public, PublicSetting: s.Public, Links: len(s.Links)}
 	if s.Public != nil {
 		v.Public = *s.Public
 	}

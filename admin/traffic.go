@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/sandboxmgr"
 	"github.com/previewgate/previewgate/traffic"
@@ -34,15 +35,9 @@ func (a *admin) removeSandbox(ctx context.Context, id string) error {
 	return err
 }
 
-// sandboxTraffic is a sandbox's counters in the list: this replica's.
-type sandboxTraffic struct {
-	Replica string `json:"replica"`
-	traffic.Counters
-}
-
 // trafficOf returns id's counters as this replica recorded them; nil if it
 // recorded none (or keeps no log).
-func (a *admin) trafficOf(id string) *sandboxTraffic {
+func (a *admin) trafficOf(id string) *adminapi.Traffic {
 	if a.o.Traffic == nil {
 		return nil
 	}
@@ -50,7 +45,7 @@ func (a *admin) trafficOf(id string) *sandboxTraffic {
 	if !ok {
 		return nil
 	}
-	return &sandboxTraffic{Replica: a.o.Traffic.Replica(), Counters: c}
+	return &adminapi.Traffic{Replica: a.o.Traffic.Replica(), Counters: adminapi.Counters(c)}
 }
 
 // maxFilters bounds the metadata.KEY=VALUE filters of one list.
@@ -116,14 +111,13 @@ func (a *admin) sandboxRequests(w http.ResponseWriter, r *http.Request) {
 		writeSandboxError(w, err)
 		return
 	}
-	body := map[string]any{"id": id, "requests": []traffic.Request{}}
+	body := adminapi.RequestLog{ID: id, Requests: []adminapi.Request{}}
 	if a.o.Traffic != nil {
-		body["replica"] = a.o.Traffic.Replica()
-		if reqs := a.o.Traffic.Last(id, n); reqs != nil {
-			body["requests"] = reqs
-		}
+		body.Replica = a.o.Traffic.Replica()
+		body.Requests = requestsOf(a.o.Traffic.Last(id, n))
 		if c, ok := a.o.Traffic.Counters(id); ok {
-			body["counters"] = c
+			cs := adminapi.Counters(c)
+			body.Counters = &cs
 		}
 	}
 	writeJSON(w, http.StatusOK, body)
@@ -149,7 +143,7 @@ func (a *admin) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 		writeSandboxError(w, err)
 	default:
 		a.o.Log.InfoContext(r.Context(), "sandbox paused through admin API", "sandbox", id)
-		writeJSON(w, http.StatusOK, map[string]any{"id": id, "paused": true})
+		writeJSON(w, http.StatusOK, adminapi.Paused{ID: id, Paused: true})
 	}
 }
 
@@ -172,7 +166,7 @@ func (a *admin) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.o.Log.InfoContext(r.Context(), "sandbox resumed through admin API", "sandbox", id)
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "template": ep.Template, "state": "running"})
+	writeJSON(w, http.StatusOK, adminapi.Resumed{ID: id, Template: ep.Template, State: "running"})
 }
 
 // resume wakes id, bounded by its template's ready timeout (wakeWait):

@@ -115,7 +115,7 @@ func TestWakeCallsWaitTheReadyTimeout(t *testing.T) {
 				cfg := config.Default()
 				cfg.AdminToken = testkit.AdminToken
 				cfg.Templates["slow"] = &config.Template{Image: "app:1", Ready: config.Ready{Timeout: config.Duration(slow)}}
-				h := admin.New(admin.Options{Config: func() *config.Config { return cfg }, Sandboxes: neverReady{template: tc.template}})
+				h := newAdmin(t, admin.Options{Config: func() *config.Config { return cfg }, Sandboxes: neverReady{template: tc.template}})
 				req := httptest.NewRequest(tc.method, "http://127.0.0.1:9090"+tc.path, strings.NewReader(tc.body))
 				req.Header.Set("Authorization", "Bearer "+testkit.AdminToken)
 				rec := httptest.NewRecorder()

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/sandboxmgr"
 	"github.com/previewgate/previewgate/traffic"
@@ -103,7 +104,7 @@ type pageData struct {
 	Sandbox   *sandboxRow
 	Logs      []string
 	Requests  []traffic.Request // the sandbox page: its last requests here
-	Links     []linkView        // the sandbox page: its share links (unexpired)
+	Links     []adminapi.Link   // the sandbox page: its share links (unexpired)
 	Now       time.Time
 }
 
@@ -112,7 +113,7 @@ type sandboxRow struct {
 	Uptime   time.Duration // running only
 	IdleStop time.Duration // running only: until the reaper stops it (Info.Awake); <0: due
 	Idle     bool          // IdleStop is known
-	Traffic  *sandboxTraffic
+	Traffic  *adminapi.Traffic
 }
 
 type poolRow struct {

@@ -53,7 +53,7 @@ func TestBrowserAdminPageDetailRemoveConfig(t *testing.T) {
 	_, live := testkit.WriteConfig(t, testkit.ConfigFile(nil))
 	var mu sync.Mutex
 	var applied []string
-	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return live },
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return live },
 		Sandboxes: e.mgr, Log: testkit.Logger(t),
 		Replace: func(b []byte) ([]string, error) {
 			mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/previewgate/previewgate/admin"
+	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/browsertest"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
@@ -29,7 +30,7 @@ func TestBrowserAdminPageSettingsAndLinks(t *testing.T) {
 	if _, err := e.mgr.Ensure(t.Context(), id, e.cfg.Templates["app"]); err != nil {
 		t.Fatalf("ensure %s: %v", id, err)
 	}
-	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
 		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
 	defer srv.Close()
 
@@ -39,7 +40,7 @@ func TestBrowserAdminPageSettingsAndLinks(t *testing.T) {
 	var links []string
 	for _, path := range []string{"/", "/docs"} {
 		resp, body := adminDo(t, srv, "POST", "/admin/sandboxes/"+id+"/links", testkit.AdminToken, []byte(`{"ttl": "10m", "path": "`+path+`"}`))
-		var l struct{ ID string }
+		var l adminapi.Link
 		if json.Unmarshal(body, &l); resp.StatusCode != 201 || l.ID == "" {
 			t.Fatalf("POST link: %d %s", resp.StatusCode, body)
 		}
@@ -48,12 +49,7 @@ func TestBrowserAdminPageSettingsAndLinks(t *testing.T) {
 
 	// The list: its own settings, as every replica's list says them.
 	_, body := adminDo(t, srv, "GET", "/admin/sandboxes", testkit.AdminToken, nil)
-	var list []struct {
-		ID            string
-		PublicSetting *bool     `json:"public_setting"`
-		KeepUpUntil   time.Time `json:"keep_up_until"`
-		LiveLinks     int       `json:"live_links"`
-	}
+	var list []adminapi.Sandbox
 	json.Unmarshal(body, &list)
 	found := false
 	for _, s := range list {

@@ -44,7 +44,7 @@ func TestAdminPageSessionAndCSRF(t *testing.T) {
 	t.Parallel()
 	var stopped []string
 	cfg := &config.Config{AdminToken: testkit.AdminToken, Templates: map[string]*config.Template{}, APITokens: []config.APIToken{{Token: "backend-api-token-0123456789", Scopes: []string{"sandboxes"}}}}
-	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return cfg },
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return cfg },
 		Sandboxes: listOnly{stopped: &stopped}, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	jar, _ := cookiejar.New(nil)
@@ -157,7 +157,7 @@ func TestBrowserAdminPageStopsSandbox(t *testing.T) {
 			t.Fatalf("ensure %s: %v", id, err)
 		}
 	}
-	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
 		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
 	defer srv.Close()
 
@@ -208,7 +208,7 @@ func (failedList) List(context.Context) ([]sandboxmgr.Info, error) {
 func TestAdminPageShowsLastFailure(t *testing.T) {
 	t.Parallel()
 	cfg := &config.Config{AdminToken: testkit.AdminToken, Templates: map[string]*config.Template{}}
-	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return cfg },
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return cfg },
 		Sandboxes: failedList{}, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	jar, _ := cookiejar.New(nil)
@@ -257,7 +257,7 @@ func TestAdminPageShowsConfigWarnings(t *testing.T) {
 	t.Parallel()
 	_, live := testkit.WriteConfig(t, testkit.ConfigFile(nil))
 	var stopped []string
-	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return live },
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return live },
 		Sandboxes: imagesListOnly{listOnly{stopped: &stopped}}, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	jar, _ := cookiejar.New(nil)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/previewgate/previewgate/adminapi"
 )
 
 // humanBytes is n in B, KiB or MiB.
@@ -40,16 +42,16 @@ func (u *ui) trafficRoutes(mux *http.ServeMux) {
 
 // links returns sandbox id's unexpired share links for its page, newest
 // first; none where the gateway keeps no settings or they cannot be read.
-func (u *ui) links(ctx context.Context, id string) []linkView {
+func (u *ui) links(ctx context.Context, id string) []adminapi.Link {
 	s, err := u.a.o.Sandboxes.LoadSettings(ctx, id)
 	if err != nil {
 		return nil
 	}
-	var out []linkView
+	var out []adminapi.Link
 	now := time.Now()
 	for i := len(s.Links) - 1; i >= 0; i-- {
 		if s.Links[i].Expires.After(now) {
-			out = append(out, viewOfLink(s.Links[i]))
+			out = append(out, linkOf(s.Links[i]))
 		}
 	}
 	return out

@@ -40,7 +40,7 @@ func removeAtEnd(t *testing.T, mgr *sandboxmgr.Manager, ids ...string) {
 func TestAdminPutAtCapacity(t *testing.T) {
 	e := newDockerEnv(t, func(c *sandboxmgr.Config) { c.MaxRunning = 1 })
 	e.cfg.AdminToken = testkit.AdminToken
-	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
 		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	first, second := dockertest.UniqueID("cap"), dockertest.UniqueID("cap")
@@ -66,7 +66,7 @@ func TestAdminPutAtCapacity(t *testing.T) {
 func TestAdminConcurrentPutsSayWhichCreated(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
-	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
 		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	id := dockertest.UniqueID("race")
@@ -124,7 +124,7 @@ func TestAdminConcurrentPutsSayWhichCreated(t *testing.T) {
 // examples) says what was wrong instead of failing on net/http's text.
 func TestAdminUnknownCallsAnswerJSON(t *testing.T) {
 	cfg := &config.Config{AdminToken: testkit.AdminToken}
-	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return cfg },
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return cfg },
 		Sandboxes: noSandboxes{}, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	for _, c := range []struct {
@@ -156,7 +156,7 @@ func TestAdminPutRemovedWhileStarting(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
 	e.cfg.Templates["app"].Env = map[string]string{"LISTEN_DELAY": "3s"}
-	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
 		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	id := dockertest.UniqueID("putrm")
@@ -193,7 +193,7 @@ func TestAdminPutRemovedWhileStarting(t *testing.T) {
 func TestAdminBodyIsOneObject(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
-	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
 		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	id, never := dockertest.UniqueID("body"), dockertest.UniqueID("body")
@@ -237,7 +237,7 @@ func TestAdminBodyIsOneObject(t *testing.T) {
 func TestAdminForeignContainerIsConflict(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
-	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
 		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	id := dockertest.UniqueID("foreign")
@@ -272,7 +272,7 @@ func TestAdminForeignContainerIsConflict(t *testing.T) {
 func TestAdminConcurrentDeletes(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
-	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
 		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	for range 3 {
@@ -320,7 +320,7 @@ func TestAdminConcurrentDeletes(t *testing.T) {
 func TestAdminPauseResumeSayWhatToDo(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
-	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
 		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	id := dockertest.UniqueID("hint")

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/config"
 )
 
@@ -86,7 +87,7 @@ func (a *admin) announce(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"announced": id, "for_seconds": 3600})
+	writeJSON(w, http.StatusOK, adminapi.Announced{Announced: id, ForSeconds: 3600})
 }
 
 // noOnDemand says why an announcement means nothing under the running

@@ -47,27 +47,28 @@ type Options struct {
 	Now       func() time.Time
 }
 
-// Request is one finished request as recorded.
+// Request is one finished request as recorded. The admin API lists it
+// as adminapi.Request.
 type Request struct {
-	Time     time.Time     `json:"time"`
-	Method   string        `json:"method"`
-	Path     string        `json:"path"`
-	Status   int           `json:"status"`
-	Duration time.Duration `json:"-"`
-	Millis   float64       `json:"duration_ms"`
-	BytesIn  int64         `json:"bytes_in"`
-	BytesOut int64         `json:"bytes_out"`
-	Client   string        `json:"client,omitempty"`
+	Time     time.Time
+	Method   string
+	Path     string
+	Status   int
+	Duration time.Duration
+	Millis   float64 // Duration in milliseconds
+	BytesIn  int64
+	BytesOut int64
+	Client   string
 }
 
 // Counters are a sandbox's totals since this replica began tracking it.
 type Counters struct {
-	Requests int64     `json:"requests"`
-	BytesIn  int64     `json:"bytes_in"`
-	BytesOut int64     `json:"bytes_out"`
-	Errors   int64     `json:"errors"` // status 500 and above (and 499)
-	Since    time.Time `json:"since"`  // when tracking began
-	Last     time.Time `json:"last_request,omitzero"`
+	Requests int64
+	BytesIn  int64
+	BytesOut int64
+	Errors   int64     // status 500 and above (and 499)
+	Since    time.Time // when tracking began
+	Last     time.Time
 }
 
 // entry is one request in a ring: fixed size, no pointers into the request.

@@ -1,0 +1,107 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr"
+)
+
+// startImageWorker runs prepareImages for reloaded configs, one at a time
+// and off the reload path: a build must not hold the config watcher's
+// lock (reloads, SIGHUP, admin PUT) for its minute, nor outlive serve's
+// context. Of configs that arrive during a build, the newest is prepared
+// next. close stops it and waits.
+func (a *App) startImageWorker(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	a.imageWork = make(chan *config.Config, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case c := <-a.imageWork:
+				bctx, bcancel := context.WithTimeout(ctx, time.Minute)
+				a.prepareImages(bctx, c)
+				bcancel()
+			}
+		}
+	}()
+	a.closers = append(a.closers, func() { cancel(); <-done })
+}
+
+// queueImages hands c to the image worker, replacing a config still
+// waiting there.
+func (a *App) queueImages(c *config.Config) {
+	for {
+		select {
+		case a.imageWork <- c:
+			return
+		default:
+		}
+		select {
+		case <-a.imageWork: // superseded
+		default:
+		}
+	}
+}
+
+// prepareImages builds the demo image if a template runs it and the
+// engine lacks it, then warns about any other image the engine lacks.
+func (a *App) prepareImages(ctx context.Context, cfg *config.Config) {
+	if usesDemoImage(cfg) {
+		if err := ensureDemoImage(ctx, a.mgr, a.log); err != nil {
+			a.log.Warn("demo image not available", "err", err)
+		}
+	}
+	a.warnMissingImages(cfg)
+}
+
+// warnMissingImages logs each template whose image the engine lacks: its
+// sandboxes would fail at their first request (#16). /readyz names them
+// too.
+func (a *App) warnMissingImages(cfg *config.Config) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	missing, err := a.mgr.MissingImages(ctx, sortedTemplates(cfg))
+	if err != nil {
+		a.log.Debug("template images not checked", "err", err)
+	}
+	for _, m := range missing {
+		a.log.Warn("template image not found on the engine; its sandboxes cannot start", "template_image", m)
+	}
+}
+
+// imagesToCheck lists the templates whose image must already be on the
+// engine: all but those running the demo image, which serve builds.
+func imagesToCheck(cfg *config.Config) []*config.Template {
+	return slices.DeleteFunc(sortedTemplates(cfg), func(t *config.Template) bool { return t.Image == config.DemoImage })
+}
+
+// WarnMissingImages warns, without failing validation, about templates whose
+// image the Docker engine lacks: their sandboxes could not start (#16).
+func WarnMissingImages(cfg *config.Config, path string, stderr io.Writer) {
+	if cfg.Runtime.Kind == config.RuntimeKubernetes {
+		return // the kubelet pulls
+	}
+	mgr, err := sandboxmgr.New(sandboxmgr.Config{Host: cfg.Docker.Host, DialTimeout: 2 * time.Second}, nil)
+	if err != nil {
+		return
+	}
+	defer mgr.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	missing, err := mgr.MissingImages(ctx, imagesToCheck(cfg))
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: note: template images not checked: %v\n", path, err)
+	}
+	for _, m := range missing {
+		fmt.Fprintf(stderr, "%s: warning: template %s is not on the Docker engine; its sandboxes cannot start\n", path, m)
+	}
+}
