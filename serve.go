@@ -17,6 +17,8 @@ import (
 	"github.com/previewgate/previewgate/gateway"
 	"github.com/previewgate/previewgate/metrics"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/docker"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"github.com/previewgate/previewgate/traffic"
 )
 
@@ -67,6 +69,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	a := &app{cfg: cfg, dev: dev, log: log, errc: make(chan error, 3), override: f.apply, hup: hup}
 	defer a.close()
 	if err := a.buildRuntime(ctx, labels); err != nil {
+		if ctx.Err() != nil {
+			return nil // a signal while starting (a standby waiting): a clean stop
+		}
 		return err
 	}
 	if err := a.buildCerts(); err != nil {
@@ -191,12 +196,22 @@ func (a *app) buildRuntime(ctx context.Context, labels labelFlag) error {
 	cfg := a.cfg
 	a.store = config.NewStore(cfg)
 	a.metrics = metrics.New()
+	var records runtime.Records // nil: the runtime's own (Kubernetes)
+	if cfg.Runtime.Kind == "" || cfg.Runtime.Kind == config.RuntimeDocker {
+		own, err := docker.Own(ctx, docker.OwnOptions{DataDir: cfg.DataDir}, a.log.With("component", "docker"))
+		if err != nil {
+			return err
+		}
+		a.closers = append(a.closers, own.Close)
+		records = own.Records
+	}
 	rk := cfg.Runtime.Kubernetes
 	mgr, err := sandboxmgr.New(sandboxmgr.Config{
 		Host:     cfg.Docker.Host,
 		Network:  cfg.Docker.Network,
 		Replicas: cfg.Docker.Replicas,
 		Runtime:  cfg.Runtime.Kind,
+		Records:  records,
 		Kubernetes: sandboxmgr.KubeConfig{Namespace: rk.Namespace, Kubeconfig: rk.Kubeconfig, InCluster: rk.InCluster,
 			GatewayLabels: rk.Labels(), GatewayNamespace: rk.GatewayNamespace, GatewayCIDRs: rk.GatewayCIDRs,
 			Egress: rk.Egress, EgressAllow: rk.EgressAllow,

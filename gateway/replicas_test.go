@@ -99,7 +99,9 @@ func dockerReplicaConfig(t *testing.T) (*config.Config, sandboxmgr.Config) {
 	cfg.Limits.PerIP, cfg.Limits.PerSandbox, cfg.Limits.PerSubject = lots, lots, lots
 	cfg.Limits.ConnectionsPerIP = 2000
 	cfg.Limits.WebSocketsPerIP = 2000
-	return cfg, sandboxmgr.Config{Network: dockertest.Network(t), Labels: dockertest.ScopedLabels(), Replicas: 3}
+	// One records store for all: a Docker gateway's, which its
+	// replicas here (stand-ins for Kubernetes ones) and restarts share.
+	return cfg, sandboxmgr.Config{Network: dockertest.Network(t), Labels: dockertest.ScopedLabels(), Replicas: 3, Records: dockertest.Records(t)}
 }
 
 func (r *replica) dockerContainers(t *testing.T, id string) int {

@@ -48,7 +48,9 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	cli := dockertest.Client(t)
 	network := dockertest.Network(t)
-	return &env{cli: cli, network: network, cfg: sandboxmgr.Config{Network: network, Labels: dockertest.ScopedLabels()}}
+	// The managers e makes share one records store, as a Docker gateway's
+	// manager and its successor after a restart do.
+	return &env{cli: cli, network: network, cfg: sandboxmgr.Config{Network: network, Labels: dockertest.ScopedLabels(), Records: dockertest.Records(t)}}
 }
 
 // manager starts a Manager on e's network; it is closed when t ends.

@@ -245,6 +245,9 @@ func newManager(cfg Config, log *slog.Logger, eng engine) *Manager {
 		stamp:     scopeStamp(cfg.Labels),
 		replicaID: randomHex(),
 	}
+	if cfg.Records != nil {
+		m.caps.Records = cfg.Records
+	}
 	m.maxRunning.Store(int64(cfg.MaxRunning))
 	return m
 }

@@ -86,9 +86,10 @@ type ForeignError struct {
 	Why       string // whose it is, for operators
 	Managed   bool   // made by previewgate at all
 	// Record names the sandbox's record (settings, links) that outlives
-	// its container: a volume (Docker, with "-<n>" versions) or ConfigMap
-	// of that name. Removing the container alone leaves it in this id's
-	// way. "" when the container names no sandbox.
+	// its container: a ConfigMap of that name (Kubernetes). Removing the
+	// container alone leaves it in this id's way. "" when the container
+	// names no sandbox, or its records are kept by its gateway
+	// (Config.Records: Docker's data dir), in nobody else's way.
 	Record string
 }
 
@@ -107,7 +108,7 @@ func (e *ForeignError) Removable() string {
 	if e.Record == "" {
 		return "the container " + e.Container
 	}
-	return "the container " + e.Container + " and its record (" + e.Record + "*, a volume or ConfigMap)"
+	return "the container " + e.Container + " and its record (the ConfigMap " + e.Record + ")"
 }
 
 func (e *ForeignError) Unwrap() error { return ErrForeignContainer }
@@ -126,7 +127,7 @@ func (m *Manager) owns(c ctrInfo) error {
 	if inst := c.Labels[LabelInstance]; fe.Managed && inst != m.cfg.Labels[LabelInstance] {
 		fe.Scope = inst
 	}
-	if id := c.Labels[LabelSandbox]; fe.Managed && config.ValidID(id) {
+	if id := c.Labels[LabelSandbox]; fe.Managed && config.ValidID(id) && m.cfg.Records == nil {
 		fe.Record = runtime.RecordName(id)
 	}
 	return fe

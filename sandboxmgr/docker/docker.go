@@ -58,9 +58,11 @@ func New(o Options) (*Runtime, error) {
 func (e *Runtime) Close() error { return e.cli.Close() }
 
 // Capabilities: images built and checked on the engine, logs, a real
-// pause, records as labelled volumes (records.go), and with replicas the network counters as shared activity.
+// pause, and with replicas the network counters as shared activity. No
+// records: the engine has no store for them; the gateway keeps them in its
+// data dir (internal/boltstore).
 func (e *Runtime) Capabilities() runtime.Capabilities {
-	c := runtime.Capabilities{Images: images{e}, Logs: e, Pause: true, Records: e}
+	c := runtime.Capabilities{Images: images{e}, Logs: e, Pause: true}
 	if e.replicated {
 		c.Activity = e
 	}

@@ -220,7 +220,8 @@ type Capabilities struct {
 	// take a claimed container over: its replicas keep pools of their own.)
 	SharedPool bool
 	// Records keep per-sandbox settings and share links where every
-	// replica sees them; nil: the runtime has no such store.
+	// replica sees them; nil: the runtime has no such store (Docker: its
+	// gateway keeps them in its data dir, sandboxmgr.Config.Records).
 	Records Records
 }
 
