@@ -40,6 +40,7 @@ type Runtime struct {
 	cli     *client.Client
 	network string // preferred network when reading a container's IP
 	samples netSamples
+	nets    networks // the network each name stands for (network.go)
 	// replicated: more than one gateway replica serves this engine's
 	// sandboxes, so the network counters are the shared idle signal.
 	replicated bool
@@ -209,6 +210,9 @@ func (e *Runtime) Create(ctx context.Context, s runtime.Spec) (string, error) {
 		// runtime than it runs must not lose files silently.
 		return "", fmt.Errorf("create %s: a template's workspace needs the kubernetes runtime", s.Name)
 	}
+	if id := e.networkID(s.Network); id != "" {
+		s.Network = id // by ID: a name shared by duplicates is ambiguous (network.go)
+	}
 	cfg, host, nc := dockerConfig(s)
 	r, err := e.cli.ContainerCreate(ctx, cfg, host, nc, nil, s.Name)
 	switch {
@@ -306,27 +310,4 @@ func (e *Runtime) List(ctx context.Context, labels map[string]string) ([]runtime
 		out = append(out, info)
 	}
 	return out, nil
-}
-
-// Isolate creates the bridge network name, without inter-container
-// traffic, unless it exists.
-func (e *Runtime) Isolate(ctx context.Context, name string, labels map[string]string) error {
-	_, err := e.cli.NetworkInspect(ctx, name, network.InspectOptions{})
-	if err == nil {
-		return nil
-	}
-	if !cerrdefs.IsNotFound(err) {
-		return classify("inspect network "+name, err, nil)
-	}
-	_, err = e.cli.NetworkCreate(ctx, name, network.CreateOptions{
-		Driver: "bridge",
-		// Sandboxes must not reach each other; the gateway reaches them
-		// from the host side of the bridge.
-		Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"},
-		Labels:  labels,
-	})
-	if cerrdefs.IsConflict(err) { // created meanwhile by someone else
-		return nil
-	}
-	return classify("create network "+name, err, nil)
 }
