@@ -198,7 +198,13 @@ func (a *app) buildRuntime(ctx context.Context, labels labelFlag) error {
 	a.metrics = metrics.New()
 	var records runtime.Records // nil: the runtime's own (Kubernetes)
 	if cfg.Runtime.Kind == "" || cfg.Runtime.Kind == config.RuntimeDocker {
-		own, err := docker.Own(ctx, docker.OwnOptions{DataDir: cfg.DataDir}, a.log.With("component", "docker"))
+		own, err := docker.Own(ctx, docker.OwnOptions{Host: cfg.Docker.Host, DataDir: cfg.DataDir, Labels: labels,
+			Lost: func(err error) {
+				select {
+				case a.errc <- err: // serve ends with it
+				default: // serve is ending already
+				}
+			}}, a.log.With("component", "docker"))
 		if err != nil {
 			return err
 		}

@@ -2,8 +2,6 @@ package sandboxmgr
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -36,19 +34,9 @@ import (
 // container takes the ID of one whose labels were checked (labels are
 // immutable) or that this manager created.
 
-// scopeStamp is the LabelScope value of a gateway with labels l: a digest
-// of them, so it is a valid label value on every runtime whatever they
-// hold, and equal exactly for equal scopes.
-func scopeStamp(l map[string]string) string {
-	h := sha256.New()
-	for _, k := range slices.Sorted(maps.Keys(l)) {
-		if k == LabelManaged || k == LabelScope {
-			continue
-		}
-		fmt.Fprintf(h, "%q=%q\n", k, l[k])
-	}
-	return "s" + hex.EncodeToString(h.Sum(nil))[:15]
-}
+// scopeStamp is the LabelScope value of a gateway with labels l
+// (runtime.ScopeStamp: the Docker runtime names its scope lock by it too).
+func scopeStamp(l map[string]string) string { return runtime.ScopeStamp(l) }
 
 // scopeLabels selects the containers this manager may own: the runtime
 // filters lists and events by them, and owns decides.

@@ -12,8 +12,13 @@ package runtime
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,6 +76,20 @@ const (
 	// the label LabelMetaPrefix+k, set at create and never changed.
 	LabelMetaPrefix = "previewgate.meta."
 )
+
+// ScopeStamp is the LabelScope value of a gateway with labels l: a digest
+// of them, so it is a valid label value (and name part) on every runtime
+// whatever they hold, and equal exactly for equal scopes.
+func ScopeStamp(l map[string]string) string {
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		if k == LabelManaged || k == LabelScope {
+			continue
+		}
+		fmt.Fprintf(h, "%q=%q\n", k, l[k])
+	}
+	return "s" + hex.EncodeToString(h.Sum(nil))[:15]
+}
 
 // ContainerName is the name of sandbox id's instance. The name is unique
 // in a runtime, which makes it the lock between racing creators.
