@@ -85,15 +85,6 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 	// The file is said: $PREVIEWGATE_CONFIG may have chosen it.
 	log.Info("previewgate serving", "config", cmp.Or(cfg.Path, "embedded development default"), "domains", []string(cfg.Domains), "tls", cfg.TLS.Mode, "version", version)
-	if cfg.Runtime.Kind == "" || cfg.Runtime.Kind == config.RuntimeDocker {
-		// Said at start: with several replicas and the default of 1, a
-		// replica stops sandboxes busy on the others.
-		signal := "this replica's requests and sockets"
-		if cfg.Docker.Replicas > 1 {
-			signal = "containers' network counters too"
-		}
-		log.Info("docker runtime", "replicas", cfg.Docker.Replicas, "idle_signal", signal)
-	}
 	printListeners(stdout, cfg)
 	if dev {
 		if err := writeDevListen(cfg); err != nil {
@@ -213,11 +204,10 @@ func (a *app) buildRuntime(ctx context.Context, labels labelFlag) error {
 	}
 	rk := cfg.Runtime.Kubernetes
 	mgr, err := sandboxmgr.New(sandboxmgr.Config{
-		Host:     cfg.Docker.Host,
-		Network:  cfg.Docker.Network,
-		Replicas: cfg.Docker.Replicas,
-		Runtime:  cfg.Runtime.Kind,
-		Records:  records,
+		Host:    cfg.Docker.Host,
+		Network: cfg.Docker.Network,
+		Runtime: cfg.Runtime.Kind,
+		Records: records,
 		Kubernetes: sandboxmgr.KubeConfig{Namespace: rk.Namespace, Kubeconfig: rk.Kubeconfig, InCluster: rk.InCluster,
 			GatewayLabels: rk.Labels(), GatewayNamespace: rk.GatewayNamespace, GatewayCIDRs: rk.GatewayCIDRs,
 			Egress: rk.Egress, EgressAllow: rk.EgressAllow,

@@ -194,7 +194,7 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 	var eng engine
 	switch cfg.Runtime {
 	case "", RuntimeDocker:
-		rt, err := docker.New(docker.Options{Host: cfg.Host, Network: cfg.Network, DialTimeout: cfg.DialTimeout, Replicas: cfg.Replicas})
+		rt, err := docker.New(docker.Options{Host: cfg.Host, Network: cfg.Network, DialTimeout: cfg.DialTimeout})
 		if err != nil {
 			return nil, err
 		}

@@ -64,11 +64,6 @@ type Config struct {
 	// the runtime's list, whatever the events stream's health
 	// (recheck.go). Zero means 5s; negative disables it (tests).
 	RecheckEvery time.Duration
-	// Replicas is how many gateway replicas serve the Docker engine's
-	// sandboxes (docker.replicas). Above 1, an idle stop first reads the
-	// container's network counters (shared.go). Zero means 1. Kubernetes
-	// replicas always share activity through the Leases.
-	Replicas int
 }
 
 // applyDefaults fills zero fields. Those a config file sets come from

@@ -158,7 +158,7 @@ func TestDockerSettingsTwoReplicas(t *testing.T) {
 	tpl.MaxSocketIdle, tpl.RemoveAfter = config.Duration(time.Hour), config.Duration(time.Hour)
 	e.cfg.Templates = func(string) *config.Template { return tpls.Load() }
 	tpls.Store(tpl)
-	e.cfg.RecheckEvery, e.cfg.ReapEvery, e.cfg.Replicas = time.Second, 200*time.Millisecond, 2
+	e.cfg.RecheckEvery, e.cfg.ReapEvery = time.Second, 200*time.Millisecond
 	b := e.manager(t)
 	e.cfg.ReapEvery = -1 // a only serves: b's reaper must see a's keep-up
 	a := e.manager(t)

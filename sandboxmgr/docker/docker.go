@@ -4,8 +4,10 @@
 // API (the Docker SDK). Labels are immutable, so a pool claim is a
 // rename. It implements the manager's runtime interface in the manager's
 // words (Lookup, Start, Resume, Sleep, Claim, Watch) and declares images,
-// logs, pause and, with replicas, the network counters as its
-// capabilities (package runtime).
+// logs and pause as its capabilities (package runtime). An engine is
+// served by one gateway per scope, which Own makes sure of (own.go,
+// lock.go); that gateway's own requests are the whole truth about
+// activity, and its records are kept in its data dir.
 package docker
 
 import (
@@ -30,20 +32,13 @@ type Options struct {
 	Host        string        // zero: DOCKER_HOST or the default socket
 	Network     string        // the sandboxes' network, where a container's IP is read first
 	DialTimeout time.Duration // set by the manager's config; never zero
-	// Replicas: more than one gateway replica serves this engine's
-	// sandboxes, so the network counters are the shared idle signal.
-	Replicas int
 }
 
 // Runtime is the Docker Engine runtime.
 type Runtime struct {
 	cli     *client.Client
-	network string // preferred network when reading a container's IP
-	samples netSamples
+	network string   // preferred network when reading a container's IP
 	nets    networks // the network each name stands for (network.go)
-	// replicated: more than one gateway replica serves this engine's
-	// sandboxes, so the network counters are the shared idle signal.
-	replicated bool
 }
 
 // New connects lazily to the engine: it does not fail when it is down.
@@ -52,22 +47,18 @@ func New(o Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{cli: cli, network: o.Network, replicated: o.Replicas > 1}, nil
+	return &Runtime{cli: cli, network: o.Network}, nil
 }
 
 // Close closes the client.
 func (e *Runtime) Close() error { return e.cli.Close() }
 
 // Capabilities: images built and checked on the engine, logs, a real
-// pause, and with replicas the network counters as shared activity. No
-// records: the engine has no store for them; the gateway keeps them in its
-// data dir (internal/boltstore).
+// pause. No records: the engine has no store for them; the gateway keeps
+// them in its data dir (internal/boltstore). No shared activity: one
+// gateway sees every request.
 func (e *Runtime) Capabilities() runtime.Capabilities {
-	c := runtime.Capabilities{Images: images{e}, Logs: e, Pause: true}
-	if e.replicated {
-		c.Activity = e
-	}
-	return c
+	return runtime.Capabilities{Images: images{e}, Logs: e, Pause: true}
 }
 
 // newDockerClient connects lazily to host (zero: DOCKER_HOST or the default
