@@ -96,11 +96,7 @@ func (m *Manager) awake(sb *sandbox) *Awake {
 		a.KeepUntil = time.Time{}
 	}
 	if _, ok := m.shared(); ok {
-		when := "before it stops, the runtime is asked for other replicas' traffic"
-		if m.sharedSampled() && a.OpenSockets == 0 {
-			when += " (network counters: it stops between 1 and 1.5 times the limit after the last traffic)"
-		}
-		a.Reasons = append(a.Reasons, when)
+		a.Reasons = append(a.Reasons, "before it stops, the runtime is asked for other replicas' traffic")
 	}
 	return a
 }

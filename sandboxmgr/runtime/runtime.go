@@ -274,12 +274,8 @@ type Activity interface {
 	// LastActivity returns the latest activity of sandbox id (instance
 	// inst) that any replica caused; zero if unknown.
 	LastActivity(ctx context.Context, id string, inst Instance) (time.Time, error)
-	// SampleEarly: the signal is sampled counters (Docker's network
-	// counters) that need a baseline before the sandbox looks idle, and
-	// cannot tell requests from socket traffic.
-	SampleEarly() bool
 	// RecordEvery is how often a replica publishes its own view with
-	// RecordActivity; 0: the runtime needs no publishing (it samples).
+	// RecordActivity; 0: never.
 	RecordEvery() time.Duration
 	// RecordActivity publishes this replica's latest activity of id.
 	RecordActivity(ctx context.Context, id string, at time.Time) error
