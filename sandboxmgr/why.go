@@ -23,9 +23,8 @@ type Awake struct {
 	// knows of, its own or (SharedActivity) another replica's.
 	LastActivity time.Time `json:"last_activity,omitzero"`
 	// SharedActivity is the latest activity the runtime's shared signal
-	// reported (another replica's traffic: a Kubernetes Lease, Docker's
-	// network counters), when the reaper last asked; zero if it never
-	// reported any.
+	// reported (another replica's traffic: a Kubernetes Lease), when the
+	// reaper last asked; zero if it never reported any.
 	SharedActivity time.Time `json:"shared_activity,omitzero"`
 	// KeepUntil is a per-sandbox keep-up time (#23 settings); zero: none.
 	KeepUntil time.Time `json:"keep_until,omitzero"`

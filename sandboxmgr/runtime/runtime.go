@@ -236,7 +236,8 @@ type Capabilities struct {
 	// SharedPool: Claim of a pool instance that another replica claimed
 	// fails (ErrNotFound) instead of taking it over, so every replica may
 	// claim from the whole pool. (Docker's claim is a rename, which would
-	// take a claimed container over: its replicas keep pools of their own.)
+	// take a claimed container over; its one gateway per scope claims
+	// alone.)
 	SharedPool bool
 	// Records keep per-sandbox settings and share links where every
 	// replica sees them; nil: the runtime has no such store (Docker: its
