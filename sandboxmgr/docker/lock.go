@@ -226,17 +226,26 @@ func (l *scopeLock) run(ctx context.Context) {
 	defer close(l.done)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() { l.answerEvents(ctx) })
+	answering := false
 	t := time.NewTicker(lockPoll)
 	defer t.Stop()
 	for {
 		var err error
+		if !l.held.Load() {
+			if err = l.acquire(ctx); err == nil {
+				l.held.Store(true)
+			} else if !errors.Is(err, ErrScopeTaken) {
+				err = nil // the engine still away: try again
+			}
+		}
 		if l.held.Load() {
+			if !answering {
+				// Started once the engine answered: the SDK's events call
+				// reads the negotiated API version unguarded.
+				answering = true
+				wg.Go(func() { l.answerEvents(ctx) })
+			}
 			err = l.check(ctx)
-		} else if err = l.acquire(ctx); err == nil {
-			l.held.Store(true)
-		} else if !errors.Is(err, ErrScopeTaken) {
-			err = nil // the engine still away: try again
 		}
 		if err != nil && ctx.Err() == nil {
 			l.held.Store(false)
@@ -284,7 +293,7 @@ func (l *scopeLock) answerEvents(ctx context.Context) {
 		for {
 			select {
 			case m := <-msgs:
-				if l.held.Load() && strings.HasPrefix(m.Actor.ID, l.pingPrefix) {
+				if strings.HasPrefix(m.Actor.ID, l.pingPrefix) {
 					_ = l.cli.VolumeRemove(ctx, m.Actor.ID, true)
 				}
 			case <-errs:

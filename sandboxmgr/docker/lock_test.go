@@ -176,11 +176,16 @@ func TestScopeLockLost(t *testing.T) {
 	}
 	other := maps.Clone(a.labels)
 	other[labelLockOwner], other[labelLockNonce] = "owner-b", "theirs"
-	if err := a.cli.VolumeRemove(t.Context(), a.name, true); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.cli.VolumeCreate(t.Context(), volume.CreateOptions{Name: a.name, Labels: other}); err != nil {
-		t.Fatal(err)
+	// The holder makes a removed lock again at once: take it in the gap.
+	for taken := false; !taken; {
+		if err := a.cli.VolumeRemove(t.Context(), a.name, true); err != nil {
+			t.Fatal(err)
+		}
+		v, err := a.cli.VolumeCreate(t.Context(), volume.CreateOptions{Name: a.name, Labels: other})
+		if err != nil {
+			t.Fatal(err)
+		}
+		taken = v.Labels[labelLockNonce] == "theirs"
 	}
 	for end := time.Now().Add(5 * lockPoll); lost.get() == nil && time.Now().Before(end); {
 		time.Sleep(50 * time.Millisecond)

@@ -44,6 +44,13 @@ const netSettle = 500 * time.Millisecond
 // Isolate makes the bridge network name exist, without inter-container
 // traffic, and picks the one of that name new sandboxes join.
 func (e *Runtime) Isolate(ctx context.Context, name string, labels map[string]string) error {
+	// The common case, one network of the name, in one call. (Its answer
+	// also settles the client's API version, which the SDK's list calls
+	// read unguarded while another goroutine's first call may set it.)
+	if n, err := e.cli.NetworkInspect(ctx, name, network.InspectOptions{}); err == nil && n.Name == name {
+		e.keepNetwork(name, n.ID)
+		return nil
+	}
 	nets, err := e.networksNamed(ctx, name)
 	if err != nil {
 		return err
@@ -69,17 +76,20 @@ func (e *Runtime) Isolate(ctx context.Context, name string, labels map[string]st
 			return fmt.Errorf("create network %s: %w (removed right after its create)", name, runtime.ErrNoNetwork)
 		}
 	}
-	keep := nets[0]
 	if len(nets) > 1 {
 		e.dropDuplicates(ctx, name, nets[1:])
 	}
+	e.keepNetwork(name, nets[0].ID)
+	return nil
+}
+
+func (e *Runtime) keepNetwork(name, id string) {
 	e.nets.mu.Lock()
+	defer e.nets.mu.Unlock()
 	if e.nets.ids == nil {
 		e.nets.ids = make(map[string]string)
 	}
-	e.nets.ids[name] = keep.ID
-	e.nets.mu.Unlock()
-	return nil
+	e.nets.ids[name] = id
 }
 
 // networksNamed lists the networks named exactly name, the one to keep
