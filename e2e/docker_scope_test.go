@@ -25,8 +25,6 @@ import (
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 )
 
-func TestMain(m *testing.M) { dockertest.Main(m) }
-
 // A Docker engine is served by one gateway per scope (DESIGN.md
 // "Scale-out is Kubernetes"): of gateways started together with one scope,
 // one serves and the others exit saying why; a second gateway on the same
@@ -36,13 +34,18 @@ func TestMain(m *testing.M) { dockertest.Main(m) }
 
 const adminToken = "e2e-admin-token-0123456789"
 
-// buildGateway builds the binary (go build at the module root) into a
-// directory of t's own. Called before any deadline starts.
+// buildGateway builds the binary (go build at the module root, wherever
+// the test runs from) into a directory of t's own. Called before any
+// deadline starts.
 func buildGateway(t *testing.T) string {
 	t.Helper()
+	mod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
 	bin := filepath.Join(t.TempDir(), "previewgate")
 	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Dir = ".."
+	cmd.Dir = filepath.Dir(strings.TrimSpace(string(mod)))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -99,8 +102,8 @@ type proc struct {
 }
 
 // start runs bin serve with g's config and the test labels (everything it
-// makes is cleaned up with this test process's); it is killed when t ends
-// if still running.
+// makes is cleaned up with this test process's); it is stopped when t ends
+// if still running: SIGTERM (it removes its scope lock), then SIGKILL.
 func start(t *testing.T, bin string, g *gw) *proc {
 	t.Helper()
 	args := []string{"serve", "--config", g.file}
@@ -120,9 +123,10 @@ func start(t *testing.T, bin string, g *gw) *proc {
 		close(p.done)
 	}()
 	t.Cleanup(func() {
+		p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-p.done:
-		default:
+		case <-time.After(30 * time.Second):
 			p.cmd.Process.Kill()
 			<-p.done
 		}
