@@ -274,7 +274,7 @@ func newDockerEnv(t *testing.T, tune ...func(*sandboxmgr.Config)) *dockerEnv {
 	cfg.ApplyDefaults()
 	labels := dockertest.Labels()
 	labels[dockertest.LabelCase] = t.Name()
-	mc := sandboxmgr.Config{Network: dockertest.Network(t), Labels: labels,
+	mc := sandboxmgr.Config{Network: dockertest.Network(t), Labels: labels, Records: dockertest.Records(t),
 		Templates: func(name string) *config.Template { return cfg.Templates[name] }}
 	for _, f := range tune {
 		f(&mc)

@@ -145,10 +145,8 @@ type Key struct {
 type Docker struct {
 	Host    string `yaml:"host"`    // Zero means DOCKER_HOST or the default socket.
 	Network string `yaml:"network"` // Zero means "previewgate".
-	// Replicas is how many gateway replicas serve the sandboxes of this
-	// engine. Above 1, no replica sees all traffic, so an idle stop first
-	// reads the container's network counters, which the app's own traffic
-	// moves too. Zero means 1.
+	// Replicas is deprecated: a Docker engine is served by one gateway per
+	// scope. 1 is accepted and has no effect; above 1 fails validation.
 	Replicas int `yaml:"replicas"`
 }
 

@@ -26,9 +26,10 @@ templates:
 		{"bad label", "runtime:\n  kind: kubernetes\n  kubernetes:\n    gateway_labels: [nolabel]\n", "12:22: runtime.kubernetes.gateway_labels[0]: invalid gateway label"},
 		{"both", "runtime:\n  kind: kubernetes\n  kubernetes: {in_cluster: true, kubeconfig: /k}\n", "11:46: runtime.kubernetes.kubeconfig: set in_cluster or kubeconfig"},
 		{"unknown key", "runtime:\n  kind: kubernetes\n  kubernetes: {namespce: x}\n", "11:16: runtime.kubernetes: unknown key \"namespce\""},
-		{"docker replicas", "docker: {replicas: 3}\n", ""},
-		{"docker replicas negative", "docker: {replicas: -1}\n", "9:20: docker.replicas: invalid replicas -1 (want 1 to 1000)"},
-		{"docker replicas huge", "docker:\n  replicas: 30000\n", "10:13: docker.replicas: invalid replicas 30000"},
+		{"docker replicas 1", "docker: {replicas: 1}\n", ""},
+		{"docker replicas", "docker: {replicas: 3}\n", "9:20: docker.replicas: 3 replicas: a Docker engine is served by one gateway per engine and scope"},
+		{"docker replicas hint", "docker:\n  replicas: 2\n", "10:13: docker.replicas: 2 replicas: a Docker engine is served by one gateway per engine and scope (another one on the same data_dir waits as a standby); more replicas need the Kubernetes runtime (docs/kubernetes.md)"},
+		{"docker replicas negative", "docker: {replicas: -1}\n", "9:20: docker.replicas: invalid replicas -1 (want 1, or leave the key out)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -129,14 +129,14 @@ func (d *decoder) validateDocker(c *Config) {
 	if !validName(dk.Network) {
 		d.fail(fmt.Sprintf("invalid network name %q", dk.Network), "docker.network", "docker")
 	}
-	if dk.Replicas < 1 || dk.Replicas > maxReplicas {
-		d.fail(fmt.Sprintf("invalid replicas %d (want 1 to %d)", dk.Replicas, maxReplicas), "docker.replicas", "docker")
+	switch {
+	case dk.Replicas > 1:
+		d.fail(fmt.Sprintf("%d replicas: a Docker engine is served by one gateway per engine and scope (another one on the same data_dir "+
+			"waits as a standby); more replicas need the Kubernetes runtime (docs/kubernetes.md)", dk.Replicas), "docker.replicas", "docker")
+	case dk.Replicas < 1:
+		d.fail(fmt.Sprintf("invalid replicas %d (want 1, or leave the key out)", dk.Replicas), "docker.replicas", "docker")
 	}
 }
-
-// maxReplicas bounds docker.replicas: a count, not a resource, but a typo
-// such as 30000 is better caught.
-const maxReplicas = 1000
 
 // validName is a Docker-style name: a letter or digit, then letters, digits,
 // '_', '.', '-'; at most 63 bytes.

@@ -21,6 +21,7 @@ import (
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/metrics"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"github.com/previewgate/previewgate/traffic"
 )
 
@@ -68,6 +69,7 @@ type dockerEnv struct {
 	server  *Server
 	srv     *httptest.Server // e.server's address
 	recheck time.Duration    // the manager's RecheckEvery; zero: its default
+	records runtime.Records  // the gateway's records store, kept across a restart
 }
 
 func newDockerEnv(t *testing.T, edit func(*config.Config)) *dockerEnv {
@@ -95,7 +97,10 @@ func (e *dockerEnv) start() {
 	labels := dockertest.Labels()
 	labels[dockertest.LabelCase] = e.t.Name()
 	e.metrics = metrics.New()
-	mgr, err := sandboxmgr.New(sandboxmgr.Config{Host: e.cfg.Docker.Host, Network: e.network, Labels: labels, RecheckEvery: e.recheck,
+	if e.records == nil {
+		e.records = dockertest.Records(e.t)
+	}
+	mgr, err := sandboxmgr.New(sandboxmgr.Config{Host: e.cfg.Docker.Host, Network: e.network, Labels: labels, RecheckEvery: e.recheck, Records: e.records,
 		MaxConcurrentStarts: e.cfg.Limits.MaxConcurrentStarts, MaxRunning: e.cfg.Limits.MaxRunning,
 		Templates: func(name string) *config.Template { return e.cfg.Templates[name] },
 		ListTemplates: func() []*config.Template {

@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/volume"
 
 	"github.com/previewgate/previewgate/admin"
 	"github.com/previewgate/previewgate/config"
@@ -29,7 +27,8 @@ import (
 )
 
 // Per-sandbox settings and share links (#23) on the real engine, with two
-// replicas that share nothing but it, and a restart.
+// replicas that share nothing but their records store (dockerReplicaConfig),
+// and a restart.
 
 // syncBuf is a log sink tests read.
 type syncBuf struct {
@@ -78,24 +77,6 @@ func testLogWriter(t *testing.T) io.Writer {
 		return os.Stderr
 	}
 	return io.Discard
-}
-
-// cleanupRecords removes the record volumes this test process made.
-func cleanupRecords(t *testing.T) {
-	c := dockertest.Client(t)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		f := filters.NewArgs(filters.Arg("label", dockertest.LabelRun+"="+dockertest.RunID()), filters.Arg("label", runtime.LabelRecord))
-		vols, err := c.VolumeList(ctx, volume.ListOptions{Filters: f})
-		if err != nil {
-			t.Errorf("list record volumes: %v", err)
-			return
-		}
-		for _, v := range vols.Volumes {
-			_ = c.VolumeRemove(ctx, v.Name, true)
-		}
-	})
 }
 
 // adminCall sends method path body to an admin API with the admin token.
@@ -153,7 +134,6 @@ func linkSetup(t *testing.T) (*config.Config, sandboxmgr.Config) {
 	tpl := cfg.Templates["app"]
 	tpl.Ports = []int{tpl.Port, 3001}
 	mc.RecheckEvery = time.Second
-	cleanupRecords(t)
 	return cfg, mc
 }
 
@@ -231,12 +211,11 @@ func mintLink(t *testing.T, base, id, body string) (pathQuery, linkID string) {
 func TestDockerShareLinks(t *testing.T) {
 	cfg, mc := linkSetup(t)
 	shareLinks(t, cfg, mc, func(id string) int {
-		f := filters.NewArgs(filters.Arg("label", runtime.LabelRecord+"="+id))
-		vols, err := dockertest.Client(t).VolumeList(context.Background(), volume.ListOptions{Filters: f})
+		list, err := mc.Records.ListRecords(context.Background(), map[string]string{runtime.LabelRecord: id})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return len(vols.Volumes)
+		return len(list)
 	})
 }
 

@@ -19,11 +19,11 @@ import (
 // serves what the records say (the link revoked: 410).
 func TestDockerGrantsEndWhileRecordsFail(t *testing.T) {
 	cfg, mc := linkSetup(t)
-	proxy := dockertest.NewEventsProxy(t)
 	var logsA, logsB syncBuf
 	a := startLinkReplica(t, cfg, mc, &logsA)
 	mb := mc
-	mb.Host = proxy.Host // b reaches the engine through the proxy
+	recsB := &dockertest.FailingRecords{Records: mc.Records} // b's reads of the records can fail
+	mb.Records = recsB
 	b := startLinkReplica(t, cfg, mb, &logsB)
 	id := dockertest.UniqueID("stale")
 	host := "sandbox-" + id + "." + testDomain
@@ -45,7 +45,7 @@ func TestDockerGrantsEndWhileRecordsFail(t *testing.T) {
 		return resp.StatusCode == 200
 	})
 
-	proxy.RefuseVolumes(true)
+	recsB.Fail(true)
 	if st, out := adminCall(t, a.admin.URL, "DELETE", "/admin/sandboxes/"+id+"/links/"+linkID, ""); st != 200 {
 		t.Fatalf("revoke on a: got %d %v", st, out)
 	}
@@ -67,7 +67,7 @@ func TestDockerGrantsEndWhileRecordsFail(t *testing.T) {
 		return strings.Contains(logsB.String(), "could not be re-read")
 	})
 
-	proxy.RefuseVolumes(false)
+	recsB.Fail(false)
 	eventually(t, 3*mc.RecheckEvery+15*time.Second, "b answers the link revoked once it reads the records", func() bool {
 		resp, body := get(t, b.srv, host, "/", "Cookie", cookie, "Accept", "application/json")
 		return resp.StatusCode == http.StatusGone && strings.Contains(body, "link_revoked")

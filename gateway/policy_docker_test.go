@@ -127,7 +127,7 @@ func TestForeignMessage(t *testing.T) {
 		{&sandboxmgr.ForeignError{Container: "previewgate-x", Scope: "pg-staging", Managed: true}, []string{`scope "pg-staging"`, "scope: pg-staging", "remove the container previewgate-x"}},
 		{&sandboxmgr.ForeignError{Container: "previewgate-x", Managed: true}, []string{"another gateway's scope", "previewgate-x"}},
 		{&sandboxmgr.ForeignError{Container: "previewgate-x", Scope: "pg-staging", Managed: true, Record: "previewgate-rec-x"},
-			[]string{"remove the container previewgate-x and its record (previewgate-rec-x*"}},
+			[]string{"remove the container previewgate-x and its record (the ConfigMap previewgate-rec-x)"}},
 		{&sandboxmgr.ForeignError{Container: "previewgate-x"}, []string{"not made by previewgate"}},
 	} {
 		he := ensureError(context.Background(), fmt.Errorf("sandbox x: %w", tc.err))

@@ -25,8 +25,11 @@ import (
 )
 
 // N gateway replicas (#15): each replica is a Gateway and a Manager of its
-// own, in this process, sharing nothing but the runtime (one Docker
-// Engine, or one kube-apiserver), as replicas behind a load balancer do.
+// own, in this process, sharing nothing but the runtime (one
+// kube-apiserver), as replicas behind a load balancer do. A Docker engine
+// is served by one gateway per scope: on Docker, "replicas" here are
+// stand-ins sharing one records store (the tests of the manager's
+// cross-replica logic on the quicker runtime), or just one.
 
 type replica struct {
 	mgr *sandboxmgr.Manager
@@ -99,59 +102,9 @@ func dockerReplicaConfig(t *testing.T) (*config.Config, sandboxmgr.Config) {
 	cfg.Limits.PerIP, cfg.Limits.PerSandbox, cfg.Limits.PerSubject = lots, lots, lots
 	cfg.Limits.ConnectionsPerIP = 2000
 	cfg.Limits.WebSocketsPerIP = 2000
-	return cfg, sandboxmgr.Config{Network: dockertest.Network(t), Labels: dockertest.ScopedLabels(), Replicas: 3}
-}
-
-func (r *replica) dockerContainers(t *testing.T, id string) int {
-	t.Helper()
-	return len(dockertest.Containers(t, dockertest.Client(t), sandboxmgr.LabelSandbox+"="+id))
-}
-
-// 1,000 concurrent first requests over 3 replicas on one Docker Engine:
-// one container, every request answered 200.
-func TestDockerHerdThreeReplicas(t *testing.T) {
-	cfg, mc := dockerReplicaConfig(t)
-	rs := []*replica{startReplica(t, cfg, mc), startReplica(t, cfg, mc), startReplica(t, cfg, mc)}
-	id := dockertest.UniqueID("herd")
-	t0 := time.Now()
-	got := herd(t, cfg, rs, id, 1000)
-	t.Logf("1000 first requests over 3 replicas in %v: %v", time.Since(t0).Round(time.Millisecond), got)
-	if got[200] != 1000 {
-		t.Errorf("got statuses %v, want 1000 x 200", got)
-	}
-	if n := rs[0].dockerContainers(t, id); n != 1 {
-		t.Errorf("got %d containers, want 1", n)
-	}
-}
-
-// Docker, 3 replicas: traffic only through B for three idle timeouts while
-// A's own view is idle. A must not stop the sandbox (it reads the
-// container's network counters); once B is quiet too, it stops.
-func TestDockerIdleAcrossReplicas(t *testing.T) {
-	cfg, mc := dockerReplicaConfig(t)
-	idle := 3 * time.Second
-	cfg.Templates["app"].IdleTimeout = config.Duration(idle)
-	mc.ReapEvery = 200 * time.Millisecond
-	a := startReplica(t, cfg, mc)
-	b := startReplica(t, cfg, mc)
-	id := dockertest.UniqueID("idle")
-	tok := testkit.Mint(t, cfg, id, 5*time.Minute)
-	host := "sandbox-" + id + "." + testDomain
-	wantStatus(t, testkit.Request(t, a.srv, "GET", host, "/", tok), 200)
-	end := time.Now().Add(3 * idle)
-	for time.Now().Before(end) {
-		wantStatus(t, testkit.Request(t, b.srv, "GET", host, "/", tok), 200)
-		time.Sleep(200 * time.Millisecond)
-	}
-	cli := dockertest.Client(t)
-	c, err := cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !c.State.Running {
-		t.Fatalf("got state %s after %v of traffic on replica B, want running (A stopped a busy sandbox)", c.State.Status, 3*idle)
-	}
-	waitIdleStop(t, id, idle)
+	// One records store for all: a Docker gateway's, which its
+	// replicas here (stand-ins for Kubernetes ones) and restarts share.
+	return cfg, sandboxmgr.Config{Network: dockertest.Network(t), Labels: dockertest.ScopedLabels(), Records: dockertest.Records(t)}
 }
 
 // waitIdleStop waits for sandbox id's container to stop after its last
@@ -177,14 +130,13 @@ func waitIdleStop(t *testing.T, id string, idle time.Duration) {
 	t.Logf("stopped %v after the last request (idle_timeout %v, docker stop grace 10s)", time.Since(t0).Round(100*time.Millisecond), idle)
 }
 
-// One replica (docker.replicas 1, the default): a sandbox whose app keeps
-// its own traffic going still stops idle_timeout after its last request.
-// Were its network counters read, as with several replicas, it would never
+// The one gateway of a Docker engine: a sandbox whose app keeps its own
+// traffic going still stops idle_timeout after its last request. Were its
+// network counters read (as Docker replicas once did), it would never
 // stop, and a sandbox could keep a running slot for good (#13: a sandbox
 // may hurt only itself).
 func TestDockerChattySandboxStopsIdle(t *testing.T) {
 	cfg, mc := dockerReplicaConfig(t)
-	mc.Replicas = 1
 	idle := 3 * time.Second
 	cfg.Templates["app"].IdleTimeout = config.Duration(idle)
 	cfg.Templates["app"].Env = map[string]string{"CHATTER": "200ms"}

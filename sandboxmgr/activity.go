@@ -28,7 +28,7 @@ import (
 //     dropLocked), so it never disagrees with last and addrs for longer
 //     than a reader's load;
 //   - the wake's own bookkeeping (waking, progress, checked, diag,
-//     flushed, sampledAt) is atomic and written by the one goroutine that
+//     flushed) is atomic and written by the one goroutine that
 //     owns that step; op serializes a wake with the reaper's stop.
 //
 // No lock is held across a runtime call.
@@ -40,7 +40,6 @@ type sandbox struct {
 	waking       atomic.Int32                // wakes in progress (0 or 1)
 	flushed      atomic.Int64                // lastActivity last published (shared.go)
 	flushedAt    atomic.Int64                // when it was (unix ns)
-	sampledAt    atomic.Int64                // last shared-activity sample (shared.go)
 	progress     atomic.Pointer[Progress]    // of the last or current wake
 	marks        atomic.Pointer[[]PhaseMark] // when each of its phases began (progress.go)
 	checked      atomic.Pointer[checked]     // last stillServes check that found ep serving
@@ -80,13 +79,6 @@ type sandbox struct {
 func (sb *sandbox) countWake(took time.Duration) {
 	sb.wakes.Add(1)
 	sb.wakeNanos.Add(int64(took))
-}
-
-// startedAtRLocked reads sb.startedAt under m.mu (taken here).
-func (sb *sandbox) startedAtRLocked(m *Manager) time.Time {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return sb.startedAt
 }
 
 func (sb *sandbox) lastActive() time.Time {

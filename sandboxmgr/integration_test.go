@@ -48,7 +48,9 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	cli := dockertest.Client(t)
 	network := dockertest.Network(t)
-	return &env{cli: cli, network: network, cfg: sandboxmgr.Config{Network: network, Labels: dockertest.ScopedLabels()}}
+	// The managers e makes share one records store, as a Docker gateway's
+	// manager and its successor after a restart do.
+	return &env{cli: cli, network: network, cfg: sandboxmgr.Config{Network: network, Labels: dockertest.ScopedLabels(), Records: dockertest.Records(t)}}
 }
 
 // manager starts a Manager on e's network; it is closed when t ends.
@@ -132,6 +134,11 @@ func TestDockerCreateNeverSeenID(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := c.HostConfig
+	// Joined by ID: the kept one of the networks of its name.
+	net, err := e.cli.NetworkInspect(t.Context(), string(h.NetworkMode), network.InspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	checks := []struct {
 		name      string
 		got, want any
@@ -140,7 +147,7 @@ func TestDockerCreateNeverSeenID(t *testing.T) {
 		{"label managed", c.Config.Labels[sandboxmgr.LabelManaged], "true"},
 		{"label template", c.Config.Labels[sandboxmgr.LabelTemplate], "testapp"},
 		{"test label", c.Config.Labels[dockertest.LabelTest], "1"},
-		{"network", string(h.NetworkMode), e.network},
+		{"network", net.Name, e.network},
 		{"no published ports", len(h.PortBindings), 0},
 		{"no mounts", len(c.Mounts), 0},
 		{"cap drop", fmt.Sprint(h.CapDrop), "[ALL]"},

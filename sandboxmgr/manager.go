@@ -194,7 +194,7 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 	var eng engine
 	switch cfg.Runtime {
 	case "", RuntimeDocker:
-		rt, err := docker.New(docker.Options{Host: cfg.Host, Network: cfg.Network, DialTimeout: cfg.DialTimeout, Replicas: cfg.Replicas})
+		rt, err := docker.New(docker.Options{Host: cfg.Host, Network: cfg.Network, DialTimeout: cfg.DialTimeout})
 		if err != nil {
 			return nil, err
 		}
@@ -244,6 +244,9 @@ func newManager(cfg Config, log *slog.Logger, eng engine) *Manager {
 		born:      time.Now(),
 		stamp:     scopeStamp(cfg.Labels),
 		replicaID: randomHex(),
+	}
+	if cfg.Records != nil {
+		m.caps.Records = cfg.Records
 	}
 	m.maxRunning.Store(int64(cfg.MaxRunning))
 	return m

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Config configures a Manager. Zero values work.
@@ -14,6 +15,11 @@ type Config struct {
 	// and Host does not; Network names the sandboxes' NetworkPolicy).
 	Runtime    string
 	Kubernetes KubeConfig
+	// Records keeps per-sandbox settings, share links and removal marks
+	// where the runtime does not: the Docker runtime has none of its own,
+	// and its gateway keeps them in its data dir (internal/boltstore).
+	// Nil: the runtime's (Kubernetes: ConfigMaps).
+	Records runtime.Records
 	// Labels are added to every container, network and image the manager
 	// creates (tests use them to clean up). They also scope the manager:
 	// a container lacking any of them (or previewgate.managed=true) is
@@ -58,11 +64,6 @@ type Config struct {
 	// the runtime's list, whatever the events stream's health
 	// (recheck.go). Zero means 5s; negative disables it (tests).
 	RecheckEvery time.Duration
-	// Replicas is how many gateway replicas serve the Docker engine's
-	// sandboxes (docker.replicas). Above 1, an idle stop first reads the
-	// container's network counters (shared.go). Zero means 1. Kubernetes
-	// replicas always share activity through the Leases.
-	Replicas int
 }
 
 // applyDefaults fills zero fields. Those a config file sets come from

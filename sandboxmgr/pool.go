@@ -36,9 +36,9 @@ import (
 // re-check list, and claims undone, less those events say were claimed or
 // ended), so any replica claims any of them, and only the replica holding
 // the "pool" lock (Capabilities.Locks) fills, against that shared count.
-// On Docker a claim is a rename, which would take over a container
-// another replica claimed a moment before: each replica keeps a pool of
-// its own there, of the containers it made.
+// A Docker engine is served by one gateway per scope, whose pool is the
+// containers it made (a claim there is a rename, which would take over a
+// container claimed a moment before: nothing else claims from it).
 //
 // A claim charges Options.OnCreate like a create. Pool containers made
 // from a template since changed (image, cmd, env, limits, capabilities:

@@ -131,7 +131,6 @@ func (m *Manager) reapOne(ctx context.Context, sb *sandbox) {
 	tpl = withReapDefaults(tpl)
 	m.mu.RLock()
 	act := m.decideLocked(sb, tpl, m.now())
-	running := sb.state == stateRunning
 	m.mu.RUnlock()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -140,19 +139,11 @@ func (m *Manager) reapOne(ctx context.Context, sb *sandbox) {
 	if sockets {
 		limit = tpl.MaxSocketIdle.D()
 	}
-	// A sampled signal (Docker's network counters) moves with the open
-	// sockets' own traffic too, so with sockets open it would keep the
-	// sandbox up past max_socket_idle forever: this replica's view decides.
-	shared := !sockets || !m.sharedSampled()
 	if act == reapNothing {
-		if running && shared {
-			idle := m.now().Sub(latest(sb.lastActive(), sb.startedAtRLocked(m), m.born))
-			m.sampleShared(ctx, sb, idle, limit)
-		}
 		return
 	}
 	// Idle here; maybe not on another replica (shared.go).
-	if (act == reapIdle || act == reapSockets) && shared && !m.sharedIdle(ctx, sb, limit) {
+	if (act == reapIdle || act == reapSockets) && !m.sharedIdle(ctx, sb, limit) {
 		return
 	}
 	log := m.log.With("sandbox", sb.id)

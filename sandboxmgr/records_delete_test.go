@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
-	"github.com/previewgate/previewgate/sandboxmgr/docker"
 	"github.com/previewgate/previewgate/sandboxmgr/kube"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
@@ -47,15 +46,10 @@ func deleteAtVersion(t *testing.T, rs runtime.Records, labels map[string]string)
 	}
 }
 
+// The Docker runtime's records: the gateway's store in its data dir.
 func TestDockerDeleteRecordAtVersion(t *testing.T) {
 	t.Parallel()
-	dockertest.Client(t) // skips under -short
-	rt, err := docker.New(docker.Options{DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
-	deleteAtVersion(t, rt, dockertest.ScopedLabels())
+	deleteAtVersion(t, dockertest.Records(t), dockertest.ScopedLabels())
 }
 
 func TestKubernetesDeleteRecordAtVersion(t *testing.T) {

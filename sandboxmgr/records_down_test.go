@@ -8,17 +8,17 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
-// While the runtime's records fail (Docker volumes refused, the rest of
-// the engine answering), what needs no record goes on working as it did
-// before removal marks existed (tombstone.go); what needs one fails.
-// recordsDownEnv is a manager reaching the engine through a proxy that
-// can refuse volumes, and sandbox id made through it, stopped.
-func recordsDownEnv(t *testing.T) (*env, *dockertest.EventsProxy, *sandboxmgr.Manager, *config.Template, string) {
+// While the records fail (the store's disk broke, the engine answering),
+// what needs no record goes on working as it did before removal marks
+// existed (tombstone.go); what needs one fails.
+// recordsDownEnv is a manager whose records can be made to fail, and
+// sandbox id made through it, stopped.
+func recordsDownEnv(t *testing.T) (*env, *dockertest.FailingRecords, *sandboxmgr.Manager, *config.Template, string) {
 	e := newEnv(t)
 	tpl := testTemplate(t, nil)
 	e.cfg.Templates = func(string) *config.Template { return tpl }
-	proxy := dockertest.NewEventsProxy(t)
-	e.cfg.Host = proxy.Host
+	recs := &dockertest.FailingRecords{Records: e.cfg.Records}
+	e.cfg.Records = recs
 	removeScoped(t, e, e.cfg.Labels) // registered first: runs after the manager closes
 	m := e.manager(t)
 	id := newID()
@@ -28,7 +28,7 @@ func recordsDownEnv(t *testing.T) (*env, *dockertest.EventsProxy, *sandboxmgr.Ma
 	if err := m.Stop(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
-	return e, proxy, m, tpl, id
+	return e, recs, m, tpl, id
 }
 
 // TestDockerWakeWhileRecordsFail: a wake that starts the stopped
@@ -38,8 +38,8 @@ func recordsDownEnv(t *testing.T) (*env, *dockertest.EventsProxy, *sandboxmgr.Ma
 // could not tell a DELETE on another replica.
 func TestDockerWakeWhileRecordsFail(t *testing.T) {
 	t.Parallel()
-	_, proxy, m, tpl, id := recordsDownEnv(t)
-	proxy.RefuseVolumes(true)
+	_, recs, m, tpl, id := recordsDownEnv(t)
+	recs.Fail(true)
 	if _, err := m.Ensure(t.Context(), id, tpl); err != nil {
 		t.Errorf("wake of a stopped sandbox while records fail: %v, want it running", err)
 	}
@@ -55,8 +55,8 @@ func TestDockerWakeWhileRecordsFail(t *testing.T) {
 // holding the engine's volumes was full.
 func TestDockerRemoveWhileRecordsFail(t *testing.T) {
 	t.Parallel()
-	e, proxy, m, _, id := recordsDownEnv(t)
-	proxy.RefuseVolumes(true)
+	e, recs, m, _, id := recordsDownEnv(t)
+	recs.Fail(true)
 	if err := m.Remove(t.Context(), id); err != nil {
 		t.Errorf("DELETE while records fail: %v, want nil", err)
 	}

@@ -2,8 +2,6 @@ package sandboxmgr
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -36,19 +34,9 @@ import (
 // container takes the ID of one whose labels were checked (labels are
 // immutable) or that this manager created.
 
-// scopeStamp is the LabelScope value of a gateway with labels l: a digest
-// of them, so it is a valid label value on every runtime whatever they
-// hold, and equal exactly for equal scopes.
-func scopeStamp(l map[string]string) string {
-	h := sha256.New()
-	for _, k := range slices.Sorted(maps.Keys(l)) {
-		if k == LabelManaged || k == LabelScope {
-			continue
-		}
-		fmt.Fprintf(h, "%q=%q\n", k, l[k])
-	}
-	return "s" + hex.EncodeToString(h.Sum(nil))[:15]
-}
+// scopeStamp is the LabelScope value of a gateway with labels l
+// (runtime.ScopeStamp: the Docker runtime names its scope lock by it too).
+func scopeStamp(l map[string]string) string { return runtime.ScopeStamp(l) }
 
 // scopeLabels selects the containers this manager may own: the runtime
 // filters lists and events by them, and owns decides.
@@ -86,9 +74,10 @@ type ForeignError struct {
 	Why       string // whose it is, for operators
 	Managed   bool   // made by previewgate at all
 	// Record names the sandbox's record (settings, links) that outlives
-	// its container: a volume (Docker, with "-<n>" versions) or ConfigMap
-	// of that name. Removing the container alone leaves it in this id's
-	// way. "" when the container names no sandbox.
+	// its container: a ConfigMap of that name (Kubernetes). Removing the
+	// container alone leaves it in this id's way. "" when the container
+	// names no sandbox, or its records are kept by its gateway
+	// (Config.Records: Docker's data dir), in nobody else's way.
 	Record string
 }
 
@@ -107,7 +96,7 @@ func (e *ForeignError) Removable() string {
 	if e.Record == "" {
 		return "the container " + e.Container
 	}
-	return "the container " + e.Container + " and its record (" + e.Record + "*, a volume or ConfigMap)"
+	return "the container " + e.Container + " and its record (the ConfigMap " + e.Record + ")"
 }
 
 func (e *ForeignError) Unwrap() error { return ErrForeignContainer }
@@ -126,7 +115,7 @@ func (m *Manager) owns(c ctrInfo) error {
 	if inst := c.Labels[LabelInstance]; fe.Managed && inst != m.cfg.Labels[LabelInstance] {
 		fe.Scope = inst
 	}
-	if id := c.Labels[LabelSandbox]; fe.Managed && config.ValidID(id) {
+	if id := c.Labels[LabelSandbox]; fe.Managed && config.ValidID(id) && m.cfg.Records == nil {
 		fe.Record = runtime.RecordName(id)
 	}
 	return fe

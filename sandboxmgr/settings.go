@@ -17,9 +17,9 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// Per-sandbox settings and share links (#23). They live in the runtime
-// (runtime.Records: Docker volumes used as records, Kubernetes
-// ConfigMaps), never in a replica's memory alone: a replica's view is a
+// Per-sandbox settings and share links (#23). They live in a store
+// (runtime.Records: Kubernetes ConfigMaps; a Docker gateway's bbolt file
+// in its data dir), never in a replica's memory alone: a replica's view is a
 // cache, written through by its own changes and reloaded by every re-check
 // (recheck.go, Config.RecheckEvery: 5 s), so a change made on one replica
 // governs every other within RecheckEvery plus one list call, and survives

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/volume"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/previewgate/previewgate/config"
@@ -19,7 +17,9 @@ import (
 
 // Per-sandbox settings kept by the runtime (#23), on the real engine and
 // the real API server, with two managers (replicas) that share nothing
-// but it.
+// but it. (A Docker engine is served by one gateway per scope; there the
+// two managers share its records store, which stands in for the API
+// server, and the engine is only the quicker runtime to test on.)
 
 // settingsTwoReplicas runs the shared checks: concurrent writers from both
 // replicas lose nothing, a setting made on one is seen by the other within
@@ -158,22 +158,16 @@ func TestDockerSettingsTwoReplicas(t *testing.T) {
 	tpl.MaxSocketIdle, tpl.RemoveAfter = config.Duration(time.Hour), config.Duration(time.Hour)
 	e.cfg.Templates = func(string) *config.Template { return tpls.Load() }
 	tpls.Store(tpl)
-	e.cfg.RecheckEvery, e.cfg.ReapEvery, e.cfg.Replicas = time.Second, 200*time.Millisecond, 2
+	e.cfg.RecheckEvery, e.cfg.ReapEvery = time.Second, 200*time.Millisecond
 	b := e.manager(t)
 	e.cfg.ReapEvery = -1 // a only serves: b's reaper must see a's keep-up
 	a := e.manager(t)
 	settingsTwoReplicas(t, a, b, &tpls, e.cfg.RecheckEvery, func(id string) int {
-		f := filters.NewArgs(filters.Arg("label", runtime.LabelRecord+"="+id))
-		vols, err := e.cli.VolumeList(context.Background(), volume.ListOptions{Filters: f})
+		list, err := e.cfg.Records.ListRecords(context.Background(), map[string]string{runtime.LabelRecord: id})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
-			for _, v := range vols.Volumes {
-				_ = e.cli.VolumeRemove(context.Background(), v.Name, true)
-			}
-		})
-		return len(vols.Volumes)
+		return len(list)
 	})
 }
 

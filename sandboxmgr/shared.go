@@ -10,28 +10,18 @@ import (
 // replica sees, in its memory; with several replicas behind one load
 // balancer, a sandbox busy on replica B looks idle to replica A. Before
 // the reaper stops a sandbox that looks idle here, it asks the runtime for
-// the latest activity any replica could have caused:
-//
-//   - Kubernetes: each replica writes the sandbox Lease's renewTime from its
-//     own view, at most once per KubeConfig.ActivityEvery or a quarter of
-//     the template's idle timeout, whichever is shorter, per sandbox
-//     (flushLoop), and the reaper reads it back (one GET per idle
-//     decision). A wake that made a sandbox ready records that moment, so
-//     a slow re-create is not judged idle from when it began.
-//   - Docker, with Config.Replicas above 1 (docker.replicas): the
-//     container's own network counters (the stats API), which move whenever
-//     any replica talks to it. Nothing is written. The reaper samples them
-//     from half the idle timeout on, so a sandbox idle everywhere stops
-//     between 1 and 1.5 times idle_timeout after its last request. Traffic
-//     the app makes on its own (an npm fetch, or a sandbox that keeps
-//     itself awake on purpose) also counts, which is why one replica, the
-//     default, does not read them: its own view is complete.
+// the latest activity any replica could have caused. On Kubernetes each
+// replica writes the sandbox Lease's renewTime from its own view, at most
+// once per KubeConfig.ActivityEvery or a quarter of the template's idle
+// timeout, whichever is shorter, per sandbox (flushLoop), and the reaper
+// reads it back (one GET per idle decision). A wake that made a sandbox
+// ready records that moment, so a slow re-create is not judged idle from
+// when it began. A Docker engine is served by one gateway per scope, whose
+// own view is the whole truth: its runtime declares no shared activity.
 //
 // A sandbox is stopped only when neither this replica's view nor the shared
 // signal saw activity for idle_timeout. With sockets open, max_socket_idle
-// is judged on Kubernetes from the Lease (requests only), on Docker from
-// this replica's view alone: the counters move with the sockets' own
-// traffic.
+// is judged from the Lease too (requests only).
 
 // shared returns the runtime's shared activity signal, if it declares one
 // (runtime.Capabilities.Activity).
@@ -118,27 +108,6 @@ func (m *Manager) sharedIdle(ctx context.Context, sb *sandbox, limit time.Durati
 		return false
 	}
 	return true
-}
-
-// sharedSampled reports an engine whose shared signal is sampled traffic
-// counters (Docker), which cannot tell requests from socket traffic.
-func (m *Manager) sharedSampled() bool {
-	sa, ok := m.shared()
-	return ok && sa.SampleEarly()
-}
-
-// sampleShared lets a sampled signal take its baseline before sb looks
-// idle. Called by the reaper for a running sandbox, idle here for idle.
-func (m *Manager) sampleShared(ctx context.Context, sb *sandbox, idle, limit time.Duration) {
-	sa, ok := m.shared()
-	if !ok || !sa.SampleEarly() || idle < limit/2 || idle >= limit {
-		return
-	}
-	if last := sb.sampledAt.Load(); last != 0 && m.now().Sub(time.Unix(0, last)) < max(limit/8, m.cfg.ReapEvery) {
-		return
-	}
-	sb.sampledAt.Store(m.now().UnixNano())
-	m.sharedIdle(ctx, sb, limit)
 }
 
 func storeLater(v interface {

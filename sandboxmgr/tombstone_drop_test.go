@@ -47,14 +47,14 @@ func TestOrphanDropStopsAtDeadline(t *testing.T) {
 	}
 	var logs lockedBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	m := newManager(Config{Labels: dockertest.ScopedLabels(), RecheckEvery: -1, ReapEvery: -1}, log, rt)
+	rs := dockertest.Records(t)
+	m := newManager(Config{Labels: dockertest.ScopedLabels(), RecheckEvery: -1, ReapEvery: -1, Records: rs}, log, rt)
 	defer m.Close()
 	ctx := t.Context()
 	const n = 8
 	for i := range n {
 		id := dockertest.UniqueID("orphan")
-		t.Cleanup(func() { _ = rt.DeleteRecord(context.Background(), id, "", m.createLabels()) })
-		if _, err := rt.PutRecord(ctx, id, "", []byte(`{"public":true}`), m.recordLabels(id)); err != nil {
+		if _, err := rs.PutRecord(ctx, id, "", []byte(`{"public":true}`), m.recordLabels(id)); err != nil {
 			t.Fatalf("record %d: %v", i, err)
 		}
 	}
@@ -75,7 +75,7 @@ func TestOrphanDropStopsAtDeadline(t *testing.T) {
 
 	// The next re-check, in time, drops them all.
 	m.dropOrphanRecords(ctx, recorded, nil)
-	if list, err := rt.ListRecords(ctx, m.createLabels()); err != nil || len(list) != 0 {
+	if list, err := rs.ListRecords(ctx, m.createLabels()); err != nil || len(list) != 0 {
 		t.Errorf("after an orphan drop in time: %d records left (%v), want none", len(list), err)
 	}
 }

@@ -1,7 +1,6 @@
 package sandboxmgr
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -23,16 +22,16 @@ func TestRemovalMarkLifetime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := newManager(Config{Labels: dockertest.ScopedLabels(), RecheckEvery: -1, ReapEvery: -1}, nil, rt)
+	rs := dockertest.Records(t)
+	m := newManager(Config{Labels: dockertest.ScopedLabels(), RecheckEvery: -1, ReapEvery: -1, Records: rs}, nil, rt)
 	defer m.Close()
 	now := time.Now()
 	m.now = func() time.Time { return now } // no background loop runs: Start is not called
 	ctx := t.Context()
 	id := dockertest.UniqueID("mark")
-	t.Cleanup(func() { _ = rt.DeleteRecord(context.Background(), id, "", m.createLabels()) })
 	stored := func() (storedRecord, bool) {
 		t.Helper()
-		list, err := rt.ListRecords(ctx, m.createLabels())
+		list, err := rs.ListRecords(ctx, m.createLabels())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/volume"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/previewgate/previewgate/config"
@@ -105,17 +104,16 @@ func TestDockerRemovalTwoReplicas(t *testing.T) {
 	removalTwoReplicas(t, a, b, tpl, e.cfg.RecheckEvery, func(id string) int {
 		return len(e.containers(t, id))
 	}, func(id string) int {
-		f := filters.NewArgs(filters.Arg("label", runtime.LabelRecord+"="+id))
-		vols, err := e.cli.VolumeList(context.Background(), volume.ListOptions{Filters: f})
+		list, err := e.cfg.Records.ListRecords(context.Background(), map[string]string{runtime.LabelRecord: id})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return len(vols.Volumes)
+		return len(list)
 	})
 }
 
-// removeScoped removes the containers and record volumes carrying labels
-// (a test's scope) when t ends.
+// removeScoped removes the containers carrying labels (a test's scope)
+// when t ends.
 func removeScoped(t *testing.T, e *env, labels map[string]string) {
 	t.Cleanup(func() {
 		ctx := context.Background()
@@ -126,11 +124,6 @@ func removeScoped(t *testing.T, e *env, labels map[string]string) {
 		if cs, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f}); err == nil {
 			for _, c := range cs {
 				_ = e.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
-			}
-		}
-		if vols, err := e.cli.VolumeList(ctx, volume.ListOptions{Filters: f}); err == nil {
-			for _, v := range vols.Volumes {
-				_ = e.cli.VolumeRemove(ctx, v.Name, true)
 			}
 		}
 	})

@@ -10,7 +10,6 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 
 	"github.com/previewgate/previewgate/config"
@@ -158,18 +157,6 @@ func (c *countedRecords) take(id string) int {
 	return n
 }
 
-// countingEngine is an engine whose records are counted.
-type countingEngine struct {
-	engine
-	rec *countedRecords
-}
-
-func (e countingEngine) Capabilities() runtime.Capabilities {
-	c := e.engine.Capabilities()
-	e.rec.Records, c.Records = c.Records, e.rec
-	return c
-}
-
 // TestDockerWakeRecordReads: a wake reads its sandbox's record twice,
 // whether it creates the container or starts a stopped one: once before
 // its first action (the baseline; for a create, the same read clears
@@ -180,8 +167,9 @@ func (e countingEngine) Capabilities() runtime.Capabilities {
 func TestDockerWakeRecordReads(t *testing.T) {
 	_, cfg, tpl := dockerReplicas(t)
 	cfg.RecheckEvery = -1 // its list of every record is no wake's
-	rec := &countedRecords{reads: map[string]int{}}
-	m := dockerReplica(t, cfg, func(e engine) engine { return countingEngine{e, rec} })
+	rec := &countedRecords{Records: cfg.Records, reads: map[string]int{}}
+	cfg.Records = rec
+	m := dockerReplica(t, cfg, func(e engine) engine { return e })
 	ctx := t.Context()
 	id := dockertest.UniqueID("reads")
 	for _, step := range []struct {
@@ -209,7 +197,7 @@ func TestDockerWakeRecordReads(t *testing.T) {
 
 // dockerReplicas is the setup of tests with several managers on the real
 // engine, each a replica: a client, their config (a scope of their own,
-// removed with its containers and records when t ends) and a template.
+// removed with its containers when t ends) and a template.
 func dockerReplicas(t *testing.T) (*client.Client, Config, *config.Template) {
 	cli := dockertest.Client(t) // skips under -short
 	labels := dockertest.ScopedLabels()
@@ -224,16 +212,14 @@ func dockerReplicas(t *testing.T) (*client.Client, Config, *config.Template) {
 				_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
 			}
 		}
-		if vols, err := cli.VolumeList(ctx, volume.ListOptions{Filters: f}); err == nil {
-			for _, v := range vols.Volumes {
-				_ = cli.VolumeRemove(ctx, v.Name, true)
-			}
-		}
 	})
 	tpl := &config.Template{Name: "testapp", Image: dockertest.TestAppImage(t), Port: 3000,
 		Memory: 64 << 20, CPUs: 0.5, Pids: 64, ReadOnly: true,
 		Ready: config.Ready{Path: "/", Timeout: config.Duration(30 * time.Second)}}
-	cfg := Config{Network: dockertest.Network(t), Labels: labels, ReapEvery: -1,
+	// One records store: a Docker engine is served by one gateway per
+	// scope, and managers sharing its store stand in for Kubernetes
+	// replicas sharing the API server.
+	cfg := Config{Network: dockertest.Network(t), Labels: labels, ReapEvery: -1, Records: dockertest.Records(t),
 		Templates: func(string) *config.Template { return tpl }}
 	return cli, cfg, tpl
 }

@@ -23,9 +23,8 @@ type Awake struct {
 	// knows of, its own or (SharedActivity) another replica's.
 	LastActivity time.Time `json:"last_activity,omitzero"`
 	// SharedActivity is the latest activity the runtime's shared signal
-	// reported (another replica's traffic: a Kubernetes Lease, Docker's
-	// network counters), when the reaper last asked; zero if it never
-	// reported any.
+	// reported (another replica's traffic: a Kubernetes Lease), when the
+	// reaper last asked; zero if it never reported any.
 	SharedActivity time.Time `json:"shared_activity,omitzero"`
 	// KeepUntil is a per-sandbox keep-up time (#23 settings); zero: none.
 	KeepUntil time.Time `json:"keep_until,omitzero"`
@@ -96,11 +95,7 @@ func (m *Manager) awake(sb *sandbox) *Awake {
 		a.KeepUntil = time.Time{}
 	}
 	if _, ok := m.shared(); ok {
-		when := "before it stops, the runtime is asked for other replicas' traffic"
-		if m.sharedSampled() && a.OpenSockets == 0 {
-			when += " (network counters: it stops between 1 and 1.5 times the limit after the last traffic)"
-		}
-		a.Reasons = append(a.Reasons, when)
+		a.Reasons = append(a.Reasons, "before it stops, the runtime is asked for other replicas' traffic")
 	}
 	return a
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/previewgate/previewgate/gateway"
 	"github.com/previewgate/previewgate/metrics"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/docker"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"github.com/previewgate/previewgate/traffic"
 )
 
@@ -57,12 +59,27 @@ func (a *App) buildRuntime(ctx context.Context, labels map[string]string) error 
 	cfg := a.cfg
 	a.store = config.NewStore(cfg)
 	a.metrics = metrics.New()
+	var records runtime.Records // nil: the runtime's own (Kubernetes)
+	if cfg.Runtime.Kind == "" || cfg.Runtime.Kind == config.RuntimeDocker {
+		own, err := docker.Own(ctx, docker.OwnOptions{Host: cfg.Docker.Host, DataDir: cfg.DataDir, Labels: labels,
+			Lost: func(err error) {
+				select {
+				case a.errc <- err: // serve ends with it
+				default: // serve is ending already
+				}
+			}}, a.log.With("component", "docker"))
+		if err != nil {
+			return err
+		}
+		a.closers = append(a.closers, own.Close)
+		records = own.Records
+	}
 	rk := cfg.Runtime.Kubernetes
 	mgr, err := sandboxmgr.New(sandboxmgr.Config{
-		Host:     cfg.Docker.Host,
-		Network:  cfg.Docker.Network,
-		Replicas: cfg.Docker.Replicas,
-		Runtime:  cfg.Runtime.Kind,
+		Host:    cfg.Docker.Host,
+		Network: cfg.Docker.Network,
+		Runtime: cfg.Runtime.Kind,
+		Records: records,
 		Kubernetes: sandboxmgr.KubeConfig{Namespace: rk.Namespace, Kubeconfig: rk.Kubeconfig, InCluster: rk.InCluster,
 			GatewayLabels: rk.Labels(), GatewayNamespace: rk.GatewayNamespace, GatewayCIDRs: rk.GatewayCIDRs,
 			Egress: rk.Egress, EgressAllow: rk.EgressAllow,

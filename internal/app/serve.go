@@ -88,19 +88,13 @@ func Serve(o Options) error {
 	a := &App{cfg: cfg, dev: dev, log: log, errc: make(chan error, 3), override: o.Overrides.Apply, hup: hup, invoked: o.Invoked}
 	defer a.close()
 	if err := a.build(ctx, labels, true); err != nil {
+		if ctx.Err() != nil {
+			return nil // a signal while starting (a standby waiting): a clean stop
+		}
 		return err
 	}
 	// The file is said: $PREVIEWGATE_CONFIG may have chosen it.
 	log.Info("previewgate serving", "config", cmp.Or(cfg.Path, "embedded development default"), "domains", []string(cfg.Domains), "tls", cfg.TLS.Mode, "version", o.Version)
-	if cfg.Runtime.Kind == "" || cfg.Runtime.Kind == config.RuntimeDocker {
-		// Said at start: with several replicas and the default of 1, a
-		// replica stops sandboxes busy on the others.
-		signal := "this replica's requests and sockets"
-		if cfg.Docker.Replicas > 1 {
-			signal = "containers' network counters too"
-		}
-		log.Info("docker runtime", "replicas", cfg.Docker.Replicas, "idle_signal", signal)
-	}
 	printListeners(o.Stdout, cfg)
 	if dev {
 		if err := writeDevListen(cfg); err != nil {

@@ -10,12 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/volume"
-
-	"github.com/previewgate/previewgate/internal/testing/dockertest"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // cliLinks: set, link, link ls and link rm against the running gateway
@@ -23,15 +17,6 @@ import (
 // preview with nothing else, and stops once revoked.
 func cliLinks(t *testing.T, id, adminAddr string) {
 	t.Helper()
-	c := dockertest.Client(t)
-	t.Cleanup(func() { // what a failed run left: this process's records only
-		f := filters.NewArgs(filters.Arg("label", dockertest.LabelRun+"="+dockertest.RunID()), filters.Arg("label", runtime.LabelRecord))
-		if vols, err := c.VolumeList(context.Background(), volume.ListOptions{Filters: f}); err == nil {
-			for _, v := range vols.Volumes {
-				_ = c.VolumeRemove(context.Background(), v.Name, true)
-			}
-		}
-	})
 	flags := []string{"--admin", adminAddr, "--token", cliAPIToken}
 	code, out, errs := cli(append([]string{"sandboxes", "set", id, "--public", "true", "--keep-up", "1h"}, flags...)...)
 	if code != 0 || !strings.Contains(out, "public true (its own setting), kept up until ") {

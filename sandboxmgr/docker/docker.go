@@ -4,8 +4,10 @@
 // API (the Docker SDK). Labels are immutable, so a pool claim is a
 // rename. It implements the manager's runtime interface in the manager's
 // words (Lookup, Start, Resume, Sleep, Claim, Watch) and declares images,
-// logs, pause and, with replicas, the network counters as its
-// capabilities (package runtime).
+// logs and pause as its capabilities (package runtime). An engine is
+// served by one gateway per scope, which Own makes sure of (own.go,
+// lock.go); that gateway's own requests are the whole truth about
+// activity, and its records are kept in its data dir.
 package docker
 
 import (
@@ -30,19 +32,13 @@ type Options struct {
 	Host        string        // zero: DOCKER_HOST or the default socket
 	Network     string        // the sandboxes' network, where a container's IP is read first
 	DialTimeout time.Duration // set by the manager's config; never zero
-	// Replicas: more than one gateway replica serves this engine's
-	// sandboxes, so the network counters are the shared idle signal.
-	Replicas int
 }
 
 // Runtime is the Docker Engine runtime.
 type Runtime struct {
 	cli     *client.Client
-	network string // preferred network when reading a container's IP
-	samples netSamples
-	// replicated: more than one gateway replica serves this engine's
-	// sandboxes, so the network counters are the shared idle signal.
-	replicated bool
+	network string   // preferred network when reading a container's IP
+	nets    networks // the network each name stands for (network.go)
 }
 
 // New connects lazily to the engine: it does not fail when it is down.
@@ -51,20 +47,18 @@ func New(o Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{cli: cli, network: o.Network, replicated: o.Replicas > 1}, nil
+	return &Runtime{cli: cli, network: o.Network}, nil
 }
 
 // Close closes the client.
 func (e *Runtime) Close() error { return e.cli.Close() }
 
 // Capabilities: images built and checked on the engine, logs, a real
-// pause, records as labelled volumes (records.go), and with replicas the network counters as shared activity.
+// pause. No records: the engine has no store for them; the gateway keeps
+// them in its data dir (internal/boltstore). No shared activity: one
+// gateway sees every request.
 func (e *Runtime) Capabilities() runtime.Capabilities {
-	c := runtime.Capabilities{Images: images{e}, Logs: e, Pause: true, Records: e}
-	if e.replicated {
-		c.Activity = e
-	}
-	return c
+	return runtime.Capabilities{Images: images{e}, Logs: e, Pause: true}
 }
 
 // newDockerClient connects lazily to host (zero: DOCKER_HOST or the default
@@ -207,6 +201,9 @@ func (e *Runtime) Create(ctx context.Context, s runtime.Spec) (string, error) {
 		// runtime than it runs must not lose files silently.
 		return "", fmt.Errorf("create %s: a template's workspace needs the kubernetes runtime", s.Name)
 	}
+	if id := e.networkID(s.Network); id != "" {
+		s.Network = id // by ID: a name shared by duplicates is ambiguous (network.go)
+	}
 	cfg, host, nc := dockerConfig(s)
 	r, err := e.cli.ContainerCreate(ctx, cfg, host, nc, nil, s.Name)
 	switch {
@@ -304,27 +301,4 @@ func (e *Runtime) List(ctx context.Context, labels map[string]string) ([]runtime
 		out = append(out, info)
 	}
 	return out, nil
-}
-
-// Isolate creates the bridge network name, without inter-container
-// traffic, unless it exists.
-func (e *Runtime) Isolate(ctx context.Context, name string, labels map[string]string) error {
-	_, err := e.cli.NetworkInspect(ctx, name, network.InspectOptions{})
-	if err == nil {
-		return nil
-	}
-	if !cerrdefs.IsNotFound(err) {
-		return classify("inspect network "+name, err, nil)
-	}
-	_, err = e.cli.NetworkCreate(ctx, name, network.CreateOptions{
-		Driver: "bridge",
-		// Sandboxes must not reach each other; the gateway reaches them
-		// from the host side of the bridge.
-		Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"},
-		Labels:  labels,
-	})
-	if cerrdefs.IsConflict(err) { // created meanwhile by someone else
-		return nil
-	}
-	return classify("create network "+name, err, nil)
 }

@@ -45,7 +45,3 @@ func (e *Runtime) LastActivity(ctx context.Context, id string, _ runtime.Instanc
 	}
 	return time.Time{}, errors.New("lease has no renew time")
 }
-
-// SampleEarly: a Lease is written, not sampled, and records requests
-// only, whatever the app does.
-func (e *Runtime) SampleEarly() bool { return false }

@@ -7,12 +7,11 @@ import (
 
 // Records keep one small record per sandbox (its settings and share
 // links, and a DELETE's removal mark: sandboxmgr/tombstone.go) where
-// every replica of a deployment and a restarted gateway see it: the
-// runtime, never a replica's memory (DESIGN.md "Many replicas, no shared
-// memory"). Docker keeps each version as a labelled volume
-// (sandboxmgr/docker/records.go), Kubernetes as a ConfigMap
-// (sandboxmgr/kube/records.go). A record is opaque bytes here, at most
-// MaxRecord of them.
+// every replica of a deployment and a restarted gateway see it, never in a
+// replica's memory alone. Kubernetes keeps it as a ConfigMap
+// (sandboxmgr/kube/records.go); a Docker engine, served by one gateway per
+// scope, in that gateway's data dir (internal/boltstore). A record is
+// opaque bytes here, at most MaxRecord of them.
 type Records interface {
 	// ListRecords returns every record carrying all of labels, by
 	// sandbox id.
@@ -35,16 +34,14 @@ type Record struct {
 	Version string // opaque; PutRecord's prev
 }
 
-// MaxRecord bounds a record's bytes: far under what either store takes
-// (a Docker volume's labels, a ConfigMap's 1 MiB), and room for the
-// manager's 32 links with 512-byte paths.
+// MaxRecord bounds a record's bytes: far under what a ConfigMap takes
+// (1 MiB), and room for the manager's 32 links with 512-byte paths.
 const MaxRecord = 32 << 10
 
-// LabelRecord marks a record (a volume or ConfigMap) with its sandbox id.
+// LabelRecord marks a record with its sandbox id.
 const LabelRecord = "previewgate.record"
 
-// RecordName is the object name of sandbox id's record (Kubernetes); a
-// Docker version adds "-<n>".
+// RecordName is the object name of sandbox id's record (a ConfigMap).
 func RecordName(id string) string { return "previewgate-rec-" + id }
 
 var (

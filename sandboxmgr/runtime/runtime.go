@@ -12,8 +12,13 @@ package runtime
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,6 +76,20 @@ const (
 	// the label LabelMetaPrefix+k, set at create and never changed.
 	LabelMetaPrefix = "previewgate.meta."
 )
+
+// ScopeStamp is the LabelScope value of a gateway with labels l: a digest
+// of them, so it is a valid label value (and name part) on every runtime
+// whatever they hold, and equal exactly for equal scopes.
+func ScopeStamp(l map[string]string) string {
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		if k == LabelManaged || k == LabelScope {
+			continue
+		}
+		fmt.Fprintf(h, "%q=%q\n", k, l[k])
+	}
+	return "s" + hex.EncodeToString(h.Sum(nil))[:15]
+}
 
 // ContainerName is the name of sandbox id's instance. The name is unique
 // in a runtime, which makes it the lock between racing creators.
@@ -217,10 +236,12 @@ type Capabilities struct {
 	// SharedPool: Claim of a pool instance that another replica claimed
 	// fails (ErrNotFound) instead of taking it over, so every replica may
 	// claim from the whole pool. (Docker's claim is a rename, which would
-	// take a claimed container over: its replicas keep pools of their own.)
+	// take a claimed container over; its one gateway per scope claims
+	// alone.)
 	SharedPool bool
 	// Records keep per-sandbox settings and share links where every
-	// replica sees them; nil: the runtime has no such store.
+	// replica sees them; nil: the runtime has no such store (Docker: its
+	// gateway keeps them in its data dir, sandboxmgr.Config.Records).
 	Records Records
 }
 
@@ -254,12 +275,8 @@ type Activity interface {
 	// LastActivity returns the latest activity of sandbox id (instance
 	// inst) that any replica caused; zero if unknown.
 	LastActivity(ctx context.Context, id string, inst Instance) (time.Time, error)
-	// SampleEarly: the signal is sampled counters (Docker's network
-	// counters) that need a baseline before the sandbox looks idle, and
-	// cannot tell requests from socket traffic.
-	SampleEarly() bool
 	// RecordEvery is how often a replica publishes its own view with
-	// RecordActivity; 0: the runtime needs no publishing (it samples).
+	// RecordActivity; 0: never.
 	RecordEvery() time.Duration
 	// RecordActivity publishes this replica's latest activity of id.
 	RecordActivity(ctx context.Context, id string, at time.Time) error

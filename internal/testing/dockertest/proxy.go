@@ -29,7 +29,6 @@ type EventsProxy struct {
 	streams map[*http.Request]context.CancelFunc
 	refused atomic.Int64
 	stalled atomic.Bool
-	noVols  atomic.Bool
 }
 
 // stallWriter passes the events stream on unless the proxy is stalled:
@@ -76,10 +75,6 @@ func NewEventsProxy(t testing.TB) *EventsProxy {
 		FlushInterval: -1, // the events stream, as it comes
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p.noVols.Load() && strings.Contains(r.URL.Path, "/volumes") {
-			http.Error(w, "volumes refused by the test", http.StatusServiceUnavailable)
-			return
-		}
 		if !strings.HasSuffix(r.URL.Path, "/events") {
 			rp.ServeHTTP(w, r)
 			return
@@ -135,8 +130,3 @@ func (p *EventsProxy) Stall() { p.stalled.Store(true) }
 
 // Unstall lets events through again.
 func (p *EventsProxy) Unstall() { p.stalled.Store(false) }
-
-// RefuseVolumes answers every volume call 503 (on true) until called with
-// false: Docker records (sandboxmgr/docker records.go) fail, the rest of
-// the API answers.
-func (p *EventsProxy) RefuseVolumes(on bool) { p.noVols.Store(on) }
