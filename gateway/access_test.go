@@ -17,7 +17,9 @@ import (
 )
 
 // TestAccessCheckBeforeDocker: every rejected token gets its status and the
-// sandbox manager is never called.
+// sandbox manager is never asked to ensure, wake or follow a wake: only
+// decide's snapshot of it (memory, no runtime call) comes before the
+// access check, which needs it to know whether the sandbox is public.
 func TestAccessCheckBeforeDocker(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()

@@ -33,7 +33,7 @@ type fakeSandboxes struct {
 	err     error
 	ensures atomic.Int32
 	forgets atomic.Int32
-	lookups atomic.Int32 // Cached, Wake, Progress
+	lookups atomic.Int32 // Wake, Progress: the wake machinery (Cached is decide's snapshot, memory only)
 	held    atomic.Int32
 }
 
@@ -58,7 +58,6 @@ func (f *fakeSandboxes) Forget(id, addr string) { f.forgets.Add(1) }
 // Cached reports every sandbox ready, so navigations are proxied (no
 // waiting page) in handler-chain tests.
 func (f *fakeSandboxes) Cached(id string) (sandboxmgr.Endpoint, bool) {
-	f.lookups.Add(1)
 	return sandboxmgr.Endpoint{ID: id}, true
 }
 

@@ -33,37 +33,32 @@ type policy struct {
 	public bool             // no token needed
 }
 
-// policy returns the policy for rt under table t. It reads the manager's
-// record (memory only: no runtime call).
-func (g *Gateway) policy(t *table, rt route) policy {
+// policyOf returns the policy for rt under table t, with snap the
+// manager's snapshot of rt's sandbox (zero for an upstream route).
+func policyOf(t *table, rt route, snap *Snapshot) policy {
 	if rt.sandbox == "" || rt.upstream != nil {
 		return policy{tpl: rt.template, public: rt.public}
 	}
-	name, ok := g.sb.Known(rt.sandbox)
-	if !ok {
+	if !snap.Known {
 		return policy{tpl: rt.template}
 	}
-	own := t.cfg.Templates[name]
+	own := t.cfg.Templates[snap.Template]
 	if own == nil {
 		// Made from a template since removed from the config (or from none
 		// recorded): the route's settings, and never public.
 		return policy{tpl: rt.template, exists: true}
 	}
-	return policy{tpl: own, exists: true, public: rt.public || g.publicSandbox(rt.sandbox, own)}
+	return policy{tpl: own, exists: true, public: rt.public || publicBy(own, snap.Settings, snap.Fresh)}
 }
 
-// publicSandbox reports whether existing sandbox id, made from template
-// own, is public: its own setting (#23, set through the admin API and
-// kept by the runtime) if it has one, else its template's.
+// publicBy reports whether an existing sandbox made from template own,
+// with settings s, is public: its own setting (#23, set through the admin
+// API and kept by the runtime) if it has one, else its template's.
 // A sandbox of a template no longer configured is never public, nor is
-// one whose settings this replica could not re-read lately (a "public"
-// withdrawn on another replica must not stay open here).
-func (g *Gateway) publicSandbox(id string, own *config.Template) bool {
-	if own == nil {
-		return false
-	}
-	s, fresh := g.sb.FreshSettings(id)
-	if !fresh {
+// one whose settings this replica could not re-read lately (fresh false:
+// a "public" withdrawn on another replica must not stay open here).
+func publicBy(own *config.Template, s sandboxmgr.Settings, fresh bool) bool {
+	if own == nil || !fresh {
 		return false
 	}
 	if p := s.Public; p != nil {
@@ -87,16 +82,30 @@ var errNotPublic = errors.New("sandbox is not public")
 
 // anonymousOptions restrict a wake for a request without a token: no
 // create, and only a sandbox that is public by its own settings or
-// template (or route), or that a share link opened (viaLink: the link's
-// record exists only for an existing sandbox, checked just before).
-func (g *Gateway) anonymousOptions(opts sandboxmgr.Options, t *table, rt route, viaLink bool) sandboxmgr.Options {
+// template (or route), or that a share link opened (the link's record
+// exists only for an existing sandbox, checked just before). The
+// instance's template is checked again once the wake is done: the
+// decision's snapshot answers for the instance it saw ready; any other
+// (a wake, a replaced instance) re-reads the sandbox's settings.
+func (g *Gateway) anonymousOptions(opts sandboxmgr.Options, d *decision) sandboxmgr.Options {
 	opts.NoCreate = true
-	if viaLink {
+	if d.by == viaShareLink {
 		return opts
 	}
+	t, rt, snap := d.t, d.rt, &d.snap
 	opts.MayServe = func(template string) error {
-		if rt.public || g.publicSandbox(rt.sandbox, t.cfg.Templates[template]) {
+		own := t.cfg.Templates[template]
+		switch {
+		case rt.public:
 			return nil
+		case snap.Ready && snap.Known && template == snap.Template:
+			if publicBy(own, snap.Settings, snap.Fresh) {
+				return nil
+			}
+		default:
+			if s, fresh := g.sb.FreshSettings(rt.sandbox); publicBy(own, s, fresh) {
+				return nil
+			}
 		}
 		return errNotPublic
 	}
