@@ -241,7 +241,6 @@ func (g *Gateway) Close() {
 	}
 	g.upgrades.Wait()
 	g.proxy.pool.CloseIdle()
-	g.proxy.tr.CloseIdleConnections()
 	if t := g.table.Load(); t != nil && t.verifier != nil {
 		t.verifier.Close()
 	}

@@ -155,7 +155,14 @@ func dialSocket(ctx context.Context, srv *httptest.Server, host, tok string) (*w
 // HTTP/1.1 loop and net/http).
 func startGateway(t testing.TB, cfg *config.Config, sb Sandboxes) (*Gateway, *httptest.Server) {
 	t.Helper()
-	g, err := New(cfg, sb, Options{}, testkit.Logger(t))
+	return startGatewayOpts(t, cfg, sb, Options{})
+}
+
+// startGatewayOpts is startGateway with opts (Options.NetHTTPOnly: on
+// net/http alone).
+func startGatewayOpts(t testing.TB, cfg *config.Config, sb Sandboxes, opts Options) (*Gateway, *httptest.Server) {
+	t.Helper()
+	g, err := New(cfg, sb, opts, testkit.Logger(t))
 	if err != nil {
 		t.Fatalf("gateway.New: %v", err)
 	}

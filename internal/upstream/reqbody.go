@@ -1,0 +1,266 @@
+package upstream
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// How a request body travels (invariant 8). Its head goes out first; the
+// body then goes on a goroutine of the exchange's own while the
+// exchange reads the answer, as net/http's Transport sends it: an app
+// may answer before it read the body, or without reading it, and that
+// answer reaches the client at once. The goroutine's owner is the
+// exchange: a failed Exchange, or the response's Body.Close, ends it
+// (closing the connection if it still sends) and waits for it, so the
+// client's body is never read after the exchange is over.
+//
+// A connection whose request body did not go out whole is never reused
+// (the app may still read the rest as a next request). A body held for
+// 100 Continue goes out anyway when a final answer came first on a
+// connection that stays open, and is dropped (the connection closes)
+// when the answer closes it, as net/http's Transport does. A failed read of the client's body (too slow, over max_body,
+// the client gone) ends the exchange at once, its error first. A failed
+// write to the app (it stopped reading: WriteTimeout) ends the exchange
+// too, unless its answer has come: then the answer goes on.
+
+// ExpectContinueTimeout is how long a body waits for the app's 100
+// Continue before it is sent anyway (net/http's Transport's setting here
+// before).
+const ExpectContinueTimeout = time.Second
+
+// bodyWriter sends one request body.
+type bodyWriter struct {
+	c       *Conn
+	req     *Request
+	cont    chan bool // Expect100: true sends the body, false drops it; nil: send at once
+	decided bool      // the reader told cont (the exchange's goroutine only)
+	done    chan struct{}
+	// Set before done is closed.
+	err        error
+	readFailed bool // err is the client's body's
+	cut        bool // the writer closed the connection: its err ended the exchange
+	// answered: the final head was read; a failed write no longer cuts
+	// the connection the answer is read from.
+	answered atomic.Bool
+}
+
+// writeFraming writes the body's framing fields for req: Content-Length
+// or chunked coding and the trailers it declares. A request without a
+// body declares a length of 0 where net/http's Transport does (POST, PUT,
+// PATCH), so an app that waits for a body does not wait.
+func writeFraming(w *bufio.Writer, req *Request) {
+	switch {
+	case req.Body == nil:
+		if req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch {
+			w.WriteString("Content-Length: 0\r\n")
+		}
+		return
+	case req.chunked():
+		w.WriteString("Transfer-Encoding: chunked\r\n")
+		if len(req.Trailer) > 0 {
+			w.WriteString("Trailer: ")
+			first := true
+			for k := range req.Trailer {
+				if !trailerField(k) {
+					continue
+				}
+				if !first {
+					w.WriteString(", ")
+				}
+				first = false
+				w.WriteString(k)
+			}
+			w.WriteString("\r\n")
+		}
+	default:
+		w.WriteString("Content-Length: ")
+		w.Write(strconv.AppendInt(w.AvailableBuffer(), req.ContentLength, 10))
+		w.WriteString("\r\n")
+	}
+}
+
+// trailerField reports whether a client's trailer field k may be sent
+// on: a valid name that is not framing (net/http's own refusals).
+func trailerField(k string) bool {
+	switch k {
+	case "Content-Length", "Transfer-Encoding", "Trailer", "Host":
+		return false
+	}
+	return httpguts.ValidHeaderFieldName(k)
+}
+
+func (req *Request) chunked() bool { return req.ContentLength < 0 || len(req.Trailer) > 0 }
+
+// startBody starts sending req's body on c.
+func startBody(c *Conn, req *Request) *bodyWriter {
+	bw := &bodyWriter{c: c, req: req, done: make(chan struct{})}
+	if req.Expect100 {
+		bw.cont = make(chan bool, 1)
+	}
+	go bw.run()
+	return bw
+}
+
+// interim wraps the caller's interim hook: a 100 Continue lets the body
+// go (and is passed on, as ReverseProxy passed it).
+func (bw *bodyWriter) interim(next func(*Response)) func(*Response) {
+	if bw.cont == nil {
+		return next
+	}
+	return func(r *Response) {
+		if r.Status == http.StatusContinue {
+			bw.decide(true)
+		}
+		if next != nil {
+			next(r)
+		}
+	}
+}
+
+// decide tells a body held for 100 Continue whether to go.
+func (bw *bodyWriter) decide(send bool) {
+	if bw.cont != nil && !bw.decided {
+		bw.decided = true
+		bw.cont <- send
+	}
+}
+
+// end stops the body, if it still goes out after a short wait (the
+// connection closes), and waits for it; it returns nil when the body went
+// out whole. The wait is for the usual case: an app that read the whole
+// body and answered, whose last body write is just returning.
+func (bw *bodyWriter) end(c *Conn) error {
+	bw.decide(false)
+	select {
+	case <-bw.done:
+		return bw.err
+	default:
+	}
+	t := time.NewTimer(bodyEndWait)
+	select {
+	case <-bw.done:
+	case <-t.C:
+		c.Net.Close()
+		<-bw.done
+	}
+	t.Stop()
+	return bw.err
+}
+
+// bodyEndWait is how long a response's end waits for its request body to
+// finish going out before it cuts it (net/http's Transport waits as long
+// before it gives up reusing the connection).
+const bodyEndWait = 50 * time.Millisecond
+
+var errBodyHeld = errors.New("request body not sent: the app answered and closed before its 100 Continue")
+
+func (bw *bodyWriter) run() {
+	defer close(bw.done)
+	if bw.cont != nil {
+		t := time.NewTimer(ExpectContinueTimeout)
+		select {
+		case send := <-bw.cont:
+			if !send {
+				bw.err = errBodyHeld
+				t.Stop()
+				return
+			}
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	buf := bodyBuffers.Get()
+	defer bodyBuffers.Put(buf)
+	if bw.req.chunked() {
+		bw.err = bw.sendChunked(buf)
+	} else {
+		bw.err = bw.sendLength(buf)
+	}
+	if bw.err != nil && (bw.readFailed || !bw.answered.Load()) {
+		bw.cut = true
+		bw.c.Net.Close() // ends the exchange's read: the error is returned first
+	}
+}
+
+var bodyBuffers = NewBufferPool()
+
+// read reads the client's body, marking a failure as the client's.
+func (bw *bodyWriter) read(p []byte) (int, error) {
+	n, err := bw.req.Body.Read(p)
+	if err != nil && err != io.EOF {
+		bw.readFailed = true
+	}
+	return n, err
+}
+
+// sendLength sends exactly ContentLength bytes, each read as it came.
+func (bw *bodyWriter) sendLength(buf []byte) error {
+	w := bw.c.W
+	for left := bw.req.ContentLength; left > 0; {
+		n, err := bw.read(buf[:min(int64(len(buf)), left)])
+		left -= int64(n)
+		if n > 0 {
+			w.Write(buf[:n])
+			if werr := w.Flush(); werr != nil {
+				return fmt.Errorf("send request body: %w", werr)
+			}
+		}
+		switch {
+		case err == io.EOF && left > 0:
+			bw.readFailed = true
+			return fmt.Errorf("request body: %w", io.ErrUnexpectedEOF)
+		case err != nil && err != io.EOF:
+			return err
+		}
+	}
+	return nil
+}
+
+// sendChunked sends the body in chunks as it arrives, each flushed, then
+// the last chunk and the trailers.
+func (bw *bodyWriter) sendChunked(buf []byte) error {
+	w := bw.c.W
+	for {
+		n, err := bw.read(buf)
+		if n > 0 {
+			w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(n), 16))
+			w.WriteString("\r\n")
+			w.Write(buf[:n])
+			w.WriteString("\r\n")
+			if werr := w.Flush(); werr != nil {
+				return fmt.Errorf("send request body: %w", werr)
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	w.WriteString("0\r\n")
+	for k, vv := range bw.req.Trailer {
+		for _, v := range vv {
+			if !trailerField(k) || !httpguts.ValidHeaderFieldValue(v) {
+				continue
+			}
+			w.WriteString(k)
+			w.WriteString(": ")
+			w.WriteString(v)
+			w.WriteString("\r\n")
+		}
+	}
+	w.WriteString("\r\n")
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("send request body: %w", err)
+	}
+	return nil
+}
