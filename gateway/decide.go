@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/previewgate/previewgate/auth"
@@ -23,34 +24,49 @@ import (
 // call and wakes nothing; the share-link check may reload one sandbox's
 // record (links.go), at most once a second.
 
-// decision is what decide found for one request.
+// decision is what decide found for one request. It lives in the
+// request's state (one allocation per request), so it keeps only what
+// the stages after decide read.
 type decision struct {
 	t     *table
 	rt    route
-	snap  Snapshot         // the manager's facts about rt's sandbox (zero for upstream routes)
 	tpl   *config.Template // governs: the sandbox's own template once it exists, else the one to create it from; nil: none
 	by    tokenless        // how a request without a token got in, if it did
 	sub   string           // the token's subject; "" without a token
 	label string           // the metrics label: the template's name, "upstream" or "none"
+	// What the manager's snapshot said (zero for upstream routes): ready,
+	// and for a sandbox it knows, its own template and whether that
+	// template and its settings make it public (anonymousOptions).
+	ready, known, ownPublic bool
+	template                string
+	// end is the answer that ends the request; nil: admit, ensure, proxy.
+	end *ending
+}
 
-	// The answer that ends the request, when there is one.
+// ending is how decide ended a request: a refusal, or a redirect to the
+// clean URL that sets a token's or a share link's cookie.
+type ending struct {
 	answer     answer
-	err        *httpError  // answer refuse
-	authFailed string      // answer refuse by the access check: the metrics reason
-	res        auth.Result // answer exchangeToken
-	link       string      // answer exchangeLink: the link, until linkExp
+	err        *httpError  // refuse
+	authFailed string      // refuse by the access check: the metrics reason
+	res        auth.Result // exchangeToken
+	link       string      // exchangeLink: the link, until linkExp
 	linkExp    time.Time
 }
 
-// answer is how decide ended a request, if it did.
+// answer is how decide ended a request.
 type answer uint8
 
 const (
-	proceed       answer = iota // admit, ensure, proxy
-	refuse                      // answer err
-	exchangeToken               // redirect to the clean URL, setting the token's cookie
-	exchangeLink                // redirect to the clean URL, setting the link's cookie
+	refuse        answer = iota // err
+	exchangeToken               // redirect, setting the token's cookie
+	exchangeLink                // redirect, setting the link's cookie
 )
+
+// refused ends d with e.
+func (d *decision) refused(e *httpError, authFailed string) {
+	d.end = &ending{answer: refuse, err: e, authFailed: authFailed}
+}
 
 // Snapshot is what the manager knows of one sandbox, read at once and
 // without a runtime call: the one read a request's decision makes of it.
@@ -101,19 +117,21 @@ func (g *Gateway) decide(r *http.Request, d *decision) {
 	d.t, d.label = t, "none"
 	rt, herr := t.resolve(r.Host)
 	if herr != nil {
-		d.answer, d.err = refuse, herr
+		d.refused(herr, "")
 		return
 	}
 	d.rt = rt
+	var snap Snapshot
 	if rt.sandbox != "" && rt.upstream == nil {
-		d.snap = g.snapshot(rt.sandbox)
+		snap = g.snapshot(rt.sandbox)
 	}
-	pol := policyOf(t, rt, &d.snap)
+	pol := policyOf(t, rt, &snap)
+	d.ready, d.known, d.template, d.ownPublic = snap.Ready, snap.Known, snap.Template, pol.ownPublic
 	if !g.access(r, d, pol) {
 		return
 	}
 	if herr := portError(rt, d.tpl); herr != nil {
-		d.answer, d.err = refuse, herr
+		d.refused(herr, "")
 		return
 	}
 	switch {
@@ -125,9 +143,9 @@ func (g *Gateway) decide(r *http.Request, d *decision) {
 }
 
 // access checks r's token for d's route under policy pol and sets d's
-// template, subject and way in; false: r is answered (d.answer). A
-// token's "tpl" claim chooses the template only for a sandbox that does
-// not exist yet. A share link (links.go) lets r in without a subject.
+// template, subject and way in; false: r is answered (d.end). A token's
+// "tpl" claim chooses the template only for a sandbox that does not exist
+// yet. A share link (links.go) lets r in without a subject.
 func (g *Gateway) access(r *http.Request, d *decision, pol policy) bool {
 	t, rt := d.t, d.rt
 	d.tpl = pol.tpl
@@ -135,11 +153,22 @@ func (g *Gateway) access(r *http.Request, d *decision, pol policy) bool {
 		d.by = publicNoToken
 		return true
 	}
-	link, fromQuery, hasLink := t.verifier.Link(r)
+	// A share link: in the URL (what the user opened, checked even next
+	// to a valid token), or in a cookie when no token serves. The cookie
+	// is looked for only then: a warm request reads no link cookie.
+	var link string
+	var fromQuery, hasLink bool
+	inQuery := strings.Contains(r.URL.RawQuery, auth.LinkParam)
+	if inQuery {
+		link, fromQuery, hasLink = t.verifier.Link(r)
+	}
 	var res auth.Result
 	var err error
 	if !fromQuery {
 		res, err = t.verifier.Check(r, rt.sandbox)
+		if err != nil && !inQuery {
+			link, fromQuery, hasLink = t.verifier.Link(r)
+		}
 	}
 	if fromQuery || err != nil && hasLink {
 		// A link in the URL is what the user opened; a link cookie serves
@@ -147,20 +176,21 @@ func (g *Gateway) access(r *http.Request, d *decision, pol policy) bool {
 		exp, he := g.linkGrant(r, t.verifier, rt, pol, link, fromQuery)
 		switch {
 		case he != nil:
-			d.answer, d.err, d.authFailed = refuse, he, he.Code
+			d.refused(he, he.Code)
 			return false
 		case fromQuery:
-			d.answer, d.link, d.linkExp = exchangeLink, link, exp
+			d.end = &ending{answer: exchangeLink, link: link, linkExp: exp}
 			return false
 		}
 		d.by = viaShareLink
 		return true
 	}
 	if err != nil {
-		d.answer, d.authFailed = refuse, auth.Reason(err)
-		if d.err = createNeedsToken(rt, pol, err); d.err == nil {
-			d.err = authError(err)
+		he := createNeedsToken(rt, pol, err)
+		if he == nil {
+			he = authError(err)
 		}
+		d.refused(he, auth.Reason(err))
 		return false
 	}
 	if res.Claims != nil {
@@ -170,7 +200,7 @@ func (g *Gateway) access(r *http.Request, d *decision, pol policy) bool {
 		// Whenever the URL still holds a token, even next to a valid
 		// cookie, the browser is sent to the clean URL first so the token
 		// leaves its address bar and history.
-		d.answer, d.res = exchangeToken, res
+		d.end = &ending{answer: exchangeToken, res: res}
 		return false
 	}
 	if rt.sandbox != "" && rt.upstream == nil && res.Claims != nil && res.Claims.Template != "" {
@@ -179,8 +209,8 @@ func (g *Gateway) access(r *http.Request, d *decision, pol policy) bool {
 		// sandbox only (policy.go).
 		named := t.cfg.Templates[res.Claims.Template]
 		if named == nil {
-			d.answer, d.err = refuse, &httpError{Status: http.StatusBadRequest, Code: "unknown_template",
-				Msg: "The access token names a template this gateway does not have."}
+			d.refused(&httpError{Status: http.StatusBadRequest, Code: "unknown_template",
+				Msg: "The access token names a template this gateway does not have."}, "")
 			return false
 		}
 		if !pol.exists {
@@ -192,15 +222,16 @@ func (g *Gateway) access(r *http.Request, d *decision, pol policy) bool {
 
 // carryOut answers r as decide ended it.
 func (g *Gateway) carryOut(w http.ResponseWriter, r *http.Request, d *decision) {
-	switch d.answer {
+	e := d.end
+	switch e.answer {
 	case refuse:
-		if d.authFailed != "" {
-			g.metrics.AuthFailed(d.authFailed)
+		if e.authFailed != "" {
+			g.metrics.AuthFailed(e.authFailed)
 		}
-		g.fail(w, r, d.err)
+		g.fail(w, r, e.err)
 	case exchangeToken:
-		d.t.verifier.Exchange(w, r, d.res)
+		d.t.verifier.Exchange(w, r, e.res)
 	case exchangeLink:
-		d.t.verifier.ExchangeLink(w, r, d.link, d.linkExp)
+		d.t.verifier.ExchangeLink(w, r, e.link, e.linkExp)
 	}
 }

@@ -32,7 +32,7 @@ import (
 func (p *proxy) forward(w http.ResponseWriter, r *http.Request, t *target) {
 	ctx := r.Context()
 	t.fields = directFields{p: p, r: r, w: w}
-	req := upstream.Request{Method: r.Method, Path: t.outPath(r), Caller: &t.fields}
+	req := &upstream.Request{Method: r.Method, Path: t.outPath(r), Caller: &t.fields}
 	if r.Body != nil && r.Body != http.NoBody {
 		req.Body, req.ContentLength, req.Trailer = r.Body, r.ContentLength, r.Trailer
 		if req.ContentLength == 0 {
@@ -55,7 +55,7 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, t *target) {
 		if t.url != nil {
 			req.Host = t.url.Host
 		}
-		resp, err := p.pool.Exchange(ctx, &req)
+		resp, err := p.pool.Exchange(ctx, req)
 		switch {
 		case err == nil:
 		case !reensured && t.sandbox != "" && isDialError(err):

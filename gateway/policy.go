@@ -31,6 +31,9 @@ type policy struct {
 	tpl    *config.Template // whose settings apply; nil: none to create the sandbox from
 	exists bool             // the manager knows the sandbox, and tpl is its own (if still configured)
 	public bool             // no token needed
+	// ownPublic: public by the sandbox's own settings or template, the
+	// route aside (anonymousOptions re-checks it).
+	ownPublic bool
 }
 
 // policyOf returns the policy for rt under table t, with snap the
@@ -48,7 +51,8 @@ func policyOf(t *table, rt route, snap *Snapshot) policy {
 		// recorded): the route's settings, and never public.
 		return policy{tpl: rt.template, exists: true}
 	}
-	return policy{tpl: own, exists: true, public: rt.public || publicBy(own, snap.Settings, snap.Fresh)}
+	ownPublic := publicBy(own, snap.Settings, snap.Fresh)
+	return policy{tpl: own, exists: true, public: rt.public || ownPublic, ownPublic: ownPublic}
 }
 
 // publicBy reports whether an existing sandbox made from template own,
@@ -92,18 +96,19 @@ func (g *Gateway) anonymousOptions(opts sandboxmgr.Options, d *decision) sandbox
 	if d.by == viaShareLink {
 		return opts
 	}
-	t, rt, snap := d.t, d.rt, &d.snap
+	t, rt := d.t, d.rt
+	seen, known, ownPublic := d.ready, d.known, d.ownPublic
+	seenTemplate := d.template
 	opts.MayServe = func(template string) error {
-		own := t.cfg.Templates[template]
 		switch {
 		case rt.public:
 			return nil
-		case snap.Ready && snap.Known && template == snap.Template:
-			if publicBy(own, snap.Settings, snap.Fresh) {
+		case seen && known && template == seenTemplate:
+			if ownPublic {
 				return nil
 			}
 		default:
-			if s, fresh := g.sb.FreshSettings(rt.sandbox); publicBy(own, s, fresh) {
+			if s, fresh := g.sb.FreshSettings(rt.sandbox); publicBy(t.cfg.Templates[template], s, fresh) {
 				return nil
 			}
 		}

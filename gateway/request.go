@@ -59,7 +59,7 @@ func (g *Gateway) logAccess(r *http.Request, id string, status int, took time.Du
 // serve carries out decision d for r and reports whether r reached the
 // proxy.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, d *decision, st *reqState) (proxied bool) {
-	if d.answer != proceed {
+	if d.end != nil {
 		g.carryOut(w, r, d)
 		return false
 	}
@@ -126,7 +126,7 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, d *decisi
 	}
 	var timing *meter.Timing
 	var endWatch func() []meter.Span
-	if !d.snap.Ready { // a request about to wait is timed
+	if !d.ready { // a request about to wait is timed
 		endWatch = g.watchWake(id)
 	}
 	ep, err := g.sb.EnsureWith(r.Context(), id, tpl, g.ensureOptions(r, d))

@@ -43,7 +43,7 @@ func (g *Gateway) waitingPage(w http.ResponseWriter, r *http.Request, d *decisio
 		g.serveStatus(w, r, id, tpl)
 		return true
 	}
-	if tpl.ColdStart != config.ColdStartWaitingPage || d.snap.Ready || !isNavigation(r) {
+	if tpl.ColdStart != config.ColdStartWaitingPage || d.ready || !isNavigation(r) {
 		return false
 	}
 	g.sb.Wake(id, tpl, g.ensureOptions(r, d))

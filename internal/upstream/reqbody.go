@@ -7,29 +7,28 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
 )
 
-// How a request body travels (invariant 8). Its head goes out first; the
-// body then goes on a goroutine of the exchange's own while the
-// exchange reads the answer, as net/http's Transport sends it: an app
-// may answer before it read the body, or without reading it, and that
-// answer reaches the client at once. The goroutine's owner is the
-// exchange: a failed Exchange, or the response's Body.Close, ends it
-// (closing the connection if it still sends) and waits for it, so the
-// client's body is never read after the exchange is over.
+// How a request body travels (invariant 8), as net/http's Transport
+// sends one: the head first, then the body on a goroutine the exchange
+// owns while the exchange reads the answer, so an answer that comes
+// before the body was read (or without reading it) reaches the client at
+// once. A failed Exchange, or the response's Body.Close, ends the body
+// (closing the connection if it still goes out) and waits for it: the
+// client's body is never read after its exchange.
 //
-// A connection whose request body did not go out whole is never reused
-// (the app may still read the rest as a next request). A body held for
-// 100 Continue goes out anyway when a final answer came first on a
-// connection that stays open, and is dropped (the connection closes)
-// when the answer closes it, as net/http's Transport does. A failed read of the client's body (too slow, over max_body,
-// the client gone) ends the exchange at once, its error first. A failed
-// write to the app (it stopped reading: WriteTimeout) ends the exchange
-// too, unless its answer has come: then the answer goes on.
+// A connection whose body did not go out whole is never reused (the app
+// may read the rest as a next request). A body held for 100 Continue goes
+// out anyway when a final answer came first on a connection that stays
+// open, and is dropped when the answer closes it. A failed read of the
+// client's body (too slow, over max_body, the client gone) ends the
+// exchange at once, its error first; so does a failed write to the app
+// (it stopped reading: WriteTimeout) unless its answer has come.
 
 // ExpectContinueTimeout is how long a body waits for the app's 100
 // Continue before it is sent anyway (net/http's Transport's setting here
@@ -38,8 +37,12 @@ const ExpectContinueTimeout = time.Second
 
 // bodyWriter sends one request body.
 type bodyWriter struct {
-	c       *Conn
-	req     *Request
+	c *Conn
+	// The body and its framing, copied from the Request: the caller's
+	// Request need not outlive the call (it stays on its stack).
+	body    io.Reader
+	length  int64
+	trailer http.Header
 	cont    chan bool // Expect100: true sends the body, false drops it; nil: send at once
 	decided bool      // the reader told cont (the exchange's goroutine only)
 	done    chan struct{}
@@ -63,22 +66,16 @@ func writeFraming(w *bufio.Writer, req *Request) {
 			w.WriteString("Content-Length: 0\r\n")
 		}
 		return
-	case req.chunked():
+	case req.ContentLength < 0 || len(req.Trailer) > 0:
 		w.WriteString("Transfer-Encoding: chunked\r\n")
-		if len(req.Trailer) > 0 {
-			w.WriteString("Trailer: ")
-			first := true
-			for k := range req.Trailer {
-				if !trailerField(k) {
-					continue
-				}
-				if !first {
-					w.WriteString(", ")
-				}
-				first = false
-				w.WriteString(k)
+		var names []string
+		for k := range req.Trailer {
+			if trailerField(k) {
+				names = append(names, k)
 			}
-			w.WriteString("\r\n")
+		}
+		if len(names) > 0 {
+			w.WriteString("Trailer: " + strings.Join(names, ", ") + "\r\n")
 		}
 	default:
 		w.WriteString("Content-Length: ")
@@ -97,11 +94,9 @@ func trailerField(k string) bool {
 	return httpguts.ValidHeaderFieldName(k)
 }
 
-func (req *Request) chunked() bool { return req.ContentLength < 0 || len(req.Trailer) > 0 }
-
 // startBody starts sending req's body on c.
 func startBody(c *Conn, req *Request) *bodyWriter {
-	bw := &bodyWriter{c: c, req: req, done: make(chan struct{})}
+	bw := &bodyWriter{c: c, body: req.Body, length: req.ContentLength, trailer: req.Trailer, done: make(chan struct{})}
 	if req.Expect100 {
 		bw.cont = make(chan bool, 1)
 	}
@@ -170,20 +165,17 @@ func (bw *bodyWriter) run() {
 		case send := <-bw.cont:
 			if !send {
 				bw.err = errBodyHeld
-				t.Stop()
-				return
 			}
 		case <-t.C:
 		}
 		t.Stop()
+		if bw.err != nil {
+			return
+		}
 	}
 	buf := bodyBuffers.Get()
-	defer bodyBuffers.Put(buf)
-	if bw.req.chunked() {
-		bw.err = bw.sendChunked(buf)
-	} else {
-		bw.err = bw.sendLength(buf)
-	}
+	bw.err = bw.send(buf)
+	bodyBuffers.Put(buf)
 	if bw.err != nil && (bw.readFailed || !bw.answered.Load()) {
 		bw.cut = true
 		bw.c.Net.Close() // ends the exchange's read: the error is returned first
@@ -192,70 +184,55 @@ func (bw *bodyWriter) run() {
 
 var bodyBuffers = NewBufferPool()
 
-// read reads the client's body, marking a failure as the client's.
-func (bw *bodyWriter) read(p []byte) (int, error) {
-	n, err := bw.req.Body.Read(p)
-	if err != nil && err != io.EOF {
-		bw.readFailed = true
-	}
-	return n, err
-}
-
-// sendLength sends exactly ContentLength bytes, each read as it came.
-func (bw *bodyWriter) sendLength(buf []byte) error {
-	w := bw.c.W
-	for left := bw.req.ContentLength; left > 0; {
-		n, err := bw.read(buf[:min(int64(len(buf)), left)])
-		left -= int64(n)
-		if n > 0 {
-			w.Write(buf[:n])
-			if werr := w.Flush(); werr != nil {
-				return fmt.Errorf("send request body: %w", werr)
-			}
+// send sends the body as each read of it came: exactly length bytes, or
+// chunks then the trailers.
+func (bw *bodyWriter) send(buf []byte) error {
+	w, left := bw.c.W, bw.length
+	chunked := left < 0 || len(bw.trailer) > 0
+	for chunked || left > 0 {
+		p := buf
+		if !chunked {
+			p = buf[:min(int64(len(buf)), left)]
 		}
-		switch {
-		case err == io.EOF && left > 0:
+		n, err := bw.body.Read(p)
+		if err != nil && err != io.EOF {
 			bw.readFailed = true
-			return fmt.Errorf("request body: %w", io.ErrUnexpectedEOF)
-		case err != nil && err != io.EOF:
 			return err
 		}
-	}
-	return nil
-}
-
-// sendChunked sends the body in chunks as it arrives, each flushed, then
-// the last chunk and the trailers.
-func (bw *bodyWriter) sendChunked(buf []byte) error {
-	w := bw.c.W
-	for {
-		n, err := bw.read(buf)
 		if n > 0 {
-			w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(n), 16))
-			w.WriteString("\r\n")
+			if chunked {
+				w.Write(strconv.AppendInt(w.AvailableBuffer(), int64(n), 16))
+				w.WriteString("\r\n")
+			}
 			w.Write(buf[:n])
-			w.WriteString("\r\n")
+			if chunked {
+				w.WriteString("\r\n")
+			}
 			if werr := w.Flush(); werr != nil {
 				return fmt.Errorf("send request body: %w", werr)
 			}
+			left -= int64(n)
+		}
+		if err == io.EOF && !chunked && left > 0 {
+			bw.readFailed = true
+			return fmt.Errorf("request body: %w", io.ErrUnexpectedEOF)
 		}
 		if err == io.EOF {
 			break
 		}
-		if err != nil {
-			return err
-		}
+	}
+	if !chunked {
+		return nil
 	}
 	w.WriteString("0\r\n")
-	for k, vv := range bw.req.Trailer {
+	for k, vv := range bw.trailer {
 		for _, v := range vv {
-			if !trailerField(k) || !httpguts.ValidHeaderFieldValue(v) {
-				continue
+			if trailerField(k) && httpguts.ValidHeaderFieldValue(v) {
+				w.WriteString(k)
+				w.WriteString(": ")
+				w.WriteString(v)
+				w.WriteString("\r\n")
 			}
-			w.WriteString(k)
-			w.WriteString(": ")
-			w.WriteString(v)
-			w.WriteString("\r\n")
 		}
 	}
 	w.WriteString("\r\n")
