@@ -22,6 +22,16 @@ func hostname(h string) string {
 	return strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
 }
 
+// hostOnly is hostname of a host NormalizeHost returned (checked and
+// lower-cased once per request: resolve): without its port, one trailing
+// dot before the port, and the brackets of an IPv6 literal.
+func hostOnly(n string) string {
+	if i := strings.LastIndexByte(n, ':'); i >= 0 && !strings.Contains(n[i:], "]") {
+		n = strings.TrimSuffix(n[:i], ".")
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(n, "["), "]")
+}
+
 // resolve maps a request host to what it addresses: a route, or a sandbox id
 // under one of the domains. Foreign hosts get 404, malformed ids 400.
 //
@@ -29,11 +39,12 @@ func hostname(h string) string {
 // folding; config.NormalizeHost and config.SandboxFromHost hold the rule,
 // shared with certificates and config validation.
 func (t *table) resolve(host string) (route, *httpError) {
-	if _, ok := config.NormalizeHost(host); !ok {
+	n, ok := config.NormalizeHost(host)
+	if !ok {
 		return route{}, &httpError{Status: http.StatusBadRequest, Code: "bad_host",
 			Msg: "The host name is not valid."}
 	}
-	h := hostname(host)
+	h := hostOnly(n)
 	if rt, ok := t.routes[h]; ok {
 		return *rt, nil
 	}
