@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
@@ -74,7 +77,8 @@ func (s snapshotLog) Snapshot(string) Snapshot {
 
 // TestWarmRequestManagerCalls: a warm request (a valid token, a running
 // sandbox) asks the manager once for what it knows (decide), once for
-// the endpoint (ensure) and once to note activity, on every front end.
+// the endpoint (ensure) and once to note activity, on every front end:
+// the lean loop, net/http's HTTP/1.1 and HTTP/2.
 // Without the manager's snapshot, decide reads it in two calls.
 func TestWarmRequestManagerCalls(t *testing.T) {
 	t.Parallel()
@@ -95,19 +99,50 @@ func TestWarmRequestManagerCalls(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &callLog{ep: ep}
-			onBothLoops(t, tc.sb(c), nil, func(t *testing.T, cfg *config.Config, srv *httptest.Server) {
-				tok := testkit.Mint(t, cfg, "abc", time.Hour)
-				for range 2 { // the first warms the token cache
+			check := func(t *testing.T, get func() (int, string)) {
+				for range 2 { // the first warms the token cache and the pool
 					c.take()
-					resp := testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/", tok)
-					body, _ := io.ReadAll(resp.Body)
-					if resp.StatusCode != 200 || string(body) != "app" {
-						t.Fatalf("got %d %q, want 200 %q", resp.StatusCode, body, "app")
+					if code, body := get(); code != 200 || body != "app" {
+						t.Fatalf("got %d %q, want 200 %q", code, body, "app")
 					}
 				}
 				if got := c.take(); !slices.Equal(got, tc.want) {
 					t.Errorf("a warm request called the manager %d times: %v, want %v", len(got), got, tc.want)
 				}
+			}
+			onBothLoops(t, tc.sb(c), nil, func(t *testing.T, cfg *config.Config, srv *httptest.Server) {
+				tok := testkit.Mint(t, cfg, "abc", time.Hour)
+				check(t, func() (int, string) {
+					resp := testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/", tok)
+					body, _ := io.ReadAll(resp.Body)
+					return resp.StatusCode, string(body)
+				})
+			})
+			t.Run("h2", func(t *testing.T) {
+				cfg := testConfig()
+				g, err := New(cfg, tc.sb(c), Options{TLS: true}, testkit.Logger(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(g.Close)
+				s := NewServer(cfg, g, testkit.Logger(t))
+				s.TLSConfig = testkit.TLSConfig("h2")
+				srv := serve(t, s)
+				tr := &http2.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+				t.Cleanup(tr.CloseIdleConnections)
+				tok := testkit.Mint(t, cfg, "abc", time.Hour)
+				check(t, func() (int, string) {
+					req, _ := http.NewRequest("GET", "https://"+srv.Listener.Addr().String()+"/", nil)
+					req.Host = "sandbox-abc." + testDomain
+					req.Header.Set("Authorization", "Bearer "+tok)
+					resp, err := tr.RoundTrip(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer resp.Body.Close()
+					body, _ := io.ReadAll(resp.Body)
+					return resp.StatusCode, string(body)
+				})
 			})
 		})
 	}
