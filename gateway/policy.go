@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"github.com/previewgate/previewgate/auth"
-	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
@@ -25,51 +24,6 @@ import (
 // template once more before it serves or wakes it (Options.MayServe), so a
 // record that went stale between the decision and the wake cannot open a
 // private sandbox.
-
-// policy is what governs one request to a route.
-type policy struct {
-	tpl    *config.Template // whose settings apply; nil: none to create the sandbox from
-	exists bool             // the manager knows the sandbox, and tpl is its own (if still configured)
-	public bool             // no token needed
-	// ownPublic: public by the sandbox's own settings or template, the
-	// route aside (anonymousOptions re-checks it).
-	ownPublic bool
-}
-
-// policyOf returns the policy for rt under table t, with snap the
-// manager's snapshot of rt's sandbox (zero for an upstream route).
-func policyOf(t *table, rt route, snap *Snapshot) policy {
-	if rt.sandbox == "" || rt.upstream != nil {
-		return policy{tpl: rt.template, public: rt.public}
-	}
-	if !snap.Known {
-		return policy{tpl: rt.template}
-	}
-	own := t.cfg.Templates[snap.Template]
-	if own == nil {
-		// Made from a template since removed from the config (or from none
-		// recorded): the route's settings, and never public.
-		return policy{tpl: rt.template, exists: true}
-	}
-	ownPublic := publicBy(own, snap.Settings, snap.Fresh)
-	return policy{tpl: own, exists: true, public: rt.public || ownPublic, ownPublic: ownPublic}
-}
-
-// publicBy reports whether an existing sandbox made from template own,
-// with settings s, is public: its own setting (#23, set through the admin
-// API and kept by the runtime) if it has one, else its template's.
-// A sandbox of a template no longer configured is never public, nor is
-// one whose settings this replica could not re-read lately (fresh false:
-// a "public" withdrawn on another replica must not stay open here).
-func publicBy(own *config.Template, s sandboxmgr.Settings, fresh bool) bool {
-	if own == nil || !fresh {
-		return false
-	}
-	if p := s.Public; p != nil {
-		return *p
-	}
-	return own.Public
-}
 
 // tokenless says how a request without a token got in, if it did.
 type tokenless int

@@ -11,6 +11,7 @@ import (
 
 	"github.com/previewgate/previewgate/internal/meter"
 	"github.com/previewgate/previewgate/internal/outbound"
+	"github.com/previewgate/previewgate/internal/pages"
 	"github.com/previewgate/previewgate/internal/wire"
 )
 
@@ -121,7 +122,7 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, d *decisi
 			Msg: "No template is configured to create this sandbox."})
 		return false
 	}
-	if g.waitingPage(w, r, d) {
+	if (isStatusRequest(r) || !d.ready) && g.waitingPage(w, r, d) {
 		return false
 	}
 	var timing *meter.Timing
@@ -173,6 +174,11 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, d *decisi
 // upgrades and SSE streams. They keep their sandbox awake while open.
 func isLongLived(r *http.Request) bool {
 	return isUpgrade(r) || strings.Contains(headerValue(r.Header, "Accept"), "text/event-stream")
+}
+
+// isStatusRequest reports a request for the gateway's status stream.
+func isStatusRequest(r *http.Request) bool {
+	return r.URL.Path == pages.StatusPath || strings.HasPrefix(r.URL.Path, pages.StatusPath+"/")
 }
 
 // isUpgrade reports a protocol upgrade request (WebSocket).

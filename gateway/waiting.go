@@ -29,11 +29,6 @@ func isNavigation(r *http.Request) bool {
 	return strings.Contains(headerValue(r.Header, "Accept"), "text/html")
 }
 
-// isStatusRequest reports a request for the gateway's status stream.
-func isStatusRequest(r *http.Request) bool {
-	return r.URL.Path == pages.StatusPath || strings.HasPrefix(r.URL.Path, pages.StatusPath+"/")
-}
-
 // waitingPage serves the status stream, or the waiting page for a
 // navigation to d's sandbox when it is cold, and reports whether it
 // answered.
