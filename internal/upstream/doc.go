@@ -1,16 +1,13 @@
 // Package upstream is previewgate's HTTP/1.1 client towards sandboxes and
-// fixed upstreams: a keep-alive connection pool with its one exchange
-// (Pool.Exchange: request head and body out, response in), a
-// response-head parser and body reader that follow net/http's framing
-// rules exactly (and refuse the few heads it accepts that are smuggling
-// vectors), and the relay of such a response to the client as
-// httputil.ReverseProxy sends one (RelayHeader, Relay: end-to-end headers,
-// trailers, streaming of a body of unknown length; TestRelay). It is the
-// one path of every request but an upgrade, over HTTP/1.1 and HTTP/2
-// alike; an upgrade's handshake reads its answer with ReadFinal
-// (internal/tunnel). net/http's Transport is the reference for what a
-// client must not trust, and the gateway's tests compare the two
-// (TestDirectMatchesReverseProxy).
+// fixed upstreams, the one path of every request but an upgrade (HTTP/1.1
+// and HTTP/2 clients alike): a keep-alive pool with its one exchange
+// (Pool.Exchange: head and body out, answer in), a response reader that
+// follows net/http's framing exactly and refuses the heads it accepts
+// that are smuggling vectors, and the relay of an answer to the client as
+// httputil.ReverseProxy sends one (RelayHeader, Relay; TestRelay). An
+// upgrade's handshake reads its answer with ReadFinal (internal/tunnel).
+// net/http's Transport is the reference for what a client must not trust
+// (the gateway's TestDirectMatchesReverseProxy compares the two).
 //
 // Every byte a sandbox sends is hostile (#13). What it promises, each
 // invariant tested with an upstream that breaks it (the gateway's
@@ -100,8 +97,8 @@
 //     the client with their end-to-end headers only, at most MaxInterim of
 //     them, then the exchange fails (502).
 //
-// One path, measured: the gateway's bench rows (BENCHMARKS.md) and
-// BenchmarkLeanChain/BenchmarkHandlerChain found no case where a second
-// client (httputil.ReverseProxy on net/http's Transport, which this
-// replaced for requests with bodies and fixed upstreams) was cheaper.
+// One path, measured: BenchmarkLeanChain and BenchmarkHandlerChain found
+// no case where a second client (httputil.ReverseProxy on net/http's
+// Transport, which this replaced for bodies and fixed upstreams) was
+// cheaper.
 package upstream
