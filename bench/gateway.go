@@ -23,6 +23,7 @@ import (
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/gateway"
+	"github.com/previewgate/previewgate/internal/h1server"
 	"github.com/previewgate/previewgate/metrics"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
@@ -151,25 +152,21 @@ func (b *bench) mintTokens(key config.Key) error {
 func (b *bench) serveGateway(cfg *config.Config, mode string, cert tls.Certificate, log *slog.Logger) error {
 	tlsOn := mode != "plain"
 	// Real metrics, as serve has: the request path pays for them.
-	gw, err := gateway.New(cfg, b.mgr, gateway.Options{TLS: tlsOn, Metrics: metrics.New()}, log)
+	gw, err := gateway.New(cfg, b.mgr, gateway.Options{TLS: tlsOn, Metrics: metrics.New(), NetHTTPOnly: b.f.netHTTP}, log)
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
-	var h http.Handler = gw
-	if b.f.netHTTP {
-		h = http.HandlerFunc(gw.ServeHTTP) // hides the lean loop's host check
-	}
+	srv := gateway.NewServer(cfg, gw, log)
 	if mode == "h2baseline" {
 		// The HTTP/2 path as it was before #17: the server's body
-		// reader on every request, so the gateway takes ReverseProxy.
-		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// reader on every request.
+		srv = h1server.New(gateway.ServerOptions(cfg.Limits), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.ProtoMajor == 2 && r.Body == http.NoBody {
 				r.Body = io.NopCloser(http.NoBody)
 			}
 			gw.ServeHTTP(w, r)
-		})
+		}), log)
 	}
-	srv := gateway.NewServer(cfg, h, log)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("gateway listener (%s): %w", mode, err)

@@ -17,7 +17,9 @@ import (
 )
 
 // TestAccessCheckBeforeDocker: every rejected token gets its status and the
-// sandbox manager is never called.
+// sandbox manager is never asked to ensure, wake or follow a wake: only
+// decide's snapshot of it (memory, no runtime call) comes before the
+// access check, which needs it to know whether the sandbox is public.
 func TestAccessCheckBeforeDocker(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()
@@ -74,29 +76,33 @@ func TestAccessCheckBeforeDocker(t *testing.T) {
 // same URL without it; the cookie then authenticates.
 func TestQueryTokenExchange(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig()
-	app := echoApp(t)
-	sb := &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}
-	_, srv := startGateway(t, cfg, sb)
-	tok := testkit.Mint(t, cfg, "abc", time.Minute)
-	resp := testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/p?a=1&access_token="+tok+"&b=2", "",
-		"Sec-Fetch-Dest", "iframe", "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "navigate")
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/p?a=1&b=2" {
-		t.Fatalf("got %d Location %q, want 303 to /p?a=1&b=2", resp.StatusCode, resp.Header.Get("Location"))
-	}
-	if sb.ensures.Load() != 0 {
-		t.Fatal("the exchange must not wake the sandbox")
-	}
-	setCookie := resp.Header.Get("Set-Cookie")
-	for _, attr := range []string{"HttpOnly", "Secure", "SameSite=None", "Partitioned", "Path=/"} {
-		if !strings.Contains(setCookie, attr) {
-			t.Errorf("Set-Cookie %q lacks %s", setCookie, attr)
-		}
-	}
-	c := resp.Cookies()[0]
-	resp = testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/p?a=1&b=2", "", "Cookie", c.Name+"="+c.Value+"; app=1")
-	if resp.StatusCode != 200 {
-		t.Fatalf("with the cookie: got %d, want 200", resp.StatusCode)
+	for _, fe := range frontEnds {
+		t.Run(fe.name, func(t *testing.T) {
+			cfg := testConfig()
+			app := echoApp(t)
+			sb := &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}
+			_, srv := startGatewayOpts(t, cfg, sb, Options{NetHTTPOnly: fe.netHTTPOnly})
+			tok := testkit.Mint(t, cfg, "abc", time.Minute)
+			resp := testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/p?a=1&access_token="+tok+"&b=2", "",
+				"Sec-Fetch-Dest", "iframe", "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "navigate")
+			if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/p?a=1&b=2" {
+				t.Fatalf("got %d Location %q, want 303 to /p?a=1&b=2", resp.StatusCode, resp.Header.Get("Location"))
+			}
+			if sb.ensures.Load() != 0 {
+				t.Fatal("the exchange must not wake the sandbox")
+			}
+			setCookie := resp.Header.Get("Set-Cookie")
+			for _, attr := range []string{"HttpOnly", "Secure", "SameSite=None", "Partitioned", "Path=/"} {
+				if !strings.Contains(setCookie, attr) {
+					t.Errorf("Set-Cookie %q lacks %s", setCookie, attr)
+				}
+			}
+			c := resp.Cookies()[0]
+			resp = testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/p?a=1&b=2", "", "Cookie", c.Name+"="+c.Value+"; app=1")
+			if resp.StatusCode != 200 {
+				t.Fatalf("with the cookie: got %d, want 200", resp.StatusCode)
+			}
+		})
 	}
 }
 
@@ -107,65 +113,69 @@ func TestQueryTokenExchange(t *testing.T) {
 // stripped on the way to the sandbox.
 func TestQueryTokenNextToCookie(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig()
-	app := echoApp(t)
-	sb := &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}
-	_, srv := startGateway(t, cfg, sb)
-	host := "sandbox-abc." + testDomain
-	older := testkit.Mint(t, cfg, "abc", time.Minute)
-	fresh := testkit.Mint(t, cfg, "abc", time.Hour)
-	cookie := auth.DefaultCookieName + "=" + older + "; app=1"
-	tests := []struct {
-		name         string
-		method       string
-		query        string
-		wantStatus   int
-		wantLocation string
-		wantCookie   string // value of our Set-Cookie; "" for none
-	}{
-		{"valid query token", "GET", "a=1&access_token=" + fresh + "&b=2", http.StatusSeeOther, "/p?a=1&b=2", fresh},
-		{"garbage query token", "GET", "a=1&access_token=garbage&b=2", http.StatusSeeOther, "/p?a=1&b=2", ""},
-		{"query token for another sandbox", "HEAD", "access_token=" + testkit.Mint(t, cfg, "other", time.Minute), http.StatusSeeOther, "/p", ""},
-		{"POST keeps being served", "POST", "a=1&access_token=garbage", http.StatusOK, "", ""},
-		{"no query token", "GET", "a=1&b=2", http.StatusOK, "", ""},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			before := sb.ensures.Load()
-			resp := testkit.Request(t, srv, tc.method, host, "/p?"+tc.query, "", "Cookie", cookie, "Sec-Fetch-Mode", "navigate")
-			if resp.StatusCode != tc.wantStatus || resp.Header.Get("Location") != tc.wantLocation {
-				t.Fatalf("got %d Location %q, want %d Location %q", resp.StatusCode, resp.Header.Get("Location"), tc.wantStatus, tc.wantLocation)
+	for _, fe := range frontEnds {
+		t.Run(fe.name, func(t *testing.T) {
+			cfg := testConfig()
+			app := echoApp(t)
+			sb := &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}
+			_, srv := startGatewayOpts(t, cfg, sb, Options{NetHTTPOnly: fe.netHTTPOnly})
+			host := "sandbox-abc." + testDomain
+			older := testkit.Mint(t, cfg, "abc", time.Minute)
+			fresh := testkit.Mint(t, cfg, "abc", time.Hour)
+			cookie := auth.DefaultCookieName + "=" + older + "; app=1"
+			tests := []struct {
+				name         string
+				method       string
+				query        string
+				wantStatus   int
+				wantLocation string
+				wantCookie   string // value of our Set-Cookie; "" for none
+			}{
+				{"valid query token", "GET", "a=1&access_token=" + fresh + "&b=2", http.StatusSeeOther, "/p?a=1&b=2", fresh},
+				{"garbage query token", "GET", "a=1&access_token=garbage&b=2", http.StatusSeeOther, "/p?a=1&b=2", ""},
+				{"query token for another sandbox", "HEAD", "access_token=" + testkit.Mint(t, cfg, "other", time.Minute), http.StatusSeeOther, "/p", ""},
+				{"POST keeps being served", "POST", "a=1&access_token=garbage", http.StatusOK, "", ""},
+				{"no query token", "GET", "a=1&b=2", http.StatusOK, "", ""},
 			}
-			var got []string
-			for _, c := range resp.Cookies() {
-				got = append(got, c.Name+"="+c.Value)
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) {
+					before := sb.ensures.Load()
+					resp := testkit.Request(t, srv, tc.method, host, "/p?"+tc.query, "", "Cookie", cookie, "Sec-Fetch-Mode", "navigate")
+					if resp.StatusCode != tc.wantStatus || resp.Header.Get("Location") != tc.wantLocation {
+						t.Fatalf("got %d Location %q, want %d Location %q", resp.StatusCode, resp.Header.Get("Location"), tc.wantStatus, tc.wantLocation)
+					}
+					var got []string
+					for _, c := range resp.Cookies() {
+						got = append(got, c.Name+"="+c.Value)
+					}
+					if tc.wantCookie == "" && len(got) != 0 {
+						t.Errorf("got Set-Cookie %q, want none", got)
+					}
+					if tc.wantCookie != "" && (len(got) != 1 || got[0] != auth.DefaultCookieName+"="+tc.wantCookie) {
+						t.Errorf("got Set-Cookie %q, want the query token", got)
+					}
+					if tc.wantStatus == http.StatusSeeOther {
+						if n := sb.ensures.Load() - before; n != 0 {
+							t.Errorf("got %d Ensure calls for a redirect, want 0", n)
+						}
+						return
+					}
+					body, err := io.ReadAll(resp.Body)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if strings.Contains(string(body), "access_token") || strings.Contains(string(body), older) {
+						t.Errorf("a token reached the sandbox: %s", body)
+					}
+				})
 			}
-			if tc.wantCookie == "" && len(got) != 0 {
-				t.Errorf("got Set-Cookie %q, want none", got)
-			}
-			if tc.wantCookie != "" && (len(got) != 1 || got[0] != auth.DefaultCookieName+"="+tc.wantCookie) {
-				t.Errorf("got Set-Cookie %q, want the query token", got)
-			}
-			if tc.wantStatus == http.StatusSeeOther {
-				if n := sb.ensures.Load() - before; n != 0 {
-					t.Errorf("got %d Ensure calls for a redirect, want 0", n)
-				}
-				return
-			}
-			body, err := io.ReadAll(resp.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if strings.Contains(string(body), "access_token") || strings.Contains(string(body), older) {
-				t.Errorf("a token reached the sandbox: %s", body)
+
+			// The follow-up to the clean Location, with the cookie, is served.
+			resp := testkit.Request(t, srv, "GET", host, "/p?a=1&b=2", "", "Cookie", auth.DefaultCookieName+"="+fresh)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("follow-up with the cookie: got %d, want 200", resp.StatusCode)
 			}
 		})
-	}
-
-	// The follow-up to the clean Location, with the cookie, is served.
-	resp := testkit.Request(t, srv, "GET", host, "/p?a=1&b=2", "", "Cookie", auth.DefaultCookieName+"="+fresh)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("follow-up with the cookie: got %d, want 200", resp.StatusCode)
 	}
 }
 

@@ -131,17 +131,13 @@ func TestHTTP2HostFieldNotForwarded(t *testing.T) {
 	authority := "sandbox-abc." + testDomain
 	_, port, _ := net.SplitHostPort(addr)
 	for _, tc := range []struct {
-		name     string
-		mode     string
-		noDirect bool
-		want     string
+		name string
+		mode string
+		want string
 	}{
-		{"preserve", config.HostPreserve, false, authority},
-		{"preserve/reverseproxy", config.HostPreserve, true, authority},
-		{"rewrite", config.HostRewrite, false, addr},
-		{"rewrite/reverseproxy", config.HostRewrite, true, addr},
-		{"local", config.HostLocal, false, "localhost:" + port},
-		{"local/reverseproxy", config.HostLocal, true, "localhost:" + port},
+		{"preserve", config.HostPreserve, authority},
+		{"rewrite", config.HostRewrite, addr},
+		{"local", config.HostLocal, "localhost:" + port},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig()
@@ -151,7 +147,6 @@ func TestHTTP2HostFieldNotForwarded(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(g.Close)
-			g.proxy.noDirect = tc.noDirect
 			s := NewServer(cfg, g, testkit.Logger(t))
 			s.TLSConfig = testkit.TLSConfig("h2")
 			c := testkit.DialH2(t, serve(t, s).Listener.Addr().String(), 65535)

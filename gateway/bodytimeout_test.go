@@ -74,25 +74,21 @@ func TestBodyTimeoutStatus(t *testing.T) {
 		fmt.Fprintf(w, "%d", n)
 	}))
 	t.Cleanup(app.Close)
-	for _, lean := range []bool{true, false} {
-		t.Run(fmt.Sprintf("lean=%v", lean), func(t *testing.T) {
+	for _, fe := range frontEnds {
+		t.Run(fe.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := testConfig()
 			cfg.Limits.BodyTimeout = config.Duration(300 * time.Millisecond)
 			cfg.Log.Access = true
 			var logs lockedBuffer
 			m := statusMetrics{got: make(chan int, 1)}
-			g, err := New(cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}, Options{TLS: true, Metrics: m},
+			g, err := New(cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}, Options{TLS: true, Metrics: m, NetHTTPOnly: fe.netHTTPOnly},
 				slog.New(slog.NewTextHandler(&logs, nil)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(g.Close)
-			var h http.Handler = g
-			if !lean {
-				h = http.HandlerFunc(g.ServeHTTP) // hides the lean hook from the Server
-			}
-			s := NewServer(cfg, h, testkit.Logger(t))
+			s := NewServer(cfg, g, testkit.Logger(t))
 			s.TLSConfig = testkit.TLSConfig("h2", "http/1.1")
 			addr := serve(t, s).Listener.Addr().String()
 			tok := testkit.Mint(t, cfg, "abc", time.Minute)

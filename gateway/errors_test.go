@@ -15,37 +15,41 @@ import (
 
 func TestErrorStatuses(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig()
-	tok := testkit.Mint(t, cfg, "abc", time.Minute)
-	tests := []struct {
-		name       string
-		err        error
-		want       int
-		retryAfter bool
-	}{
-		{"not ready", fmt.Errorf("wait: %w", sandboxmgr.ErrNotReady), 504, false},
-		{"docker down", fmt.Errorf("inspect: %w", sandboxmgr.ErrUnavailable), 503, true},
-		{"capacity", sandboxmgr.ErrCapacity, 503, true},
-		{"foreign container", fmt.Errorf("sandbox abc: %w", sandboxmgr.ErrForeignContainer), 409, false},
-		{"other", errors.New("boom"), 502, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			_, srv := startGateway(t, cfg, &fakeSandboxes{err: tc.err})
-			resp := testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/", tok)
-			if resp.StatusCode != tc.want {
-				t.Fatalf("got %d, want %d", resp.StatusCode, tc.want)
+	for _, fe := range frontEnds {
+		t.Run(fe.name, func(t *testing.T) {
+			cfg := testConfig()
+			tok := testkit.Mint(t, cfg, "abc", time.Minute)
+			tests := []struct {
+				name       string
+				err        error
+				want       int
+				retryAfter bool
+			}{
+				{"not ready", fmt.Errorf("wait: %w", sandboxmgr.ErrNotReady), 504, false},
+				{"docker down", fmt.Errorf("inspect: %w", sandboxmgr.ErrUnavailable), 503, true},
+				{"capacity", sandboxmgr.ErrCapacity, 503, true},
+				{"foreign container", fmt.Errorf("sandbox abc: %w", sandboxmgr.ErrForeignContainer), 409, false},
+				{"other", errors.New("boom"), 502, false},
 			}
-			if got := resp.Header.Get("Retry-After") != ""; got != tc.retryAfter {
-				t.Fatalf("Retry-After present = %v, want %v", got, tc.retryAfter)
-			}
-			var body struct{ Error, Code string }
-			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Code == "" || body.Error == "" {
-				t.Fatalf("got body %+v (%v), want JSON error and code", body, err)
-			}
-			if strings.Contains(body.Error, "boom") {
-				t.Fatalf("internal error leaked to client: %q", body.Error)
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) {
+					t.Parallel()
+					_, srv := startGatewayOpts(t, cfg, &fakeSandboxes{err: tc.err}, Options{NetHTTPOnly: fe.netHTTPOnly})
+					resp := testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/", tok)
+					if resp.StatusCode != tc.want {
+						t.Fatalf("got %d, want %d", resp.StatusCode, tc.want)
+					}
+					if got := resp.Header.Get("Retry-After") != ""; got != tc.retryAfter {
+						t.Fatalf("Retry-After present = %v, want %v", got, tc.retryAfter)
+					}
+					var body struct{ Error, Code string }
+					if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Code == "" || body.Error == "" {
+						t.Fatalf("got body %+v (%v), want JSON error and code", body, err)
+					}
+					if strings.Contains(body.Error, "boom") {
+						t.Fatalf("internal error leaked to client: %q", body.Error)
+					}
+				})
 			}
 		})
 	}
@@ -91,12 +95,16 @@ func TestStartFailureStatuses(t *testing.T) {
 
 func TestErrorPageForBrowsers(t *testing.T) {
 	t.Parallel()
-	_, srv := startGateway(t, testConfig(), &fakeSandboxes{})
-	resp := testkit.Request(t, srv, "GET", "evil.example", "/", "", "Accept", "text/html,*/*")
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 404 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
-		!strings.Contains(string(body), "not a preview") {
-		t.Fatalf("got %d %q %q, want 404 HTML page", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	for _, fe := range frontEnds {
+		t.Run(fe.name, func(t *testing.T) {
+			_, srv := startGatewayOpts(t, testConfig(), &fakeSandboxes{}, Options{NetHTTPOnly: fe.netHTTPOnly})
+			resp := testkit.Request(t, srv, "GET", "evil.example", "/", "", "Accept", "text/html,*/*")
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 404 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+				!strings.Contains(string(body), "not a preview") {
+				t.Fatalf("got %d %q %q, want 404 HTML page", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+			}
+		})
 	}
 }
 

@@ -67,17 +67,19 @@ var _ Sandboxes = (*sandboxmgr.Manager)(nil)
 // Gateway serves preview hosts. Create it with New, feed it configs with
 // Apply; it is an http.Handler.
 type Gateway struct {
-	sb        Sandboxes
-	log       *slog.Logger
-	tls       bool // previews are served over TLS
-	table     atomic.Pointer[table]
-	proxy     *proxy
-	limit     *limiter
-	metrics   Metrics
-	traffic   Traffic
-	sockets   *tunnel.Registry
-	creates   *limits.Window // creates_per_subject_per_hour; outlives reloads
-	announced *limits.Recent // ids worth a certificate before they exist (certworth.go)
+	sb          Sandboxes
+	snap        Snapshotter // sb's one-read snapshot, if it has one (decide.go); nil: read through sb
+	log         *slog.Logger
+	tls         bool // previews are served over TLS
+	netHTTPOnly bool // NewServer leaves the lean loop off
+	table       atomic.Pointer[table]
+	proxy       *proxy
+	limit       *limiter
+	metrics     Metrics
+	traffic     Traffic
+	sockets     *tunnel.Registry
+	creates     *limits.Window // creates_per_subject_per_hour; outlives reloads
+	announced   *limits.Recent // ids worth a certificate before they exist (certworth.go)
 	// exchanges counts proxied exchanges in flight per client and in all,
 	// with the connection caps (limits.go admitExchange).
 	exchanges *h1server.ConnLimiter
@@ -98,6 +100,9 @@ type Options struct {
 	// Traffic receives each request proxied to a sandbox (the per-sandbox
 	// request log). Nil means nothing is recorded.
 	Traffic Traffic
+	// NetHTTPOnly serves every request on net/http: NewServer's lean
+	// HTTP/1.1 loop stays off (tests and the bench compare the two).
+	NetHTTPOnly bool
 }
 
 // New returns a gateway serving cfg. It owns the auth verifier built for
@@ -106,7 +111,8 @@ func New(cfg *config.Config, sb Sandboxes, opts Options, log *slog.Logger) (*Gat
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{sb: sb, log: log, tls: opts.TLS}
+	g := &Gateway{sb: sb, log: log, tls: opts.TLS, netHTTPOnly: opts.NetHTTPOnly}
+	g.snap, _ = sb.(Snapshotter) // until the manager offers it: decide.go
 	g.draining, g.drain = context.WithCancel(context.Background())
 	g.proxy = newProxy(g)
 	g.limit = newLimiter()
@@ -235,7 +241,6 @@ func (g *Gateway) Close() {
 	}
 	g.upgrades.Wait()
 	g.proxy.pool.CloseIdle()
-	g.proxy.tr.CloseIdleConnections()
 	if t := g.table.Load(); t != nil && t.verifier != nil {
 		t.verifier.Close()
 	}

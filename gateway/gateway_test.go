@@ -33,7 +33,7 @@ type fakeSandboxes struct {
 	err     error
 	ensures atomic.Int32
 	forgets atomic.Int32
-	lookups atomic.Int32 // Cached, Wake, Progress
+	lookups atomic.Int32 // Wake, Progress: the wake machinery (Cached is decide's snapshot, memory only)
 	held    atomic.Int32
 }
 
@@ -58,7 +58,6 @@ func (f *fakeSandboxes) Forget(id, addr string) { f.forgets.Add(1) }
 // Cached reports every sandbox ready, so navigations are proxied (no
 // waiting page) in handler-chain tests.
 func (f *fakeSandboxes) Cached(id string) (sandboxmgr.Endpoint, bool) {
-	f.lookups.Add(1)
 	return sandboxmgr.Endpoint{ID: id}, true
 }
 
@@ -156,7 +155,14 @@ func dialSocket(ctx context.Context, srv *httptest.Server, host, tok string) (*w
 // HTTP/1.1 loop and net/http).
 func startGateway(t testing.TB, cfg *config.Config, sb Sandboxes) (*Gateway, *httptest.Server) {
 	t.Helper()
-	g, err := New(cfg, sb, Options{}, testkit.Logger(t))
+	return startGatewayOpts(t, cfg, sb, Options{})
+}
+
+// startGatewayOpts is startGateway with opts (Options.NetHTTPOnly: on
+// net/http alone).
+func startGatewayOpts(t testing.TB, cfg *config.Config, sb Sandboxes, opts Options) (*Gateway, *httptest.Server) {
+	t.Helper()
+	g, err := New(cfg, sb, opts, testkit.Logger(t))
 	if err != nil {
 		t.Fatalf("gateway.New: %v", err)
 	}

@@ -6,9 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/internal/h1server"
 	"github.com/previewgate/previewgate/internal/outbound"
 )
 
@@ -24,6 +22,16 @@ func hostname(h string) string {
 	return strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
 }
 
+// hostOnly is hostname of a host NormalizeHost returned (checked and
+// lower-cased once per request: resolve): without its port, one trailing
+// dot before the port, and the brackets of an IPv6 literal.
+func hostOnly(n string) string {
+	if i := strings.LastIndexByte(n, ':'); i >= 0 && !strings.Contains(n[i:], "]") {
+		n = strings.TrimSuffix(n[:i], ".")
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(n, "["), "]")
+}
+
 // resolve maps a request host to what it addresses: a route, or a sandbox id
 // under one of the domains. Foreign hosts get 404, malformed ids 400.
 //
@@ -31,11 +39,12 @@ func hostname(h string) string {
 // folding; config.NormalizeHost and config.SandboxFromHost hold the rule,
 // shared with certificates and config validation.
 func (t *table) resolve(host string) (route, *httpError) {
-	if _, ok := config.NormalizeHost(host); !ok {
+	n, ok := config.NormalizeHost(host)
+	if !ok {
 		return route{}, &httpError{Status: http.StatusBadRequest, Code: "bad_host",
 			Msg: "The host name is not valid."}
 	}
-	h := hostname(host)
+	h := hostOnly(n)
 	if rt, ok := t.routes[h]; ok {
 		return *rt, nil
 	}
@@ -80,61 +89,12 @@ func (g *Gateway) Serves(host string) bool {
 	return herr == nil
 }
 
-// leanRequest reports whether r, a plain bodiless request, would be
-// proxied straight to a running sandbox and is not a stream (SSE, the
-// status endpoint): the lean HTTP/1.1 loop serves those (server.go),
-// net/http everything else. The access check comes
-// before the sandbox lookup, as on the request path: an unauthenticated
-// request never looks up a sandbox. What it found goes into h, so the
-// handler does not resolve and check the same request again. It is the
-// server's Lean hook (NewServer); slot keeps one leanHint per connection.
-func (g *Gateway) leanRequest(r *http.Request, slot *any) bool {
-	if isLongLived(r) || isStatusRequest(r) {
-		return false // streams: net/http notices a client leaving
-	}
-	if strings.Contains(r.URL.RawQuery, auth.LinkParam) {
-		// A share link in the URL is checked even next to a valid token
-		// (access), which the lean check below does not do.
-		return false
-	}
-	t := g.table.Load()
-	rt, herr := t.resolve(r.Host)
-	if herr != nil || rt.sandbox == "" || rt.upstream != nil {
-		return false
-	}
-	var res auth.Result
-	pol := g.policy(t, rt)
-	if !pol.public {
-		var err error
-		if res, err = t.verifier.Check(r, rt.sandbox); err != nil {
-			return false
-		}
-	}
-	if _, ok := g.sb.Cached(rt.sandbox); !ok {
-		return false
-	}
-	h, _ := (*slot).(*leanHint)
-	if h == nil {
-		h = new(leanHint)
-		*slot = h
-	}
-	*h = leanHint{t: t, rt: rt, pol: pol, res: res}
-	return true
-}
-
-// leanHint is what leanRequest found for a request.
-type leanHint struct {
-	t   *table
-	rt  route
-	pol policy // the access check skipped the token only if pol.public
-	res auth.Result
-}
-
-// hintFor returns the lean loop's findings for r, or nil.
-func hintFor(r *http.Request) *leanHint {
-	h, _ := h1server.Hint(r).(*leanHint)
-	return h
-}
+// leanShape reports whether r may take the lean HTTP/1.1 loop (the
+// server's Lean hook: NewServer): anything but a stream. SSE and the
+// gateway's status stream stay with net/http, which notices a client
+// leaving at once. It reads r's head only; what r is for is decided once,
+// in ServeHTTP, whichever loop serves it.
+func leanShape(r *http.Request) bool { return !isLongLived(r) && !isStatusRequest(r) }
 
 // hostModeFor returns the identity of the app that tpl's host_header
 // asks for on r (#22): the local mode (the default) presents the request

@@ -105,3 +105,18 @@ func FuzzServes(f *testing.F) {
 		}
 	})
 }
+
+// TestHostOnly: resolve's hostOnly of the normalized host is hostname of
+// the raw one.
+func TestHostOnly(t *testing.T) {
+	for _, h := range []string{"Sandbox-ABC.example.com", "sandbox-abc.example.com.", "sandbox-abc.example.com.:8443",
+		"sandbox-abc.example.com..", "[::1]:80", "[::1]", "Host:80", "host.", "h:", ":80", "a.b.:", "[fe80::1%25eth0]:443"} {
+		n, ok := config.NormalizeHost(h)
+		if !ok {
+			t.Fatalf("%q: not normalized", h)
+		}
+		if got, want := hostOnly(n), hostname(h); got != want {
+			t.Errorf("hostOnly(NormalizeHost(%q)) = %q, hostname = %q", h, got, want)
+		}
+	}
+}

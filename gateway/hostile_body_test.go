@@ -15,14 +15,12 @@ import (
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
-// The tests in hostile_test.go attack the direct path (bodiless
-// requests). A request with a body goes through httputil.ReverseProxy on
-// upstream.Transports instead; these attack that path with the same
-// misbehaving apps.
+// The tests in hostile_test.go attack bodiless requests; these attack
+// requests with bodies, which take the same path (upstream.Pool.Exchange)
+// with their body streamed beside the answer.
 
-// send sends method to sandbox id through srv, a POST with a body (the
-// ReverseProxy path), anything else without (the direct path), and
-// returns the status and body of the answer.
+// send sends method to sandbox id through srv, a POST with a body,
+// anything else without, and returns the status and body of the answer.
 func send(t *testing.T, srv *httptest.Server, cfg *config.Config, method, id, path string) (int, string) {
 	t.Helper()
 	var body io.Reader
@@ -88,7 +86,7 @@ func TestHostileBodySwitchClosed(t *testing.T) {
 }
 
 // TestHostileBodyInstanceGone: once an instance is reported gone, the
-// connections the body path pooled for it are closed, and the instance
+// connections pooled for it after requests with bodies are closed, and the instance
 // that replaces it on the same address gets a new one.
 func TestHostileBodyInstanceGone(t *testing.T) {
 	t.Parallel()
@@ -121,4 +119,71 @@ func TestHostileBodyInstanceGone(t *testing.T) {
 	if code, body := post(t, srv, cfg, "abc", "/"); code != 200 || body != "conn 2" {
 		t.Fatalf("after the instance went: got %d %q, want 200 from a new connection", code, body)
 	}
+}
+
+// TestHostileBodyExtraResponse: an app answers each POST with its
+// response plus a planted second one. Every client gets exactly the
+// answer to its own request; the planted one never reaches anybody (the
+// connection that held it is not reused).
+func TestHostileBodyExtraResponse(t *testing.T) {
+	t.Parallel()
+	addr, conns := rawApp(t, func(w io.Writer, _, _ int, r *http.Request) bool {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, okResponse("ok "+r.URL.Path)+okResponse("planted"))
+		return true
+	})
+	eps := &endpoints{}
+	eps.set("abc", addr, "i1")
+	onBothLoops(t, eps, nil, func(t *testing.T, cfg *config.Config, srv *httptest.Server) {
+		before := conns.Load()
+		for _, path := range []string{"/a", "/b", "/c"} {
+			if code, body := post(t, srv, cfg, "abc", path); code != 200 || body != "ok "+path {
+				t.Fatalf("%s: got %d %q, want 200 %q", path, code, body, "ok "+path)
+			}
+		}
+		if n := conns.Load() - before; n != 3 {
+			t.Errorf("%d app connections for 3 POSTs each answered twice, want 3 (none reused)", n)
+		}
+	})
+}
+
+// TestHostileBodyAnswerFirst: an app answers a POST before it read the
+// body, and never reads it. The client gets that answer at once, and the
+// next request a connection of its own (the body did not go out whole).
+func TestHostileBodyAnswerFirst(t *testing.T) {
+	t.Parallel()
+	addr, conns := rawApp(t, func(w io.Writer, _, _ int, r *http.Request) bool {
+		io.WriteString(w, okResponse("early "+r.URL.Path))
+		if r.Method == http.MethodPost {
+			<-t.Context().Done() // the body is never read
+			return false
+		}
+		return true
+	})
+	eps := &endpoints{}
+	eps.set("abc", addr, "i1")
+	onBothLoops(t, eps, nil, func(t *testing.T, cfg *config.Config, srv *httptest.Server) {
+		before := conns.Load()
+		big := strings.Repeat("x", 8<<20) // beyond the socket buffers: the app's refusal to read shows
+		req, _ := http.NewRequest("POST", srv.URL+"/upload", strings.NewReader(big))
+		req.Host = "sandbox-abc." + testDomain
+		req.Header.Set("Authorization", "Bearer "+testkit.Mint(t, cfg, "abc", time.Minute))
+		tr := &http.Transport{}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr, Timeout: 20 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatalf("POST: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != "early /upload" {
+			t.Fatalf("POST: got %d %q, want 200 %q", resp.StatusCode, b, "early /upload")
+		}
+		if code, body := send(t, srv, cfg, "GET", "abc", "/next"); code != 200 || body != "early /next" {
+			t.Fatalf("next request: got %d %q, want 200 %q", code, body, "early /next")
+		}
+		if n := conns.Load() - before; n != 2 {
+			t.Errorf("%d app connections, want 2: the one whose body the app never read is not reused", n)
+		}
+	})
 }

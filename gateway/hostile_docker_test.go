@@ -17,6 +17,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/h1server"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"
@@ -38,7 +39,7 @@ type front struct {
 // net/http only, and TLS with HTTP/2.
 func (e *dockerEnv) fronts() []front {
 	e.t.Helper()
-	plain := serve(e.t, NewServer(e.cfg, http.HandlerFunc(e.gw.ServeHTTP), testkit.Logger(e.t)))
+	plain := serve(e.t, h1server.New(ServerOptions(e.cfg.Limits), e.gw, testkit.Logger(e.t))) // no lean loop
 	s := NewServer(e.cfg, e.gw, testkit.Logger(e.t))
 	s.TLSConfig = testkit.TLSConfig("h2", "http/1.1")
 	h2 := serve(e.t, s)

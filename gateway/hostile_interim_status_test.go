@@ -32,16 +32,12 @@ func TestHostileInterimStatus(t *testing.T) {
 	for _, lean := range []bool{true, false} {
 		cfg := testConfig()
 		rec := traffic.New(traffic.Options{})
-		g, err := New(cfg, eps, Options{Traffic: rec}, testkit.Logger(t))
+		g, err := New(cfg, eps, Options{Traffic: rec, NetHTTPOnly: !lean}, testkit.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(g.Close)
-		var h http.Handler = g
-		if !lean {
-			h = http.HandlerFunc(g.ServeHTTP) // hides the lean hook from the Server
-		}
-		srv := serve(t, NewServer(cfg, h, testkit.Logger(t)))
+		srv := serve(t, NewServer(cfg, g, testkit.Logger(t)))
 		tok := testkit.Mint(t, cfg, "abc", time.Minute)
 		for _, method := range []string{"GET", "POST"} { // direct path, ReverseProxy
 			body := ""

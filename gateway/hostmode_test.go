@@ -70,19 +70,14 @@ func TestHostModes(t *testing.T) {
 		{"preserve", config.HostPreserve, preview, own, own},
 		{"rewrite", config.HostRewrite, app.Listener.Addr().String(), own, own},
 	} {
-		for _, noDirect := range []bool{false, true} {
-			name := tc.name
-			if noDirect {
-				name += "/reverseproxy"
-			}
-			t.Run(name, func(t *testing.T) {
+		for _, fe := range frontEnds {
+			t.Run(tc.name+"/"+fe.name, func(t *testing.T) {
 				t.Parallel()
 				cfg := testConfig()
 				if tc.mode != config.HostLocal {
 					cfg.Templates["app"].HostHeader = tc.mode
 				} // else: the default
-				g, srv := startGateway(t, cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}})
-				g.proxy.noDirect = noDirect
+				_, srv := startGatewayOpts(t, cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}, Options{NetHTTPOnly: fe.netHTTPOnly})
 				tok := testkit.Mint(t, cfg, "abc", time.Minute)
 
 				for _, method := range []string{"GET", "POST"} {
@@ -165,10 +160,9 @@ func TestHostLocalLocation(t *testing.T) {
 	app := identityApp(t)
 	_, port, _ := net.SplitHostPort(app.Listener.Addr().String())
 	preview := "sandbox-abc." + testDomain
-	for _, noDirect := range []bool{false, true} {
+	for _, fe := range frontEnds {
 		cfg := testConfig()
-		g, srv := startGateway(t, cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}})
-		g.proxy.noDirect = noDirect
+		_, srv := startGatewayOpts(t, cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}, Options{NetHTTPOnly: fe.netHTTPOnly})
 		tok := testkit.Mint(t, cfg, "abc", time.Minute)
 		for _, tc := range []struct{ to, want string }{
 			{"http://localhost:" + port + "/next?x=1", "//" + preview + "/next?x=1"},
@@ -189,7 +183,7 @@ func TestHostLocalLocation(t *testing.T) {
 			}
 			resp.Body.Close()
 			if got := resp.Header.Get("Location"); got != tc.want {
-				t.Errorf("noDirect=%v: app's Location %q reached the client as %q, want %q", noDirect, tc.to, got, tc.want)
+				t.Errorf("%s: app's Location %q reached the client as %q, want %q", fe.name, tc.to, got, tc.want)
 			}
 		}
 	}

@@ -26,16 +26,12 @@ func TestLeanLeavesLinkInURL(t *testing.T) {
 	got := map[bool]int{}
 	for _, lean := range []bool{true, false} {
 		cfg := testConfig()
-		g, err := New(cfg, eps, Options{}, testkit.Logger(t))
+		g, err := New(cfg, eps, Options{NetHTTPOnly: !lean}, testkit.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(g.Close)
-		var h http.Handler = g
-		if !lean {
-			h = http.HandlerFunc(g.ServeHTTP)
-		}
-		srv := serve(t, NewServer(cfg, h, testkit.Logger(t)))
+		srv := serve(t, NewServer(cfg, g, testkit.Logger(t)))
 		// A made-up link (its record does not exist): refused.
 		link := "l0123456789ab." + "zzzzzz" + ".secret"
 		req := abcRequest("GET", srv.URL+"/?"+auth.LinkParam+"="+link, nil, testkit.Mint(t, cfg, "abc", time.Minute))

@@ -6,34 +6,17 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
-// coldStart answers a browser navigation to a cold sandbox with the waiting
-// page (template cold_start: waiting-page), and the page's status stream,
-// and reports true when it did. sub is the token subject ("" when public).
-func (g *Gateway) coldStart(w http.ResponseWriter, r *http.Request, t *table, rt route, tpl *config.Template, sub string, anonymous tokenless) bool {
-	if rt.sandbox == "" {
-		return false
-	}
-	return g.waitingPage(w, r, tpl, rt.sandbox, func() sandboxmgr.Options { return g.ensureOptions(r, t, rt, sub, anonymous) })
-}
-
-// ensure wakes or creates the sandbox for r, applying the wake policy and
-// the create caps. sub is the token subject ("" when public).
-//
-// Wake policy (#7): a browser navigation or a non-browser client may wake a
-// stopped sandbox; a browser's background fetch or WebSocket (an HMR client
-// retrying all night) may not, and gets ErrAsleep (503, Retry-After) unless
-// a wake is already in progress.
-func (g *Gateway) ensure(r *http.Request, t *table, rt route, tpl *config.Template, sub string, anonymous tokenless) (sandboxmgr.Endpoint, error) {
-	return g.sb.EnsureWith(r.Context(), rt.sandbox, tpl, g.ensureOptions(r, t, rt, sub, anonymous))
-}
-
-// ensureOptions is the wake policy and create quota for r; a request
-// without a token (anonymous) never creates (policy.go).
-func (g *Gateway) ensureOptions(r *http.Request, t *table, rt route, sub string, anonymous tokenless) sandboxmgr.Options {
+// ensureOptions is the wake policy and create quota for d's request r
+// (#7): a browser navigation or a non-browser client may wake a stopped
+// sandbox; a browser's background fetch or WebSocket (an HMR client
+// retrying all night) may not, and gets ErrAsleep (503, Retry-After)
+// unless a wake is already in progress. A request without a token never
+// creates (policy.go).
+func (g *Gateway) ensureOptions(r *http.Request, d *decision) sandboxmgr.Options {
+	t, sub := d.t, d.sub
 	opts := sandboxmgr.Options{NoWake: !mayWake(r)}
 	if n := t.cfg.Limits.CreatesPerSubjectPerHour; n > 0 && sub != "" {
 		opts.OnCreate = func() error {
@@ -44,8 +27,8 @@ func (g *Gateway) ensureOptions(r *http.Request, t *table, rt route, sub string,
 		}
 	}
 	opts.Subject, opts.SubjectMaxRunning = sub, t.cfg.Limits.MaxRunningPerSubject
-	if anonymous != withToken {
-		opts = g.anonymousOptions(opts, t, rt, anonymous == viaShareLink)
+	if d.by != withToken {
+		opts = g.anonymousOptions(opts, d)
 	}
 	return opts
 }

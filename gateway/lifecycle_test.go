@@ -77,32 +77,36 @@ func (p *policySandboxes) last() sandboxmgr.Options {
 
 func TestEnsureWakePolicy(t *testing.T) {
 	t.Parallel()
-	app := echoApp(t)
-	cfg := testConfig()
-	sb := &policySandboxes{fakeSandboxes: &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}, asleep: true}
-	_, srv := startGateway(t, cfg, sb)
-	host := "sandbox-abc." + testDomain
-	tok := testkit.Mint(t, cfg, "abc", time.Minute)
-	for _, tc := range []struct {
-		name       string
-		hdr        []string
-		wantNoWake bool
-		want       int
-	}{
-		{"api client wakes", nil, false, 200},
-		{"navigation wakes", []string{"Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "document"}, false, 200},
-		{"background fetch is refused while asleep", []string{"Sec-Fetch-Mode", "cors", "Sec-Fetch-Dest", "empty"}, true, 503},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			resp := testkit.Request(t, srv, "GET", host, "/", tok, tc.hdr...)
-			if resp.StatusCode != tc.want {
-				t.Fatalf("got %d, want %d", resp.StatusCode, tc.want)
-			}
-			if got := sb.last().NoWake; got != tc.wantNoWake {
-				t.Errorf("got NoWake %v, want %v", got, tc.wantNoWake)
-			}
-			if tc.want == 503 && resp.Header.Get("Retry-After") == "" {
-				t.Errorf("503 without Retry-After")
+	for _, fe := range frontEnds {
+		t.Run(fe.name, func(t *testing.T) {
+			app := echoApp(t)
+			cfg := testConfig()
+			sb := &policySandboxes{fakeSandboxes: &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}, asleep: true}
+			_, srv := startGatewayOpts(t, cfg, sb, Options{NetHTTPOnly: fe.netHTTPOnly})
+			host := "sandbox-abc." + testDomain
+			tok := testkit.Mint(t, cfg, "abc", time.Minute)
+			for _, tc := range []struct {
+				name       string
+				hdr        []string
+				wantNoWake bool
+				want       int
+			}{
+				{"api client wakes", nil, false, 200},
+				{"navigation wakes", []string{"Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "document"}, false, 200},
+				{"background fetch is refused while asleep", []string{"Sec-Fetch-Mode", "cors", "Sec-Fetch-Dest", "empty"}, true, 503},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					resp := testkit.Request(t, srv, "GET", host, "/", tok, tc.hdr...)
+					if resp.StatusCode != tc.want {
+						t.Fatalf("got %d, want %d", resp.StatusCode, tc.want)
+					}
+					if got := sb.last().NoWake; got != tc.wantNoWake {
+						t.Errorf("got NoWake %v, want %v", got, tc.wantNoWake)
+					}
+					if tc.want == 503 && resp.Header.Get("Retry-After") == "" {
+						t.Errorf("503 without Retry-After")
+					}
+				})
 			}
 		})
 	}

@@ -81,13 +81,14 @@ func bucketParams(r *config.Rate) (limit rate.Limit, burst int, ok bool) {
 }
 
 // allow applies the request-rate limits (per client IP, per sandbox, per
-// token subject; sub may be empty) and returns a 429 error when one is hit.
+// token subject, which may be empty: d's) and returns a 429 error when one is hit.
 // It also bounds the request body by the template's MaxBodyBytes.
 //
 // The limits are checked in that order and each consumes a token only when
 // it passes, so a request refused for its IP costs the sandbox nothing: one
 // abusive client cannot drain a sandbox's budget for everyone else.
-func (l *limiter) allow(w http.ResponseWriter, r *http.Request, t *table, rt route, tpl *config.Template, sub string, addrs *wire.Addrs) *httpError {
+func (l *limiter) allow(w http.ResponseWriter, r *http.Request, d *decision, addrs *wire.Addrs) *httpError {
+	t, tpl, sub := d.t, d.tpl, d.sub
 	if tpl != nil && tpl.MaxBodyBytes > 0 {
 		maxBody := int64(tpl.MaxBodyBytes)
 		if r.ContentLength > maxBody {
@@ -117,8 +118,8 @@ func (l *limiter) allow(w http.ResponseWriter, r *http.Request, t *table, rt rou
 			return l.limited(w, rejectSubject, lim, now)
 		}
 	}
-	if limit, burst, ok := bucketParams(sbxRate); ok && rt.sandbox != "" {
-		lim := l.sandbox.Get(rt.sandbox, limit, burst, size)
+	if limit, burst, ok := bucketParams(sbxRate); ok && d.rt.sandbox != "" {
+		lim := l.sandbox.Get(d.rt.sandbox, limit, burst, size)
 		if !lim.AllowN(now, 1) {
 			return l.limited(w, rejectSandbox, lim, now)
 		}

@@ -54,7 +54,7 @@ func TestLimiterFloodBounded(t *testing.T) {
 			for i := range flood {
 				buf = netip.AddrFrom4([4]byte{byte(100 + i>>24), byte(i >> 16), byte(i >> 8), byte(i)}).AppendTo(buf[:0])
 				r.Header["X-Forwarded-For"] = []string{"6.6.6.6, " + string(buf)}
-				if herr := l.allow(w, r, tb, rt, tpl, "", new(wire.Addrs)); herr != nil {
+				if herr := l.allow(w, r, &decision{t: tb, rt: rt, tpl: tpl, sub: ""}, new(wire.Addrs)); herr != nil {
 					rejected++
 				}
 			}

@@ -30,9 +30,15 @@ func (c *fakeClock) advance(d time.Duration) { c.off.Add(int64(d)) }
 
 func startLimitedGateway(t *testing.T, cfg *config.Config) (*fakeSandboxes, *httptest.Server, *fakeClock, *Gateway) {
 	t.Helper()
+	return startLimitedGatewayOpts(t, cfg, Options{})
+}
+
+// startLimitedGatewayOpts is startLimitedGateway with opts.
+func startLimitedGatewayOpts(t *testing.T, cfg *config.Config, opts Options) (*fakeSandboxes, *httptest.Server, *fakeClock, *Gateway) {
+	t.Helper()
 	app := echoApp(t)
 	sb := &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}
-	g, srv := startGateway(t, cfg, sb)
+	g, srv := startGatewayOpts(t, cfg, sb, opts)
 	clk := &fakeClock{}
 	g.limit.now = clk.now // before any request
 	return sb, srv, clk, g
@@ -52,47 +58,49 @@ func TestRateLimitOverHTTP(t *testing.T) {
 		{"subject", func(l *config.Limits) { l.PerSubject = rate }, ""},
 	}
 	for _, tc := range tests {
-		t.Run(tc.kind, func(t *testing.T) {
-			t.Parallel()
-			cfg := testConfig()
-			tc.set(&cfg.Limits)
-			sb, srv, clk, _ := startLimitedGateway(t, cfg)
-			tok := testkit.Mint(t, cfg, "*", time.Hour)
-			host := "sandbox-abc." + testDomain
-			for i := range 2 {
-				if resp := testkit.Request(t, srv, "GET", host, "/", tok); resp.StatusCode != 200 {
-					t.Fatalf("request %d: got %d, want 200", i+1, resp.StatusCode)
+		for _, fe := range frontEnds {
+			t.Run(tc.kind+"/"+fe.name, func(t *testing.T) {
+				t.Parallel()
+				cfg := testConfig()
+				tc.set(&cfg.Limits)
+				sb, srv, clk, _ := startLimitedGatewayOpts(t, cfg, Options{NetHTTPOnly: fe.netHTTPOnly})
+				tok := testkit.Mint(t, cfg, "*", time.Hour)
+				host := "sandbox-abc." + testDomain
+				for i := range 2 {
+					if resp := testkit.Request(t, srv, "GET", host, "/", tok); resp.StatusCode != 200 {
+						t.Fatalf("request %d: got %d, want 200", i+1, resp.StatusCode)
+					}
 				}
-			}
-			resp := testkit.Request(t, srv, "GET", host, "/", tok)
-			if resp.StatusCode != 429 {
-				t.Fatalf("request 3: got %d, want 429", resp.StatusCode)
-			}
-			if got := resp.Header.Get("Retry-After"); got != "2" {
-				t.Errorf("got Retry-After %q, want 2", got)
-			}
-			if got, want := resp.Header.Get("RateLimit-Policy"), `"`+tc.kind+`";q=2;w=4`; got != want {
-				t.Errorf("got RateLimit-Policy %q, want %q", got, want)
-			}
-			if got, want := resp.Header.Get("RateLimit"), `"`+tc.kind+`";r=0;t=2`; got != want {
-				t.Errorf("got RateLimit %q, want %q", got, want)
-			}
-			var body struct{ Error, Code string }
-			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Code != "rate_limited" {
-				t.Errorf("got body %+v (%v), want code rate_limited", body, err)
-			}
-			if got := sb.ensures.Load(); got != 2 {
-				t.Errorf("got %d Ensure calls, want 2: a limited request must not reach the sandbox", got)
-			}
-			otherHost := "sandbox-def." + testDomain
-			if got := testkit.Request(t, srv, "GET", otherHost, "/", tok).StatusCode; (got == 200) != (tc.other != "") {
-				t.Errorf("other sandbox: got %d, want %s", got, map[bool]string{true: "200", false: "429"}[tc.other != ""])
-			}
-			clk.advance(2 * time.Second)
-			if got := testkit.Request(t, srv, "GET", host, "/", tok).StatusCode; got != 200 {
-				t.Fatalf("after Retry-After: got %d, want 200", got)
-			}
-		})
+				resp := testkit.Request(t, srv, "GET", host, "/", tok)
+				if resp.StatusCode != 429 {
+					t.Fatalf("request 3: got %d, want 429", resp.StatusCode)
+				}
+				if got := resp.Header.Get("Retry-After"); got != "2" {
+					t.Errorf("got Retry-After %q, want 2", got)
+				}
+				if got, want := resp.Header.Get("RateLimit-Policy"), `"`+tc.kind+`";q=2;w=4`; got != want {
+					t.Errorf("got RateLimit-Policy %q, want %q", got, want)
+				}
+				if got, want := resp.Header.Get("RateLimit"), `"`+tc.kind+`";r=0;t=2`; got != want {
+					t.Errorf("got RateLimit %q, want %q", got, want)
+				}
+				var body struct{ Error, Code string }
+				if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Code != "rate_limited" {
+					t.Errorf("got body %+v (%v), want code rate_limited", body, err)
+				}
+				if got := sb.ensures.Load(); got != 2 {
+					t.Errorf("got %d Ensure calls, want 2: a limited request must not reach the sandbox", got)
+				}
+				otherHost := "sandbox-def." + testDomain
+				if got := testkit.Request(t, srv, "GET", otherHost, "/", tok).StatusCode; (got == 200) != (tc.other != "") {
+					t.Errorf("other sandbox: got %d, want %s", got, map[bool]string{true: "200", false: "429"}[tc.other != ""])
+				}
+				clk.advance(2 * time.Second)
+				if got := testkit.Request(t, srv, "GET", host, "/", tok).StatusCode; got != 200 {
+					t.Fatalf("after Retry-After: got %d, want 200", got)
+				}
+			})
+		}
 	}
 }
 

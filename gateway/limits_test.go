@@ -34,7 +34,7 @@ func callAllow(l *limiter, t *table, sandbox, sub, remote string, hdr ...string)
 	}
 	w := httptest.NewRecorder()
 	tpl := t.cfg.Template("")
-	return w, l.allow(w, r, t, route{sandbox: sandbox, template: tpl}, tpl, sub, new(wire.Addrs))
+	return w, l.allow(w, r, &decision{t: t, rt: route{sandbox: sandbox, template: tpl}, tpl: tpl, sub: sub}, new(wire.Addrs))
 }
 
 // TestLimiterBurstThenRefill checks each limit inside a synctest bubble: the
@@ -189,7 +189,7 @@ func TestLimiterTemplateOverride(t *testing.T) {
 		call := func(tpl *config.Template, sandbox string) *httpError {
 			r := httptest.NewRequest("GET", "/", nil)
 			r.RemoteAddr = "203.0.113.1:1"
-			return l.allow(httptest.NewRecorder(), r, tb, route{sandbox: sandbox}, tpl, "", new(wire.Addrs))
+			return l.allow(httptest.NewRecorder(), r, &decision{t: tb, rt: route{sandbox: sandbox}, tpl: tpl, sub: ""}, new(wire.Addrs))
 		}
 		if herr := call(strict, "s1"); herr != nil {
 			t.Fatalf("strict first: got %v, want allowed", herr)
@@ -211,7 +211,7 @@ func TestLimiterTemplateOverride(t *testing.T) {
 		for i := range 3 {
 			r := httptest.NewRequest("GET", "/", nil)
 			r.RemoteAddr = fmt.Sprintf("203.0.113.%d:1", 10+i)
-			if herr := l.allow(httptest.NewRecorder(), r, tb, route{sandbox: "l1"}, lax, "", new(wire.Addrs)); herr != nil {
+			if herr := l.allow(httptest.NewRecorder(), r, &decision{t: tb, rt: route{sandbox: "l1"}, tpl: lax, sub: ""}, new(wire.Addrs)); herr != nil {
 				t.Fatalf("lax sandbox request %d: got %v, want allowed (burst 100)", i, herr)
 			}
 		}
@@ -335,7 +335,7 @@ func BenchmarkLimiterAllow(b *testing.B) {
 		r, w := newReq(1), httptest.NewRecorder()
 		b.ReportAllocs()
 		for b.Loop() {
-			if herr := l.allow(w, r, tb, rt, tpl, "alice", new(wire.Addrs)); herr != nil {
+			if herr := l.allow(w, r, &decision{t: tb, rt: rt, tpl: tpl, sub: "alice"}, new(wire.Addrs)); herr != nil {
 				b.Fatal(herr)
 			}
 		}
@@ -349,7 +349,7 @@ func BenchmarkLimiterAllow(b *testing.B) {
 			r, w := newReq(i), httptest.NewRecorder()
 			sub := "user" + strconv.Itoa(i)
 			for pb.Next() {
-				if herr := l.allow(w, r, tb, rt, tpl, sub, new(wire.Addrs)); herr != nil {
+				if herr := l.allow(w, r, &decision{t: tb, rt: rt, tpl: tpl, sub: sub}, new(wire.Addrs)); herr != nil {
 					b.Fatal(herr)
 				}
 			}

@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"github.com/previewgate/previewgate/auth"
-	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
@@ -26,52 +25,6 @@ import (
 // record that went stale between the decision and the wake cannot open a
 // private sandbox.
 
-// policy is what governs one request to a route.
-type policy struct {
-	tpl    *config.Template // whose settings apply; nil: none to create the sandbox from
-	exists bool             // the manager knows the sandbox, and tpl is its own (if still configured)
-	public bool             // no token needed
-}
-
-// policy returns the policy for rt under table t. It reads the manager's
-// record (memory only: no runtime call).
-func (g *Gateway) policy(t *table, rt route) policy {
-	if rt.sandbox == "" || rt.upstream != nil {
-		return policy{tpl: rt.template, public: rt.public}
-	}
-	name, ok := g.sb.Known(rt.sandbox)
-	if !ok {
-		return policy{tpl: rt.template}
-	}
-	own := t.cfg.Templates[name]
-	if own == nil {
-		// Made from a template since removed from the config (or from none
-		// recorded): the route's settings, and never public.
-		return policy{tpl: rt.template, exists: true}
-	}
-	return policy{tpl: own, exists: true, public: rt.public || g.publicSandbox(rt.sandbox, own)}
-}
-
-// publicSandbox reports whether existing sandbox id, made from template
-// own, is public: its own setting (#23, set through the admin API and
-// kept by the runtime) if it has one, else its template's.
-// A sandbox of a template no longer configured is never public, nor is
-// one whose settings this replica could not re-read lately (a "public"
-// withdrawn on another replica must not stay open here).
-func (g *Gateway) publicSandbox(id string, own *config.Template) bool {
-	if own == nil {
-		return false
-	}
-	s, fresh := g.sb.FreshSettings(id)
-	if !fresh {
-		return false
-	}
-	if p := s.Public; p != nil {
-		return *p
-	}
-	return own.Public
-}
-
 // tokenless says how a request without a token got in, if it did.
 type tokenless int
 
@@ -87,16 +40,31 @@ var errNotPublic = errors.New("sandbox is not public")
 
 // anonymousOptions restrict a wake for a request without a token: no
 // create, and only a sandbox that is public by its own settings or
-// template (or route), or that a share link opened (viaLink: the link's
-// record exists only for an existing sandbox, checked just before).
-func (g *Gateway) anonymousOptions(opts sandboxmgr.Options, t *table, rt route, viaLink bool) sandboxmgr.Options {
+// template (or route), or that a share link opened (the link's record
+// exists only for an existing sandbox, checked just before). The
+// instance's template is checked again once the wake is done: the
+// decision's snapshot answers for the instance it saw ready; any other
+// (a wake, a replaced instance) re-reads the sandbox's settings.
+func (g *Gateway) anonymousOptions(opts sandboxmgr.Options, d *decision) sandboxmgr.Options {
 	opts.NoCreate = true
-	if viaLink {
+	if d.by == viaShareLink {
 		return opts
 	}
+	t, rt := d.t, d.rt
+	seen, known, ownPublic := d.ready, d.known, d.ownPublic
+	seenTemplate := d.template
 	opts.MayServe = func(template string) error {
-		if rt.public || g.publicSandbox(rt.sandbox, t.cfg.Templates[template]) {
+		switch {
+		case rt.public:
 			return nil
+		case seen && known && template == seenTemplate:
+			if ownPublic {
+				return nil
+			}
+		default:
+			if s, fresh := g.sb.FreshSettings(rt.sandbox); publicBy(t.cfg.Templates[template], s, fresh) {
+				return nil
+			}
 		}
 		return errNotPublic
 	}

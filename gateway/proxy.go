@@ -2,14 +2,13 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"log"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
+	"strings"
 
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
@@ -20,7 +19,7 @@ import (
 	"github.com/previewgate/previewgate/internal/wire"
 )
 
-// target is where one request goes; it travels in the request context.
+// target is where one request goes.
 type target struct {
 	sandbox  string // "" for fixed upstreams
 	port     int    // a port host's port (addr has it); 0: the template's port
@@ -31,65 +30,39 @@ type target struct {
 	verifier *auth.Verifier
 	host     outbound.Host // what Host (and Origin) the app sees (host.go hostModeFor)
 	timing   *meter.Timing // the request waited for a wake: Server-Timing; else nil
-	fields   directFields  // the direct path's outbound fields (direct.go)
+	fields   directFields  // the exchange's outbound fields (direct.go)
 }
 
-type targetKey struct{}
-
 // poolKey is what upstream connections to t are pooled under: its
-// container instance, never its address alone (connPool invariant 1). An
-// endpoint without an instance (a Sandboxes implementation that does not
-// know one) pools by address, marked so it never matches an instance.
+// container instance, never its address alone (upstream invariant 1), or
+// for a fixed upstream its scheme and host. An endpoint without an
+// instance (a Sandboxes implementation that does not know one) pools by
+// address, marked so it never matches an instance.
 func (t *target) poolKey() string {
-	if t.instance != "" {
+	switch {
+	case t.url != nil:
+		return "upstream " + t.url.Scheme + "://" + t.url.Host
+	case t.instance != "":
 		return t.instance
 	}
 	return "addr " + t.addr
 }
 
-func targetFrom(ctx context.Context) *target {
-	t, _ := ctx.Value(targetKey{}).(*target)
-	return t
-}
-
-// instanceOf names the container instance a ReverseProxy request goes to
-// (false for fixed upstreams), so its connections are pooled per instance.
-func instanceOf(r *http.Request) (string, bool) {
-	if t := targetFrom(r.Context()); t != nil && t.url == nil {
-		return t.poolKey(), true
-	}
-	return "", false
-}
-
-// proxy is the one reverse proxy. Its connections to sandboxes are pooled
-// per container instance: the direct path's in pool, ReverseProxy's in one
-// http.Transport per instance (transports.go), so that neither ever hands
-// a connection of one container to another.
+// proxy is the one reverse proxy: every request but an upgrade goes
+// through upstream.Pool's exchange (direct.go), upgrades through
+// internal/tunnel (upgrade.go). Its connections are pooled per container
+// instance, so that none is ever handed from one container to another.
 type proxy struct {
 	g    *Gateway
-	rp   *httputil.ReverseProxy
-	tr   *upstream.Transports
 	pool *upstream.Pool
-	// noDirect sends everything through ReverseProxy (tests compare the
-	// two paths).
-	noDirect bool
+	bufs *upstream.BufferPool
+	// tls are the TLS settings of fixed https upstreams (system roots).
+	tls *tls.Config
 }
 
 func newProxy(g *Gateway) *proxy {
-	p := &proxy{g: g}
-	p.pool, p.tr = upstream.NewClients(instanceOf)
-	p.rp = &httputil.ReverseProxy{
-		Rewrite:      p.rewrite,
-		Transport:    p.tr,
-		BufferPool:   upstream.NewBufferPool(),
-		ErrorHandler: p.errorHandler,
-		// ReverseProxy clears the response's header map after each 1xx it
-		// forwards, taking the gateway's X-Request-Id with it; the direct
-		// path keeps it (upstream.ForwardInterim).
-		ModifyResponse: checkResponse,
-		ErrorLog:       log.New(slogWriter{g.log}, "", 0),
-	}
-	return p
+	return &proxy{g: g, pool: upstream.NewPool(), bufs: upstream.NewBufferPool(),
+		tls: &tls.Config{NextProtos: []string{"http/1.1"}}}
 }
 
 // serve proxies r to t; cl runs when the exchange (or, for an upgrade,
@@ -100,28 +73,59 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, t *target, cl clos
 		return
 	}
 	defer cl.run()
-	if !p.noDirect && p.serveDirect(w, r, t) {
-		return
-	}
-	// The heads' trace goes in before ReverseProxy adds its own: composed
-	// traces return the older hook's error.
-	p.rp.ServeHTTP(&upstream.InterimGuard{ResponseWriter: w}, r.WithContext(upstream.BoundHeads(context.WithValue(r.Context(), targetKey{}, t))))
+	p.forward(w, r, t)
 }
 
-func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
-	t := targetFrom(pr.In.Context())
-	if t.url != nil {
-		pr.SetURL(t.url)
-	} else {
-		pr.Out.URL.Scheme = "http"
-		pr.Out.URL.Host = t.addr
+// outPath is the escaped path a request for r gets at t. A fixed
+// upstream's own path is joined before r's, as httputil.ReverseProxy's
+// SetURL joins them (its own query is not sent: the outbound policy's
+// query is r's).
+func (t *target) outPath(r *http.Request) string {
+	if t.url == nil {
+		return r.URL.EscapedPath()
 	}
-	hostPfx, host, query, stripped := t.host.Head(pr.In, t.addr, t.verifier)
-	pr.Out.Host = hostPfx + host
-	pr.Out.URL.RawQuery = query
-	h := make(http.Header, len(pr.In.Header)+4)
-	outbound.Fields(pr.In, &stripped, p.g.tls, wire.HeaderSink(h))
-	pr.Out.Header = h
+	u := t.joinURL(r)
+	return u.EscapedPath()
+}
+
+// joinURL is t's fixed upstream URL with r's path joined to its own.
+func (t *target) joinURL(r *http.Request) url.URL {
+	a, b := t.url, r.URL
+	u := url.URL{Scheme: a.Scheme, Host: a.Host, Path: joinSlash(a.Path, b.Path)}
+	if a.RawPath != "" || b.RawPath != "" {
+		u.RawPath = joinSlash(a.EscapedPath(), b.EscapedPath())
+	}
+	return u
+}
+
+// joinSlash joins two path parts with exactly one slash between them.
+func joinSlash(a, b string) string {
+	aslash, bslash := strings.HasSuffix(a, "/"), strings.HasPrefix(b, "/")
+	switch {
+	case aslash && bslash:
+		return a + b[1:]
+	case !aslash && !bslash:
+		return a + "/" + b
+	}
+	return a + b
+}
+
+// upstreamAddr is the host:port of a fixed upstream URL (its scheme's
+// port if it names none) and its TLS settings (nil for http).
+func (p *proxy) upstreamAddr(u *url.URL) (string, *tls.Config) {
+	port := u.Port()
+	var tc *tls.Config
+	switch {
+	case u.Scheme == "https":
+		tc = p.tls.Clone()
+		tc.ServerName = u.Hostname()
+		if port == "" {
+			port = "443"
+		}
+	case port == "":
+		port = "80"
+	}
+	return net.JoinHostPort(u.Hostname(), port), tc
 }
 
 // errorHandler maps transport failures to honest statuses.
@@ -190,49 +194,11 @@ func (p *proxy) reensure(ctx context.Context, t *target) error {
 	return nil
 }
 
-// instanceGone closes every pooled connection to a container instance that
-// stopped, died, paused or was replaced, on both proxy paths.
-func (p *proxy) instanceGone(instance string) {
-	p.pool.CloseInstance(instance)
-	p.tr.CloseInstance(instance)
-}
+// instanceGone closes every pooled connection to a container instance
+// that stopped, died, paused or was replaced.
+func (p *proxy) instanceGone(instance string) { p.pool.CloseInstance(instance) }
 
 func isDialError(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
-}
-
-// slogWriter adapts the reverse proxy's log.Logger to slog.
-type slogWriter struct{ l *slog.Logger }
-
-func (s slogWriter) Write(p []byte) (int, error) {
-	s.l.Warn("proxy", "msg", string(p))
-	return len(p), nil
-}
-
-// checkResponse refuses a 101 (ReverseProxy carries only requests that
-// asked for no upgrade: upgrades go through serveUpgrade), and applies
-// the way back's rules (outbound.Host.Response), putting the gateway's X-Request-Id
-// back on a response after an interim answer: ReverseProxy clears the
-// client's headers after each 1xx it forwards.
-// Refusing here, not in ReverseProxy's own 101 handling, makes
-// ReverseProxy close the body, which for a 101 is the upstream
-// connection; its own handling answers 502 and leaves the connection
-// open until the garbage collector finds it.
-func checkResponse(resp *http.Response) error {
-	if resp.StatusCode == http.StatusSwitchingProtocols {
-		return errUnrequestedSwitch
-	}
-	if resp.Request == nil {
-		return nil
-	}
-	if t := targetFrom(resp.Request.Context()); t != nil {
-		var id []string // nil: the client's header still holds the gateway's
-		if upstream.InterimSeen(resp.Request.Context()) > 0 {
-			id = resp.Request.Header["X-Request-Id"] // the gateway's, as sent
-		}
-		t.host.Response(resp.Header, t.addr, id)
-		t.timing.AddTo(resp.Header)
-	}
-	return nil
 }

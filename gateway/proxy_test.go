@@ -82,11 +82,20 @@ func TestRetryAfterDialFailure(t *testing.T) {
 		t.Fatalf("got %d forgets, %d ensures; want 1, 2", sb.forgets.Load(), sb.ensures.Load())
 	}
 
-	// A POST is not retried: it gets an honest 502.
+	// A POST with a body is re-ensured too: a failed dial sent nothing
+	// (the body is read only once a connection stands).
 	sb2 := &fakeSandboxes{addrs: []string{dead, app.Listener.Addr().String()}}
 	_, srv2 := startGateway(t, cfg, sb2)
-	if resp := testkit.Request(t, srv2, "POST", "sandbox-abc."+testDomain, "/", tok); resp.StatusCode != 502 {
-		t.Fatalf("POST: got %d, want 502", resp.StatusCode)
+	req := abcRequest("POST", srv2.URL+"/", strings.NewReader("payload"), tok)
+	resp2, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp2.Body.Close()
+	var echo struct{ Method string }
+	json.NewDecoder(resp2.Body).Decode(&echo)
+	if resp2.StatusCode != 200 || echo.Method != "POST" || sb2.ensures.Load() != 2 {
+		t.Fatalf("POST: got %d %q after %d ensures, want 200 POST after 2", resp2.StatusCode, echo.Method, sb2.ensures.Load())
 	}
 }
 

@@ -9,21 +9,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/previewgate/previewgate/auth"
-	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/meter"
 	"github.com/previewgate/previewgate/internal/outbound"
+	"github.com/previewgate/previewgate/internal/pages"
 	"github.com/previewgate/previewgate/internal/wire"
 )
 
-// ServeHTTP runs the request path: host → access → limits → ensure → proxy.
+// ServeHTTP runs the request path, top to bottom: decide (host, access:
+// decide.go) → admit (limits) → ensure (wake or create) → proxy. Every
+// front end calls it: the lean HTTP/1.1 loop, net/http's HTTP/1.1 and
+// HTTP/2.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	t := g.table.Load()
-	hint := hintFor(r)
-	if hint != nil {
-		t = hint.t // the table the lean loop checked against
-	}
 	st := new(reqState)
 	id := headerValue(r.Header, "X-Request-Id")
 	if id == "" || len(id) > 128 {
@@ -35,13 +32,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header()["X-Request-Id"] = st.ids[1:2:2]
 	sw := &st.sw
 	sw.Start(w, r)
-	sandbox, label, proxied := g.serve(sw, r, t, hint, st)
+	d := &st.d
+	g.decide(r, d)
+	proxied := g.serve(sw, r, d, st)
 	status := sw.Final(r)
 	took := time.Since(start)
-	g.metrics.Request(label, status, took, proxied && !sw.Hijacked())
-	g.record(sandbox, st, r, sw, status, took, t)
-	if t.cfg.Log.Access {
-		g.logAccess(r, id, status, took, sandbox, label)
+	g.metrics.Request(d.label, status, took, proxied && !sw.Hijacked())
+	g.record(d.rt.sandbox, st, r, sw, status, took, d.t)
+	if d.t.cfg.Log.Access {
+		g.logAccess(r, id, status, took, d.rt.sandbox, d.label)
 	}
 }
 
@@ -58,75 +57,42 @@ func (g *Gateway) logAccess(r *http.Request, id string, status int, took time.Du
 		slog.String("sandbox", sandbox), slog.String("template", label))
 }
 
-// serve handles one request and returns the sandbox id, the metrics label
-// (the sandbox's own template, "upstream" or "none") and whether it
-// reached the proxy. A hint from the lean loop stands for the route, the
-// policy and the access check.
-func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, t *table, hint *leanHint, st *reqState) (sandbox, label string, proxied bool) {
-	label = "none"
-	var rt route
-	var pol policy
-	if hint != nil {
-		rt, pol = hint.rt, hint.pol
-	} else {
-		var herr *httpError
-		if rt, herr = t.resolve(r.Host); herr != nil {
-			g.fail(w, r, herr)
-			return
-		}
-		pol = g.policy(t, rt)
+// serve carries out decision d for r and reports whether r reached the
+// proxy.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, d *decision, st *reqState) (proxied bool) {
+	if d.end != nil {
+		g.carryOut(w, r, d)
+		return false
 	}
-	sandbox = rt.sandbox
-	tpl, sub, viaLink, done := g.access(w, r, t, rt, pol, hint)
-	if done {
-		return
-	}
-	if herr := portError(rt, tpl); herr != nil {
-		g.fail(w, r, herr)
-		return
-	}
-	if rt.upstream != nil {
-		label = "upstream"
-	} else if tpl != nil {
-		label = tpl.Name
-	}
-	cl, herr := g.admit(w, r, t, rt, tpl, sub, st)
+	cl, herr := g.admit(w, r, d, st)
 	if herr != nil {
 		g.fail(w, r, herr)
 		cl.run() // what was admitted before the refusal
-		return
+		return false
 	}
-	if rt.upstream != nil {
-		st.t = target{url: rt.upstream, verifier: t.verifier, host: outbound.Host{Mode: outbound.Upstream}}
+	if d.rt.upstream != nil {
+		st.t = target{url: d.rt.upstream, verifier: d.t.verifier, host: outbound.Host{Mode: outbound.Upstream}}
 		g.proxy.serve(w, r, &st.t, cl)
-		return sandbox, label, true
+		return true
 	}
-	anonymous := withToken // neither public access nor a link creates (policy.go)
-	switch {
-	case pol.public:
-		anonymous = publicNoToken
-	case viaLink:
-		anonymous = viaShareLink
-	}
-	label, proxied = g.serveSandbox(w, r, t, rt, tpl, sub, anonymous, hint, st, cl)
-	return sandbox, label, proxied
+	return g.serveSandbox(w, r, d, st, cl)
 }
 
 // admit applies the limits to r and takes its admissions. It returns the
 // releases owed when r's connection ends (for an upgrade, when its socket
 // closes, after ServeHTTP returned), kept in st's room for the usual few
-// (exchange admission, touch, a hold or a socket's): no allocation of
-// their own. On a refusal they are what was taken before it.
-func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, t *table, rt route, tpl *config.Template, sub string, st *reqState) (closers, *httpError) {
+// (exchange admission, a hold or a socket's): no allocation of their
+// own. On a refusal they are what was taken before it.
+func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, d *decision, st *reqState) (closers, *httpError) {
 	cl := closers(st.cl[:0])
-	if herr := g.limit.allow(w, r, t, rt, tpl, sub, &st.addrs); herr != nil {
+	if herr := g.limit.allow(w, r, d, &st.addrs); herr != nil {
 		return cl, herr
 	}
 	// From here the request is its sandbox's to count (traffic.go),
 	// whatever answers it: the app, the waiting page, a failed start.
 	st.counted = !isStatusRequest(r)
 	if isUpgrade(r) {
-		release, herr := g.limit.openSocket(r, t, rt.sandbox, &st.addrs)
+		release, herr := g.limit.openSocket(r, d.t, d.rt.sandbox, &st.addrs)
 		if herr != nil {
 			return cl, herr
 		}
@@ -139,151 +105,80 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, t *table, rt rou
 	return append(cl, release), nil
 }
 
-// serveSandbox wakes or creates rt's sandbox as tpl says and proxies r to
-// it. It returns the metrics label (the template of the instance that
-// answered) and whether r reached the proxy. cl is its to run, or to hand
-// to the proxy with r.
-func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, t *table, rt route, tpl *config.Template, sub string,
-	anonymous tokenless, hint *leanHint, st *reqState, cl closers) (label string, proxied bool) {
+// serveSandbox wakes or creates d's sandbox as its template says and
+// proxies r to it, and reports whether r reached the proxy. cl is its to
+// run, or to hand to the proxy with r. d.label becomes the template of
+// the instance that answered.
+func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, d *decision, st *reqState, cl closers) (proxied bool) {
 	handedOff := false
 	defer func() {
 		if !handedOff {
 			cl.run()
 		}
 	}()
+	id, tpl := d.rt.sandbox, d.tpl
 	if tpl == nil {
 		g.fail(w, r, &httpError{Status: http.StatusServiceUnavailable, Code: "no_template",
 			Msg: "No template is configured to create this sandbox."})
-		return "none", false
+		return false
 	}
-	label = tpl.Name
-	if g.coldStart(w, r, t, rt, tpl, sub, anonymous) {
-		return label, false
+	if (isStatusRequest(r) || !d.ready) && g.waitingPage(w, r, d) {
+		return false
 	}
 	var timing *meter.Timing
 	var endWatch func() []meter.Span
-	// The lean loop found the sandbox ready (hint); otherwise a request
-	// that is about to wait is timed.
-	if hint == nil {
-		if _, ready := g.sb.Cached(rt.sandbox); !ready {
-			endWatch = g.watchWake(rt.sandbox)
-		}
+	if !d.ready { // a request about to wait is timed
+		endWatch = g.watchWake(id)
 	}
-	ep, err := g.ensure(r, t, rt, tpl, sub, anonymous)
+	ep, err := g.sb.EnsureWith(r.Context(), id, tpl, g.ensureOptions(r, d))
 	if endWatch != nil {
 		timing = &meter.Timing{Spans: endWatch(), ProxyStart: time.Now()}
 	}
 	if err != nil {
-		if he := anonymousError(err); anonymous != withToken && he != nil {
+		if he := anonymousError(err); d.by != withToken && he != nil {
 			g.fail(w, r, he)
-			return label, false
+			return false
 		}
 		g.fail(w, r, ensureError(r.Context(), err))
-		return label, false
+		return false
 	}
-	if own := t.cfg.Templates[ep.Template]; own != nil && own != tpl {
+	if own := d.t.cfg.Templates[ep.Template]; own != nil && own != tpl {
 		// The manager's record was behind (another replica made it): the
 		// instance's own template governs the proxying.
-		tpl, label = own, own.Name
-		if herr := portError(rt, tpl); herr != nil {
+		tpl, d.label = own, own.Name
+		if herr := portError(d.rt, tpl); herr != nil {
 			g.fail(w, r, herr)
-			return label, false
+			return false
 		}
 	}
-	id := rt.sandbox
-	g.sb.Touch(id)
-	if hint == nil && isLongLived(r) { // the lean loop takes no stream (leanRequest)
+	// Activity: a long-lived request holds its sandbox awake while open
+	// (Hold notes activity at both ends); any other notes it once.
+	if isLongLived(r) {
 		cl = append(cl, g.sb.Hold(id))
+	} else {
+		g.sb.Touch(id)
 	}
-	cl = append(cl, func() { g.sb.Touch(id) })
 	handedOff = true
 	// Field by field into st's zero target, not a composite literal: the
 	// literal's temporary would sit in this frame on every request's
 	// stack (see logAccess).
 	pt := &st.t
-	pt.sandbox, pt.port, pt.addr, pt.instance = id, rt.port, wire.PortAddr(ep.Addr, rt.port), ep.Instance
-	pt.tpl, pt.verifier, pt.timing = tpl, t.verifier, timing
+	pt.sandbox, pt.port, pt.addr, pt.instance = id, d.rt.port, wire.PortAddr(ep.Addr, d.rt.port), ep.Instance
+	pt.tpl, pt.verifier, pt.timing = tpl, d.t.verifier, timing
 	pt.host = hostModeFor(tpl, r)
 	g.proxy.serve(w, r, pt, cl)
-	return label, true
-}
-
-// access checks r's token for route rt under policy pol (a hint from the
-// lean loop stands for the check) and returns the template whose settings
-// apply and the token's subject. A token's "tpl" claim chooses the
-// template only for a sandbox that does not exist yet. done: r was
-// answered (refused, or sent to the clean URL after a ?access_token=
-// exchange). viaLink: a share link let r in (links.go); it has no subject.
-func (g *Gateway) access(w http.ResponseWriter, r *http.Request, t *table, rt route, pol policy, hint *leanHint) (tpl *config.Template, sub string, viaLink, done bool) {
-	tpl = pol.tpl
-	if pol.public {
-		return tpl, "", false, false
-	}
-	var res auth.Result
-	if hint != nil {
-		res = hint.res
-	} else {
-		link, fromQuery, hasLink := t.verifier.Link(r)
-		var err error
-		if !fromQuery {
-			res, err = t.verifier.Check(r, rt.sandbox)
-		}
-		if fromQuery || err != nil && hasLink {
-			// A link in the URL is what the user opened; a link cookie
-			// serves when no token does.
-			exp, he := g.linkGrant(r, t.verifier, rt, pol, link, fromQuery)
-			switch {
-			case he != nil:
-				g.metrics.AuthFailed(he.Code)
-				g.fail(w, r, he)
-				return nil, "", false, true
-			case fromQuery:
-				t.verifier.ExchangeLink(w, r, link, exp)
-				return nil, "", false, true
-			}
-			return tpl, "", true, false
-		}
-		if err != nil {
-			g.metrics.AuthFailed(auth.Reason(err))
-			if he := createNeedsToken(rt, pol, err); he != nil {
-				g.fail(w, r, he)
-			} else {
-				g.fail(w, r, authError(err))
-			}
-			return nil, "", false, true
-		}
-	}
-	if res.Claims != nil {
-		sub = res.Claims.Subject
-	}
-	if res.Exchange {
-		// Whenever the URL still holds a token, even next to a valid
-		// cookie, the browser is sent to the clean URL first so the token
-		// leaves its address bar and history.
-		t.verifier.Exchange(w, r, res)
-		return nil, "", false, true
-	}
-	if rt.sandbox != "" && rt.upstream == nil && res.Claims != nil && res.Claims.Template != "" {
-		// A name the config lacks is the backend's mistake, whether or not
-		// the sandbox exists yet; a valid one picks the template of a new
-		// sandbox only (policy.go).
-		named := t.cfg.Templates[res.Claims.Template]
-		if named == nil {
-			g.fail(w, r, &httpError{Status: http.StatusBadRequest, Code: "unknown_template",
-				Msg: "The access token names a template this gateway does not have."})
-			return nil, "", false, true
-		}
-		if !pol.exists {
-			tpl = named
-		}
-	}
-	return tpl, sub, false, false
+	return true
 }
 
 // isLongLived reports requests that may stay open for long: WebSocket
 // upgrades and SSE streams. They keep their sandbox awake while open.
 func isLongLived(r *http.Request) bool {
 	return isUpgrade(r) || strings.Contains(headerValue(r.Header, "Accept"), "text/event-stream")
+}
+
+// isStatusRequest reports a request for the gateway's status stream.
+func isStatusRequest(r *http.Request) bool {
+	return r.URL.Path == pages.StatusPath || strings.HasPrefix(r.URL.Path, pages.StatusPath+"/")
 }
 
 // isUpgrade reports a protocol upgrade request (WebSocket).
@@ -303,11 +198,12 @@ func (g *Gateway) requestID() string {
 }
 
 // reqState is what one request keeps on the heap, in one allocation
-// instead of one each (#25): its status writer, the proxy's target, the
+// instead of one each (#25): its status writer, its decision, the proxy's target, the
 // first releases owed, and the X-Request-Id values of the request and the
 // response (two slots, so neither header shares the other's slice).
 type reqState struct {
 	sw  meter.Writer
+	d   decision
 	t   target
 	cl  [4]func()
 	ids [2]string

@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"log/slog"
-	"net/http"
-	"os"
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/h1server"
@@ -26,20 +24,15 @@ func ConnCaps(l config.Limits) h1server.ConnCaps {
 	return h1server.ConnCaps{Max: l.MaxConnections, PerIP: l.ConnectionsPerIP}
 }
 
-// NewServer returns the server for h with cfg's connection limits. When h
-// is the gateway itself, plain requests to running sandboxes take the lean
-// loop (leanRequest decides), unless the environment sets
-// PREVIEWGATE_LEAN=off: the switch that runs everything on net/http (CI
-// runs the gateway's tests both ways). Any other handler is served by
-// net/http alone.
-func NewServer(cfg *config.Config, h http.Handler, log *slog.Logger) *Server {
-	s := h1server.New(ServerOptions(cfg.Limits), h, log)
-	if g, ok := h.(*Gateway); ok && LeanEnabled() {
-		s.Lean = g.leanRequest
+// NewServer returns the server of a preview listener serving g, with
+// cfg's connection limits. Plain HTTP/1.1 requests take the lean loop
+// (leanShape says which), unless g was made with Options.NetHTTPOnly;
+// everything else, and HTTP/2, is net/http's. Both call g.ServeHTTP,
+// which decides the request once.
+func NewServer(cfg *config.Config, g *Gateway, log *slog.Logger) *Server {
+	s := h1server.New(ServerOptions(cfg.Limits), g, log)
+	if !g.netHTTPOnly {
+		s.Lean = leanShape
 	}
 	return s
 }
-
-// LeanEnabled reports whether the lean loop is on (PREVIEWGATE_LEAN is not
-// "off").
-func LeanEnabled() bool { return os.Getenv("PREVIEWGATE_LEAN") != "off" }

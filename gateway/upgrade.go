@@ -5,10 +5,11 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"net/http/httputil"
 
+	"github.com/previewgate/previewgate/internal/outbound"
 	"github.com/previewgate/previewgate/internal/tunnel"
 	"github.com/previewgate/previewgate/internal/upstream"
+	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // closers are releases owed when a request's connection closes: for an
@@ -35,7 +36,7 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 	g := p.g
 	g.upgrades.Add(1)
 	cl = append(cl, g.upgrades.Done)
-	ctx, cancel := context.WithCancel(context.WithValue(context.WithoutCancel(r.Context()), targetKey{}, t))
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	cl = append(cl, cancel)
 	// Draining cancels the socket; so does a client that goes away before
 	// the backend answered.
@@ -56,7 +57,7 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 	stopClient := context.AfterFunc(r.Context(), cancel)
 	defer stopClient()
 
-	out := p.upgradeRequest(r.WithContext(ctx))
+	out := p.upgradeRequest(r.WithContext(ctx), t)
 	back, err := p.dialUpgrade(ctx, out, t)
 	if err != nil {
 		p.errorHandler(w, r, err)
@@ -107,7 +108,7 @@ func (p *proxy) handshake(w http.ResponseWriter, r, out *http.Request, back net.
 		id := h["X-Request-Id"]
 		upstream.RelayHeader(h, res)
 		t.host.Response(h, t.addr, id)
-		upstream.Relay(w, res, p.rp.BufferPool) // a cut body ends the reply, as before
+		upstream.Relay(w, res, p.bufs) // a cut body ends the reply, as before
 		return nil, nil, false
 	}
 	// The 101 gets the gateway's own headers where it has none (Take):
@@ -117,15 +118,22 @@ func (p *proxy) handshake(w http.ResponseWriter, r, out *http.Request, back net.
 }
 
 // upgradeRequest is the outgoing request for an upgrade: the outbound
-// policy's head (internal/outbound, as ReverseProxy's Rewrite sets it), without
+// policy's head (internal/outbound, as the exchange writes it), without
 // the switch's own fields (tunnel.Handshake sets them).
-func (p *proxy) upgradeRequest(r *http.Request) *http.Request {
+func (p *proxy) upgradeRequest(r *http.Request, t *target) *http.Request {
 	out := r.Clone(r.Context())
-	out.RequestURI = ""
-	out.Close = false
-	out.Body = nil
-	out.ContentLength = 0
-	p.rewrite(&httputil.ProxyRequest{In: r, Out: out})
+	out.RequestURI, out.Close, out.Body, out.ContentLength = "", false, nil, 0
+	out.URL.Scheme, out.URL.Host = "http", t.addr
+	if t.url != nil {
+		u := t.joinURL(r)
+		out.URL = &u
+	}
+	hostPfx, host, query, stripped := t.host.Head(r, t.addr, t.verifier)
+	out.Host = hostPfx + host
+	out.URL.RawQuery = query
+	h := make(http.Header, len(r.Header)+4)
+	outbound.Fields(r, &stripped, p.g.tls, wire.HeaderSink(h))
+	out.Header = h
 	return out
 }
 

@@ -29,27 +29,19 @@ func isNavigation(r *http.Request) bool {
 	return strings.Contains(headerValue(r.Header, "Accept"), "text/html")
 }
 
-// isStatusRequest reports a request for the gateway's status stream.
-func isStatusRequest(r *http.Request) bool {
-	return r.URL.Path == pages.StatusPath || strings.HasPrefix(r.URL.Path, pages.StatusPath+"/")
-}
-
 // waitingPage serves the status stream, or the waiting page for a
-// navigation to a cold sandbox, and reports whether it answered.
-func (g *Gateway) waitingPage(w http.ResponseWriter, r *http.Request, tpl *config.Template, id string, opts func() sandboxmgr.Options) bool {
+// navigation to d's sandbox when it is cold, and reports whether it
+// answered.
+func (g *Gateway) waitingPage(w http.ResponseWriter, r *http.Request, d *decision) bool {
+	id, tpl := d.rt.sandbox, d.tpl
 	if isStatusRequest(r) {
 		g.serveStatus(w, r, id, tpl)
 		return true
 	}
-	if tpl.ColdStart != config.ColdStartWaitingPage {
+	if tpl.ColdStart != config.ColdStartWaitingPage || d.ready || !isNavigation(r) {
 		return false
 	}
-	// A running sandbox first: most requests go to one, and reading the
-	// manager's record costs less than the headers isNavigation reads.
-	if _, ok := g.sb.Cached(id); ok || !isNavigation(r) {
-		return false
-	}
-	g.sb.Wake(id, tpl, opts())
+	g.sb.Wake(id, tpl, g.ensureOptions(r, d))
 	pages.Waiting(w)
 	return true
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http/httptest"
 	"slices"
@@ -43,6 +44,38 @@ func TestIsNavigation(t *testing.T) {
 			}
 			if got := isNavigation(r); got != tc.want {
 				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// notReady knows no ready sandbox: a navigation gets the waiting
+// page, and the wake it starts is counted.
+type notReady struct{ fakeSandboxes }
+
+func (c *notReady) Cached(string) (sandboxmgr.Endpoint, bool) { return sandboxmgr.Endpoint{}, false }
+
+// TestWaitingPageFrontEnds: a browser navigation to a cold sandbox gets
+// the waiting page at once, and starts one wake, on both front ends (the
+// lean loop serves it now: it serves whatever ServeHTTP decides).
+func TestWaitingPageFrontEnds(t *testing.T) {
+	t.Parallel()
+	for _, fe := range frontEnds {
+		t.Run(fe.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := testConfig()
+			cfg.Templates["app"].ColdStart = config.ColdStartWaitingPage
+			sb := &notReady{fakeSandboxes{addrs: []string{testkit.DeadAddr(t)}}}
+			_, srv := startGatewayOpts(t, cfg, sb, Options{NetHTTPOnly: fe.netHTTPOnly})
+			resp := testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/", testkit.Mint(t, cfg, "abc", time.Minute),
+				"Sec-Fetch-Mode", "navigate", "Accept", "text/html")
+			var b strings.Builder
+			io.Copy(&b, resp.Body)
+			if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Type"), "text/html") || !strings.Contains(b.String(), pages.StatusPath) {
+				t.Fatalf("got %d %q %.80q, want the waiting page", resp.StatusCode, resp.Header.Get("Content-Type"), b.String())
+			}
+			if n := sb.lookups.Load(); n != 1 || sb.ensures.Load() != 0 {
+				t.Errorf("got %d wake calls and %d ensures, want 1 wake and no wait", n, sb.ensures.Load())
 			}
 		})
 	}

@@ -72,12 +72,11 @@ func TestServerTimingAfterWake(t *testing.T) {
 	cfg := testConfig()
 	sb := &slowWake{fakeSandboxes: fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}, perStep: 60 * time.Millisecond,
 		phases: []string{sandboxmgr.PhaseQueued, sandboxmgr.PhaseCreating, sandboxmgr.PhaseStarting, sandboxmgr.PhaseWaitingPort}}
-	for _, noDirect := range []bool{false, true} {
+	for _, fe := range frontEnds {
 		sb.mu.Lock()
 		sb.began = time.Time{} // a new wake
 		sb.mu.Unlock()
-		g, srv := startGateway(t, cfg, sb)
-		g.proxy.noDirect = noDirect
+		_, srv := startGatewayOpts(t, cfg, sb, Options{NetHTTPOnly: fe.netHTTPOnly})
 		// An API client (no Accept: text/html) is held through the wake.
 		tok := testkit.Mint(t, cfg, "abc", time.Minute)
 		t0 := time.Now()

@@ -61,11 +61,12 @@ func (a *App) listen(name, addr string, h http.Handler, tc *tls.Config, conns *h
 	if err != nil {
 		return fmt.Errorf("listen %s %s: %w", name, addr, err)
 	}
-	// The preview listeners are the gateway's (its lean hook); the admin
-	// and metrics listeners are the engine's alone, with the same limits.
+	// The gateway's own listeners take its lean loop (gateway.NewServer);
+	// the others (admin, metrics, ACME's redirect) are the engine's alone,
+	// with the same limits.
 	var srv *h1server.Server
-	if conns != nil {
-		srv = gateway.NewServer(a.cfg, h, a.log)
+	if h == http.Handler(a.gw) {
+		srv = gateway.NewServer(a.cfg, a.gw, a.log)
 	} else {
 		srv = h1server.New(gateway.ServerOptions(a.cfg.Limits), h, a.log)
 	}

@@ -238,7 +238,7 @@ func (b *bodyRate) Read(p []byte) (int, error) {
 // net/http's HTTP/1.1 server gives such requests (#17): its HTTP/2 server
 // hands every request a body reader, even a GET whose stream ended with its
 // headers, so nothing downstream could tell a bodiless request from one
-// with a body (the gateway's direct path takes only bodiless ones). No
+// with a body (nor send it on without a body of unknown length). No
 // bytes can come: ContentLength is 0 when the stream ended with the
 // headers, or when content-length: 0 was sent, which the HTTP/2 server
 // enforces (more DATA is a stream error). A request that declares

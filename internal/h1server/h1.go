@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -20,9 +19,8 @@ import (
 // The lean HTTP/1.1 loop (#9). It serves only requests it understands
 // completely — GET, HEAD or OPTIONS, HTTP/1.1, origin-form target, one
 // valid Host, no body or body framing, no upgrade, no Expect, no
-// Connection options but keep-alive/close, not an event stream — that the
-// handler says it would proxy straight to a running sandbox (for the
-// gateway: a valid token, a running sandbox).
+// Connection options but keep-alive/close — that the Lean hook takes (for
+// the gateway: anything but a stream).
 // Anything else, including anything malformed, is handed to net/http
 // unanswered, with every byte read so far, so net/http's checks and error
 // answers apply there.
@@ -46,7 +44,6 @@ type h1conn struct {
 	end      int
 	bw       *bufio.Writer
 	pending  []byte // the writers' hold-back buffer, reused
-	hint     hint   // what Server.Lean found for the current request
 	idle     atomic.Bool
 
 	// A request running longer than watchAfter gets a goroutine that
@@ -73,7 +70,7 @@ type span struct{ name, value [2]uint16 }
 func newH1conn(s *Server, c net.Conn, headBy time.Time) *h1conn {
 	hc := &h1conn{s: s, conn: c, remote: c.RemoteAddr().String(), buf: make([]byte, h1BufSize), headBy: headBy,
 		bw: bufio.NewWriterSize(c, 4<<10)}
-	hc.ctx, hc.cancel = context.WithCancel(context.WithValue(context.Background(), hintKey{}, &hc.hint))
+	hc.ctx, hc.cancel = context.WithCancel(context.Background())
 	// An exchange under the requests' context aborts its upstream socket
 	// through the connection's one hook, not a hook of its own (#25).
 	hc.ctx = wire.WithAbort(hc.ctx)
@@ -301,22 +298,4 @@ func dateLine(now time.Time) string {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
-}
-
-// hint carries what Server.Lean kept in its slot to the handler, for the
-// request whose URL is url only.
-type hint struct {
-	url *url.URL
-	v   any
-}
-
-type hintKey struct{}
-
-// Hint returns what Server.Lean kept for r when the lean loop serves r,
-// else nil.
-func Hint(r *http.Request) any {
-	if h, ok := r.Context().Value(hintKey{}).(*hint); ok && h.url == r.URL {
-		return h.v
-	}
-	return nil
 }

@@ -27,7 +27,7 @@ type leanAll struct{ http.Handler }
 func NewServer(cfg *config.Config, h http.Handler, log *slog.Logger) *Server {
 	s := New(optionsOf(cfg), h, log)
 	if _, ok := h.(leanAll); ok {
-		s.Lean = func(*http.Request, *any) bool { return true }
+		s.Lean = func(*http.Request) bool { return true }
 	}
 	return s
 }

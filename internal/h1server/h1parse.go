@@ -202,17 +202,16 @@ func (c *h1conn) request(b []byte, method string, eol int, f fields) (int, *http
 	}
 	// Built on the stack and copied once by WithContext (inlined): one
 	// Request on the heap per request, not two. Lean sees the request the
-	// handler gets; its hint is not visible to Hint until hint.url is set.
+	// handler gets.
 	base := http.Request{
 		Method: method, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, Body: http.NoBody, Host: hostStr, Close: f.closeConn,
 		RemoteAddr: c.remote, RequestURI: targetStr, TLS: c.tlsState,
 	}
 	r := base.WithContext(c.ctx)
-	if !c.s.Lean(r, &c.hint.v) {
+	if !c.s.Lean(r) {
 		return pos, nil, true
 	}
-	c.hint.url = r.URL
 	return pos, r, true
 }
 

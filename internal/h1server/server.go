@@ -38,15 +38,14 @@ type Server struct {
 	// listeners should share one, and the admin listener has none.
 	Conns *ConnLimiter
 
-	// Lean is the fast-path decision, and the switch: nil turns the lean
-	// loop off and every connection goes to net/http. For each plain
-	// bodiless HTTP/1.1 request (the parser has checked the framing) it
-	// reports whether the lean loop serves it; else the connection is
-	// handed to net/http with the bytes read so far. It may keep what it
-	// found in *slot, a value it owns that lives as long as the connection
-	// (nil at first), for the handler to read back with Hint. Set it
-	// before Serve.
-	Lean func(r *http.Request, slot *any) bool
+	// Lean is the switch, and says which requests the lean loop serves:
+	// nil turns it off and every connection goes to net/http. For each
+	// plain bodiless HTTP/1.1 request (the parser has checked the
+	// framing) it reports whether the lean loop serves it; else the
+	// connection is handed to net/http with the bytes read so far. It
+	// reads the request's head only: the handler decides what the request
+	// is for, whichever loop serves it. Set it before Serve.
+	Lean func(r *http.Request) bool
 
 	log *slog.Logger
 	// writeTimeout bounds each write to a client (limits.write_timeout).

@@ -2,10 +2,10 @@
 // sandbox or a fixed upstream receives of a client's request head,
 // whichever path carries it, and on the way back the host mode's mapping
 // of a redirect (#22) and what a sandbox's answer may carry to the client
-// (Host.Response, response.go). The gateway's direct path writes the head straight
-// to the connection, ReverseProxy's Rewrite and the upgrade path set it on
-// their outgoing request; all three call Host.Head and Fields, so the
-// rules cannot drift apart:
+// (Host.Response, response.go). The gateway's exchange writes the head
+// straight to the connection, the upgrade path sets it on its outgoing
+// request; both call Host.Head and Fields, so the rules cannot drift
+// apart:
 //
 //   - hop-by-hop headers (RFC 9110 7.6.1, and any the client's Connection
 //     header names) are dropped; "Te: trailers" is kept when the client
@@ -14,6 +14,8 @@
 //     sets X-Forwarded-For (the peer address it saw), X-Forwarded-Host and
 //     X-Forwarded-Proto;
 //   - the gateway's own X-Request-Id is sent whatever Connection says;
+//   - the body's framing is not the client's: Content-Length (like the
+//     hop-by-hop Transfer-Encoding) is left to whoever sends the body;
 //   - tokens never reach the sandbox: the access check strips its cookie,
 //     the Authorization header and ?access_token= (Tokens.Stripped,
 //     auth.Verifier's);
@@ -50,7 +52,7 @@ type Tokens interface {
 }
 
 // Sink receives the fields of an outbound request head: wire.LineSink on
-// the direct path, wire.HeaderSink on the others.
+// the exchange, wire.HeaderSink on the upgrade path.
 type Sink interface {
 	Field(k, v string)
 	Fields(k string, vv []string)
@@ -62,7 +64,7 @@ var (
 )
 
 // Head returns the Host (hostPfx+host: the local mode's "localhost:" and
-// the port, so the direct path writes it without building a string) and
+// the port, so the exchange writes it without building a string) and
 // raw query the upstream at addr (the sandbox's ip:port) gets for r, and
 // r's token-carrying headers as tok leaves them, for Fields.
 func (h Host) Head(r *http.Request, addr string, tok Tokens) (hostPfx, host, query string, stripped wire.Edits) {
@@ -98,7 +100,7 @@ func (h Host) Head(r *http.Request, addr string, tok Tokens) (hostPfx, host, que
 func Fields(r *http.Request, stripped *wire.Edits, tls bool, sink Sink) {
 	conn := wire.ConnectionTokens(r.Header)
 	for k, vv := range r.Header {
-		if k == "Host" || wire.HopByHop(k, conn) || forwardedHeader(k) || k == "X-Request-Id" {
+		if k == "Host" || k == "Content-Length" || wire.HopByHop(k, conn) || forwardedHeader(k) || k == "X-Request-Id" {
 			continue
 		}
 		if sv, ok := stripped.Get(k); ok {

@@ -10,8 +10,7 @@ import (
 // weeks): to a browser, every preview and often the product that embeds
 // them are one site. What a sandbox's answer could do to that whole site
 // is cut to its own host, on every path that carries an answer to the
-// client (the direct path, ReverseProxy, an upgrade's refusal and its
-// 101), by Response:
+// client (the exchange, an upgrade's refusal and its 101), by Response:
 //
 //   - a Set-Cookie loses its Domain attribute: the cookie stays on the
 //     preview's own host instead of reaching every other preview (cookie

@@ -29,7 +29,7 @@ const HandshakeTimeout = 30 * time.Second
 // to interim. The heads are read by upstream's reader, within its bounds
 // (upstream.MaxResponseHead each, upstream.MaxInterim interim ones): an
 // app cannot make the gateway buffer an endless header (#13), and a head
-// fits here exactly when it fits on the direct path (#21). A 101 to
+// fits here exactly when it fits on the exchange (#21). A 101 to
 // another protocol than asked for is an error (the response released):
 // the client would be handed bytes of a protocol it did not ask for. Any
 // other answer is the caller's to pass on. Bytes after the head that the

@@ -2,9 +2,9 @@ package upstream
 
 import "sync"
 
-// BufferPool recycles copy buffers (CopyBody's, and httputil.ReverseProxy's:
-// it is an httputil.BufferPool). It pools array pointers, so Put converts
-// the slice back without allocating.
+// BufferPool recycles copy buffers (Relay's, and request bodies'). It
+// pools array pointers, so Put converts the slice back without
+// allocating.
 type BufferPool struct{ p sync.Pool }
 
 const copyBufferSize = 32 << 10

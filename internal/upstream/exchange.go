@@ -3,6 +3,7 @@ package upstream
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -11,18 +12,34 @@ import (
 	"github.com/previewgate/previewgate/internal/wire"
 )
 
-// Request is the head of one bodiless HTTP/1.1 request on the direct
-// path. Exchange writes its request line and Host field; the caller's
-// outbound policy writes the other fields (WriteFields).
+// Request is one HTTP/1.1 request on a connection of the pool. Exchange
+// writes its request line, its Host field and its body's framing; the
+// caller's outbound policy writes the other fields (WriteFields), never
+// Content-Length or Transfer-Encoding.
 type Request struct {
 	Instance string // the pool key: the container instance (invariant 1)
-	Addr     string // "ip:port" the connection is dialed to
-	Method   string
-	Path     string // escaped; "" is "/"
-	Query    string // raw, without '?'; "" for none
+	Addr     string // "host:port" the connection is dialed to
+	// TLS, when set, speaks TLS on the connection (a fixed https
+	// upstream); its connections are pooled apart from plain ones.
+	TLS    *tls.Config
+	Method string
+	Path   string // escaped; "" is "/"
+	Query  string // raw, without '?'; "" for none
 	// HostPrefix+Host is the Host field's value (two parts, so that a
 	// caller need not build the string).
 	HostPrefix, Host string
+	// Body is the request body, nil for none. It is sent with
+	// Content-Length when ContentLength (>= 0) says how long it is and no
+	// Trailer is declared, else chunked, then Trailer's fields (their
+	// values read once the body ended, as a net/http server fills a
+	// request's Trailer). See reqbody.go for how it travels.
+	Body          io.Reader
+	ContentLength int64
+	Trailer       http.Header
+	// Expect100: the client asked "Expect: 100-continue" (the caller's
+	// fields carry it on). The body waits for the app's 100 Continue, at
+	// most ExpectContinueTimeout (reqbody.go).
+	Expect100 bool
 	// Fresh dials a new connection instead of taking an idle one.
 	Fresh bool
 	// Caller writes the header fields and takes the interim answers; nil:
@@ -42,39 +59,63 @@ type Caller interface {
 	Interim(*Response)
 }
 
-// ErrUnanswered marks a failed exchange on a reused connection that
-// received no byte of answer: the connection died while idle, and the
-// request may be sent again on a fresh one (net/http's Transport retries
-// such requests too). Whether to is the caller's policy.
+// ErrUnanswered marks a failed exchange of a bodiless request on a
+// reused connection that received no byte of answer: the connection died
+// while idle, and the request may be sent again on a fresh one (net/http's
+// Transport retries such requests too). Whether to is the caller's
+// policy. A request with a body never fails so: its bytes may have gone
+// out, and nothing may send it again.
 var ErrUnanswered = errors.New("kept-alive connection failed before any answer")
 
 // Exchange sends req on a connection of the pool and reads the final
-// response head. Only the returned response's Body.Close (which Release
-// calls when the caller did not) can return that connection to the pool,
-// and it does so only when the body was read exactly to its end with no
-// error, the response allows reuse and nothing more is buffered
-// (invariant 3): no caller can pool a connection mid-body.
+// response head, while the body (if any) goes out beside it. Only the
+// returned response's Body.Close (which Release calls when the caller did
+// not) can return that connection to the pool, and it does so only when
+// the request body went out whole, the response body was read exactly to
+// its end with no error, the response allows reuse and nothing more is
+// buffered (invariant 3): no caller can pool a connection mid-body.
 //
-// ctx bounds the whole exchange, body included: when it ends the
+// ctx bounds the whole exchange, bodies included: when it ends the
 // connection's deadline is set in the past, and the connection is closed,
-// not pooled. On error nothing is left open; a failure that may be sent
-// again wraps ErrUnanswered, a failed dial is the dialer's error.
+// not pooled. On error nothing is left open and the body is no longer
+// read; a failure that may be sent again wraps ErrUnanswered, a failed
+// dial is the dialer's error, and a failed read of req.Body (the client's
+// body: too slow, too large, cut) is returned as it is, before any
+// upstream failure it caused.
 func (p *Pool) Exchange(ctx context.Context, req *Request) (*Response, error) {
-	c, reused, err := p.get(ctx, req.Instance, req.Addr, req.Fresh)
+	c, reused, err := p.get(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	w := watch(ctx, c)
-	resp, err := c.exchange(req)
+	var bw *bodyWriter
+	resp, err := c.writeHead(req)
+	if err == nil {
+		interim := req.interim()
+		if req.Body != nil {
+			bw = startBody(c, req)
+			interim = bw.interim(interim)
+		}
+		resp, err = ReadFinal(c.R, req.Method, interim)
+	}
 	if err != nil {
 		w.stop()
 		c.Net.Close()
-		if reused && !c.Answered() && ctx.Err() == nil {
+		if bw != nil {
+			if berr := bw.end(c); bw.cut {
+				return nil, berr
+			}
+		}
+		if reused && bw == nil && !c.Answered() && ctx.Err() == nil {
 			return nil, fmt.Errorf("%w: %w", ErrUnanswered, err)
 		}
 		return nil, err
 	}
-	resp.conn, resp.watch = c, w
+	if bw != nil {
+		bw.answered.Store(true)
+		bw.decide(!resp.Close) // a body held for 100 Continue: sent if the connection stays
+	}
+	resp.conn, resp.watch, resp.body = c, w, bw
 	return resp, nil
 }
 
@@ -102,8 +143,10 @@ func (w ctxWatch) stop() bool {
 	return w.after()
 }
 
-// exchange writes req's head on c and reads the final response.
-func (c *Conn) exchange(req *Request) (*Response, error) {
+// writeHead writes req's head on c: the request line, Host, the caller's
+// fields, then the body's framing. It returns no response: the signature
+// only lets Exchange share its error path.
+func (c *Conn) writeHead(req *Request) (*Response, error) {
 	bw := c.W
 	bw.WriteString(req.Method)
 	bw.WriteByte(' ')
@@ -120,34 +163,43 @@ func (c *Conn) exchange(req *Request) (*Response, error) {
 	bw.WriteString(req.HostPrefix)
 	bw.WriteString(req.Host)
 	bw.WriteString("\r\n")
-	var interim func(*Response)
 	if req.Caller != nil {
 		req.Caller.WriteFields(bw)
-		interim = req.Caller.Interim
 	}
+	writeFraming(bw, req)
 	bw.WriteString("\r\n")
-	if err := bw.Flush(); err != nil {
-		return nil, err
+	return nil, bw.Flush()
+}
+
+// interim is the caller's hook for interim answers, or nil.
+func (req *Request) interim() func(*Response) {
+	if req.Caller == nil {
+		return nil
 	}
-	return ReadFinal(c.R, req.Method, interim)
+	return req.Caller.Interim
 }
 
 // Close ends the body's use of its connection (a response of Exchange;
 // for others it does nothing). The connection goes back to the pool only
-// when the body ended exactly at its framing with no error (a caller that
-// stops early, or a read that failed, closes it), the response allows
-// another exchange (not Connection: close, not delimited by EOF, not a
-// 101), the exchange's context has not ended, and nothing more is
-// buffered (invariant 3; put checks the last). Close is idempotent.
+// when the request body went out whole, the response body ended exactly
+// at its framing with no error (a caller that stops early, or a read that
+// failed, closes it), the response allows another exchange (not
+// Connection: close, not delimited by EOF, not a 101), the exchange's
+// context has not ended, and nothing more is buffered (invariant 3; put
+// checks the last). A request body still going out is cut: the
+// connection closes, and Close waits until its sending stopped. Close is
+// idempotent.
 func (b *Body) Close() error {
 	resp := b.resp
 	if resp == nil || resp.conn == nil {
 		return nil
 	}
-	c, w := resp.conn, resp.watch
-	resp.conn, resp.watch = nil, ctxWatch{}
+	c, w, bw := resp.conn, resp.watch, resp.body
+	resp.conn, resp.watch, resp.body = nil, ctxWatch{}, nil
+	live := w.stop()
+	sent := bw == nil || bw.end(c) == nil
 	ended := b.kind == bodyNone || b.err == io.EOF
-	if w.stop() && ended && b.kind != bodyEOF && !resp.Close && resp.Status != http.StatusSwitchingProtocols {
+	if live && sent && ended && b.kind != bodyEOF && !resp.Close && resp.Status != http.StatusSwitchingProtocols {
 		c.pool.put(c)
 		return nil
 	}

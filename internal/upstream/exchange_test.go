@@ -136,7 +136,7 @@ func TestExchangeOwnsReuse(t *testing.T) {
 					}
 					return second
 				})
-				p := NewPool(&net.Dialer{}, 8, time.Minute)
+				p := NewPool()
 				t.Cleanup(p.CloseIdle)
 				ctx, cancel := kind.make(t.Context())
 				resp := get(t, p, ctx, u.addr)
@@ -190,7 +190,7 @@ func TestExchangeEndsWithContext(t *testing.T) {
 					}
 					return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 				})
-				p := NewPool(&net.Dialer{}, 8, time.Minute)
+				p := NewPool()
 				t.Cleanup(p.CloseIdle)
 				ctx, cancel := kind.make(t.Context())
 				errs := make(chan error, 2)

@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"net/http"
-	"net/http/httputil"
 	"strings"
 )
 
@@ -28,7 +27,7 @@ func RelayHeader(h http.Header, resp *Response) {
 // is pooled again. An error means the body was cut after the head went
 // out: the caller aborts the response (panic(http.ErrAbortHandler)) so
 // the client sees a broken body, not a short one.
-func Relay(w http.ResponseWriter, resp *Response, pool httputil.BufferPool) error {
+func Relay(w http.ResponseWriter, resp *Response, pool *BufferPool) error {
 	NoSniff(w.Header())
 	w.WriteHeader(resp.Status)
 	var flush func() error
@@ -50,7 +49,7 @@ func Relay(w http.ResponseWriter, resp *Response, pool httputil.BufferPool) erro
 // body to an answer the app left untyped: the gateway passes on what the
 // app sent, as nginx does. ReverseProxy's own answer would be sniffed or
 // not depending on whether its first flush beat the body (an untyped
-// chunked answer), so both paths set it (Relay, InterimGuard).
+// chunked answer), so the gateway sets it (Relay).
 func NoSniff(h http.Header) {
 	if _, ok := h["Content-Type"]; !ok {
 		h["Content-Type"] = nil

@@ -13,7 +13,7 @@ import (
 	"github.com/previewgate/previewgate/internal/wire"
 )
 
-// Response is a sandbox's answer on the direct path (#9), read by
+// Response is a sandbox's answer (#9), read by
 // readResponse instead of http.ReadResponse, which cost about a tenth of
 // the gateway's CPU in textproto parsing and per-value allocations. The head
 // is parsed in place from the connection's read buffer: one string holds
@@ -29,7 +29,7 @@ type Response struct {
 	Header http.Header
 	// ContentLength is http.Response.ContentLength: the declared length, 0
 	// when there is no body, -1 when the length is unknown (chunked or
-	// delimited by EOF; the direct path then streams).
+	// delimited by EOF; the relay then streams).
 	ContentLength int64
 	// Close: the connection cannot carry another exchange after this one.
 	Close bool
@@ -39,11 +39,12 @@ type Response struct {
 	Trailer http.Header
 	Body    Body
 
-	conn  *Conn    // the pooled connection of an Exchange; nil once Body.Close ran
-	watch ctxWatch // the exchange's context hook
+	conn  *Conn       // the pooled connection of an Exchange; nil once Body.Close ran
+	watch ctxWatch    // the exchange's context hook
+	body  *bodyWriter // the exchange's request body, if it has one
 }
 
-// Heads net/http would accept but the direct path refuses (502). Each is
+// Heads net/http would accept but this reader refuses (502). Each is
 // either beyond MaxResponseHead or a known smuggling vector whose meaning
 // differs between parsers (RFC 9112 5.1, 5.2: a proxy must reject or
 // repair them; we reject).
@@ -69,8 +70,8 @@ var (
 // header lines and the blank line, with their line ends. Every proxy path
 // applies it (see the package doc); one byte more is ErrHeadTooLarge.
 //
-// 64 KiB: what the ReverseProxy path has allowed since #13, so no app
-// that works there breaks; four times what the direct path allowed (a
+// 64 KiB: what the ReverseProxy path allowed from #13 on, so no app that
+// worked there breaks; four times what the direct path allowed (a
 // Next.js or Vite page with a large Content-Security-Policy, Link preload
 // list or a stack of Set-Cookie fits); the same as the request head bound
 // (limits.max_header_bytes) and Envoy's 60 KiB default. net/http's own

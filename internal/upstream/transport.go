@@ -3,6 +3,8 @@ package upstream
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -66,16 +68,27 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func NewPool(dialer *net.Dialer, maxIdle int, idleTimeout time.Duration) *Pool {
-	return &Pool{dialer: dialer, maxIdle: maxIdle, idleTimeout: idleTimeout, writeTimeout: WriteTimeout,
+// NewPool returns the pool of connections to sandboxes and fixed
+// upstreams: dials within 5 s with TCP keep-alives, at most 256 idle
+// connections per instance for at most 90 s, every write bounded by
+// WriteTimeout (invariant 5).
+func NewPool() *Pool { return newPool(WriteTimeout) }
+
+// newPool is NewPool with writes bounded by writeTimeout (tests bound
+// them shorter).
+func newPool(writeTimeout time.Duration) *Pool {
+	return &Pool{dialer: &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second},
+		maxIdle: 256, idleTimeout: 90 * time.Second, writeTimeout: writeTimeout,
 		idle: make(map[string][]*Conn), gen: make(map[string]uint64)}
 }
 
-// get returns an idle connection of instance to addr (reused: true), or
-// dials addr; fresh always dials. An instance's idle connections to its
-// other ports are never handed out for addr (invariant 1). Only Exchange
-// takes connections, and only Body.Close gives them back.
-func (t *Pool) get(ctx context.Context, instance, addr string, fresh bool) (c *Conn, reused bool, err error) {
+// get returns an idle connection of req's instance to its address
+// (reused: true), or dials one; req.Fresh always dials. An instance's idle
+// connections to its other ports are never handed out for addr (invariant
+// 1). Only Exchange takes connections, and only Body.Close gives them
+// back.
+func (t *Pool) get(ctx context.Context, req *Request) (c *Conn, reused bool, err error) {
+	instance, addr, fresh := req.Instance, req.Addr, req.Fresh
 	now := time.Now()
 	for {
 		t.mu.Lock()
@@ -87,7 +100,7 @@ func (t *Pool) get(ctx context.Context, instance, addr string, fresh bool) (c *C
 		if i < 0 || fresh {
 			gen := t.gen[instance]
 			t.mu.Unlock()
-			return t.dial(ctx, instance, addr, gen)
+			return t.dial(ctx, req, gen)
 		}
 		c = list[i]
 		copy(list[i:], list[i+1:])
@@ -102,12 +115,21 @@ func (t *Pool) get(ctx context.Context, instance, addr string, fresh bool) (c *C
 	}
 }
 
-func (t *Pool) dial(ctx context.Context, instance, addr string, gen uint64) (*Conn, bool, error) {
-	conn, err := t.dialer.DialContext(ctx, "tcp", addr)
+func (t *Pool) dial(ctx context.Context, req *Request, gen uint64) (*Conn, bool, error) {
+	conn, err := t.dialer.DialContext(ctx, "tcp", req.Addr)
 	if err != nil {
 		return nil, false, err
 	}
-	c := &Conn{Net: wire.NewRawConn(conn, t.writeTimeout), pool: t, instance: instance, addr: addr, gen: gen}
+	conn = wire.NewRawConn(conn, t.writeTimeout)
+	if req.TLS != nil {
+		tc := tls.Client(conn, req.TLS)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, false, fmt.Errorf("tls handshake with %s: %w", req.Addr, err)
+		}
+		conn = tc
+	}
+	c := &Conn{Net: conn, pool: t, instance: req.Instance, addr: req.Addr, gen: gen}
 	c.R = bufio.NewReaderSize(c, 16<<10)
 	c.W = bufio.NewWriterSize(c.Net, 4<<10)
 	c.expire = func() { c.Net.SetDeadline(time.Unix(1, 0)) }
@@ -169,7 +191,7 @@ func (t *Pool) sweepLocked(now time.Time) []*Conn {
 	return stale
 }
 
-// closeInstance closes every idle connection of instance, and those of it
+// CloseInstance closes every idle connection of instance, and those of it
 // in use when they come back (invariant 2).
 func (t *Pool) CloseInstance(instance string) {
 	t.mu.Lock()
@@ -190,7 +212,7 @@ func (t *Pool) CloseInstance(instance string) {
 	}
 }
 
-// closeIdle closes every idle connection.
+// CloseIdle closes every idle connection.
 func (t *Pool) CloseIdle() {
 	t.mu.Lock()
 	idle := t.idle

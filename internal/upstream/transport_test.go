@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"testing"
-	"time"
 )
 
 // TestPoolPerAddress: within one instance, a connection to one port is
@@ -28,14 +27,14 @@ func TestPoolPerAddress(t *testing.T) {
 		}()
 		addrs = append(addrs, ln.Addr().String())
 	}
-	p := NewPool(&net.Dialer{}, 8, time.Minute)
+	p := NewPool()
 	ctx := context.Background()
-	a, _, err := p.get(ctx, "inst", addrs[0], false)
+	a, _, err := p.get(ctx, &Request{Instance: "inst", Addr: addrs[0]})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.put(a)
-	b, reused, err := p.get(ctx, "inst", addrs[1], false)
+	b, reused, err := p.get(ctx, &Request{Instance: "inst", Addr: addrs[1]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +43,7 @@ func TestPoolPerAddress(t *testing.T) {
 	}
 	p.put(b)
 	for i, addr := range []string{addrs[0], addrs[1]} {
-		c, reused, err := p.get(ctx, "inst", addr, false)
+		c, reused, err := p.get(ctx, &Request{Instance: "inst", Addr: addr})
 		if err != nil {
 			t.Fatal(err)
 		}
