@@ -52,7 +52,7 @@ func TestScreenshots(t *testing.T) {
 
 	id = dockertest.UniqueID("shotcrash")
 	tokCrash, err := auth.Mint(e.cfg.Auth.Keys[0], auth.MintOptions{Subject: "tester", Sandbox: id, Template: "crash",
-		Issuer: "test", Audience: e.cfg.Auth.Audience, TTL: 10 * time.Minute})
+		Issuer: "test", Audience: e.cfg.Auth.Audience, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
