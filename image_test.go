@@ -36,9 +36,9 @@ const caBundle = "/etc/ssl/certs/ca-certificates.crt"
 // it through the engine (issue 8, done-means 3).
 func TestImageFromHostBinary(t *testing.T) {
 	c := dockertest.Client(t)
+	tag := hostImage(t) // built before the clock starts: its time is the machine's load
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	tag := hostImage(t)
 	labels := dockertest.Labels()
 	labels[dockertest.LabelTest] = "1"
 
