@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -34,8 +33,7 @@ type kubeRecordEnv struct {
 func newKubeRecordEnv(t *testing.T, recheck time.Duration, edit func(*config.Config)) *kubeRecordEnv {
 	t.Helper()
 	c := k8stest.Start(t)
-	ns := fmt.Sprintf("pg-%s-%d", dockertest.RunID(), time.Now().UnixNano()%1e6)
-	c.Namespace(t, ns)
+	ns := c.NewNamespace(t)
 	net := dockertest.Network(t)
 	createTinyNetwork(t, net)
 	agent := k8stest.StartAgent(t, c.Admin(t), ns, net)

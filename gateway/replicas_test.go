@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -224,8 +223,7 @@ func netBytes(t *testing.T, id string) uint64 {
 func kubeReplicas(t *testing.T, n int) (*config.Config, []*replica, *k8stest.Cluster, string, *k8stest.Agent) {
 	t.Helper()
 	c := k8stest.Start(t)
-	ns := fmt.Sprintf("pg-%s-%d", dockertest.RunID(), time.Now().UnixNano()%1e6)
-	c.Namespace(t, ns)
+	ns := c.NewNamespace(t)
 	agent := k8stest.StartAgent(t, c.Admin(t), ns, dockertest.Network(t))
 	cfg, _ := dockerReplicaConfig(t)
 	mc := sandboxmgr.Config{Runtime: sandboxmgr.RuntimeKubernetes, Network: "previewgate-sandboxes",
