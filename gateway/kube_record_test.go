@@ -69,6 +69,7 @@ func (e *kubeRecordEnv) echo(t *testing.T, method, id string, token bool) (int, 
 // B's pod, created through the same gateway, gets A's address. A's users
 // must never reach B's app.
 func TestKubernetesStalledWatchAddressReuse(t *testing.T) {
+	t.Parallel() // 30 s of it waits for ready timeouts; its network, namespace and proxy are its own
 	// A's pod cannot start again (B holds the network's one address): each
 	// of A's requests below ends at the ready timeout, kept short here.
 	e := newKubeRecordEnv(t, -1, func(c *config.Config) {
