@@ -127,6 +127,7 @@ func TestDockerHerdThreeReplicas(t *testing.T) {
 // A's own view is idle. A must not stop the sandbox (it reads the
 // container's network counters); once B is quiet too, it stops.
 func TestDockerIdleAcrossReplicas(t *testing.T) {
+	t.Parallel() // it waits out idle timeouts; its network and scope are its own
 	cfg, mc := dockerReplicaConfig(t)
 	idle := 3 * time.Second
 	cfg.Templates["app"].IdleTimeout = config.Duration(idle)
