@@ -72,8 +72,11 @@ func summarize(r io.Reader, w io.Writer, n int) (failed bool, err error) {
 			failed = true
 		case ev.Test == "" && ev.Action == "output":
 			// Package lines (ok, FAIL, ?) and what a test binary printed
-			// outside any test (a panic, a timeout).
-			io.WriteString(w, ev.Output)
+			// outside any test (a panic, a timeout, a race report). A bare
+			// PASS is verbose mode's; plain go test does not print it.
+			if ev.Output != "PASS\n" {
+				io.WriteString(w, ev.Output)
+			}
 		case ev.Test == "" && (ev.Action == "pass" || ev.Action == "fail"):
 			if ev.Action == "fail" {
 				failed = true

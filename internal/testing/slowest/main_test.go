@@ -12,6 +12,9 @@ func TestSummarize(t *testing.T) {
 		`{"Action":"output","Package":"p","Test":"TestFast","Output":"=== RUN   TestFast\n"}`,
 		`{"Action":"output","Package":"p","Test":"TestFast","Output":"    quiet when it passes\n"}`,
 		`{"Action":"pass","Package":"p","Test":"TestFast","Elapsed":0.5}`,
+		`{"Action":"output","Package":"q","Output":"PASS\n"}`,
+		`{"Action":"output","Package":"q","Output":"ok  \tq\t1.0s\n"}`,
+		`{"Action":"pass","Package":"q","Elapsed":1}`,
 		`{"Action":"output","Package":"p","Test":"TestSlow/sub","Output":"    sub says why\n"}`,
 		`{"Action":"output","Package":"p","Test":"TestSlow/sub","Output":"--- FAIL: TestSlow/sub (3.00s)\n"}`,
 		`{"Action":"fail","Package":"p","Test":"TestSlow/sub","Elapsed":3}`,
@@ -29,12 +32,12 @@ func TestSummarize(t *testing.T) {
 	}
 	got := out.String()
 	for _, want := range []string{"sub says why", "--- FAIL: TestSlow (4.00s)", "still running", "FAIL\tp\t5.0s",
-		"# a line that is not an event", "     4.0s  p TestSlow\n     0.5s  p TestFast\n", "     5.0s  p\n"} {
+		"# a line that is not an event", "     4.0s  p TestSlow\n     0.5s  p TestFast\n", "     5.0s  p\n", "ok  \tq\t1.0s\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}
 	}
-	for _, unwanted := range []string{"quiet when it passes", "=== RUN"} {
+	for _, unwanted := range []string{"quiet when it passes", "=== RUN", "PASS\n"} {
 		if strings.Contains(got, unwanted) {
 			t.Errorf("output has %q:\n%s", unwanted, got)
 		}
