@@ -72,12 +72,16 @@ func Start(t testing.TB) *Cluster {
 		t.Skip("needs kube-apiserver, etcd and Docker (not under -short)")
 	}
 	shared.once.Do(func() {
-		var stop func()
-		shared.c, stop, shared.err = startShared(t.Logf)
-		if shared.err == nil && !dockertest.AtExit(stop) {
-			stop()
-			shared.c, shared.err = nil, errors.New("the package's TestMain must call dockertest.Main, which stops the shared control plane")
+		var stop func() // set below; AtExit's function runs after the tests
+		if !dockertest.AtExit(func() {
+			if stop != nil {
+				stop()
+			}
+		}) {
+			shared.err = errors.New("the package's TestMain must call dockertest.Main, which stops the shared control plane")
+			return
 		}
+		shared.c, stop, shared.err = startShared(t.Logf)
 	})
 	if shared.err != nil {
 		t.Fatalf("kube-apiserver unavailable: %v", shared.err)
