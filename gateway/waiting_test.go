@@ -102,6 +102,7 @@ func TestDockerWaitingPageAndStatus(t *testing.T) {
 // so far (#16: what a dev server prints while it compiles), then the
 // app's page without a manual reload.
 func TestBrowserWaitingPage(t *testing.T) {
+	t.Parallel() // most of it waits for the app's LISTEN_DELAY
 	e := newDockerEnv(t, func(c *config.Config) {
 		c.Domains = config.StringList{"localhost"}
 		c.Templates["app"].Env = map[string]string{"LISTEN_DELAY": "6s"}
