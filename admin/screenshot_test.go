@@ -23,8 +23,8 @@ import (
 // $PREVIEWGATE_SCREENSHOTS (the README's docs/ image); skipped without it.
 func TestScreenshots(t *testing.T) {
 	dir := browsertest.ScreenshotDir(t)
-	ctx := browsertest.New(t, 60*time.Second, chromedp.WindowSize(1200, 800))
 	e := newDockerEnv(t)
+	ctx := browsertest.New(t, 60*time.Second, chromedp.WindowSize(1200, 800))
 	e.cfg.AdminToken = testkit.AdminToken
 	e.cfg.Path = "/etc/previewgate/previewgate.yaml"
 	rec := traffic.New(traffic.Options{Replica: "gateway-0"})

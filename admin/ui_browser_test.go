@@ -42,8 +42,8 @@ func signIn(t *testing.T, ctx context.Context, base string) {
 // the config form validates, refuses a broken edit and applies the
 // running config unchanged (REDACTED values and all).
 func TestBrowserAdminPageDetailRemoveConfig(t *testing.T) {
-	ctx := browsertest.New(t, 90*time.Second, chromedp.WindowSize(1200, 800))
 	e := newDockerEnv(t)
+	ctx := browsertest.New(t, 90*time.Second, chromedp.WindowSize(1200, 800))
 	id := dockertest.UniqueID("page-rm")
 	if _, err := e.mgr.Ensure(t.Context(), id, e.cfg.Templates["app"]); err != nil {
 		t.Fatalf("ensure %s: %v", id, err)

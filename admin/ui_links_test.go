@@ -23,8 +23,8 @@ import (
 // its Revoke button revokes exactly the one clicked, as the API then
 // reports.
 func TestBrowserAdminPageSettingsAndLinks(t *testing.T) {
-	ctx := browsertest.New(t, 90*time.Second, chromedp.WindowSize(1200, 800))
 	e := newDockerEnv(t)
+	ctx := browsertest.New(t, 90*time.Second, chromedp.WindowSize(1200, 800))
 	e.cfg.AdminToken = testkit.AdminToken
 	id := dockertest.UniqueID("page-links")
 	if _, err := e.mgr.Ensure(t.Context(), id, e.cfg.Templates["app"]); err != nil {

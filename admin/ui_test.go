@@ -148,8 +148,8 @@ func TestAdminPageSessionAndCSRF(t *testing.T) {
 // Done means 3 (#16): in Chromium, sign in to the admin page with the
 // token, see the sandboxes, stop one; Docker agrees.
 func TestBrowserAdminPageStopsSandbox(t *testing.T) {
-	ctx := browsertest.New(t, 60*time.Second, chromedp.WindowSize(1200, 800))
 	e := newDockerEnv(t)
+	ctx := browsertest.New(t, 60*time.Second, chromedp.WindowSize(1200, 800))
 	e.cfg.AdminToken = testkit.AdminToken
 	ids := []string{dockertest.UniqueID("page-a"), dockertest.UniqueID("page-b")}
 	for _, id := range ids {

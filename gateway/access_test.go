@@ -25,7 +25,7 @@ func TestAccessCheckBeforeDocker(t *testing.T) {
 	cfg := testConfig()
 	good := testkit.Mint(t, cfg, "abc", time.Minute)
 	otherKey := config.Key{KID: "k1", Alg: "HS256", Secret: "another-secret-another-secret-123"}
-	forged, err := auth.Mint(otherKey, auth.MintOptions{Subject: "x", Sandbox: "abc", Issuer: "test", Audience: "previewgate", TTL: time.Minute})
+	forged, err := auth.Mint(otherKey, auth.MintOptions{Subject: "x", Sandbox: "abc", Issuer: "test", Audience: "previewgate", TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestAccessCheckBeforeDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	none, _ := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"sbx": "abc", "aud": "previewgate",
-		"iss": "test", "exp": time.Now().Add(time.Minute).Unix()}).SignedString(jwt.UnsafeAllowNoneSignatureType)
+		"iss": "test", "exp": time.Now().Add(time.Hour).Unix()}).SignedString(jwt.UnsafeAllowNoneSignatureType)
 	tests := []struct {
 		name, token string
 		want        int

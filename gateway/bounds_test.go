@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,6 +45,8 @@ func hostileListener(t *testing.T, serve func(c net.Conn, r *http.Request)) stri
 func TestUpgradeHeaderBomb(t *testing.T) {
 	const limit = 64 << 20 // stop the proof here: far beyond any sane bound
 	var sent atomic.Int64
+	gaveUp := make(chan struct{}) // closed when a write fails: the gateway stopped reading
+	var once sync.Once
 	addr := hostileListener(t, func(c net.Conn, r *http.Request) {
 		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n")
 		line := []byte("X-Bomb: " + strings.Repeat("a", 4080) + "\r\n")
@@ -52,6 +55,7 @@ func TestUpgradeHeaderBomb(t *testing.T) {
 			n, err := c.Write(line)
 			sent.Add(int64(n))
 			if err != nil {
+				once.Do(func() { close(gaveUp) })
 				return // the gateway gave up: good
 			}
 		}
@@ -74,7 +78,11 @@ func TestUpgradeHeaderBomb(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	var peak uint64
 	for sent.Load() < limit && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-gaveUp:
+			deadline = time.Now() // nothing more comes: read the heap once more and stop
+		case <-time.After(50 * time.Millisecond):
+		}
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		peak = max(peak, ms.HeapInuse)
@@ -249,8 +257,10 @@ func TestH2StreamsOutgrowConnectionCaps(t *testing.T) {
 		t.Fatalf("got %s, want HTTP/2", resp.Proto)
 	}
 	const streams = 200
+	var finished atomic.Int32 // streams the client got an answer or an error for
 	for i := range streams {
 		go func() {
+			defer finished.Add(1)
 			req := abcRequest("GET", fmt.Sprintf("%s/sse-%d", url, i), nil, tok)
 			req.Header.Set("Accept", "text/event-stream")
 			if resp, err := client.Do(req); err == nil {
@@ -258,8 +268,11 @@ func TestH2StreamsOutgrowConnectionCaps(t *testing.T) {
 			}
 		}()
 	}
+	// Wait until every stream has ended (refused, or its connection
+	// closed at the cap) or holds an upstream connection, the sandbox
+	// answering none: then no more can come. At most 10 s.
 	deadline := time.Now().Add(10 * time.Second)
-	for upstreamConns.Load() < streams && time.Now().Before(deadline) {
+	for upstreamConns.Load()+finished.Load() < streams && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	n := upstreamConns.Load()

@@ -24,8 +24,8 @@ import (
 // page's fetch and WebSocket authenticate with it, and the app never sees a
 // token.
 func TestBrowserIframeCookieWebSocket(t *testing.T) {
-	ctx := browsertest.New(t, 90*time.Second)
 	e := newDockerEnv(t, func(c *config.Config) { c.Domains = config.StringList{"localhost"} })
+	ctx := browsertest.New(t, 90*time.Second)
 	_, port, _ := net.SplitHostPort(e.srv.Listener.Addr().String())
 	id := dockertest.UniqueID("iframe")
 	tok := testkit.Mint(t, e.cfg, id, 10*time.Minute)

@@ -86,12 +86,12 @@ func (s *idSandboxes) EnsureWith(ctx context.Context, id string, tpl *config.Tem
 // default before #22, the Vite one answers every request 403 and the
 // Next.js one refuses the HMR socket; with rewrite, Next.js still does.
 func TestBrowserStockDevServers(t *testing.T) {
+	bin := buildDevServer(t)
 	ctx := browsertest.New(t, 120*time.Second,
 		chromedp.Flag("ignore-certificate-errors", true),
 		chromedp.Flag("host-resolver-rules", "MAP *."+devDomain+" 127.0.0.1"),
 		chromedp.Flag("no-proxy-server", true))
 	w := watchLoads(t, ctx)
-	bin := buildDevServer(t)
 	servers := map[string]string{"vite": startDevServer(t, bin, "vite"), "next": startDevServer(t, bin, "next")}
 
 	for _, mode := range []string{"default", config.HostPreserve, config.HostRewrite} {

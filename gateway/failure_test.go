@@ -50,11 +50,11 @@ func (e *dockerEnv) running(t *testing.T, id string) bool {
 // text, not markup, and does not fake a ready event; the JSON error
 // carries the same; and the container is not left running.
 func TestBrowserFailurePage(t *testing.T) {
-	ctx := browsertest.New(t, 90*time.Second)
 	e := newDockerEnv(t, func(c *config.Config) {
 		c.Domains = config.StringList{"localhost"}
 		c.Templates["app"].Env = map[string]string{"CRASH": crashHostile}
 	})
+	ctx := browsertest.New(t, 90*time.Second)
 	_, port, _ := net.SplitHostPort(e.srv.Listener.Addr().String())
 	id := dockertest.UniqueID("crash")
 	tok := testkit.Mint(t, e.cfg, id, 10*time.Minute)

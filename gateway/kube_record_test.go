@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -34,8 +33,7 @@ type kubeRecordEnv struct {
 func newKubeRecordEnv(t *testing.T, recheck time.Duration, edit func(*config.Config)) *kubeRecordEnv {
 	t.Helper()
 	c := k8stest.Start(t)
-	ns := fmt.Sprintf("pg-%s-%d", dockertest.RunID(), time.Now().UnixNano()%1e6)
-	c.Namespace(t, ns)
+	ns := c.NewNamespace(t)
 	net := dockertest.Network(t)
 	createTinyNetwork(t, net)
 	agent := k8stest.StartAgent(t, c.Admin(t), ns, net)
@@ -71,6 +69,7 @@ func (e *kubeRecordEnv) echo(t *testing.T, method, id string, token bool) (int, 
 // B's pod, created through the same gateway, gets A's address. A's users
 // must never reach B's app.
 func TestKubernetesStalledWatchAddressReuse(t *testing.T) {
+	t.Parallel() // 30 s of it waits for ready timeouts; its network, namespace and proxy are its own
 	// A's pod cannot start again (B holds the network's one address): each
 	// of A's requests below ends at the ready timeout, kept short here.
 	e := newKubeRecordEnv(t, -1, func(c *config.Config) {

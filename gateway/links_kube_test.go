@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -40,8 +39,7 @@ func TestKubernetesShareLinks(t *testing.T) {
 // kubeLinkSetup is linkSetup on a real API server (one namespace).
 func kubeLinkSetup(t *testing.T) (*config.Config, sandboxmgr.Config) {
 	c := k8stest.Start(t)
-	ns := fmt.Sprintf("pg-%s-%d", dockertest.RunID(), time.Now().UnixNano()%1e6)
-	c.Namespace(t, ns)
+	ns := c.NewNamespace(t)
 	k8stest.StartAgent(t, c.Admin(t), ns, dockertest.Network(t))
 	cfg, _ := linkSetup(t)
 	mc := sandboxmgr.Config{Runtime: sandboxmgr.RuntimeKubernetes, Network: "previewgate-sandboxes",

@@ -110,7 +110,7 @@ func TestDockerAnonymousNeverCreates(t *testing.T) {
 func mintWithTemplate(t *testing.T, cfg *config.Config, id, tpl string) string {
 	t.Helper()
 	tok, err := auth.Mint(cfg.Auth.Keys[0], auth.MintOptions{Subject: "tester", Sandbox: id, Template: tpl,
-		Issuer: "test", Audience: cfg.Auth.Audience, TTL: time.Minute})
+		Issuer: "test", Audience: cfg.Auth.Audience, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

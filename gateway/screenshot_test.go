@@ -19,10 +19,6 @@ import (
 // $PREVIEWGATE_SCREENSHOTS (the README's docs/ images); skipped without it.
 func TestScreenshots(t *testing.T) {
 	dir := browsertest.ScreenshotDir(t)
-	ctx := browsertest.New(t, 90*time.Second)
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(900, 620)); err != nil {
-		t.Fatal(err)
-	}
 	e := newDockerEnv(t, func(c *config.Config) {
 		c.Domains = config.StringList{"localhost"}
 		c.Templates["app"].Env = map[string]string{"LISTEN_DELAY": "6s"}
@@ -35,6 +31,10 @@ func TestScreenshots(t *testing.T) {
 			"    at Object.<anonymous> (/app/src/pages/index.tsx:3:15) {\n  code: 'MODULE_NOT_FOUND'\n}\n\nNode.js v20.11.1"}
 		c.Templates["crash"] = &crash
 	})
+	ctx := browsertest.New(t, 90*time.Second)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(900, 620)); err != nil {
+		t.Fatal(err)
+	}
 	_, port, _ := net.SplitHostPort(e.srv.Listener.Addr().String())
 	// One wake first, so the page knows the template's typical time.
 	if _, err := e.mgr.Ensure(t.Context(), dockertest.UniqueID("warmup"), e.cfg.Templates["app"]); err != nil {
@@ -52,7 +52,7 @@ func TestScreenshots(t *testing.T) {
 
 	id = dockertest.UniqueID("shotcrash")
 	tokCrash, err := auth.Mint(e.cfg.Auth.Keys[0], auth.MintOptions{Subject: "tester", Sandbox: id, Template: "crash",
-		Issuer: "test", Audience: e.cfg.Auth.Audience, TTL: 10 * time.Minute})
+		Issuer: "test", Audience: e.cfg.Auth.Audience, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -135,11 +135,12 @@ func TestDockerWaitingPageAndStatus(t *testing.T) {
 // so far (#16: what a dev server prints while it compiles), then the
 // app's page without a manual reload.
 func TestBrowserWaitingPage(t *testing.T) {
-	ctx := browsertest.New(t, 90*time.Second)
+	t.Parallel() // most of it waits for the app's LISTEN_DELAY
 	e := newDockerEnv(t, func(c *config.Config) {
 		c.Domains = config.StringList{"localhost"}
 		c.Templates["app"].Env = map[string]string{"LISTEN_DELAY": "6s"}
 	})
+	ctx := browsertest.New(t, 90*time.Second)
 	_, port, _ := net.SplitHostPort(e.srv.Listener.Addr().String())
 	id := dockertest.UniqueID("waitpage")
 	tok := testkit.Mint(t, e.cfg, id, 10*time.Minute)

@@ -38,8 +38,7 @@ type kubeEnv struct {
 func newKubeEnv(t *testing.T) *kubeEnv {
 	t.Helper()
 	c := k8stest.Start(t)
-	ns := "pg-" + newID()
-	c.Namespace(t, ns)
+	ns := c.NewNamespace(t)
 	cs := c.Admin(t)
 	return &kubeEnv{cluster: c, cs: cs, ns: ns, rest: c.Config(c.AdminToken),
 		agent:  k8stest.StartAgent(t, cs, ns, dockertest.Network(t)),

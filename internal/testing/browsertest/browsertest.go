@@ -18,7 +18,10 @@ import (
 )
 
 // New starts headless chromium and returns the context that drives it,
-// for at most timeout. opts (a window size) come after the defaults.
+// for at most timeout from when the browser is up: its start, slow on a
+// loaded machine, is not the test's time. opts (a window size) come after
+// the defaults. Call it after the test's builds (images, binaries), so
+// the timeout covers the test alone.
 func New(t *testing.T, timeout time.Duration, opts ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	if testing.Short() {
@@ -35,8 +38,14 @@ func New(t *testing.T, timeout time.Duration, opts ...chromedp.ExecAllocatorOpti
 	)
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), append(all, opts...)...)
 	ctx, cancelC := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelC(); cancelA() })
+	// The first action starts the browser, which lives as long as the context
+	// it runs with: this one, without the deadline.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
 	ctx, cancelT := context.WithTimeout(ctx, timeout)
-	t.Cleanup(func() { cancelT(); cancelC(); cancelA() })
+	t.Cleanup(cancelT)
 	return ctx
 }
 

@@ -9,6 +9,9 @@
 //
 //	func TestMain(m *testing.M) { dockertest.Main(m) }
 //
+// Main also stops the fixtures a test binary shares (AtExit): k8stest's
+// control plane is started once per binary and stopped there.
+//
 // Tests that need Docker fail with "docker engine unreachable: ..." when the
 // engine cannot be reached; under `go test -short` they are skipped. It
 // never touches a Docker object without the labels of this test process.
@@ -53,6 +56,10 @@ var (
 	imgOnce sync.Once
 	imgTag  string
 	imgErr  error
+
+	inMain atomic.Bool
+	exitMu sync.Mutex // guards atExit
+	atExit []func()
 )
 
 func newRunID() string {
@@ -150,14 +157,17 @@ func buildTestApp(c *client.Client) (string, error) {
 	return tag, nil
 }
 
-// Main runs the tests, removes what this process created in Docker and exits.
-// Call it from TestMain of every package whose tests use Docker.
-// An interrupt (Ctrl-C, a CI timeout's SIGTERM) also cleans up before exiting.
+// Main runs the tests, stops what AtExit registered, removes what this
+// process created in Docker and exits. Call it from TestMain of every
+// package whose tests use Docker. An interrupt (Ctrl-C, a CI timeout's
+// SIGTERM) also cleans up before exiting.
 func Main(m *testing.M) {
+	inMain.Store(true)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-sig
+		runAtExit()
 		if err := Cleanup(); err != nil {
 			fmt.Fprintf(os.Stderr, "dockertest cleanup: %v\n", err)
 		}
@@ -165,10 +175,36 @@ func Main(m *testing.M) {
 	}()
 	code := m.Run()
 	signal.Stop(sig)
+	runAtExit()
 	if err := Cleanup(); err != nil {
 		fmt.Fprintf(os.Stderr, "dockertest cleanup: %v\n", err)
 	}
 	os.Exit(code)
+}
+
+// AtExit registers f to run once when the tests of this binary end (or
+// on an interrupt), before Main's Docker cleanup; fixtures shared by all
+// tests of a binary stop there, since no single test owns them. It
+// reports false when Main does not run the tests: nothing would call f.
+func AtExit(f func()) bool {
+	if !inMain.Load() {
+		return false
+	}
+	exitMu.Lock()
+	defer exitMu.Unlock()
+	atExit = append(atExit, f)
+	return true
+}
+
+// runAtExit runs the AtExit functions, last registered first, once each.
+func runAtExit() {
+	exitMu.Lock()
+	fs := atExit
+	atExit = nil
+	exitMu.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
+	}
 }
 
 // Cleanup removes every container, network, volume and image labelled with

@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -18,14 +19,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/previewgate/previewgate/internal/testing/dockertest"
 )
 
 // Cluster is a running kube-apiserver with its etcd, both on loopback.
@@ -33,12 +39,30 @@ type Cluster struct {
 	URL        string
 	CAData     []byte // PEM of the CA that signed the serving certificate
 	AdminToken string // a token of a system:masters member
-	dir        string
 }
 
-// Start builds (or finds cached) and starts etcd and kube-apiserver for t,
-// and stops both (by pid) when t ends. It fails t if either cannot be built
-// or does not become ready: the Kubernetes tests never skip.
+// shared is the control plane of this test binary: started by the first
+// Start, stopped when the binary's tests end (dockertest.Main's AtExit).
+var shared struct {
+	once sync.Once
+	c    *Cluster
+	err  error
+}
+
+// nsSeq numbers the namespaces NewNamespace makes in this process.
+var nsSeq atomic.Int64
+
+// Start returns the control plane this test binary shares: etcd and
+// kube-apiserver, built (or found cached) and started by the first caller,
+// stopped by pid when the binary's tests end. Tests share it the way
+// gateway replicas share a cluster: each works in a namespace of its own
+// (NewNamespace), so starting one per test (~5 s of CPU each on two cores)
+// buys nothing. It fails t if either program cannot be built or does not
+// become ready, and every later caller with the same error: the Kubernetes
+// tests never skip.
+//
+// The package's TestMain must call dockertest.Main, which stops the
+// control plane; Start fails t otherwise, rather than leak the processes.
 //
 // Under go test -short (tests that need nothing outside the process) it
 // skips, like every test that needs Docker.
@@ -47,34 +71,72 @@ func Start(t testing.TB) *Cluster {
 	if testing.Short() {
 		t.Skip("needs kube-apiserver, etcd and Docker (not under -short)")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	b, err := Build(ctx, t.Logf)
-	if err != nil {
-		t.Fatalf("kube-apiserver unavailable: %v", err)
+	shared.once.Do(func() {
+		var stop func() // set below; AtExit's function runs after the tests
+		if !dockertest.AtExit(func() {
+			if stop != nil {
+				stop()
+			}
+		}) {
+			shared.err = errors.New("the package's TestMain must call dockertest.Main, which stops the shared control plane")
+			return
+		}
+		shared.c, stop, shared.err = startShared(t.Logf)
+	})
+	if shared.err != nil {
+		t.Fatalf("kube-apiserver unavailable: %v", shared.err)
 	}
-	c, err := start(t, b)
-	if err != nil {
-		t.Fatalf("kube-apiserver did not start: %v", err)
-	}
-	return c
+	return shared.c
 }
 
-func start(t testing.TB, b Binaries) (*Cluster, error) {
-	dir := t.TempDir()
-	c := &Cluster{dir: dir, AdminToken: randHex(16)}
+func startShared(logf func(string, ...any)) (*Cluster, func(), error) {
+	// The binaries are cached before the tests (.ci/run runs prebuild):
+	// this bounds a cold build, not a test.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	b, err := Build(ctx, logf)
+	if err != nil {
+		return nil, nil, err
+	}
+	dir, err := os.MkdirTemp("", "previewgate-k8stest-")
+	if err != nil {
+		return nil, nil, err
+	}
+	c, stop, err := start(b, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, fmt.Errorf("did not start: %w", err)
+	}
+	return c, func() { stop(); os.RemoveAll(dir) }, nil
+}
+
+// start runs etcd and kube-apiserver with their files in dir and returns
+// a function that stops both.
+func start(b Binaries, dir string) (_ *Cluster, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	c := &Cluster{AdminToken: randHex(16)}
 	caPEM, certPEM, keyPEM, err := servingCert()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c.CAData = caPEM
 	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
-		return nil, fmt.Errorf("service account key: %w", err)
+		return nil, nil, fmt.Errorf("service account key: %w", err)
 	}
 	saDER, err := x509.MarshalPKCS8PrivateKey(saKey)
 	if err != nil {
-		return nil, fmt.Errorf("service account key: %w", err)
+		return nil, nil, fmt.Errorf("service account key: %w", err)
 	}
 	files := map[string][]byte{
 		"tls.crt": certPEM,
@@ -84,22 +146,24 @@ func start(t testing.TB, b Binaries) (*Cluster, error) {
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 
 	ports, err := freePorts(3)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
 	etcd := exec.Command(b.Etcd, "-data-dir", filepath.Join(dir, "etcd"),
 		"-listen-client", etcdURL, "-listen-peer", "http://127.0.0.1:"+strconv.Itoa(ports[1]))
-	if err := run(t, etcd, filepath.Join(dir, "etcd.log")); err != nil {
-		return nil, err
+	stopEtcd, err := run(etcd, filepath.Join(dir, "etcd.log"))
+	if err != nil {
+		return nil, nil, err
 	}
+	stops = append(stops, stopEtcd)
 	if err := waitHTTP(http.DefaultClient, etcdURL+"/health", "", 30*time.Second); err != nil {
-		return nil, fmt.Errorf("etcd: %w (log: %s)", err, logTail(filepath.Join(dir, "etcd.log")))
+		return nil, nil, fmt.Errorf("etcd: %w (log: %s)", err, logTail(filepath.Join(dir, "etcd.log")))
 	}
 
 	c.URL = "https://127.0.0.1:" + strconv.Itoa(ports[2])
@@ -124,38 +188,41 @@ func start(t testing.TB, b Binaries) (*Cluster, error) {
 		"--cert-dir="+filepath.Join(dir, "certs"),
 		"--v=0",
 	)
-	if err := run(t, api, filepath.Join(dir, "apiserver.log")); err != nil {
-		return nil, err
+	stopAPI, err := run(api, filepath.Join(dir, "apiserver.log"))
+	if err != nil {
+		return nil, nil, err
 	}
+	stops = append(stops, stopAPI)
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	if err := waitHTTP(hc, c.URL+"/readyz", c.AdminToken, 90*time.Second); err != nil {
-		return nil, fmt.Errorf("kube-apiserver: %w (log: %s)", err, logTail(filepath.Join(dir, "apiserver.log")))
+		return nil, nil, fmt.Errorf("kube-apiserver: %w (log: %s)", err, logTail(filepath.Join(dir, "apiserver.log")))
 	}
-	return c, nil
+	return c, stop, nil
 }
 
-// run starts cmd with its output in logFile and stops it by pid when t ends.
-func run(t testing.TB, cmd *exec.Cmd, logFile string) error {
+// run starts cmd with its output in logFile and returns a function that
+// stops it by pid (SIGTERM, then SIGKILL after 10 s) and waits for it.
+func run(cmd *exec.Cmd, logFile string) (stop func(), err error) {
 	f, err := os.Create(logFile)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = f, f
 	// If the test process dies without cleanup, so does the child.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
-		return fmt.Errorf("start %s: %w", filepath.Base(cmd.Path), err)
+		return nil, fmt.Errorf("start %s: %w", filepath.Base(cmd.Path), err)
 	}
 	done := make(chan struct{})
-	go func() { // owned by t: ends when the process does, which Cleanup ensures
+	go func() { // owned by stop: ends when the process does, which stop ensures
 		_ = cmd.Wait()
 		f.Close()
 		close(done)
 	}()
-	t.Cleanup(func() {
+	return func() {
 		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
 		select {
 		case <-done:
@@ -163,8 +230,7 @@ func run(t testing.TB, cmd *exec.Cmd, logFile string) error {
 			_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
 			<-done
 		}
-	})
-	return nil
+	}, nil
 }
 
 func waitHTTP(hc *http.Client, url, token string, timeout time.Duration) error {
@@ -215,9 +281,22 @@ func (c *Cluster) Admin(t testing.TB) kubernetes.Interface {
 	return cs
 }
 
+// NewNamespace creates a namespace that no other test of this process
+// uses (the control plane is shared) and returns its name; see Namespace.
+func (c *Cluster) NewNamespace(t testing.TB) string {
+	t.Helper()
+	name := fmt.Sprintf("pg-%s-%d", dockertest.RunID(), nsSeq.Add(1))
+	c.Namespace(t, name)
+	return name
+}
+
 // Namespace creates a namespace with the "default" ServiceAccount that the
 // ServiceAccount admission plugin requires of every pod (the controller
-// manager would make it; none runs here).
+// manager would make it; none runs here), and deletes it when t ends.
+// Without a controller manager a deleted namespace stays Terminating with
+// its objects: nothing can be created in it any more, and nothing of it
+// is seen by another test's namespace-scoped clients. Register it before
+// the node agent, so the agent (which removes its containers) stops first.
 func (c *Cluster) Namespace(t testing.TB, name string) {
 	t.Helper()
 	cs := c.Admin(t)
@@ -225,6 +304,13 @@ func (c *Cluster) Namespace(t testing.TB, name string) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create namespace %s: %v", name, err)
 	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := cs.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete namespace %s: %v", name, err)
+		}
+	})
 	if _, err := cs.CoreV1().ServiceAccounts(name).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create default service account in %s: %v", name, err)
 	}

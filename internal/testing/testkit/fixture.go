@@ -47,12 +47,18 @@ trusted_proxies: [192.0.2.0/24]
 	return b.String()
 }
 
+// MinTTL is the shortest lifetime Mint gives a token. A test on a loaded
+// machine can take minutes between minting a token and its last use, and
+// a token that expires there fails a test about something else. A test
+// about expiry mints with auth.Mint and its own clock (MintOptions.Now).
+const MinTTL = time.Hour
+
 // Mint returns a token for sandbox ("*": any), signed with cfg's first key
-// by issuer test for cfg's audience, valid for ttl.
+// by issuer test for cfg's audience, valid for ttl but at least MinTTL.
 func Mint(t testing.TB, cfg *config.Config, sandbox string, ttl time.Duration) string {
 	t.Helper()
 	tok, err := auth.Mint(cfg.Auth.Keys[0], auth.MintOptions{Subject: "tester", Sandbox: sandbox,
-		Issuer: "test", Audience: cfg.Auth.Audience, TTL: ttl})
+		Issuer: "test", Audience: cfg.Auth.Audience, TTL: max(ttl, MinTTL)})
 	if err != nil {
 		t.Fatalf("mint: %v", err)
 	}
