@@ -15,7 +15,7 @@ import (
 	"github.com/docker/docker/api/types/volume"
 
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
+	"github.com/previewgate/previewgate/records"
 )
 
 // cliLinks: set, link, link ls and link rm against the running gateway
@@ -25,7 +25,7 @@ func cliLinks(t *testing.T, id, adminAddr string) {
 	t.Helper()
 	c := dockertest.Client(t)
 	t.Cleanup(func() { // what a failed run left: this process's records only
-		f := filters.NewArgs(filters.Arg("label", dockertest.LabelRun+"="+dockertest.RunID()), filters.Arg("label", runtime.LabelRecord))
+		f := filters.NewArgs(filters.Arg("label", dockertest.LabelRun+"="+dockertest.RunID()), filters.Arg("label", records.LabelRecord))
 		if vols, err := c.VolumeList(context.Background(), volume.ListOptions{Filters: f}); err == nil {
 			for _, v := range vols.Volumes {
 				_ = c.VolumeRemove(context.Background(), v.Name, true)

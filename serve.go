@@ -224,7 +224,7 @@ func (a *app) buildRuntime(ctx context.Context, labels labelFlag) error {
 	tlsOn := cfg.TLS.Mode != config.TLSOff
 	replica, _ := os.Hostname() // a pod's name on Kubernetes
 	a.traffic = traffic.New(traffic.Options{Replica: replica})
-	a.gw, err = gateway.New(cfg, mgr, gateway.Options{TLS: tlsOn, Metrics: a.metrics, Traffic: a.traffic}, a.log.With("component", "gateway"))
+	a.gw, err = gateway.New(cfg, mgr, gateway.Options{TLS: tlsOn, Metrics: a.metrics, Traffic: a.traffic, Records: mgr.Records()}, a.log.With("component", "gateway"))
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,6 @@ type Sandboxes interface {
 	Pause(ctx context.Context, id string) error
 	// Resume wakes id without creating it and waits until it is ready.
 	Resume(ctx context.Context, id string) (sandboxmgr.Endpoint, error)
-	SandboxSettings // its settings and share links (links.go)
 }
 
 // ImageChecker is optional on Sandboxes: /readyz then names templates
@@ -85,6 +84,9 @@ type Options struct {
 	// Nil: files are not checked.
 	CheckFiles func(*config.Config) error
 	Sandboxes  Sandboxes
+	// Settings are each sandbox's settings and share links (package
+	// records); nil: none kept (those calls answer 501).
+	Settings SandboxSettings
 	// Announce makes a sandbox id worth an on-demand certificate before
 	// it exists (gateway.Announce); false for an invalid id. Nil: POST
 	// .../announce answers 404.

@@ -99,12 +99,6 @@ func (noSandboxes) Get(context.Context, string) (sandboxmgr.Info, error) {
 	return sandboxmgr.Info{}, sandboxmgr.ErrNoContainer
 }
 
-// A fake keeps no settings, as a runtime without records.
-func (noSandboxes) Known(string) (string, bool) { return "", false }
-func (noSandboxes) LoadSettings(context.Context, string) (sandboxmgr.Settings, error) {
-	return sandboxmgr.Settings{}, sandboxmgr.ErrNoRecords
-}
-
 func TestAdminNeedsToken(t *testing.T) {
 	t.Parallel()
 	l := newLiveConfig(t, noSandboxes{}, testkit.ConfigFile(nil))
@@ -206,7 +200,7 @@ func TestAdminSandboxesMatchDocker(t *testing.T) {
 	}
 	e.cfg.AdminToken = testkit.AdminToken
 	adminSrv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records(), Log: testkit.Logger(t)}))
 	defer adminSrv.Close()
 
 	resp, body := adminDo(t, adminSrv, "GET", "/admin/sandboxes", testkit.AdminToken, nil)

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -13,14 +12,13 @@ import (
 
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/links"
+	"github.com/previewgate/previewgate/records"
 )
 
 // Share links of a sandbox (#23): POST, GET /admin/sandboxes/{id}/links
 // and DELETE /admin/sandboxes/{id}/links/{link}; settings.go says where
 // they are kept.
-
-var errNoLink = errors.New("no such link")
 
 // postLink is POST /admin/sandboxes/{id}/links.
 type postLink struct {
@@ -97,8 +95,8 @@ func (a *admin) createLink(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusInternalServerError, errBody("minting a link failed", "internal"))
 		return
 	}
-	l := sandboxmgr.Link{ID: lid, Digest: digest, Port: port, Path: path, Created: now, Expires: exp}
-	_, err = ss.UpdateSettings(r.Context(), id, func(s *sandboxmgr.Settings) error { return sandboxmgr.AddLink(s, l) })
+	l := links.Link{ID: lid, Digest: digest, Port: port, Path: path, Created: now, Expires: exp}
+	_, err = ss.Update(r.Context(), id, func(s *records.Settings) error { return records.AddLink(s, l) })
 	if a.settingsFailed(w, err) {
 		return
 	}
@@ -108,7 +106,7 @@ func (a *admin) createLink(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, v)
 }
 
-func viewOfLink(l sandboxmgr.Link) linkView {
+func viewOfLink(l links.Link) linkView {
 	v := linkView{ID: l.ID, Port: l.Port, Path: l.Path, Created: l.Created, Expires: l.Expires}
 	if !l.Revoked.IsZero() {
 		t := l.Revoked
@@ -134,7 +132,7 @@ func (a *admin) listLinks(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s, err := ss.LoadSettings(r.Context(), id)
+	s, err := ss.Load(r.Context(), id)
 	if a.settingsFailed(w, err) {
 		return
 	}
@@ -164,21 +162,21 @@ func (a *admin) deleteLink(w http.ResponseWriter, r *http.Request) {
 
 // revokeLink marks sandbox id's link lid revoked (the API's DELETE and the
 // admin page's button). A revoked link is kept until it expires, so the
-// page it opens can say so; errNoLink if id has no link lid.
+// page it opens can say so; links.ErrNoLink if id has no link lid.
 func revokeLink(ctx context.Context, ss SandboxSettings, id, lid string) error {
 	now := time.Now().UTC()
-	_, err := ss.UpdateSettings(ctx, id, func(s *sandboxmgr.Settings) error {
+	_, err := ss.Update(ctx, id, func(s *records.Settings) error {
 		for i := range s.Links {
 			if s.Links[i].ID == lid {
-				links := slices.Clone(s.Links)
-				if links[i].Revoked.IsZero() {
-					links[i].Revoked = now
+				ls := slices.Clone(s.Links)
+				if ls[i].Revoked.IsZero() {
+					ls[i].Revoked = now
 				}
-				s.Links = links
+				s.Links = ls
 				return nil
 			}
 		}
-		return errNoLink
+		return links.ErrNoLink
 	})
 	return err
 }

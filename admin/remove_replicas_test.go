@@ -36,7 +36,7 @@ func TestAdminPutRemovedOnAnotherReplica(t *testing.T) {
 	}
 	serve := func(m *sandboxmgr.Manager) *httptest.Server {
 		srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
-			Sandboxes: m, Log: testkit.Logger(t)}))
+			Sandboxes: m, Settings: m.Records(), Log: testkit.Logger(t)}))
 		t.Cleanup(srv.Close)
 		return srv
 	}

@@ -158,7 +158,7 @@ func TestBrowserAdminPageStopsSandbox(t *testing.T) {
 		}
 	}
 	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records(), Log: testkit.Logger(t)}))
 	defer srv.Close()
 
 	signIn(t, ctx, srv.URL)

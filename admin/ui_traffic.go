@@ -24,7 +24,10 @@ func humanBytes(n int64) string {
 func (u *ui) trafficRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /ui/sandboxes/{id}/links/{link}/revoke", u.post(u.op("revoked", func(u *ui) func(r *http.Request, id string) error {
 		return func(r *http.Request, id string) error {
-			return revokeLink(r.Context(), u.a.o.Sandboxes, id, r.PathValue("link"))
+			if _, err := u.a.o.Sandboxes.Get(r.Context(), id); err != nil {
+				return err
+			}
+			return revokeLink(r.Context(), u.a.settings(), id, r.PathValue("link"))
 		}
 	})))
 	mux.HandleFunc("POST /ui/sandboxes/{id}/pause", u.post(u.op("paused", func(u *ui) func(r *http.Request, id string) error {
@@ -41,7 +44,7 @@ func (u *ui) trafficRoutes(mux *http.ServeMux) {
 // links returns sandbox id's unexpired share links for its page, newest
 // first; none where the gateway keeps no settings or they cannot be read.
 func (u *ui) links(ctx context.Context, id string) []linkView {
-	s, err := u.a.o.Sandboxes.LoadSettings(ctx, id)
+	s, err := u.a.settings().Load(ctx, id)
 	if err != nil {
 		return nil
 	}

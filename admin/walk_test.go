@@ -41,7 +41,7 @@ func TestAdminPutAtCapacity(t *testing.T) {
 	e := newDockerEnv(t, func(c *sandboxmgr.Config) { c.MaxRunning = 1 })
 	e.cfg.AdminToken = testkit.AdminToken
 	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records(), Log: testkit.Logger(t)}))
 	defer srv.Close()
 	first, second := dockertest.UniqueID("cap"), dockertest.UniqueID("cap")
 	removeAtEnd(t, e.mgr, first, second)
@@ -67,7 +67,7 @@ func TestAdminConcurrentPutsSayWhichCreated(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
 	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records(), Log: testkit.Logger(t)}))
 	defer srv.Close()
 	id := dockertest.UniqueID("race")
 	removeAtEnd(t, e.mgr, id)
@@ -157,7 +157,7 @@ func TestAdminPutRemovedWhileStarting(t *testing.T) {
 	e.cfg.AdminToken = testkit.AdminToken
 	e.cfg.Templates["app"].Env = map[string]string{"LISTEN_DELAY": "3s"}
 	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records(), Log: testkit.Logger(t)}))
 	defer srv.Close()
 	id := dockertest.UniqueID("putrm")
 	removeAtEnd(t, e.mgr, id)
@@ -194,7 +194,7 @@ func TestAdminBodyIsOneObject(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
 	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records(), Log: testkit.Logger(t)}))
 	defer srv.Close()
 	id, never := dockertest.UniqueID("body"), dockertest.UniqueID("body")
 	removeAtEnd(t, e.mgr, id, never)
@@ -221,7 +221,7 @@ func TestAdminBodyIsOneObject(t *testing.T) {
 	if resp, body := adminDo(t, srv, "GET", "/admin/sandboxes/"+id+"/logs?tail=0", testkit.AdminToken, nil); resp.StatusCode != 200 || !strings.Contains(string(body), `"lines":[]`) {
 		t.Errorf("logs?tail=0: got %d %s, want 200 and no lines", resp.StatusCode, body)
 	}
-	s, err := e.mgr.LoadSettings(t.Context(), id)
+	s, err := e.mgr.Records().Load(t.Context(), id)
 	if err != nil || s.Public != nil || len(s.Links) != 0 {
 		t.Errorf("settings after refused bodies: %+v (%v), want none changed", s, err)
 	}
@@ -238,7 +238,7 @@ func TestAdminForeignContainerIsConflict(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
 	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records(), Log: testkit.Logger(t)}))
 	defer srv.Close()
 	id := dockertest.UniqueID("foreign")
 	c, err := e.cli.ContainerCreate(t.Context(), &container.Config{Image: dockertest.TestAppImage(t), Labels: dockertest.Labels()},
@@ -273,7 +273,7 @@ func TestAdminConcurrentDeletes(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
 	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records(), Log: testkit.Logger(t)}))
 	defer srv.Close()
 	for range 3 {
 		id := dockertest.UniqueID("deldel")
@@ -321,7 +321,7 @@ func TestAdminPauseResumeSayWhatToDo(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
 	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records(), Log: testkit.Logger(t)}))
 	defer srv.Close()
 	id := dockertest.UniqueID("hint")
 	removeAtEnd(t, e.mgr, id)

@@ -151,7 +151,7 @@ func (b *bench) mintTokens(key config.Key) error {
 func (b *bench) serveGateway(cfg *config.Config, mode string, cert tls.Certificate, log *slog.Logger) error {
 	tlsOn := mode != "plain"
 	// Real metrics, as serve has: the request path pays for them.
-	gw, err := gateway.New(cfg, b.mgr, gateway.Options{TLS: tlsOn, Metrics: metrics.New()}, log)
+	gw, err := gateway.New(cfg, b.mgr, gateway.Options{TLS: tlsOn, Metrics: metrics.New(), Records: b.mgr.Records()}, log)
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}

@@ -111,7 +111,7 @@ func (e *dockerEnv) start() {
 	}
 	e.mgr = &countingSandboxes{Manager: mgr}
 	e.traffic = traffic.New(traffic.Options{})
-	e.gw, err = New(e.cfg, e.mgr, Options{Metrics: e.metrics, Traffic: e.traffic}, testkit.Logger(e.t))
+	e.gw, err = New(e.cfg, e.mgr, Options{Metrics: e.metrics, Traffic: e.traffic, Records: mgr.Records()}, testkit.Logger(e.t))
 	if err != nil {
 		e.t.Fatalf("gateway.New: %v", err)
 	}

@@ -25,7 +25,9 @@ import (
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/h1server"
 	"github.com/previewgate/previewgate/internal/limits"
+	"github.com/previewgate/previewgate/internal/links"
 	"github.com/previewgate/previewgate/internal/tunnel"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
@@ -54,12 +56,6 @@ type Sandboxes interface {
 	Touch(id string)
 	// Hold marks a long-lived connection on id until release is called.
 	Hold(id string) (release func())
-	// FreshSettings are id's own settings and share links as this
-	// replica knows them (no runtime call), and whether that copy is
-	// recent enough to grant access on; RefreshSettings reloads them, at
-	// most once a second per sandbox (internal/links).
-	FreshSettings(id string) (sandboxmgr.Settings, bool)
-	RefreshSettings(ctx context.Context, id string) (sandboxmgr.Settings, bool)
 }
 
 var _ Sandboxes = (*sandboxmgr.Manager)(nil)
@@ -68,6 +64,7 @@ var _ Sandboxes = (*sandboxmgr.Manager)(nil)
 // Apply; it is an http.Handler.
 type Gateway struct {
 	sb        Sandboxes
+	recs      links.Records // each sandbox's own settings and share links
 	log       *slog.Logger
 	tls       bool // previews are served over TLS
 	table     atomic.Pointer[table]
@@ -98,6 +95,9 @@ type Options struct {
 	// Traffic receives each request proxied to a sandbox (the per-sandbox
 	// request log). Nil means nothing is recorded.
 	Traffic Traffic
+	// Records are each sandbox's own settings and share links (package
+	// records). Nil: none, every sandbox as its template says.
+	Records links.Records
 }
 
 // New returns a gateway serving cfg. It owns the auth verifier built for
@@ -106,7 +106,10 @@ func New(cfg *config.Config, sb Sandboxes, opts Options, log *slog.Logger) (*Gat
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{sb: sb, log: log, tls: opts.TLS}
+	g := &Gateway{sb: sb, recs: opts.Records, log: log, tls: opts.TLS}
+	if g.recs == nil {
+		g.recs = (*records.Records)(nil) // keeps nothing
+	}
 	g.draining, g.drain = context.WithCancel(context.Background())
 	g.proxy = newProxy(g)
 	g.limit = newLimiter()

@@ -63,13 +63,7 @@ func (f *fakeSandboxes) Cached(id string) (sandboxmgr.Endpoint, bool) {
 }
 
 // Known knows no sandbox: the route's template governs, as for a new one.
-func (f *fakeSandboxes) Known(string) (string, bool) { return "", false }
-func (f *fakeSandboxes) FreshSettings(string) (sandboxmgr.Settings, bool) {
-	return sandboxmgr.Settings{}, true
-}
-func (f *fakeSandboxes) RefreshSettings(context.Context, string) (sandboxmgr.Settings, bool) {
-	return sandboxmgr.Settings{}, true
-}
+func (f *fakeSandboxes) Known(string) (string, bool)                       { return "", false }
 func (f *fakeSandboxes) Wake(string, *config.Template, sandboxmgr.Options) { f.lookups.Add(1) }
 func (f *fakeSandboxes) Progress(string) sandboxmgr.Progress {
 	f.lookups.Add(1)

@@ -31,7 +31,7 @@ func (g *Gateway) linkGrant(r *http.Request, v *auth.Verifier, rt route, pol pol
 			tg.Port = pol.tpl.Port
 		}
 	}
-	exp, err := links.Grant(r, v, g.sb, tg, tok, fromQuery)
+	exp, err := links.Grant(r, v, g.recs, tg, tok, fromQuery)
 	if err != nil {
 		return time.Time{}, linkError(err)
 	}

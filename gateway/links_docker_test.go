@@ -24,8 +24,9 @@ import (
 	"github.com/previewgate/previewgate/internal/pages"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
+	plinks "github.com/previewgate/previewgate/links"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Per-sandbox settings and share links (#23) on the real engine, with two
@@ -55,7 +56,7 @@ func startLinkReplica(t *testing.T, cfg *config.Config, mc sandboxmgr.Config, lo
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := New(cfg, mgr, Options{}, log)
+	gw, err := New(cfg, mgr, Options{Records: mgr.Records()}, log)
 	if err != nil {
 		t.Fatalf("gateway.New: %v", err)
 	}
@@ -68,7 +69,7 @@ func startLinkReplica(t *testing.T, cfg *config.Config, mc sandboxmgr.Config, lo
 		t.Fatalf("manager start: %v", err)
 	}
 	t.Cleanup(func() { mgr.Close() })
-	adm := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return cfg }, Sandboxes: mgr, Log: log}))
+	adm := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return cfg }, Sandboxes: mgr, Settings: mgr.Records(), Log: log}))
 	t.Cleanup(adm.Close)
 	return &linkReplica{replica: &replica{mgr: mgr, gw: gw, srv: srv}, admin: adm}
 }
@@ -86,7 +87,7 @@ func cleanupRecords(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		f := filters.NewArgs(filters.Arg("label", dockertest.LabelRun+"="+dockertest.RunID()), filters.Arg("label", runtime.LabelRecord))
+		f := filters.NewArgs(filters.Arg("label", dockertest.LabelRun+"="+dockertest.RunID()), filters.Arg("label", records.LabelRecord))
 		vols, err := c.VolumeList(ctx, volume.ListOptions{Filters: f})
 		if err != nil {
 			t.Errorf("list record volumes: %v", err)
@@ -231,7 +232,7 @@ func mintLink(t *testing.T, base, id, body string) (pathQuery, linkID string) {
 func TestDockerShareLinks(t *testing.T) {
 	cfg, mc := linkSetup(t)
 	shareLinks(t, cfg, mc, func(id string) int {
-		f := filters.NewArgs(filters.Arg("label", runtime.LabelRecord+"="+id))
+		f := filters.NewArgs(filters.Arg("label", records.LabelRecord+"="+id))
 		vols, err := dockertest.Client(t).VolumeList(context.Background(), volume.ListOptions{Filters: f})
 		if err != nil {
 			t.Fatal(err)
@@ -384,8 +385,8 @@ func shareLinks(t *testing.T, cfg *config.Config, mc sandboxmgr.Config, records 
 			t.Fatalf("minting up to the bound: got %d %v", st, out)
 		}
 	}
-	if st, out := adminCall(t, a.admin.URL, "GET", "/admin/sandboxes/"+id+"/links", ""); !full || st != 200 || len(out["links"].([]any)) != sandboxmgr.MaxLinks {
-		t.Errorf("at the bound: full %v, %d links listed, want %d", full, len(out["links"].([]any)), sandboxmgr.MaxLinks)
+	if st, out := adminCall(t, a.admin.URL, "GET", "/admin/sandboxes/"+id+"/links", ""); !full || st != 200 || len(out["links"].([]any)) != plinks.MaxLinks {
+		t.Errorf("at the bound: full %v, %d links listed, want %d", full, len(out["links"].([]any)), plinks.MaxLinks)
 	}
 
 	// Removing the sandbox removes its settings and links: its record
@@ -399,7 +400,7 @@ func shareLinks(t *testing.T, cfg *config.Config, mc sandboxmgr.Config, records 
 	if n := records(id); n != 1 {
 		t.Errorf("records after remove: %d, want 1 (the removal mark)", n)
 	}
-	if s, err := b.mgr.LoadSettings(t.Context(), id); err != nil || len(s.Links) != 0 || s.Public != nil {
+	if s, err := b.mgr.Records().Load(t.Context(), id); err != nil || len(s.Links) != 0 || s.Public != nil {
 		t.Errorf("settings after remove: %+v %v, want no links", s, err)
 	}
 }

@@ -26,7 +26,7 @@ func TestDockerLinkHTTP2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := New(cfg, mgr, Options{TLS: true}, testkit.Logger(t))
+	gw, err := New(cfg, mgr, Options{TLS: true, Records: mgr.Records()}, testkit.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestDockerLinkHTTP2(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { mgr.Close() })
-	a := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return cfg }, Sandboxes: mgr, Log: testkit.Logger(t)}))
+	a := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return cfg }, Sandboxes: mgr, Settings: mgr.Records(), Log: testkit.Logger(t)}))
 	t.Cleanup(a.Close)
 	adm := a.URL
 	id := dockertest.UniqueID("h2l")

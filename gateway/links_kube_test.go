@@ -13,8 +13,8 @@ import (
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/internal/testing/k8stest"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Settings and share links (#23) with two replicas on one real API server:
@@ -29,7 +29,7 @@ func TestKubernetesShareLinks(t *testing.T) {
 	cfg, mc := kubeLinkSetup(t)
 	cs := kubeAdmin(t, mc)
 	shareLinks(t, cfg, mc, func(id string) int {
-		list, err := cs.CoreV1().ConfigMaps(mc.Kubernetes.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: runtime.LabelRecord + "=" + id})
+		list, err := cs.CoreV1().ConfigMaps(mc.Kubernetes.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: records.LabelRecord + "=" + id})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -62,7 +62,7 @@ func (g *Gateway) publicSandbox(id string, own *config.Template) bool {
 	if own == nil {
 		return false
 	}
-	s, fresh := g.sb.FreshSettings(id)
+	s, fresh := g.recs.Settings(id)
 	if !fresh {
 		return false
 	}

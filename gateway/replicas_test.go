@@ -41,7 +41,7 @@ func startReplica(t *testing.T, cfg *config.Config, mc sandboxmgr.Config) *repli
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := New(cfg, mgr, Options{}, testkit.Logger(t))
+	gw, err := New(cfg, mgr, Options{Records: mgr.Records()}, testkit.Logger(t))
 	if err != nil {
 		t.Fatalf("gateway.New: %v", err)
 	}

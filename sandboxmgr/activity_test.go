@@ -37,7 +37,7 @@ func TestTouchAndHold(t *testing.T) {
 }
 
 func BenchmarkEnsureCached(b *testing.B) {
-	m := newManager(Config{}, nil, newFake())
+	m := newManager(Config{}, newFake(), nil, nil)
 	defer m.Close()
 	m.observe("a", ctrInfo{State: stateRunning, IP: "10.0.0.2"})
 	b.RunParallel(func(pb *testing.PB) {

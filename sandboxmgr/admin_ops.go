@@ -46,7 +46,8 @@ func (m *Manager) Get(ctx context.Context, id string) (Info, error) {
 // infoOf is sandbox id's Info, its container c: List's and Get's one view.
 func (m *Manager) infoOf(id string, c ctrInfo) Info {
 	info := Info{ID: id, Template: c.Labels[LabelTemplate], State: c.State, Container: c.ID, Metadata: metadataOf(c.Labels)}
-	info.settingsOf(m.Settings(id), m.now())
+	s, _ := m.recs.Settings(id)
+	info.settingsOf(s, m.now())
 	if sb := m.lookup(id); sb != nil {
 		info.LastActivity = sb.lastActive()
 		m.mu.RLock()
@@ -170,7 +171,7 @@ func (m *Manager) remove(ctx context.Context, id string, stopWakes bool) error {
 		// that read the record before this write either reads it again
 		// after this write (and stops), or did so before it, when its
 		// container existed already, for the lookup below to find.
-		if err := m.markRemoved(ctx, id); err != nil {
+		if err := m.recs.Mark(ctx, id); err != nil {
 			// The runtime's records fail: what is there goes all the
 			// same (as before removal marks existed); only a start on
 			// another replica that is still making its container may
@@ -188,7 +189,10 @@ func (m *Manager) remove(ctx context.Context, id string, stopWakes bool) error {
 	}
 	if err == nil || errors.Is(err, ErrNoContainer) {
 		if !stopWakes {
-			m.forgetRecord(ctx, id) // its settings and links go with it (the mark replaced them)
+			// Its settings and links go with it (a live mark stays).
+			if err := m.recs.Clear(ctx, id, nil); err != nil {
+				m.log.WarnContext(ctx, "remove sandbox settings", "sandbox", id, "err", err)
+			}
 		}
 		var gone string
 		m.mu.Lock()

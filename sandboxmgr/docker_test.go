@@ -10,7 +10,7 @@ import (
 )
 
 func TestSpec(t *testing.T) {
-	m := newManager(Config{Network: "pg", Labels: map[string]string{"team": "x", LabelSandbox: "spoof"}}, nil, newFake())
+	m := newManager(Config{Network: "pg", Labels: map[string]string{"team": "x", LabelSandbox: "spoof"}}, newFake(), nil, nil)
 	defer m.Close()
 	tpl := &config.Template{
 		Name: "web", Image: "img:1", Port: 8080, Cmd: []string{"serve"},

@@ -93,7 +93,7 @@ func TestEventsReconnectBackoff(t *testing.T) {
 			}
 			return ErrUnavailable
 		}
-		m := newManager(Config{RecheckEvery: -1}, nil, f) // the periodic re-check lists too
+		m := newManager(Config{RecheckEvery: -1}, f, nil, nil) // the periodic re-check lists too
 		t0 := time.Now()
 		if err := m.Start(t.Context()); err != nil {
 			t.Fatal(err)

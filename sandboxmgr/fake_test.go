@@ -12,6 +12,7 @@ import (
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
@@ -255,10 +256,19 @@ func appListener(t *testing.T) *config.Template {
 	return &config.Template{Name: "fake", Image: "fake:latest", Port: p, Ready: config.Ready{Timeout: config.Duration(5e9)}}
 }
 
+// testRecords are records kept in store for a manager of cfg.
+func testRecords(store records.Store, cfg Config) *records.Records {
+	every := cfg.RecheckEvery
+	if every == 0 {
+		every = DefaultRecheckEvery
+	}
+	return records.New(store, records.Options{Labels: runtime.Scoped(cfg.Labels), RecheckEvery: every})
+}
+
 func newFakeManager(t *testing.T, cfg Config) (*Manager, *fakeEngine) {
 	t.Helper()
 	f := newFake()
-	m := newManager(cfg, nil, f)
+	m := newManager(cfg, f, nil, nil)
 	t.Cleanup(func() { m.Close() })
 	return m, f
 }

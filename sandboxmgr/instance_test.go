@@ -70,7 +70,7 @@ func adoptedWorld(t *testing.T, tpl *config.Template, labels map[string]string) 
 	t.Helper()
 	f := newFake()
 	f.put(ContainerName("a"), stateRunning, labels)
-	m := newManager(Config{Templates: func(string) *config.Template { return tpl }}, nil, f)
+	m := newManager(Config{Templates: func(string) *config.Template { return tpl }}, f, nil, nil)
 	rec := &goneRecorder{m: m}
 	m.SetListener(rec)
 	t.Cleanup(func() { m.Close() })
@@ -276,7 +276,7 @@ func TestInstanceUnpauseKeepsInstance(t *testing.T) {
 func TestInstanceAdoptedAtStart(t *testing.T) {
 	f := newFake()
 	f.put(ContainerName("a"), stateRunning, map[string]string{LabelManaged: "true", LabelSandbox: "a"})
-	m := newManager(Config{}, nil, f)
+	m := newManager(Config{}, f, nil, nil)
 	defer m.Close()
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@ func TestReaperKeptWorkspace(t *testing.T) {
 					stopped = time.Now().Add(-tc.stoppedAgo)
 				}
 				f.putKept(ContainerName("a"), stopped, map[string]string{LabelSandbox: "a", LabelTemplate: "t"})
-				m := newManager(Config{Templates: func(string) *config.Template { return tpl }}, nil, f)
+				m := newManager(Config{Templates: func(string) *config.Template { return tpl }}, f, nil, nil)
 				t.Cleanup(func() { m.Close() })
 				if err := m.Start(t.Context()); err != nil {
 					t.Fatal(err)

@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // callCounter counts API requests by verb and resource.
@@ -164,10 +164,10 @@ func TestKubernetesRBACFromDeploy(t *testing.T) {
 	// Settings (#23): a ConfigMap written, read and (below, with the
 	// sandbox) deleted under the deploy Role.
 	yes := true
-	if _, err := m.UpdateSettings(t.Context(), id, func(s *sandboxmgr.Settings) error { s.Public = &yes; return nil }); err != nil {
+	if _, err := m.Records().Update(t.Context(), id, func(s *records.Settings) error { s.Public = &yes; return nil }); err != nil {
 		t.Fatalf("UpdateSettings with the deploy RBAC: %v", err)
 	}
-	if s, err := m.LoadSettings(t.Context(), id); err != nil || s.Public == nil {
+	if s, err := m.Records().Load(t.Context(), id); err != nil || s.Public == nil {
 		t.Fatalf("LoadSettings with the deploy RBAC: %v %v", s, err)
 	}
 	settings := calls.take()
@@ -180,7 +180,7 @@ func TestKubernetesRBACFromDeploy(t *testing.T) {
 		t.Fatalf("Remove with the deploy RBAC: %v", err)
 	}
 	// The settings go; a removal mark stays a while (tombstone.go).
-	if cm, err := e.cs.CoreV1().ConfigMaps(e.ns).Get(t.Context(), runtime.RecordName(id), metav1.GetOptions{}); err != nil ||
+	if cm, err := e.cs.CoreV1().ConfigMaps(e.ns).Get(t.Context(), records.Name(id), metav1.GetOptions{}); err != nil ||
 		!strings.Contains(cm.Data["record"], `"removed"`) || strings.Contains(cm.Data["record"], `"public"`) {
 		t.Errorf("the sandbox's record after Remove: %v %v, want only a removal mark", cm.Data, err)
 	}

@@ -37,6 +37,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr/docker"
 	"github.com/previewgate/previewgate/sandboxmgr/kube"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
@@ -117,7 +118,7 @@ type Info struct {
 	// PublicSetting is its own public setting (#23), absent when its
 	// template's applies; KeepUpUntil its keep-up; LiveLinks how many of
 	// its share links open it now (neither expired nor revoked). As the
-	// runtime keeps them (settings.go): every replica says the same.
+	// runtime keeps them (package records): every replica says the same.
 	PublicSetting *bool     `json:"public_setting,omitempty"`
 	KeepUpUntil   time.Time `json:"keep_up_until,omitzero"`
 	LiveLinks     int       `json:"live_links"`
@@ -172,7 +173,7 @@ type Manager struct {
 	// recheckFailing: the last re-check failed (logged once, recheck.go).
 	recheckFailing atomic.Bool
 	checks         singleflight.Group // stillServes inspects, one per sandbox at a time
-	recs           recordCache        // per-sandbox settings and links (settings.go)
+	recs           Records            // per-sandbox settings and removal marks (settings.go)
 }
 
 // errPulls: the runtime pulls its images (Kubernetes); it builds none.
@@ -192,13 +193,14 @@ type KubeConfig = kube.Config
 func New(cfg Config, log *slog.Logger) (*Manager, error) {
 	cfg.applyDefaults()
 	var eng engine
+	var store records.Store
 	switch cfg.Runtime {
 	case "", RuntimeDocker:
 		rt, err := docker.New(docker.Options{Host: cfg.Host, Network: cfg.Network, DialTimeout: cfg.DialTimeout, Replicas: cfg.Replicas})
 		if err != nil {
 			return nil, err
 		}
-		eng = rt
+		eng, store = rt, rt
 	case RuntimeKubernetes:
 		kc := cfg.Kubernetes
 		if kc.Log == nil {
@@ -208,11 +210,20 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 		if err != nil {
 			return nil, err
 		}
-		eng = rt
+		eng, store = rt, rt
 	default:
 		return nil, fmt.Errorf("unknown runtime %q (want docker or kubernetes)", cfg.Runtime)
 	}
-	return newManager(cfg, log, eng), nil
+	cfg.applyDefaults()
+	recs := records.New(store, records.Options{Labels: runtime.Scoped(cfg.Labels), RecheckEvery: cfg.RecheckEvery, LongestWake: cfg.LongestWake, Log: log})
+	return newManager(cfg, eng, recs, log), nil
+}
+
+// Records are the per-sandbox records the manager keeps its removal marks
+// in, for the gateway's and the admin API's settings and links.
+func (m *Manager) Records() *records.Records {
+	r, _ := m.recs.(*records.Records)
+	return r
 }
 
 // The runtimes implement the manager's interface.
@@ -221,7 +232,7 @@ var (
 	_ engine = (*kube.Runtime)(nil)
 )
 
-func newManager(cfg Config, log *slog.Logger, eng engine) *Manager {
+func newManager(cfg Config, eng engine, recs Records, log *slog.Logger) *Manager {
 	cfg.applyDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -242,8 +253,12 @@ func newManager(cfg Config, log *slog.Logger, eng engine) *Manager {
 		addrs:     make(map[string]*sandbox),
 		pool:      newPoolState(),
 		born:      time.Now(),
-		stamp:     scopeStamp(cfg.Labels),
+		stamp:     runtime.Stamp(cfg.Labels),
 		replicaID: randomHex(),
+		recs:      recs,
+	}
+	if m.recs == nil {
+		m.recs = records.New(nil, records.Options{}) // keeps none
 	}
 	m.maxRunning.Store(int64(cfg.MaxRunning))
 	return m

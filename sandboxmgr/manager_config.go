@@ -65,6 +65,23 @@ type Config struct {
 	Replicas int
 }
 
+// DefaultRecheckEvery is Config.RecheckEvery's default, which the
+// records' freshness bound (records.Options.RecheckEvery) must match.
+const DefaultRecheckEvery = 5 * time.Second
+
+// LongestWake is the longest a wake can take: its ready timeout, plus a
+// wait for a start slot for each of its create and start. Removal marks
+// outlive twice that (records.Options.LongestWake). c has its defaults.
+func (c Config) LongestWake() time.Duration {
+	longest := readyTimeout(nil)
+	if c.ListTemplates != nil {
+		for _, t := range c.ListTemplates() {
+			longest = max(longest, readyTimeout(t))
+		}
+	}
+	return longest + 2*c.StartQueueTimeout
+}
+
 // applyDefaults fills zero fields. Those a config file sets come from
 // config's one definition (config.DefaultLimits, DefaultNetwork); the
 // manager's own timers, which no file sets, are defined here only.
@@ -98,7 +115,7 @@ func (c *Config) applyDefaults() {
 		c.ReapEvery = time.Second
 	}
 	if c.RecheckEvery == 0 {
-		c.RecheckEvery = 5 * time.Second
+		c.RecheckEvery = DefaultRecheckEvery
 	}
 	if c.Templates == nil {
 		c.Templates = func(string) *config.Template { return nil }

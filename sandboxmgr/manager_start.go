@@ -18,8 +18,8 @@ func (m *Manager) Start(ctx context.Context) error {
 		return err
 	}
 	// Settings and links before the first request: a restart keeps a
-	// revoked link revoked and a private toggle private (settings.go).
-	if _, err := m.reloadRecords(ctx, time.Time{}); err != nil {
+	// revoked link revoked and a private toggle private (package records).
+	if _, err := m.recs.Reload(ctx, time.Time{}); err != nil {
 		return err
 	}
 	list, err := m.listOwned(ctx)

@@ -29,7 +29,7 @@ func TestPoolClaimRefillRestart(t *testing.T) {
 		ReapEvery:     -1,
 	}
 	f := newFake()
-	m := newManager(cfg, nil, f)
+	m := newManager(cfg, f, nil, nil)
 	defer m.Close()
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestPoolClaimRefillRestart(t *testing.T) {
 	// A restarted manager adopts the claim by its name and the pool.
 	m.Close()
 	creates := f.creates.Load()
-	m2 := newManager(cfg, nil, f)
+	m2 := newManager(cfg, f, nil, nil)
 	defer m2.Close()
 	if err := m2.Start(t.Context()); err != nil {
 		t.Fatal(err)

@@ -101,9 +101,9 @@ func (m *Manager) planLocked(sb *sandbox, tpl *config.Template) reapPlan {
 		if sb.holds.Load() != 0 {
 			p = reapPlan{act: reapSockets, at: last.Add(tpl.MaxSocketIdle.D()), from: last, limit: tpl.MaxSocketIdle.D()}
 		}
-		// A per-sandbox keep-up (settings.go, within max_keep_up) puts
+		// A per-sandbox keep-up (package records, within max_keep_up) puts
 		// the stop off until it ends, traffic or not.
-		if keep := m.Settings(sb.id).KeepUpUntil; keep.After(p.at) {
+		if keep := m.keepUpUntil(sb.id); keep.After(p.at) {
 			p.at = keep
 		}
 		return p

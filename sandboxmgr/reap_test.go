@@ -18,7 +18,7 @@ func reapWorld(t *testing.T, tpl config.Template, beforeStop func(string)) (*Man
 	f.put(ContainerName("a"), stateRunning, map[string]string{LabelManaged: "true", LabelSandbox: "a", LabelTemplate: "t"})
 	m := newManager(Config{
 		Templates: func(name string) *config.Template { return map[string]*config.Template{"t": &tpl}[name] },
-	}, nil, f)
+	}, f, nil, nil)
 	m.SetListener(stopListener(beforeStop))
 	t.Cleanup(func() { m.Close() })
 	if err := m.Start(t.Context()); err != nil {

@@ -33,7 +33,6 @@ func (m *Manager) recheckLoop(ctx context.Context) {
 			return
 		}
 		m.noteRecheck(ctx, err)
-		m.noteRecordsAge()
 	}
 }
 
@@ -59,10 +58,10 @@ func (m *Manager) recheck(ctx context.Context) error {
 	gen := m.gen // records seen after this know more than the list
 	m.mu.RUnlock()
 	// Records first: one whose sandbox the list below lacks was written
-	// before the list was taken (settings.go).
-	recorded, rerr := m.reloadRecords(ctx, began)
+	// before the list was taken (records.DropOrphans).
+	recorded, rerr := m.recs.Reload(ctx, began)
 	if rerr != nil {
-		m.log.DebugContext(ctx, "re-check of sandbox settings failed", "err", rerr) // noteRecordsAge says when it matters
+		m.log.DebugContext(ctx, "re-check of sandbox settings failed", "err", rerr) // Reload logs when it matters
 	}
 	list, err := m.listOwned(ctx)
 	if err != nil {
@@ -74,7 +73,15 @@ func (m *Manager) recheck(ctx context.Context) error {
 			byID[id] = c
 		}
 	}
-	m.dropOrphanRecords(ctx, recorded, byID)
+	m.recs.DropOrphans(ctx, recorded, func(id string) bool {
+		if _, ok := byID[id]; ok {
+			return true
+		}
+		m.mu.RLock()
+		sb := m.sandboxes[id]
+		m.mu.RUnlock()
+		return sb != nil && sb.waking.Load() > 0
+	})
 	var gone []string
 	m.mu.Lock()
 	if m.caps.SharedPool {

@@ -22,7 +22,7 @@ func TestStartRemovesHalfMade(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFake()
-			m := newManager(Config{StaleCreate: tc.staleCreate, ReapEvery: -1}, nil, f)
+			m := newManager(Config{StaleCreate: tc.staleCreate, ReapEvery: -1}, f, nil, nil)
 			defer m.Close()
 			for _, name := range []string{ContainerName("a"), "previewgate-pool-t-x"} {
 				f.put(name, tc.state, map[string]string{LabelManaged: "true", LabelSandbox: "a"})

@@ -99,7 +99,7 @@ func (s *slowListEngine) List(ctx context.Context, labels map[string]string) ([]
 func TestRecheckKeepsWhatWasCachedAfterItsList(t *testing.T) {
 	tpl := appListener(t)
 	s := &slowListEngine{fakeEngine: newFake(), entered: make(chan struct{}), gate: make(chan struct{})}
-	m := newManager(Config{Templates: func(string) *config.Template { return tpl }, RecheckEvery: time.Hour}, nil, s)
+	m := newManager(Config{Templates: func(string) *config.Template { return tpl }, RecheckEvery: time.Hour}, s, nil, nil)
 	t.Cleanup(func() { m.Close() })
 	done := make(chan error, 1)
 	go func() { done <- m.recheck(context.Background()) }()
@@ -135,7 +135,7 @@ func TestSandboxIDNeverNamesPoolContainer(t *testing.T) {
 		ReapEvery:     -1,
 	}
 	f := newFake()
-	m := newManager(cfg, nil, f)
+	m := newManager(cfg, f, nil, nil)
 	defer m.Close()
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)

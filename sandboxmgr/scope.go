@@ -2,14 +2,13 @@ package sandboxmgr
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
@@ -36,20 +35,6 @@ import (
 // container takes the ID of one whose labels were checked (labels are
 // immutable) or that this manager created.
 
-// scopeStamp is the LabelScope value of a gateway with labels l: a digest
-// of them, so it is a valid label value on every runtime whatever they
-// hold, and equal exactly for equal scopes.
-func scopeStamp(l map[string]string) string {
-	h := sha256.New()
-	for _, k := range slices.Sorted(maps.Keys(l)) {
-		if k == LabelManaged || k == LabelScope {
-			continue
-		}
-		fmt.Fprintf(h, "%q=%q\n", k, l[k])
-	}
-	return "s" + hex.EncodeToString(h.Sum(nil))[:15]
-}
-
 // scopeLabels selects the containers this manager may own: the runtime
 // filters lists and events by them, and owns decides.
 func (m *Manager) scopeLabels() map[string]string {
@@ -71,11 +56,7 @@ func (m *Manager) sharedLabels() map[string]string {
 }
 
 // createLabels are the labels of every container this manager creates.
-func (m *Manager) createLabels() map[string]string {
-	l := m.scopeLabels()
-	l[LabelScope] = m.stamp
-	return l
-}
+func (m *Manager) createLabels() map[string]string { return runtime.Scoped(m.cfg.Labels) }
 
 // ForeignError is the ErrForeignContainer a manager returns: the name is
 // on a container it does not own. Scope is the owning gateway's scope
@@ -127,7 +108,7 @@ func (m *Manager) owns(c ctrInfo) error {
 		fe.Scope = inst
 	}
 	if id := c.Labels[LabelSandbox]; fe.Managed && config.ValidID(id) {
-		fe.Record = runtime.RecordName(id)
+		fe.Record = records.Name(id)
 	}
 	return fe
 }

@@ -15,7 +15,7 @@ import (
 func TestSubjectMaxRunning(t *testing.T) {
 	t.Parallel()
 	m, f := newFakeManager(t, Config{})
-	replica := newManager(Config{}, nil, f) // another gateway on the same engine
+	replica := newManager(Config{}, f, nil, nil) // another gateway on the same engine
 	t.Cleanup(func() { replica.Close() })
 	tpl := appListener(t)
 	opts := func(sub string) Options { return Options{Subject: sub, SubjectMaxRunning: 2} }

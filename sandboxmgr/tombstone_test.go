@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // A DELETE on one replica holds against a wake of the same sandbox on
@@ -52,7 +52,7 @@ func removalTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpl *config.Temp
 	if n := records(id); n != 1 {
 		t.Errorf("records of %s after %v of re-checks: %d, want 1 (the removal mark)", id, 3*recheck, n)
 	}
-	if s, err := b.LoadSettings(ctx, id); err != nil || s.Public != nil || len(s.Links) != 0 {
+	if s, err := b.Records().Load(ctx, id); err != nil || s.Public != nil || len(s.Links) != 0 {
 		t.Errorf("settings of a removed sandbox: %+v %v, want none", s, err)
 	}
 
@@ -105,7 +105,7 @@ func TestDockerRemovalTwoReplicas(t *testing.T) {
 	removalTwoReplicas(t, a, b, tpl, e.cfg.RecheckEvery, func(id string) int {
 		return len(e.containers(t, id))
 	}, func(id string) int {
-		f := filters.NewArgs(filters.Arg("label", runtime.LabelRecord+"="+id))
+		f := filters.NewArgs(filters.Arg("label", records.LabelRecord+"="+id))
 		vols, err := e.cli.VolumeList(context.Background(), volume.ListOptions{Filters: f})
 		if err != nil {
 			t.Fatal(err)
@@ -147,7 +147,7 @@ func TestKubernetesRemovalTwoReplicas(t *testing.T) {
 	removalTwoReplicas(t, a, b, tpl, cfg.RecheckEvery, func(id string) int {
 		return len(e.pods(t, id))
 	}, func(id string) int {
-		list, err := e.cs.CoreV1().ConfigMaps(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: runtime.LabelRecord + "=" + id})
+		list, err := e.cs.CoreV1().ConfigMaps(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: records.LabelRecord + "=" + id})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr/docker"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // afterWake is an engine whose Start and Resume are followed by a hook:
@@ -134,20 +134,20 @@ func TestDockerWakeRemovedOnAnotherReplica(t *testing.T) {
 	}
 }
 
-// countedRecords counts the reads of one sandbox's record (loadRecord).
+// countedRecords counts the reads of one sandbox's record.
 type countedRecords struct {
-	runtime.Records
+	records.Store
 	mu    sync.Mutex     // guards reads
 	reads map[string]int // by sandbox id
 }
 
-func (c *countedRecords) ListRecords(ctx context.Context, labels map[string]string) (map[string]runtime.Record, error) {
-	if id := labels[runtime.LabelRecord]; id != "" {
+func (c *countedRecords) ListRecords(ctx context.Context, labels map[string]string) (map[string]records.Record, error) {
+	if id := labels[records.LabelRecord]; id != "" {
 		c.mu.Lock()
 		c.reads[id]++
 		c.mu.Unlock()
 	}
-	return c.Records.ListRecords(ctx, labels)
+	return c.Store.ListRecords(ctx, labels)
 }
 
 func (c *countedRecords) take(id string) int {
@@ -156,18 +156,6 @@ func (c *countedRecords) take(id string) int {
 	n := c.reads[id]
 	delete(c.reads, id)
 	return n
-}
-
-// countingEngine is an engine whose records are counted.
-type countingEngine struct {
-	engine
-	rec *countedRecords
-}
-
-func (e countingEngine) Capabilities() runtime.Capabilities {
-	c := e.engine.Capabilities()
-	e.rec.Records, c.Records = c.Records, e.rec
-	return c
 }
 
 // TestDockerWakeRecordReads: a wake reads its sandbox's record twice,
@@ -181,7 +169,7 @@ func TestDockerWakeRecordReads(t *testing.T) {
 	_, cfg, tpl := dockerReplicas(t)
 	cfg.RecheckEvery = -1 // its list of every record is no wake's
 	rec := &countedRecords{reads: map[string]int{}}
-	m := dockerReplica(t, cfg, func(e engine) engine { return countingEngine{e, rec} })
+	m := dockerReplicaWith(t, cfg, func(e engine) engine { return e }, func(s records.Store) records.Store { rec.Store = s; return rec })
 	ctx := t.Context()
 	id := dockertest.UniqueID("reads")
 	for _, step := range []struct {
@@ -242,12 +230,19 @@ func dockerReplicas(t *testing.T) (*client.Client, Config, *config.Template) {
 // through wrap; it is closed when t ends.
 func dockerReplica(t *testing.T, cfg Config, wrap func(engine) engine) *Manager {
 	t.Helper()
+	return dockerReplicaWith(t, cfg, wrap, func(s records.Store) records.Store { return s })
+}
+
+// dockerReplicaWith is dockerReplica with its records' store reached
+// through wrapStore.
+func dockerReplicaWith(t *testing.T, cfg Config, wrap func(engine) engine, wrapStore func(records.Store) records.Store) *Manager {
+	t.Helper()
 	rt, err := docker.New(docker.Options{Network: cfg.Network, DialTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	m := newManager(cfg, log, wrap(rt))
+	m := newManager(cfg, wrap(rt), testRecords(wrapStore(rt), cfg), log)
 	t.Cleanup(func() { m.Close() })
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatalf("Start: %v", err)

@@ -191,7 +191,7 @@ func (e exitsAtOnce) Start(context.Context, string) error { e.starts.Add(1); ret
 
 func TestEnsureCrashLoopIsNotRetriedForever(t *testing.T) {
 	f := newFake()
-	m := newManager(Config{}, nil, exitsAtOnce{f})
+	m := newManager(Config{}, exitsAtOnce{f}, nil, nil)
 	defer m.Close()
 	f.put(ContainerName("a"), stateExited, nil)
 	_, err := m.Ensure(t.Context(), "a", appListener(t))

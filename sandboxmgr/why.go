@@ -51,7 +51,7 @@ func (m *Manager) awake(sb *sandbox) *Awake {
 		return nil
 	}
 	now := m.now()
-	a := &Awake{OpenSockets: int(sb.holds.Load()), LastActivity: sb.lastActive(), KeepUntil: m.Settings(sb.id).KeepUpUntil}
+	a := &Awake{OpenSockets: int(sb.holds.Load()), LastActivity: sb.lastActive(), KeepUntil: m.keepUpUntil(sb.id)}
 	if n := sb.sharedAt.Load(); n != 0 {
 		a.SharedActivity = time.Unix(0, n)
 	}

@@ -1,7 +1,7 @@
 // Package links decides whether a share link opens a request (#23). A
 // link (auth/links.go mints and parses it) opens one existing sandbox, on
 // one port, under one path prefix, until it expires or is revoked; its
-// record is the sandbox's settings (sandboxmgr settings.go), read from
+// record is the sandbox's settings (package records), read from
 // this replica's cache, which every re-check reloads from the runtime: a
 // revoke on any replica is seen here within the manager's RecheckEvery
 // (5 s) plus one list call, and after a restart. A link minted on another
@@ -48,21 +48,22 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/auth"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/links"
+	"github.com/previewgate/previewgate/records"
 )
 
-// Records is where a sandbox's links are read; *sandboxmgr.Manager
+// Records is where a sandbox's links are read; *records.Records
 // implements it.
 type Records interface {
-	// FreshSettings are id's settings as this replica knows them (no
+	// Settings are id's settings as this replica knows them (no
 	// runtime call), and whether that copy is recent enough to grant
 	// access on.
-	FreshSettings(id string) (sandboxmgr.Settings, bool)
-	// RefreshSettings reloads them, at most once a second per sandbox.
-	RefreshSettings(ctx context.Context, id string) (sandboxmgr.Settings, bool)
+	Settings(id string) (records.Settings, bool)
+	// Refresh reloads them, at most once a second per sandbox.
+	Refresh(ctx context.Context, id string) (records.Settings, bool)
 }
 
-var _ Records = (*sandboxmgr.Manager)(nil)
+var _ Records = (*records.Records)(nil)
 
 // Why a link was refused (besides auth.ErrOrigin, for an upgrade from
 // another origin).
@@ -105,10 +106,10 @@ func Check(r *http.Request, v *auth.Verifier, recs Records, tg Target, tok strin
 		}
 		return time.Time{}, ErrInvalid
 	}
-	s, fresh := recs.FreshSettings(tg.Sandbox)
+	s, fresh := recs.Settings(tg.Sandbox)
 	l, found := find(s.Links, id)
 	if (!found || !fresh) && claimed.After(now) {
-		s, fresh = recs.RefreshSettings(r.Context(), tg.Sandbox)
+		s, fresh = recs.Refresh(r.Context(), tg.Sandbox)
 		l, found = find(s.Links, id)
 	}
 	switch {
@@ -173,11 +174,11 @@ func onlyWebSocket(r *http.Request) bool {
 	return len(up) == 1 && strings.EqualFold(strings.TrimSpace(up[0]), "websocket")
 }
 
-func find(ls []sandboxmgr.Link, id string) (sandboxmgr.Link, bool) {
+func find(ls []links.Link, id string) (links.Link, bool) {
 	for _, l := range ls {
 		if l.ID == id {
 			return l, true
 		}
 	}
-	return sandboxmgr.Link{}, false
+	return links.Link{}, false
 }

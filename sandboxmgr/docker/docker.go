@@ -58,9 +58,10 @@ func New(o Options) (*Runtime, error) {
 func (e *Runtime) Close() error { return e.cli.Close() }
 
 // Capabilities: images built and checked on the engine, logs, a real
-// pause, records as labelled volumes (records.go), and with replicas the network counters as shared activity.
+// pause, and with replicas the network counters as shared activity.
+// (records.go keeps records as labelled volumes: a records.Store.)
 func (e *Runtime) Capabilities() runtime.Capabilities {
-	c := runtime.Capabilities{Images: images{e}, Logs: e, Pause: true, Records: e}
+	c := runtime.Capabilities{Images: images{e}, Logs: e, Pause: true}
 	if e.replicated {
 		c.Activity = e
 	}

@@ -14,10 +14,11 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/volume"
 
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// Records on the Docker Engine (runtime.Records). The engine has no
+// Records on the Docker Engine (records.Store). The engine has no
 // key-value store, and a container's labels cannot change, so a sandbox's
 // record is a labelled volume that is never mounted: its labels carry the
 // sandbox id, the version and the data, and every replica reads them all
@@ -52,15 +53,15 @@ const maxLineage = 16
 var beforeRecordCreate func()
 
 // ListRecords returns the newest version of every record carrying labels.
-func (e *Runtime) ListRecords(ctx context.Context, labels map[string]string) (map[string]runtime.Record, error) {
+func (e *Runtime) ListRecords(ctx context.Context, labels map[string]string) (map[string]records.Record, error) {
 	vols, err := e.recordVolumes(ctx, labels, "")
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]runtime.Record)
+	out := make(map[string]records.Record)
 	best := make(map[string]int)
 	for _, v := range vols {
-		id, n := v.Labels[runtime.LabelRecord], versionOf(v)
+		id, n := v.Labels[records.LabelRecord], versionOf(v)
 		if n <= 0 || id == "" {
 			continue
 		}
@@ -68,15 +69,15 @@ func (e *Runtime) ListRecords(ctx context.Context, labels map[string]string) (ma
 			continue
 		}
 		best[id] = n
-		out[id] = runtime.Record{Data: []byte(v.Labels[labelRecordData]), Version: strconv.Itoa(n)}
+		out[id] = records.Record{Data: []byte(v.Labels[labelRecordData]), Version: strconv.Itoa(n)}
 	}
 	return out, nil
 }
 
 // PutRecord creates version prev+1 of id's record and removes the older.
 func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, labels map[string]string) (string, error) {
-	if len(data) > runtime.MaxRecord {
-		return "", fmt.Errorf("record %s: %w", id, runtime.ErrRecordSize)
+	if len(data) > records.MaxRecord {
+		return "", fmt.Errorf("record %s: %w", id, records.ErrRecordSize)
 	}
 	n := 0
 	if prev != "" {
@@ -94,7 +95,7 @@ func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, l
 	lineage := ""
 	for _, v := range vols {
 		if versionOf(v) > n {
-			return "", fmt.Errorf("record %s: %w", id, runtime.ErrConflict)
+			return "", fmt.Errorf("record %s: %w", id, records.ErrConflict)
 		}
 		if versionOf(v) == n {
 			lineage = v.Labels[labelRecordLineage]
@@ -106,12 +107,12 @@ func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, l
 	if l == nil {
 		l = map[string]string{}
 	}
-	l[runtime.LabelRecord] = id
+	l[records.LabelRecord] = id
 	l[labelRecordVersion] = strconv.Itoa(n + 1)
 	l[labelRecordData] = string(data)
 	l[labelRecordNonce] = hex.EncodeToString(nonce)
 	l[labelRecordLineage] = extendLineage(l[labelRecordNonce], lineage)
-	name := runtime.RecordName(id) + "-" + strconv.Itoa(n+1)
+	name := records.Name(id) + "-" + strconv.Itoa(n+1)
 	if beforeRecordCreate != nil {
 		beforeRecordCreate()
 	}
@@ -125,9 +126,9 @@ func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, l
 		// another scope, whose record no retry gets past.
 		if !hasLabels(got.Labels, labels) {
 			return "", fmt.Errorf("record %s: volume %s (scope %q): %w; remove it if that gateway no longer needs sandbox %s",
-				id, name, got.Labels[runtime.LabelInstance], runtime.ErrForeignRecord, id)
+				id, name, got.Labels[runtime.LabelInstance], records.ErrForeignRecord, id)
 		}
-		return "", fmt.Errorf("record %s: %w", id, runtime.ErrConflict)
+		return "", fmt.Errorf("record %s: %w", id, records.ErrConflict)
 	}
 	if err := e.newestAfterCreate(ctx, id, name, l[labelRecordNonce], n+1, labels); err != nil {
 		return "", err
@@ -157,7 +158,7 @@ func (e *Runtime) newestAfterCreate(ctx context.Context, id, name, nonce string,
 	for _, v := range vols {
 		if versionOf(v) > n && !slices.Contains(strings.Split(v.Labels[labelRecordLineage], ","), nonce) {
 			_ = e.cli.VolumeRemove(ctx, name, true) // else ignored by readers, removed by the next write
-			return fmt.Errorf("record %s: %w", id, runtime.ErrConflict)
+			return fmt.Errorf("record %s: %w", id, records.ErrConflict)
 		}
 	}
 	return nil
@@ -190,7 +191,7 @@ func (e *Runtime) DeleteRecord(ctx context.Context, id, prev string, labels map[
 		}
 		for _, v := range vols {
 			if versionOf(v) > n {
-				return fmt.Errorf("record %s: %w", id, runtime.ErrConflict)
+				return fmt.Errorf("record %s: %w", id, records.ErrConflict)
 			}
 		}
 	}
@@ -212,9 +213,9 @@ func (e *Runtime) recordVolumes(ctx context.Context, labels map[string]string, i
 		f.Add("label", k+"="+v)
 	}
 	if id != "" {
-		f.Add("label", runtime.LabelRecord+"="+id)
+		f.Add("label", records.LabelRecord+"="+id)
 	} else {
-		f.Add("label", runtime.LabelRecord)
+		f.Add("label", records.LabelRecord)
 	}
 	resp, err := e.cli.VolumeList(ctx, volume.ListOptions{Filters: f})
 	if err != nil {
@@ -223,7 +224,7 @@ func (e *Runtime) recordVolumes(ctx context.Context, labels map[string]string, i
 	out := resp.Volumes[:0]
 	for _, v := range resp.Volumes {
 		// A volume named like a record but not one of ours is skipped.
-		if v != nil && strings.HasPrefix(v.Name, runtime.RecordName(v.Labels[runtime.LabelRecord])+"-") {
+		if v != nil && strings.HasPrefix(v.Name, records.Name(v.Labels[records.LabelRecord])+"-") {
 			out = append(out, v)
 		}
 	}
@@ -238,4 +239,4 @@ func versionOf(v *volume.Volume) int {
 	return n
 }
 
-var _ runtime.Records = (*Runtime)(nil)
+var _ records.Store = (*Runtime)(nil)

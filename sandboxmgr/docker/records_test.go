@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
@@ -26,7 +27,7 @@ func TestRecordLostUpdate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	id, labels := dockertest.UniqueID("rec"), dockertest.ScopedLabels()
-	labels[runtime.LabelRecord] = id
+	labels[records.LabelRecord] = id
 	t.Cleanup(func() { _ = e.DeleteRecord(context.Background(), id, "", labels) })
 	if _, err := e.PutRecord(ctx, id, "", []byte("v1"), labels); err != nil {
 		t.Fatal(err)
@@ -41,7 +42,7 @@ func TestRecordLostUpdate(t *testing.T) {
 		}
 	}
 	defer func() { beforeRecordCreate = nil }()
-	if v, err := e.PutRecord(ctx, id, "1", []byte("A"), labels); !errors.Is(err, runtime.ErrConflict) {
+	if v, err := e.PutRecord(ctx, id, "1", []byte("A"), labels); !errors.Is(err, records.ErrConflict) {
 		t.Errorf("A's write over a stale version: got %q %v, want ErrConflict", v, err)
 	}
 	list, err := e.ListRecords(ctx, labels)
@@ -81,7 +82,7 @@ func TestRecordNameOfAnotherScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, err := e.PutRecord(ctx, id, "", []byte("ours"), ours)
-	if !errors.Is(err, runtime.ErrForeignRecord) || !strings.Contains(err.Error(), runtime.RecordName(id)+"-1") || !strings.Contains(err.Error(), "other-scope") {
+	if !errors.Is(err, records.ErrForeignRecord) || !strings.Contains(err.Error(), records.Name(id)+"-1") || !strings.Contains(err.Error(), "other-scope") {
 		t.Fatalf("got %q %v, want ErrForeignRecord naming the volume and its scope", v, err)
 	}
 	if list, err := e.ListRecords(ctx, ours); err != nil || len(list) != 0 {

@@ -12,8 +12,13 @@ package runtime
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,6 +76,32 @@ const (
 	// the label LabelMetaPrefix+k, set at create and never changed.
 	LabelMetaPrefix = "previewgate.meta."
 )
+
+// Stamp is the LabelScope value of a gateway with labels l: a digest of
+// them, so it is a valid label value on every runtime whatever they hold,
+// and equal exactly for equal scopes.
+func Stamp(l map[string]string) string {
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		if k == LabelManaged || k == LabelScope {
+			continue
+		}
+		fmt.Fprintf(h, "%q=%q\n", k, l[k])
+	}
+	return "s" + hex.EncodeToString(h.Sum(nil))[:15]
+}
+
+// Scoped returns the labels of everything a gateway with labels l makes
+// (instances, records): l, LabelManaged and l's Stamp.
+func Scoped(l map[string]string) map[string]string {
+	out := maps.Clone(l)
+	if out == nil {
+		out = make(map[string]string, 2)
+	}
+	out[LabelManaged] = "true"
+	out[LabelScope] = Stamp(l)
+	return out
+}
 
 // ContainerName is the name of sandbox id's instance. The name is unique
 // in a runtime, which makes it the lock between racing creators.
@@ -219,9 +250,6 @@ type Capabilities struct {
 	// claim from the whole pool. (Docker's claim is a rename, which would
 	// take a claimed container over: its replicas keep pools of their own.)
 	SharedPool bool
-	// Records keep per-sandbox settings and share links where every
-	// replica sees them; nil: the runtime has no such store.
-	Records Records
 }
 
 // Locks are leases the replicas of one deployment share.

@@ -1,16 +1,19 @@
-package sandboxmgr
+package records_test
 
 import (
 	"bytes"
 	"context"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr/docker"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // lockedBuffer is a bytes.Buffer safe for a logger and a reader.
@@ -31,6 +34,18 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// dockerStore is the Docker engine's store and a scope of the test's own.
+func dockerStore(t *testing.T) (*docker.Runtime, map[string]string) {
+	t.Helper()
+	dockertest.Client(t) // skips under -short
+	rt, err := docker.New(docker.Options{DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	return rt, runtime.Scoped(dockertest.ScopedLabels())
+}
+
 // TestOrphanDropStopsAtDeadline, on the real engine: the re-check's drop
 // of orphan records stops when the re-check's deadline (RecheckEvery)
 // has passed, and leaves the rest to the next re-check. Orphans can be
@@ -40,42 +55,40 @@ func (l *lockedBuffer) String() string {
 // on calling the runtime for each one with the expired context, logging a
 // warning per record left, every re-check: thousands of lines every 5 s.
 func TestOrphanDropStopsAtDeadline(t *testing.T) {
-	dockertest.Client(t) // skips under -short
-	rt, err := docker.New(docker.Options{DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt, labels := dockerStore(t)
 	var logs lockedBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	m := newManager(Config{Labels: dockertest.ScopedLabels(), RecheckEvery: -1, ReapEvery: -1}, log, rt)
-	defer m.Close()
+	r := records.New(rt, records.Options{Labels: labels, Log: log})
 	ctx := t.Context()
 	const n = 8
 	for i := range n {
 		id := dockertest.UniqueID("orphan")
-		t.Cleanup(func() { _ = rt.DeleteRecord(context.Background(), id, "", m.createLabels()) })
-		if _, err := rt.PutRecord(ctx, id, "", []byte(`{"public":true}`), m.recordLabels(id)); err != nil {
+		t.Cleanup(func() { _ = rt.DeleteRecord(context.Background(), id, "", labels) })
+		l := maps.Clone(labels)
+		l[records.LabelRecord] = id
+		if _, err := rt.PutRecord(ctx, id, "", []byte(`{"public":true}`), l); err != nil {
 			t.Fatalf("record %d: %v", i, err)
 		}
 	}
-	recorded, err := m.reloadRecords(ctx, time.Time{})
+	listed, err := r.Reload(ctx, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recorded) != n {
-		t.Fatalf("records listed: got %d, want %d", len(recorded), n)
+	if got := records.Listed(listed); got != n {
+		t.Fatalf("records listed: got %d, want %d", got, n)
 	}
 
+	gone := func(string) bool { return false }
 	expired, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
 	defer cancel()
-	m.dropOrphanRecords(expired, recorded, nil)
+	r.DropOrphans(expired, listed, gone)
 	if got := strings.Count(logs.String(), "remove sandbox settings"); got > 1 {
 		t.Errorf("orphan drop past the re-check's deadline: got %d warnings (one per record), want at most 1:\n%s", got, logs.String())
 	}
 
 	// The next re-check, in time, drops them all.
-	m.dropOrphanRecords(ctx, recorded, nil)
-	if list, err := rt.ListRecords(ctx, m.createLabels()); err != nil || len(list) != 0 {
+	r.DropOrphans(ctx, listed, gone)
+	if list, err := rt.ListRecords(ctx, labels); err != nil || len(list) != 0 {
 		t.Errorf("after an orphan drop in time: %d records left (%v), want none", len(list), err)
 	}
 }
