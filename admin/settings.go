@@ -24,6 +24,7 @@ import (
 // SandboxSettings is what these calls need of the records
 // (Options.Settings). With none kept they answer records.ErrNoRecords: 501.
 type SandboxSettings interface {
+	links.Keeper // its share links
 	// Load reads id's settings from the store.
 	Load(ctx context.Context, id string) (records.Settings, error)
 	// Update changes them; the caller checked that the sandbox exists.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/previewgate/previewgate/links"
 )
 
 // humanBytes is n in B, KiB or MiB.
@@ -27,7 +29,7 @@ func (u *ui) trafficRoutes(mux *http.ServeMux) {
 			if _, err := u.a.o.Sandboxes.Get(r.Context(), id); err != nil {
 				return err
 			}
-			return revokeLink(r.Context(), u.a.settings(), id, r.PathValue("link"))
+			return links.Revoke(r.Context(), u.a.settings(), id, r.PathValue("link"), time.Now().UTC())
 		}
 	})))
 	mux.HandleFunc("POST /ui/sandboxes/{id}/pause", u.post(u.op("paused", func(u *ui) func(r *http.Request, id string) error {
@@ -44,16 +46,13 @@ func (u *ui) trafficRoutes(mux *http.ServeMux) {
 // links returns sandbox id's unexpired share links for its page, newest
 // first; none where the gateway keeps no settings or they cannot be read.
 func (u *ui) links(ctx context.Context, id string) []linkView {
-	s, err := u.a.settings().Load(ctx, id)
+	ls, err := links.List(ctx, u.a.settings(), id, time.Now())
 	if err != nil {
 		return nil
 	}
-	var out []linkView
-	now := time.Now()
-	for i := len(s.Links) - 1; i >= 0; i-- {
-		if s.Links[i].Expires.After(now) {
-			out = append(out, viewOfLink(s.Links[i]))
-		}
+	out := make([]linkView, 0, len(ls))
+	for i := len(ls) - 1; i >= 0; i-- {
+		out = append(out, viewOfLink(ls[i]))
 	}
 	return out
 }

@@ -6,7 +6,7 @@
 // It decides; the packages it drives carry out: internal/pages renders its
 // answers, internal/limits keeps its limits' state, internal/meter
 // measures each exchange, internal/outbound applies the host mode it
-// chose to the outbound head, internal/links says whether a share link
+// chose to the outbound head, package links says whether a share link
 // opens a request (the gateway says what the user is told), and the
 // engine (internal/h1server, upstream, tunnel, wire) speaks HTTP.
 package gateway
@@ -25,8 +25,8 @@ import (
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/h1server"
 	"github.com/previewgate/previewgate/internal/limits"
-	"github.com/previewgate/previewgate/internal/links"
 	"github.com/previewgate/previewgate/internal/tunnel"
+	"github.com/previewgate/previewgate/links"
 	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
@@ -64,7 +64,7 @@ var _ Sandboxes = (*sandboxmgr.Manager)(nil)
 // Apply; it is an http.Handler.
 type Gateway struct {
 	sb        Sandboxes
-	recs      links.Records // each sandbox's own settings and share links
+	recs      Records // each sandbox's own settings and share links
 	log       *slog.Logger
 	tls       bool // previews are served over TLS
 	table     atomic.Pointer[table]
@@ -97,7 +97,14 @@ type Options struct {
 	Traffic Traffic
 	// Records are each sandbox's own settings and share links (package
 	// records). Nil: none, every sandbox as its template says.
-	Records links.Records
+	Records Records
+}
+
+// Records are what the gateway reads of each sandbox's record
+// (*records.Records): its settings, and its share links (package links).
+type Records interface {
+	links.Records
+	Settings(id string) (records.Settings, bool)
 }
 
 // New returns a gateway serving cfg. It owns the auth verifier built for

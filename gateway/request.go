@@ -14,6 +14,7 @@ import (
 	"github.com/previewgate/previewgate/internal/meter"
 	"github.com/previewgate/previewgate/internal/outbound"
 	"github.com/previewgate/previewgate/internal/wire"
+	"github.com/previewgate/previewgate/links"
 )
 
 // ServeHTTP runs the request path: host → access → limits → ensure → proxy.
@@ -223,7 +224,7 @@ func (g *Gateway) access(w http.ResponseWriter, r *http.Request, t *table, rt ro
 	if hint != nil {
 		res = hint.res
 	} else {
-		link, fromQuery, hasLink := t.verifier.Link(r)
+		link, fromQuery, hasLink := links.Find(r, t.verifier)
 		var err error
 		if !fromQuery {
 			res, err = t.verifier.Check(r, rt.sandbox)
@@ -238,7 +239,7 @@ func (g *Gateway) access(w http.ResponseWriter, r *http.Request, t *table, rt ro
 				g.fail(w, r, he)
 				return nil, "", false, true
 			case fromQuery:
-				t.verifier.ExchangeLink(w, r, link, exp)
+				links.Exchange(w, r, t.verifier, link, exp)
 				return nil, "", false, true
 			}
 			return tpl, "", true, false

@@ -82,11 +82,11 @@ func TestAddLinkRoom(t *testing.T) {
 	for i := range links.MaxLinks {
 		l := links.Link{ID: fmt.Sprintf("l%011d", i), Digest: fmt.Sprintf("%064d", i), Path: "/" + fmt.Sprintf("%0511d", i), Port: 65535,
 			Created: time.Now(), Expires: time.Now().Add(time.Hour)}
-		if err := AddLink(&s, l); err != nil {
+		if err := addLink(&s, l); err != nil {
 			t.Fatalf("link %d: %v", i, err)
 		}
 	}
-	if err := AddLink(&s, links.Link{ID: "one-more"}); err == nil {
+	if err := addLink(&s, links.Link{ID: "one-more"}); err == nil {
 		t.Errorf("link %d: got nil, want ErrTooManyLinks", links.MaxLinks+1)
 	}
 	worst := s

@@ -102,11 +102,11 @@ func decode(data []byte) (Settings, *mark, error) {
 	return s, m, nil
 }
 
-// AddLink appends l to s if the record keeps room for every change that
+// addLink appends l to s if the record keeps room for every change that
 // adds no link: revoking each link, setting public and a keep-up time
 // (a record past MaxRecord cannot be written, so a link minted into the
 // last bytes could never be revoked). links.ErrTooManyLinks if not.
-func AddLink(s *Settings, l links.Link) error {
+func addLink(s *Settings, l links.Link) error {
 	if len(s.Links) >= links.MaxLinks {
 		return links.ErrTooManyLinks
 	}
