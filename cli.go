@@ -19,7 +19,7 @@ import (
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/certs"
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/docker"
 )
 
 // The small subcommands: config validate, token mint, ca export, healthcheck.
@@ -101,14 +101,14 @@ func checkImages(cfg *config.Config, path string, stderr io.Writer) {
 	if cfg.Runtime.Kind == config.RuntimeKubernetes {
 		return // the kubelet pulls
 	}
-	mgr, err := sandboxmgr.New(sandboxmgr.Config{Host: cfg.Docker.Host, DialTimeout: 2 * time.Second}, nil)
+	rt, err := docker.New(docker.Options{Host: cfg.Docker.Host, DialTimeout: 2 * time.Second})
 	if err != nil {
 		return
 	}
-	defer mgr.Close()
+	defer rt.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	missing, err := mgr.MissingImages(ctx, imagesToCheck(cfg))
+	missing, err := missingImages(ctx, rt.Capabilities().Images, imagesToCheck(cfg))
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: note: template images not checked: %v\n", path, err)
 	}

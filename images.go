@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // startImageWorker runs prepareImages for reloaded configs, one at a time
@@ -52,7 +54,7 @@ func (a *app) queueImages(c *config.Config) {
 // engine lacks it, then warns about any other image the engine lacks.
 func (a *app) prepareImages(ctx context.Context, cfg *config.Config) {
 	if usesDemoImage(cfg) {
-		if err := ensureDemoImage(ctx, a.mgr, a.log); err != nil {
+		if err := ensureDemoImage(ctx, a.images, runtime.Shared(a.labels), a.log); err != nil {
 			a.log.Warn("demo image not available", "err", err)
 		}
 	}
@@ -65,11 +67,32 @@ func (a *app) prepareImages(ctx context.Context, cfg *config.Config) {
 func (a *app) warnMissingImages(cfg *config.Config) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	missing, err := a.mgr.MissingImages(ctx, sortedTemplates(cfg))
+	missing, err := missingImages(ctx, a.images, sortedTemplates(cfg))
 	if err != nil {
 		a.log.Debug("template images not checked", "err", err)
 	}
 	for _, m := range missing {
 		a.log.Warn("template image not found on the engine; its sandboxes cannot start", "template_image", m)
 	}
+}
+
+// missingImages returns "template: image" for each of tpls whose image the
+// runtime does not have, in template order: a sandbox of such a template
+// cannot start (the engine pulls nothing). A runtime without
+// Capabilities.Images pulls its images itself: none are reported there.
+func missingImages(ctx context.Context, images runtime.Images, tpls []*config.Template) ([]string, error) {
+	var out []string
+	for _, t := range tpls {
+		if images == nil || t == nil || t.Image == "" {
+			continue
+		}
+		ok, err := images.Has(ctx, t.Image)
+		if err != nil {
+			return out, fmt.Errorf("image %s: %w", t.Image, err)
+		}
+		if !ok {
+			out = append(out, t.Name+": image "+t.Image)
+		}
+	}
+	return out, nil
 }

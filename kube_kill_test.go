@@ -24,6 +24,7 @@ import (
 	"github.com/previewgate/previewgate/internal/testing/k8stest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // A gateway replica is a process; killing one (SIGKILL, as the OOM killer
@@ -94,7 +95,7 @@ templates:
 	}
 
 	go get(addrA) // dies with A
-	sel := metav1.ListOptions{LabelSelector: sandboxmgr.LabelSandbox + "=" + id}
+	sel := metav1.ListOptions{LabelSelector: runtime.LabelSandbox + "=" + id}
 	testkit.WaitFor(t, "A's pod to exist", func() bool {
 		pods, err := admin.CoreV1().Pods(ns).List(t.Context(), sel)
 		return err == nil && len(pods.Items) > 0

@@ -10,13 +10,18 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/certs"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/gateway"
 	"github.com/previewgate/previewgate/metrics"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/docker"
+	"github.com/previewgate/previewgate/sandboxmgr/kube"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"github.com/previewgate/previewgate/traffic"
 )
 
@@ -51,11 +56,11 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	log := newLogger(cfg.Log, stderr)
 	labels := f.labels
 	switch {
-	case labels[sandboxmgr.LabelInstance] != "":
+	case labels[runtime.LabelInstance] != "":
 	case cfg.Scope != "":
 		// Replicas sharing the file share the scope (#21).
-		labels[sandboxmgr.LabelInstance] = cfg.Scope
-		log.Info("gateway scope from the config", "label", sandboxmgr.LabelInstance+"="+cfg.Scope)
+		labels[runtime.LabelInstance] = cfg.Scope
+		log.Info("gateway scope from the config", "label", runtime.LabelInstance+"="+cfg.Scope)
 	case dev:
 		if err := scopeToDataDir(cfg, labels, log); err != nil {
 			return err
@@ -147,8 +152,8 @@ func scopeToDataDir(cfg *config.Config, labels labelFlag, log *slog.Logger) erro
 	if err != nil {
 		return err
 	}
-	labels[sandboxmgr.LabelInstance] = inst
-	log.Info("development gateway scoped to its data dir", "label", sandboxmgr.LabelInstance+"="+inst, "data_dir", cfg.DataDir)
+	labels[runtime.LabelInstance] = inst
+	log.Info("development gateway scoped to its data dir", "label", runtime.LabelInstance+"="+inst, "data_dir", cfg.DataDir)
 	return nil
 }
 
@@ -163,6 +168,10 @@ type app struct {
 
 	store   *config.Store
 	metrics *metrics.Metrics
+	labels  map[string]string    // the gateway's scope (--label, config scope)
+	caps    runtime.Capabilities // what the runtime can do beyond the manager's verbs
+	images  runtime.Images       // caps.Images: nil where the runtime pulls
+	recs    *records.Records     // per-sandbox settings and share links
 	mgr     *sandboxmgr.Manager
 	traffic *traffic.Recorder // this replica's per-sandbox request log
 	gw      *gateway.Gateway
@@ -183,24 +192,46 @@ func (a *app) close() {
 	}
 }
 
-// buildRuntime makes the metrics, the sandbox manager and the gateway, and
-// starts the manager. Both report to the metrics; the gateway listens to the
-// manager (1001 closes, pooled connections of a gone instance) and proxies
-// through it.
+// newRuntime makes the runtime cfg names (lazily: it does not fail when
+// the Docker engine or the API server is down), and the store that keeps
+// its sandboxes' records.
+func newRuntime(cfg *config.Config, labels map[string]string, log *slog.Logger) (runtime.Runtime, records.Store, error) {
+	if cfg.Runtime.Kind == config.RuntimeKubernetes {
+		rk := cfg.Runtime.Kubernetes
+		rt, err := kube.New(kube.Config{Namespace: rk.Namespace, Kubeconfig: rk.Kubeconfig, InCluster: rk.InCluster,
+			GatewayLabels: rk.Labels(), GatewayNamespace: rk.GatewayNamespace, GatewayCIDRs: rk.GatewayCIDRs,
+			Egress: rk.Egress, EgressAllow: rk.EgressAllow,
+			RunAsUser: rk.RunAsUser, ActivityEvery: rk.ActivityEvery.D(), Log: log}, labels)
+		if err != nil {
+			return nil, nil, err
+		}
+		return rt, rt, nil
+	}
+	// A dead engine is reported in a second rather than the SDK's 10.
+	rt, err := docker.New(docker.Options{Host: cfg.Docker.Host, Network: cfg.Docker.Network, DialTimeout: time.Second, Replicas: cfg.Docker.Replicas})
+	if err != nil {
+		return nil, nil, err
+	}
+	return rt, rt, nil
+}
+
+// buildRuntime makes the metrics, the runtime and its records, the sandbox
+// manager and the gateway, and starts the manager. Both report to the
+// metrics; the gateway listens to the manager (1001 closes, pooled
+// connections of a gone instance) and proxies through it.
 func (a *app) buildRuntime(ctx context.Context, labels labelFlag) error {
 	cfg := a.cfg
 	a.store = config.NewStore(cfg)
 	a.metrics = metrics.New()
-	rk := cfg.Runtime.Kubernetes
-	mgr, err := sandboxmgr.New(sandboxmgr.Config{
-		Host:     cfg.Docker.Host,
-		Network:  cfg.Docker.Network,
-		Replicas: cfg.Docker.Replicas,
-		Runtime:  cfg.Runtime.Kind,
-		Kubernetes: sandboxmgr.KubeConfig{Namespace: rk.Namespace, Kubeconfig: rk.Kubeconfig, InCluster: rk.InCluster,
-			GatewayLabels: rk.Labels(), GatewayNamespace: rk.GatewayNamespace, GatewayCIDRs: rk.GatewayCIDRs,
-			Egress: rk.Egress, EgressAllow: rk.EgressAllow,
-			RunAsUser: rk.RunAsUser, ActivityEvery: rk.ActivityEvery.D()},
+	a.labels = labels
+	rt, store, err := newRuntime(cfg, labels, a.log.With("component", "sandboxmgr"))
+	if err != nil {
+		return err
+	}
+	a.caps = rt.Capabilities()
+	a.images = a.caps.Images
+	mcfg := sandboxmgr.Config{
+		Network:             cfg.Docker.Network,
 		Labels:              labels,
 		MaxConcurrentStarts: cfg.Limits.MaxConcurrentStarts,
 		StartQueue:          cfg.Limits.StartQueue,
@@ -215,16 +246,16 @@ func (a *app) buildRuntime(ctx context.Context, labels labelFlag) error {
 			return out
 		},
 		Observer: a.metrics,
-	}, a.log.With("component", "sandboxmgr"))
-	if err != nil {
-		return err
 	}
+	a.recs = records.New(store, records.Options{Labels: runtime.Scoped(labels), RecheckEvery: sandboxmgr.DefaultRecheckEvery,
+		LongestWake: mcfg.LongestWake, Log: a.log.With("component", "records")})
+	mgr := sandboxmgr.New(mcfg, rt, a.recs, a.log.With("component", "sandboxmgr"))
 	a.mgr = mgr
 	a.closers = append(a.closers, func() { mgr.Close() })
 	tlsOn := cfg.TLS.Mode != config.TLSOff
 	replica, _ := os.Hostname() // a pod's name on Kubernetes
 	a.traffic = traffic.New(traffic.Options{Replica: replica})
-	a.gw, err = gateway.New(cfg, mgr, gateway.Options{TLS: tlsOn, Metrics: a.metrics, Traffic: a.traffic, Records: mgr.Records()}, a.log.With("component", "gateway"))
+	a.gw, err = gateway.New(cfg, mgr, gateway.Options{TLS: tlsOn, Metrics: a.metrics, Traffic: a.traffic, Records: a.recs}, a.log.With("component", "gateway"))
 	if err != nil {
 		return err
 	}

@@ -61,7 +61,7 @@ func TestScreenshots(t *testing.T) {
 		}
 	}
 	srv := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Settings: e.mgr.Records(), Traffic: rec, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records, Logs: e.mgr.Runtime.Capabilities().Logs, Traffic: rec, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	// Its settings and share links, through the API: kept up for a
 	// demo, a link for the team and one revoked.

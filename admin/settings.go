@@ -13,7 +13,7 @@ import (
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/links"
 	"github.com/previewgate/previewgate/records"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Per-sandbox settings and share links (#23): PATCH /admin/sandboxes/{id}
@@ -228,7 +228,7 @@ func (a *admin) settingsFailed(w http.ResponseWriter, err error) bool {
 	switch {
 	case err == nil:
 		return false
-	case errors.Is(err, sandboxmgr.ErrNoContainer):
+	case errors.Is(err, runtime.ErrNotFound):
 		writeJSON(w, http.StatusNotFound, errBody("no such sandbox", "not_found"))
 	case errors.Is(err, records.ErrNoRecords):
 		writeJSON(w, http.StatusNotImplemented, errBody(err.Error(), "not_implemented"))
@@ -238,7 +238,7 @@ func (a *admin) settingsFailed(w http.ResponseWriter, err error) bool {
 		writeJSON(w, http.StatusNotFound, errBody("no such link", "not_found"))
 	case errors.Is(err, records.ErrForeignRecord):
 		writeJSON(w, http.StatusConflict, errBody(err.Error(), "foreign_record"))
-	case errors.Is(err, sandboxmgr.ErrForeignContainer):
+	case errors.Is(err, runtime.ErrForeign):
 		// Its name went to another scope's container since this replica
 		// last saw it.
 		writeJSON(w, http.StatusConflict, errBody(err.Error(), "foreign_container"))

@@ -40,6 +40,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
@@ -123,6 +124,7 @@ type bench struct {
 	ngx        *nginxProxy
 	dc         *client.Client
 	mgr        *sandboxmgr.Manager
+	recs       *records.Records
 	tpl        *config.Template
 	// The warm-pool template ("pooled", pool: 2, same image) is filled only
 	// while poolOn, so its containers do not run during the other rows.

@@ -18,9 +18,11 @@ import (
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/metrics"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"github.com/previewgate/previewgate/traffic"
 )
 
@@ -30,7 +32,7 @@ func TestMain(m *testing.M) { dockertest.Main(m) }
 // look up or touch a sandbox: the seam that proves rejected requests never
 // reach Docker.
 type countingSandboxes struct {
-	*sandboxmgr.Manager
+	*mgrtest.Manager
 	ensures atomic.Int32
 }
 
@@ -95,7 +97,7 @@ func (e *dockerEnv) start() {
 	labels := dockertest.Labels()
 	labels[dockertest.LabelCase] = e.t.Name()
 	e.metrics = metrics.New()
-	mgr, err := sandboxmgr.New(sandboxmgr.Config{Host: e.cfg.Docker.Host, Network: e.network, Labels: labels, RecheckEvery: e.recheck,
+	mgr, err := mgrtest.New(mgrtest.Config{Runtime: mgrtest.Runtime{Host: e.cfg.Docker.Host}, Config: sandboxmgr.Config{Network: e.network, Labels: labels, RecheckEvery: e.recheck,
 		MaxConcurrentStarts: e.cfg.Limits.MaxConcurrentStarts, MaxRunning: e.cfg.Limits.MaxRunning,
 		Templates: func(name string) *config.Template { return e.cfg.Templates[name] },
 		ListTemplates: func() []*config.Template {
@@ -105,13 +107,13 @@ func (e *dockerEnv) start() {
 			}
 			return l
 		},
-		Observer: e.metrics}, testkit.Logger(e.t))
+		Observer: e.metrics}}, testkit.Logger(e.t))
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.mgr = &countingSandboxes{Manager: mgr}
 	e.traffic = traffic.New(traffic.Options{})
-	e.gw, err = New(e.cfg, e.mgr, Options{Metrics: e.metrics, Traffic: e.traffic, Records: mgr.Records()}, testkit.Logger(e.t))
+	e.gw, err = New(e.cfg, e.mgr, Options{Metrics: e.metrics, Traffic: e.traffic, Records: mgr.Records}, testkit.Logger(e.t))
 	if err != nil {
 		e.t.Fatalf("gateway.New: %v", err)
 	}
@@ -135,12 +137,12 @@ func (e *dockerEnv) get(id, path string) *http.Response {
 // containers lists the containers Docker has for sandbox id.
 func (e *dockerEnv) containers(id string) []container.Summary {
 	e.t.Helper()
-	return dockertest.Containers(e.t, e.cli, sandboxmgr.LabelSandbox+"="+id)
+	return dockertest.Containers(e.t, e.cli, runtime.LabelSandbox+"="+id)
 }
 
 func (e *dockerEnv) onlyContainer(id string) container.Summary {
 	e.t.Helper()
-	return dockertest.OnlyContainer(e.t, e.cli, sandboxmgr.LabelSandbox+"="+id)
+	return dockertest.OnlyContainer(e.t, e.cli, runtime.LabelSandbox+"="+id)
 }
 
 func wantStatus(t *testing.T, resp *http.Response, want int) []byte {
@@ -161,8 +163,8 @@ func TestDockerCreateOnFirstRequest(t *testing.T) {
 		t.Fatalf("got %s (%v), want the test app's echo of /hello", body, err)
 	}
 	c := e.onlyContainer(id)
-	if c.Names[0] != "/previewgate-"+id || c.Labels[sandboxmgr.LabelManaged] != "true" ||
-		c.Labels[sandboxmgr.LabelTemplate] != "app" {
+	if c.Names[0] != "/previewgate-"+id || c.Labels[runtime.LabelManaged] != "true" ||
+		c.Labels[runtime.LabelTemplate] != "app" {
 		t.Fatalf("got container %v %v, want name previewgate-%s with managed labels", c.Names, c.Labels, id)
 	}
 }

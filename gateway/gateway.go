@@ -35,7 +35,7 @@ import (
 // *sandboxmgr.Manager implements it.
 type Sandboxes interface {
 	// Ensure returns a ready endpoint for id, waking or creating it from tpl.
-	// Errors wrap sandboxmgr.ErrUnavailable, ErrCapacity or ErrNotReady.
+	// Errors wrap runtime.ErrUnavailable, ErrCapacity or ErrNotReady.
 	// ctx bounds only the caller's wait.
 	Ensure(ctx context.Context, id string, tpl *config.Template) (sandboxmgr.Endpoint, error)
 	// EnsureWith is Ensure with a wake policy and a create hook; errors

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // sandbox is the manager's record of one sandbox (#21): which instance
@@ -64,7 +66,7 @@ type sandbox struct {
 	startedAt time.Time
 	stoppedAt time.Time // when this manager saw it stop (reaper, events)
 	// stopRecorded is when the runtime recorded its stop (a kept
-	// workspace's annotation, ctrInfo.StoppedAt); zero if unknown.
+	// workspace's annotation, runtime.Instance.StoppedAt); zero if unknown.
 	stopRecorded time.Time
 	// stopUnderway is the instance last observed (observeLocked) already
 	// being stopped, its stop recorded (stopRecorded, from the same
@@ -142,12 +144,12 @@ func (m *Manager) Known(id string) (template string, ok bool) {
 // observe records what Docker said about id's container c. A running
 // container with a known start time and an address becomes the cached
 // endpoint; anything else retires the one cached.
-func (m *Manager) observe(id string, c ctrInfo) {
+func (m *Manager) observe(id string, c runtime.Instance) {
 	m.mu.Lock()
 	sb := m.sandboxLocked(id)
 	gone := []string{m.observeLocked(sb, c)}
-	if inst := instanceOf(c); c.State == stateRunning && c.IP != "" && inst != "" {
-		ep := &Endpoint{ID: id, Addr: endpointAddr(c, 0), Template: c.Labels[LabelTemplate], Instance: inst}
+	if inst := instanceOf(c); c.State == runtime.StateRunning && c.IP != "" && inst != "" {
+		ep := &Endpoint{ID: id, Addr: endpointAddr(c, 0), Template: c.Labels[runtime.LabelTemplate], Instance: inst}
 		gone = append(gone, m.cacheLocked(sb, ep)...)
 	} else {
 		gone = append(gone, m.dropLocked(sb))
@@ -159,12 +161,12 @@ func (m *Manager) observe(id string, c ctrInfo) {
 // observeLocked copies c's facts into sb and returns the instance they
 // retire (another container or run than the one cached), to report with
 // m.gone. m.mu must be held for writing.
-func (m *Manager) observeLocked(sb *sandbox, c ctrInfo) (gone string) {
+func (m *Manager) observeLocked(sb *sandbox, c runtime.Instance) (gone string) {
 	gone = m.retireLocked(sb, c)
 	m.seenLocked(sb)
 	sb.state = c.State
 	sb.container = c.ID
-	if t := c.Labels[LabelTemplate]; t != "" {
+	if t := c.Labels[runtime.LabelTemplate]; t != "" {
 		sb.template = t
 	}
 	if !c.StartedAt.IsZero() {
@@ -172,7 +174,7 @@ func (m *Manager) observeLocked(sb *sandbox, c ctrInfo) (gone string) {
 	}
 	sb.stopRecorded = c.StoppedAt
 	sb.stopUnderway = ""
-	if c.State == stateRemoving && !c.StoppedAt.IsZero() {
+	if c.State == runtime.StateRemoving && !c.StoppedAt.IsZero() {
 		sb.stopUnderway = c.ID
 	}
 	return gone
@@ -187,7 +189,7 @@ func (m *Manager) setState(id, state string) {
 	if sb := m.sandboxes[id]; sb != nil {
 		m.seenLocked(sb)
 		sb.state = state
-		if state != stateRunning {
+		if state != runtime.StateRunning {
 			gone = m.dropLocked(sb)
 		}
 	}
@@ -197,8 +199,8 @@ func (m *Manager) setState(id, state string) {
 
 // endpointAddr is the address of c's app: its IP and the port recorded at
 // creation, else port, else 3000.
-func endpointAddr(c ctrInfo, port int) string {
-	if p, err := strconv.Atoi(c.Labels[LabelPort]); err == nil && p > 0 && p < 65536 {
+func endpointAddr(c runtime.Instance, port int) string {
+	if p, err := strconv.Atoi(c.Labels[runtime.LabelPort]); err == nil && p > 0 && p < 65536 {
 		port = p
 	}
 	if port == 0 {
@@ -229,9 +231,9 @@ func (m *Manager) Hold(id string) (release func()) {
 	}
 }
 
-// Activity reports when id last saw a request (zero if never, in this
+// activity reports when id last saw a request (zero if never, in this
 // process) and how many long-lived connections it has open.
-func (m *Manager) Activity(id string) (last time.Time, open int) {
+func (m *Manager) activity(id string) (last time.Time, open int) {
 	sb := m.lookup(id)
 	if sb == nil {
 		return time.Time{}, 0

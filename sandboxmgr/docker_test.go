@@ -7,10 +7,11 @@ import (
 	"testing"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 func TestSpec(t *testing.T) {
-	m := newManager(Config{Network: "pg", Labels: map[string]string{"team": "x", LabelSandbox: "spoof"}}, newFake(), nil, nil)
+	m := New(Config{Network: "pg", Labels: map[string]string{"team": "x", runtime.LabelSandbox: "spoof"}}, newFake(), nil, nil)
 	defer m.Close()
 	tpl := &config.Template{
 		Name: "web", Image: "img:1", Port: 8080, Cmd: []string{"serve"},
@@ -29,11 +30,11 @@ func TestSpec(t *testing.T) {
 		{"image", s.Image, "img:1"},
 		{"cmd", fmt.Sprint(s.Cmd), "[serve]"},
 		{"env", fmt.Sprint(s.Env), "[A=1 B=2]"},
-		{"label managed", s.Labels[LabelManaged], "true"},
-		{"label sandbox (not spoofable by cfg.Labels)", s.Labels[LabelSandbox], "abc"},
-		{"label template", s.Labels[LabelTemplate], "web"},
-		{"label port", s.Labels[LabelPort], "8080"},
-		{"label scope", s.Labels[LabelScope] != "", true},
+		{"label managed", s.Labels[runtime.LabelManaged], "true"},
+		{"label sandbox (not spoofable by cfg.Labels)", s.Labels[runtime.LabelSandbox], "abc"},
+		{"label template", s.Labels[runtime.LabelTemplate], "web"},
+		{"label port", s.Labels[runtime.LabelPort], "8080"},
+		{"label scope", s.Labels[runtime.LabelScope] != "", true},
 		{"extra label", s.Labels["team"], "x"},
 		{"network", s.Network, "pg"},
 		{"cap add", fmt.Sprint(s.CapAdd), "[NET_BIND_SERVICE]"},

@@ -4,12 +4,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
 // waitUncached polls until m no longer has id's endpoint cached: the events
 // stream reported the outside change.
-func waitUncached(t *testing.T, m *sandboxmgr.Manager, id string) {
+func waitUncached(t *testing.T, m *mgrtest.Manager, id string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -7,8 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/sandboxmgr"
 	"github.com/previewgate/previewgate/sandboxmgr/kube"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // TestKubernetesSandboxIDCannotTakePoolLock (attack21): a sandbox's Lease
@@ -56,5 +56,5 @@ func TestKubernetesSandboxIDCannotTakePoolLock(t *testing.T) {
 		t.Errorf("sandbox %q took the pool lock: holder %q (was %q), labels %v", id, got, holder, lock.Labels)
 	}
 
-	_ = sandboxmgr.LabelSandbox
+	_ = runtime.LabelSandbox
 }

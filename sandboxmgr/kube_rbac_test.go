@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
@@ -164,10 +165,10 @@ func TestKubernetesRBACFromDeploy(t *testing.T) {
 	// Settings (#23): a ConfigMap written, read and (below, with the
 	// sandbox) deleted under the deploy Role.
 	yes := true
-	if _, err := m.Records().Update(t.Context(), id, func(s *records.Settings) error { s.Public = &yes; return nil }); err != nil {
+	if _, err := m.Records.Update(t.Context(), id, func(s *records.Settings) error { s.Public = &yes; return nil }); err != nil {
 		t.Fatalf("UpdateSettings with the deploy RBAC: %v", err)
 	}
-	if s, err := m.Records().Load(t.Context(), id); err != nil || s.Public == nil {
+	if s, err := m.Records.Load(t.Context(), id); err != nil || s.Public == nil {
 		t.Fatalf("LoadSettings with the deploy RBAC: %v %v", s, err)
 	}
 	settings := calls.take()
@@ -230,7 +231,7 @@ type callRow struct {
 // workspaceCalls runs a sandbox with a workspace through m (bound by the
 // deploy Role) and returns the API calls of each step: every claim verb
 // the runtime uses (a replica start lists claims too).
-func workspaceCalls(t *testing.T, e *kubeEnv, m *sandboxmgr.Manager, calls *callCounter) []callRow {
+func workspaceCalls(t *testing.T, e *kubeEnv, m *mgrtest.Manager, calls *callCounter) []callRow {
 	t.Helper()
 	tpl := workspaceTemplate(t)
 	id := newID()

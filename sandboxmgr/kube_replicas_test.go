@@ -9,7 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // TestKubernetesReplicasAgreeOnShortIdle (#26, 2): a template with
@@ -69,7 +71,7 @@ func TestKubernetesAnyReplicaReaps(t *testing.T) {
 	}
 	acfg := cfg
 	acfg.ReapEvery = -1
-	a, err := sandboxmgr.New(acfg, nil)
+	a, err := mgrtest.New(mgrtest.Config{Config: acfg.Config, Runtime: mgrtest.Runtime{Kube: &acfg.Kubernetes}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +108,7 @@ func TestKubernetesLeaseSweep(t *testing.T) {
 		at metav1.MicroTime
 	}{{stale, old}, {young, now}} {
 		holder := sandboxmgr.ContainerName(l.id)
-		labels := map[string]string{sandboxmgr.LabelManaged: "true", sandboxmgr.LabelSandbox: l.id}
+		labels := map[string]string{runtime.LabelManaged: "true", runtime.LabelSandbox: l.id}
 		for k, v := range e.labels {
 			labels[k] = v
 		}

@@ -8,17 +8,14 @@ import (
 
 // Config configures a Manager. Zero values work.
 type Config struct {
-	Host    string // Docker host. Zero means DOCKER_HOST or the default socket.
-	Network string // bridge network for sandboxes. Zero means config.DefaultNetwork.
-	// Runtime is "docker" (zero) or "kubernetes" (then Kubernetes applies
-	// and Host does not; Network names the sandboxes' NetworkPolicy).
-	Runtime    string
-	Kubernetes KubeConfig
+	// Network names the sandboxes' network (Docker) or NetworkPolicy
+	// (Kubernetes). Zero means config.DefaultNetwork.
+	Network string
 	// Labels are added to every container, network and image the manager
 	// creates (tests use them to clean up). They also scope the manager:
 	// a container lacking any of them (or previewgate.managed=true) is
 	// never started, unpaused, stopped, removed, listed, reaped, adopted or
-	// proxied to; Ensure on its name fails with ErrForeignContainer.
+	// proxied to; Ensure on its name fails with runtime.ErrForeign.
 	Labels map[string]string
 	// MaxConcurrentStarts caps creates/starts in flight. Zero means
 	// config's default (limits.max_concurrent_starts), as for the limits
@@ -32,9 +29,6 @@ type Config struct {
 	StartQueueTimeout time.Duration
 	// MaxRunning caps running sandboxes (as known to this manager).
 	MaxRunning int
-	// DialTimeout bounds connecting to the Docker engine, so a dead engine is
-	// reported quickly. Zero means 1s.
-	DialTimeout time.Duration
 	// Templates resolves a template by name for background work (reaper, pool).
 	// Nil means none.
 	Templates func(name string) *config.Template
@@ -58,11 +52,6 @@ type Config struct {
 	// the runtime's list, whatever the events stream's health
 	// (recheck.go). Zero means 5s; negative disables it (tests).
 	RecheckEvery time.Duration
-	// Replicas is how many gateway replicas serve the Docker engine's
-	// sandboxes (docker.replicas). Above 1, an idle stop first reads the
-	// container's network counters (shared.go). Zero means 1. Kubernetes
-	// replicas always share activity through the Leases.
-	Replicas int
 }
 
 // DefaultRecheckEvery is Config.RecheckEvery's default, which the
@@ -101,9 +90,6 @@ func (c *Config) applyDefaults() {
 	}
 	if c.MaxRunning <= 0 {
 		c.MaxRunning = lim.MaxRunning
-	}
-	if c.DialTimeout <= 0 {
-		c.DialTimeout = time.Second
 	}
 	if c.PoolEvery <= 0 {
 		c.PoolEvery = time.Second

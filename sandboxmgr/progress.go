@@ -168,9 +168,9 @@ func (m *Manager) Wake(id string, tpl *config.Template, opts Options) {
 	}
 	// Added under the read lock: Close sets closed under the write lock
 	// before it waits, so this Add happens before that Wait.
-	m.bg.Go(func() {
+	m.loops.bg.Go(func() {
 		// The wake itself is detached and shared; this only waits for it.
-		_, _ = m.EnsureWith(m.ctx, id, tpl, opts)
+		_, _ = m.EnsureWith(m.loops.ctx, id, tpl, opts)
 	})
 	if sb := m.sandboxes[id]; sb != nil && sb.ep.Load() == nil && sb.waking.Load() == 0 {
 		// Show "queued" at once, before the goroutine reaches the wake.

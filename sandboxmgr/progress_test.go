@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 func waitPhase(t *testing.T, m *Manager, id, want string) Progress {
@@ -27,7 +29,7 @@ func TestWakeProgress(t *testing.T) {
 	m, f := newFakeManager(t, Config{ReapEvery: -1})
 	tpl := appListener(t)
 	gate := make(chan struct{})
-	f.createHook = func(context.Context, ctrSpec) error { <-gate; return nil }
+	f.createHook = func(context.Context, runtime.Spec) error { <-gate; return nil }
 	m.Wake("a", tpl, Options{}) // returns at once
 	waitPhase(t, m, "a", PhaseCreating)
 	close(gate)

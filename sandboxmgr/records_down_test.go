@@ -5,7 +5,7 @@ import (
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 )
 
 // While the runtime's records fail (Docker volumes refused, the rest of
@@ -13,12 +13,12 @@ import (
 // before removal marks existed (tombstone.go); what needs one fails.
 // recordsDownEnv is a manager reaching the engine through a proxy that
 // can refuse volumes, and sandbox id made through it, stopped.
-func recordsDownEnv(t *testing.T) (*env, *dockertest.EventsProxy, *sandboxmgr.Manager, *config.Template, string) {
+func recordsDownEnv(t *testing.T) (*env, *dockertest.EventsProxy, *mgrtest.Manager, *config.Template, string) {
 	e := newEnv(t)
 	tpl := testTemplate(t, nil)
 	e.cfg.Templates = func(string) *config.Template { return tpl }
 	proxy := dockertest.NewEventsProxy(t)
-	e.cfg.Host = proxy.Host
+	e.rt.Host = proxy.Host
 	removeScoped(t, e, e.cfg.Labels) // registered first: runs after the manager closes
 	m := e.manager(t)
 	id := newID()

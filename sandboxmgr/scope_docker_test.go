@@ -11,7 +11,9 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // A previewgate-<id> container that lacks the manager's scope labels (here:
@@ -33,8 +35,8 @@ func TestDockerForeignContainer(t *testing.T) {
 			m := e.manager(t) // also creates e.network
 			id := newID()
 			labels := dockertest.Labels() // cleanup labels, not the manager's scope
-			labels[sandboxmgr.LabelManaged] = "true"
-			labels[sandboxmgr.LabelSandbox] = id
+			labels[runtime.LabelManaged] = "true"
+			labels[runtime.LabelSandbox] = id
 			r, err := e.cli.ContainerCreate(t.Context(),
 				&container.Config{Image: dockertest.TestAppImage(t), Labels: labels},
 				&container.HostConfig{NetworkMode: container.NetworkMode(e.network)},
@@ -62,14 +64,14 @@ func TestDockerForeignContainer(t *testing.T) {
 				t.Errorf("got %d running sandboxes after the foreign start, want 0", n)
 			}
 			_, err = m.Ensure(t.Context(), id, testTemplate(t, nil))
-			if !errors.Is(err, sandboxmgr.ErrForeignContainer) {
+			if !errors.Is(err, runtime.ErrForeign) {
 				t.Errorf("Ensure: got %v, want ErrForeignContainer", err)
 			}
 			// What to remove besides the container: its record outlives it.
 			if fe := (*sandboxmgr.ForeignError)(nil); !errors.As(err, &fe) || fe.Record != "previewgate-rec-"+id {
 				t.Errorf("Ensure: got %v, want a ForeignError naming the record previewgate-rec-%s", err, id)
 			}
-			if _, err := m.Ensure(t.Context(), id, nil); !errors.Is(err, sandboxmgr.ErrForeignContainer) {
+			if _, err := m.Ensure(t.Context(), id, nil); !errors.Is(err, runtime.ErrForeign) {
 				t.Errorf("Ensure without template: got %v, want ErrForeignContainer", err)
 			}
 			// Refused, it is no sandbox of this manager's: the metrics'
@@ -77,10 +79,10 @@ func TestDockerForeignContainer(t *testing.T) {
 			if st := m.States(); len(st) != 0 {
 				t.Errorf("States after refusing a foreign container: %v, want none", st)
 			}
-			if err := m.Stop(t.Context(), id); !errors.Is(err, sandboxmgr.ErrForeignContainer) {
+			if err := m.Stop(t.Context(), id); !errors.Is(err, runtime.ErrForeign) {
 				t.Errorf("Stop: got %v, want ErrForeignContainer", err)
 			}
-			if err := m.Remove(t.Context(), id); !errors.Is(err, sandboxmgr.ErrForeignContainer) {
+			if err := m.Remove(t.Context(), id); !errors.Is(err, runtime.ErrForeign) {
 				t.Errorf("Remove: got %v, want ErrForeignContainer", err)
 			}
 			list, err := m.List(t.Context())
@@ -131,7 +133,7 @@ func TestDockerUnlabelledGatewayLeavesScopedSandboxes(t *testing.T) {
 	}
 	// No labels at all: it sees every managed container on the engine
 	// (other tests' too), so it must neither reap nor remove half-made ones.
-	bare, err := sandboxmgr.New(sandboxmgr.Config{Network: e.network, ReapEvery: -1, StaleCreate: 24 * time.Hour},
+	bare, err := mgrtest.New(mgrtest.Config{Config: sandboxmgr.Config{Network: e.network, ReapEvery: -1, StaleCreate: 24 * time.Hour}},
 		slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
@@ -147,10 +149,10 @@ func TestDockerUnlabelledGatewayLeavesScopedSandboxes(t *testing.T) {
 		t.Error("the gateway without labels knows the scoped gateway's sandbox")
 	}
 	_, err = bare.Ensure(t.Context(), id, testTemplate(t, nil))
-	if !errors.Is(err, sandboxmgr.ErrForeignContainer) || !strings.Contains(err.Error(), "scope") {
+	if !errors.Is(err, runtime.ErrForeign) || !strings.Contains(err.Error(), "scope") {
 		t.Errorf("Ensure: got %v, want ErrForeignContainer saying whose scope", err)
 	}
-	if err := bare.Stop(t.Context(), id); !errors.Is(err, sandboxmgr.ErrForeignContainer) {
+	if err := bare.Stop(t.Context(), id); !errors.Is(err, runtime.ErrForeign) {
 		t.Errorf("Stop: got %v, want ErrForeignContainer", err)
 	}
 	list, err := bare.List(t.Context())

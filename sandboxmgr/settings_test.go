@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/links"
 	"github.com/previewgate/previewgate/records"
-	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
 // Per-sandbox settings kept by the runtime (#23), on the real engine and
@@ -32,7 +32,7 @@ import (
 // (idle_timeout 1h) until the keep-up is in place, and only then turns to
 // a 2 s idle timeout, so no reaper stops the sandbox before the keep-up
 // phase, however slow the phases before it run.
-func settingsTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpls *atomic.Pointer[config.Template], recheck time.Duration, countRecords func(id string) int) {
+func settingsTwoReplicas(t *testing.T, a, b *mgrtest.Manager, tpls *atomic.Pointer[config.Template], recheck time.Duration, countRecords func(id string) int) {
 	ctx := t.Context()
 	id := newID()
 	tpl := new(*tpls.Load())
@@ -46,9 +46,9 @@ func settingsTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpls *atomic.Po
 	// version guards it).
 	var wg sync.WaitGroup
 	for i := range 8 {
-		m := []*sandboxmgr.Manager{a, b}[i%2]
+		m := []*mgrtest.Manager{a, b}[i%2]
 		wg.Go(func() {
-			_, err := m.Records().Update(ctx, id, func(s *records.Settings) error {
+			_, err := m.Records.Update(ctx, id, func(s *records.Settings) error {
 				s.Links = append(s.Links, links.Link{ID: fmt.Sprintf("l%d", i), Expires: time.Now().Add(time.Hour)})
 				return nil
 			})
@@ -58,26 +58,26 @@ func settingsTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpls *atomic.Po
 		})
 	}
 	wg.Wait()
-	if s, err := b.Records().Load(ctx, id); err != nil || len(s.Links) != 8 {
+	if s, err := b.Records.Load(ctx, id); err != nil || len(s.Links) != 8 {
 		t.Fatalf("after 8 concurrent writes over two replicas: %d links (%v), want 8", len(s.Links), err)
 	}
 
 	yes := true
-	if _, err := a.Records().Update(ctx, id, func(s *records.Settings) error { s.Public = &yes; return nil }); err != nil {
+	if _, err := a.Records.Update(ctx, id, func(s *records.Settings) error { s.Public = &yes; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	took := waitUntil(t, 3*recheck+5*time.Second, "b sees public", func() bool { s, _ := b.Records().Settings(id); return s.Public != nil && *s.Public })
+	took := waitUntil(t, 3*recheck+5*time.Second, "b sees public", func() bool { s, _ := b.Records.Settings(id); return s.Public != nil && *s.Public })
 	t.Logf("a setting made on one replica seen by the other after %v (re-check every %v)", took, recheck)
 
 	// Keep-up set on a: no traffic for five idle timeouts, still running.
 	keep := time.Now().Add(time.Minute).Truncate(time.Second)
-	if _, err := a.Records().Update(ctx, id, func(s *records.Settings) error {
+	if _, err := a.Records.Update(ctx, id, func(s *records.Settings) error {
 		s.KeepUpUntil = keep
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 3*recheck+5*time.Second, "b sees the keep-up", func() bool { s, _ := b.Records().Settings(id); return !s.KeepUpUntil.IsZero() })
+	waitUntil(t, 3*recheck+5*time.Second, "b sees the keep-up", func() bool { s, _ := b.Records.Settings(id); return !s.KeepUpUntil.IsZero() })
 	if st := state(t, a, id); st != "running" {
 		t.Fatalf("before the idle timeout turns short: state %q, want running", st)
 	}
@@ -102,7 +102,7 @@ func settingsTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpls *atomic.Po
 	if !found {
 		t.Errorf("b's list lacks %s", id)
 	}
-	if _, err := a.Records().Update(ctx, id, func(s *records.Settings) error { s.KeepUpUntil = time.Time{}; return nil }); err != nil {
+	if _, err := a.Records.Update(ctx, id, func(s *records.Settings) error { s.KeepUpUntil = time.Time{}; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	took = waitUntil(t, 60*time.Second, "stopped once the keep-up ended", func() bool { return state(t, a, id) != "running" })
@@ -119,12 +119,12 @@ func settingsTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpls *atomic.Po
 	if n := countRecords(id); n != 1 {
 		t.Errorf("records left after remove: %d, want 1 (the removal mark)", n)
 	}
-	if s, err := a.Records().Load(ctx, id); err != nil || s.Public != nil || !s.KeepUpUntil.IsZero() || len(s.Links) != 0 {
+	if s, err := a.Records.Load(ctx, id); err != nil || s.Public != nil || !s.KeepUpUntil.IsZero() || len(s.Links) != 0 {
 		t.Errorf("settings after remove: %+v %v, want none", s, err)
 	}
 }
 
-func state(t *testing.T, m *sandboxmgr.Manager, id string) string {
+func state(t *testing.T, m *mgrtest.Manager, id string) string {
 	t.Helper()
 	list, err := m.List(t.Context())
 	if err != nil {
@@ -159,7 +159,7 @@ func TestDockerSettingsTwoReplicas(t *testing.T) {
 	tpl.MaxSocketIdle, tpl.RemoveAfter = config.Duration(time.Hour), config.Duration(time.Hour)
 	e.cfg.Templates = func(string) *config.Template { return tpls.Load() }
 	tpls.Store(tpl)
-	e.cfg.RecheckEvery, e.cfg.ReapEvery, e.cfg.Replicas = time.Second, 200*time.Millisecond, 2
+	e.cfg.RecheckEvery, e.cfg.ReapEvery, e.rt.Replicas = time.Second, 200*time.Millisecond, 2
 	b := e.manager(t)
 	e.cfg.ReapEvery = -1 // a only serves: b's reaper must see a's keep-up
 	a := e.manager(t)

@@ -2,8 +2,9 @@ package sandboxmgr
 
 import (
 	"context"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"time"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Activity every replica can see (#15). Touch and Hold record what this
@@ -13,12 +14,12 @@ import (
 // the latest activity any replica could have caused:
 //
 //   - Kubernetes: each replica writes the sandbox Lease's renewTime from its
-//     own view, at most once per KubeConfig.ActivityEvery or a quarter of
+//     own view, at most once per kube.Config.ActivityEvery or a quarter of
 //     the template's idle timeout, whichever is shorter, per sandbox
 //     (flushLoop), and the reaper reads it back (one GET per idle
 //     decision). A wake that made a sandbox ready records that moment, so
 //     a slow re-create is not judged idle from when it began.
-//   - Docker, with Config.Replicas above 1 (docker.replicas): the
+//   - Docker, with docker.replicas above 1 (the runtime then declares it): the
 //     container's own network counters (the stats API), which move whenever
 //     any replica talks to it. Nothing is written. The reaper samples them
 //     from half the idle timeout on, so a sandbox idle everywhere stops
@@ -58,7 +59,7 @@ func (m *Manager) flushLoop(ctx context.Context, rec runtime.Activity) {
 		m.mu.RLock()
 		var due []*sandbox
 		for _, sb := range m.sandboxes {
-			if sb.state == stateRunning && sb.lastActivity.Load() > sb.flushed.Load() &&
+			if sb.state == runtime.StateRunning && sb.lastActivity.Load() > sb.flushed.Load() &&
 				now.Sub(time.Unix(0, sb.flushedAt.Load())) >= m.recordPeriodLocked(sb, rec) {
 				due = append(due, sb)
 			}
@@ -104,7 +105,7 @@ func (m *Manager) sharedIdle(ctx context.Context, sb *sandbox, limit time.Durati
 		return true
 	}
 	m.mu.RLock()
-	c := ctrInfo{ID: sb.container, Name: ContainerName(sb.id)}
+	c := runtime.Instance{ID: sb.container, Name: ContainerName(sb.id)}
 	m.mu.RUnlock()
 	at, err := sa.LastActivity(ctx, sb.id, c)
 	if err != nil {

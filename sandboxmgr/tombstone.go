@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // A DELETE holds across replicas (DESIGN.md "Many replicas, no shared
@@ -21,7 +23,7 @@ import (
 //     runs, before the wake hands it out, it reads the record again: a
 //     mark that is there and is not its baseline is a DELETE that came
 //     after the wake began. The wake removes the container it made itself
-//     (by ID, never another's) and fails with ErrNoContainer.
+//     (by ID, never another's) and fails with runtime.ErrNotFound.
 //
 // Why nothing a wake W made runs once a DELETE D and W are done, when W's
 // baseline read came before D's write: either W's check after start comes
@@ -54,7 +56,7 @@ import (
 
 // errRemovedMeanwhile fails a wake whose sandbox was removed (a DELETE)
 // after it began.
-var errRemovedMeanwhile = fmt.Errorf("%w: removed while it was starting", ErrNoContainer)
+var errRemovedMeanwhile = fmt.Errorf("%w: removed while it was starting", runtime.ErrNotFound)
 
 // readMark reads the removal mark the wake's baseline is (once, before
 // its first action; a create that is the first action takes it in
@@ -144,7 +146,7 @@ func (r *runner) removeMade(ctx context.Context) {
 	if r.made == "" {
 		return
 	}
-	if err := r.m.eng.Remove(ctx, r.made); err != nil && !errors.Is(err, ErrNoContainer) {
+	if err := r.m.rt.Remove(ctx, r.made); err != nil && !errors.Is(err, runtime.ErrNotFound) {
 		r.log.WarnContext(ctx, "removing a container made while the sandbox was removed failed", "err", err)
 	}
 }

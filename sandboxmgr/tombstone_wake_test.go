@@ -17,6 +17,7 @@ import (
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr/docker"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // afterWake is an engine whose Start and Resume are followed by a hook:
@@ -26,20 +27,20 @@ import (
 // start or unpause is done and the wake has not yet checked for a DELETE
 // on another replica (runner.removedElsewhere).
 type afterWake struct {
-	engine
+	runtime.Runtime
 	mu    sync.Mutex // guards woken and after
 	woken string     // container started or unpaused, its lookup not yet seen
 	after func()
 }
 
 func (e *afterWake) Start(ctx context.Context, id string) error {
-	err := e.engine.Start(ctx, id)
+	err := e.Runtime.Start(ctx, id)
 	e.woke(id, err)
 	return err
 }
 
 func (e *afterWake) Resume(ctx context.Context, id string) error {
-	err := e.engine.Resume(ctx, id)
+	err := e.Runtime.Resume(ctx, id)
 	e.woke(id, err)
 	return err
 }
@@ -52,11 +53,11 @@ func (e *afterWake) woke(id string, err error) {
 	}
 }
 
-func (e *afterWake) Lookup(ctx context.Context, name string) (ctrInfo, error) {
-	c, err := e.engine.Lookup(ctx, name)
+func (e *afterWake) Lookup(ctx context.Context, name string) (runtime.Instance, error) {
+	c, err := e.Runtime.Lookup(ctx, name)
 	e.mu.Lock()
 	var f func()
-	if err == nil && e.woken != "" && c.ID == e.woken && c.State == stateRunning && name != c.ID {
+	if err == nil && e.woken != "" && c.ID == e.woken && c.State == runtime.StateRunning && name != c.ID {
 		f, e.after, e.woken = e.after, nil, ""
 	}
 	e.mu.Unlock()
@@ -70,7 +71,7 @@ func (e *afterWake) Lookup(ctx context.Context, name string) (ctrInfo, error) {
 // replica B's wake starts a stopped container (or unpauses a paused one)
 // holds, as it does for a create (TestDockerRemovalTwoReplicas): the
 // DELETE lands once B's start or unpause is done and before B hands the
-// sandbox out; B's wake fails with ErrNoContainer saying the sandbox was
+// sandbox out; B's wake fails with runtime.ErrNotFound saying the sandbox was
 // removed while it started (the admin API's 404), and nothing of the
 // sandbox runs once both answered. Two managers on one engine are two
 // replicas that share nothing else. Without B's check after its start
@@ -80,12 +81,12 @@ func (e *afterWake) Lookup(ctx context.Context, name string) (ctrInfo, error) {
 func TestDockerWakeRemovedOnAnotherReplica(t *testing.T) {
 	cli, cfg, tpl := dockerReplicas(t)
 	labels := cfg.Labels
-	replica := func(wrap func(engine) engine) *Manager { return dockerReplica(t, cfg, wrap) }
+	replica := func(wrap func(runtime.Runtime) runtime.Runtime) *Manager { return dockerReplica(t, cfg, wrap) }
 	hooked := &afterWake{}
-	a := replica(func(e engine) engine { return e })
-	b := replica(func(e engine) engine { hooked.engine = e; return hooked })
+	a := replica(func(e runtime.Runtime) runtime.Runtime { return e })
+	b := replica(func(e runtime.Runtime) runtime.Runtime { hooked.Runtime = e; return hooked })
 	running := func(id string) int {
-		f := filters.NewArgs(filters.Arg("label", LabelSandbox+"="+id))
+		f := filters.NewArgs(filters.Arg("label", runtime.LabelSandbox+"="+id))
 		for k, v := range labels {
 			f.Add("label", k+"="+v)
 		}
@@ -125,7 +126,7 @@ func TestDockerWakeRemovedOnAnotherReplica(t *testing.T) {
 				t.Errorf("DELETE on A once B's wake woke the container: %v, want nil (it finds and removes it)", delErr)
 			}
 			if !errors.Is(err, errRemovedMeanwhile) {
-				t.Errorf("B's wake begun before A's DELETE: got %v, want ErrNoContainer saying it was removed while it started", err)
+				t.Errorf("B's wake begun before A's DELETE: got %v, want runtime.ErrNotFound saying it was removed while it started", err)
 			}
 			if n := running(id); n != 0 {
 				t.Errorf("after A's DELETE and B's wake answered: %d containers of %s, want none", n, id)
@@ -169,7 +170,7 @@ func TestDockerWakeRecordReads(t *testing.T) {
 	_, cfg, tpl := dockerReplicas(t)
 	cfg.RecheckEvery = -1 // its list of every record is no wake's
 	rec := &countedRecords{reads: map[string]int{}}
-	m := dockerReplicaWith(t, cfg, func(e engine) engine { return e }, func(s records.Store) records.Store { rec.Store = s; return rec })
+	m := dockerReplicaWith(t, cfg, func(e runtime.Runtime) runtime.Runtime { return e }, func(s records.Store) records.Store { rec.Store = s; return rec })
 	ctx := t.Context()
 	id := dockertest.UniqueID("reads")
 	for _, step := range []struct {
@@ -228,21 +229,21 @@ func dockerReplicas(t *testing.T) (*client.Client, Config, *config.Template) {
 
 // dockerReplica starts a manager of cfg on the real engine, reached
 // through wrap; it is closed when t ends.
-func dockerReplica(t *testing.T, cfg Config, wrap func(engine) engine) *Manager {
+func dockerReplica(t *testing.T, cfg Config, wrap func(runtime.Runtime) runtime.Runtime) *Manager {
 	t.Helper()
 	return dockerReplicaWith(t, cfg, wrap, func(s records.Store) records.Store { return s })
 }
 
 // dockerReplicaWith is dockerReplica with its records' store reached
 // through wrapStore.
-func dockerReplicaWith(t *testing.T, cfg Config, wrap func(engine) engine, wrapStore func(records.Store) records.Store) *Manager {
+func dockerReplicaWith(t *testing.T, cfg Config, wrap func(runtime.Runtime) runtime.Runtime, wrapStore func(records.Store) records.Store) *Manager {
 	t.Helper()
 	rt, err := docker.New(docker.Options{Network: cfg.Network, DialTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	m := newManager(cfg, wrap(rt), testRecords(wrapStore(rt), cfg), log)
+	m := New(cfg, wrap(rt), testRecords(wrapStore(rt), cfg), log)
 	t.Cleanup(func() { m.Close() })
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatalf("Start: %v", err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // TestAwakeIsTheReapersPlan: what the list says (Info.Awake.StopsAt) is
@@ -29,11 +30,11 @@ func TestAwakeIsTheReapersPlan(t *testing.T) {
 		stopsAt := a.StopsAt
 		time.Sleep(time.Until(stopsAt) - time.Millisecond)
 		synctest.Wait()
-		wantState(t, f, stateRunning)
+		wantState(t, f, runtime.StateRunning)
 		// The reaper acts at its first round from StopsAt on.
 		time.Sleep(m.cfg.ReapEvery + 2*time.Millisecond)
 		synctest.Wait()
-		wantState(t, f, stateExited)
+		wantState(t, f, runtime.StateExited)
 		release()
 		if a := awakeOf(t, m); a != nil {
 			t.Errorf("stopped: got %+v, want no why-awake", a)

@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // RecordActivity writes at into the renewTime of sandbox id's Lease (a merge

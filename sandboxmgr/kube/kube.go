@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"log/slog"
 	"maps"
 	"net"
@@ -28,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // The Kubernetes runtime (#15). A sandbox is a Pod; the API server is the
@@ -303,7 +303,7 @@ func (e *Runtime) Lookup(ctx context.Context, name string) (runtime.Instance, er
 		return podInfo(pod), nil
 	}
 	sbx, isSandbox := strings.CutPrefix(name, "previewgate-")
-	if !errors.Is(err, runtime.ErrNotFound) || strings.Contains(name, "/") || !isSandbox || !validID(sbx) {
+	if !errors.Is(err, runtime.ErrNotFound) || strings.Contains(name, "/") || !isSandbox || !config.ValidID(sbx) {
 		return runtime.Instance{}, err
 	}
 	if pod := e.claimedPod(ctx, sbx, name); pod != nil {

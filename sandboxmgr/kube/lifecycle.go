@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // A pod's life on Kubernetes: Start waits for the kubelet to run it; a

@@ -2,13 +2,14 @@ package kube
 
 import (
 	"context"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"maps"
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // LabelLock marks a Lease that is a replicas' lock (runtime.Locks), not a

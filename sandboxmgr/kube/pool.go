@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // The warm pool on Kubernetes: a claim takes the sandbox's Lease first

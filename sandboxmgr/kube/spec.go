@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"errors"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"maps"
 	"strings"
 	"time"
@@ -14,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // The Kubernetes runtime's pod spec and the per-sandbox Lease that locks a

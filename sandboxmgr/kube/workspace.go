@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"maps"
 	"strings"
 	"time"
@@ -14,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Workspaces on Kubernetes (#15). A sandbox whose template has a workspace

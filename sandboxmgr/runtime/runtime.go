@@ -1,13 +1,13 @@
-// Package runtime holds the words the sandbox manager and its runtimes
-// share: an Instance (one container or pod of a sandbox, as the runtime
-// reports it), a Spec to create one, the Events a runtime watches, the
-// labels every instance carries, the errors a runtime returns, and the
-// Capabilities a runtime declares. The manager (package sandboxmgr) owns
-// the interface a runtime implements and never asks a runtime for a
-// capability by type assertion; a runtime (sandboxmgr/docker,
-// sandboxmgr/kube) imports this package and neither the manager nor
-// another runtime. Instance IDs are opaque here: each runtime packs what
-// it needs into them (a Docker container ID, "<pod>/<uid>").
+// Package runtime is the seam between the sandbox manager and a runtime:
+// the Runtime interface, in the manager's words, and the words it speaks:
+// an Instance (one container or pod of a sandbox, as the runtime reports
+// it), a Spec to create one, the Events a runtime watches, the labels
+// every instance carries, the errors a runtime returns, and the
+// Capabilities a runtime declares beyond Runtime. A runtime
+// (sandboxmgr/docker, sandboxmgr/kube) imports this package and neither
+// the manager nor another runtime; the serve wiring makes one and hands
+// it to sandboxmgr.New. Instance IDs are opaque here: each runtime packs
+// what it needs into them (a Docker container ID, "<pod>/<uid>").
 package runtime
 
 import (
@@ -19,14 +19,49 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strings"
 	"time"
-
-	"github.com/previewgate/previewgate/config"
 )
 
-// Errors a runtime returns, wrapped with context. The manager re-exports
-// them under its own names (sandboxmgr.ErrNoContainer, ...).
+// Runtime is what the manager asks of a runtime: look an instance up,
+// list them, create, start, resume, put to sleep, claim from the pool,
+// remove, isolate the sandboxes' network, watch. What a runtime can do
+// beyond it is declared in Capabilities, never found by type assertion.
+// Every method honors ctx; connection failures wrap ErrUnavailable. Calls
+// that act on an instance take the ID of one the manager created or
+// looked up and found owned (sandboxmgr's scope.go).
+type Runtime interface {
+	Ping(ctx context.Context) error
+	// Lookup returns the instance named name (or with that ID);
+	// ErrNotFound if missing. A sandbox of which only its kept workspace
+	// is left comes back Kept, as does List's entry for it.
+	Lookup(ctx context.Context, name string) (Instance, error)
+	// List returns every instance (any state) carrying all of labels.
+	List(ctx context.Context, labels map[string]string) ([]Instance, error)
+	// Create creates (does not start) an instance and returns its ID;
+	// ErrNameTaken if the name is in use, ErrNoImage if the image is
+	// missing (runtimes with Capabilities.Images), ErrNoNetwork if the
+	// network Isolate made is gone.
+	Create(ctx context.Context, spec Spec) (id string, err error)
+	Start(ctx context.Context, id string) error  // ErrNotFound if missing
+	Resume(ctx context.Context, id string) error // undoes a SleepPause; ErrNotFound if missing
+	Sleep(ctx context.Context, id string, mode SleepMode) error
+	// Claim binds pool instance id to name (a sandbox's); ErrNameTaken if
+	// name is in use, ErrNotFound if the instance is gone.
+	Claim(ctx context.Context, id, name string) error
+	Remove(ctx context.Context, id string) error // force; ErrNotFound if missing
+	// Isolate makes the sandboxes' network (name) exist: no traffic
+	// between sandboxes, only the gateway in.
+	Isolate(ctx context.Context, network string, labels map[string]string) error
+	// Watch follows changes of instances carrying labels, calling fn for
+	// each in order, from since (zero: from now). It blocks until the
+	// stream breaks (the error says why) or ctx ends.
+	Watch(ctx context.Context, since time.Time, labels map[string]string, fn func(Event)) error
+	Capabilities() Capabilities
+	Close() error
+}
+
+// Errors a runtime returns, wrapped with context; the manager passes
+// them on as they are.
 var (
 	// ErrUnavailable: the runtime (Docker Engine, API server) cannot be
 	// reached. Connection failures wrap it.
@@ -103,19 +138,24 @@ func Scoped(l map[string]string) map[string]string {
 	return out
 }
 
+// Shared returns the labels of what every gateway on a runtime uses alike
+// (the sandboxes' network or NetworkPolicy, built images), for a gateway
+// with labels l: l and LabelManaged without LabelInstance, so that
+// removing one gateway's sandboxes by its instance label leaves what
+// another scope's gateway uses.
+func Shared(l map[string]string) map[string]string {
+	out := maps.Clone(l)
+	if out == nil {
+		out = make(map[string]string, 1)
+	}
+	out[LabelManaged] = "true"
+	delete(out, LabelInstance)
+	return out
+}
+
 // ContainerName is the name of sandbox id's instance. The name is unique
 // in a runtime, which makes it the lock between racing creators.
 func ContainerName(id string) string { return "previewgate-" + id }
-
-// SandboxOf returns the sandbox id an instance name previewgate-<id>
-// stands for.
-func SandboxOf(name string) (string, bool) {
-	id, ok := strings.CutPrefix(strings.TrimPrefix(name, "/"), "previewgate-")
-	if !ok || !config.ValidID(id) {
-		return "", false
-	}
-	return id, true
-}
 
 // Instance states, in Docker's words (a Kubernetes runtime maps pod
 // phases onto them).

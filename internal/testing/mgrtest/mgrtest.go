@@ -1,0 +1,81 @@
+// Package mgrtest makes sandbox managers for tests (for _test.go files
+// only): the runtime a test names, its records in that runtime's store,
+// and the manager on both, as the serve wiring makes them.
+package mgrtest
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/previewgate/previewgate/records"
+	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/docker"
+	"github.com/previewgate/previewgate/sandboxmgr/kube"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
+)
+
+// Runtime says which runtime a test's manager runs on.
+type Runtime struct {
+	Host     string       // Docker: the engine ("": DOCKER_HOST or the default socket)
+	Replicas int          // Docker: docker.replicas
+	Kube     *kube.Config // set: Kubernetes instead of Docker
+}
+
+// Config is a manager's config and the runtime it runs on.
+type Config struct {
+	sandboxmgr.Config
+	Runtime
+}
+
+// Manager is a manager made for a test, with what it was made of.
+type Manager struct {
+	*sandboxmgr.Manager
+	Runtime runtime.Runtime
+	Records *records.Records
+}
+
+// New makes c's manager on the runtime c names, its records in that
+// runtime's store, scoped and re-checked as c says. It does not start
+// it; Close closes the runtime.
+func New(c Config, log *slog.Logger) (*Manager, error) {
+	cfg, rt := c.Config, c.Runtime
+	var r interface {
+		runtime.Runtime
+		records.Store
+	}
+	var err error
+	if rt.Kube != nil {
+		r, err = kube.New(*rt.Kube, cfg.Labels)
+	} else {
+		r, err = docker.New(docker.Options{Host: rt.Host, Network: cfg.Network, DialTimeout: time.Second, Replicas: rt.Replicas})
+	}
+	if err != nil {
+		return nil, err
+	}
+	every := cfg.RecheckEvery
+	if every == 0 {
+		every = sandboxmgr.DefaultRecheckEvery
+	}
+	recs := records.New(r, records.Options{Labels: runtime.Scoped(cfg.Labels), RecheckEvery: every, LongestWake: cfg.LongestWake, Log: log})
+	return &Manager{Manager: sandboxmgr.New(cfg, r, recs, log), Runtime: r, Records: recs}, nil
+}
+
+// Logs returns sandbox id's last tail lines of output, as the admin API
+// reads them.
+func (m *Manager) Logs(ctx context.Context, id string, tail int) ([]string, error) {
+	s, err := m.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return sandboxmgr.TailLogs(ctx, m.Runtime.Capabilities().Logs, s.Container, tail)
+}
+
+// FollowLogs follows sandbox id's output, as the admin API does.
+func (m *Manager) FollowLogs(ctx context.Context, id string, tail int, fn func(string) error) error {
+	s, err := m.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	return sandboxmgr.FollowLogs(ctx, m.Runtime.Capabilities().Logs, s.Container, tail, fn)
+}
