@@ -104,7 +104,7 @@ func TestBrowserStockDevServers(t *testing.T) {
 		if mode == "default" && cfg.Templates["app"].HostHeader != config.HostLocal {
 			t.Fatalf("default host_header %q, want local", cfg.Templates["app"].HostHeader)
 		}
-		g, err := New(cfg, &idSandboxes{addrs: servers}, Options{TLS: true}, testkit.Logger(t))
+		g, err := New(cfg, fakes(&idSandboxes{addrs: servers}), Options{TLS: true}, testkit.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}

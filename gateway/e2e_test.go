@@ -46,14 +46,24 @@ func (c *countingSandboxes) EnsureWith(ctx context.Context, id string, tpl *conf
 	return c.Manager.EnsureWith(ctx, id, tpl, o)
 }
 
-func (c *countingSandboxes) Cached(id string) (sandboxmgr.Endpoint, bool) {
-	c.ensures.Add(1)
-	return c.Manager.Cached(id)
+func (c *countingSandboxes) Sandbox(id string) sandboxmgr.Handle {
+	return countingHandle{c.Manager.Sandbox(id), c}
 }
 
-func (c *countingSandboxes) Wake(id string, tpl *config.Template, o sandboxmgr.Options) {
-	c.ensures.Add(1)
-	c.Manager.Wake(id, tpl, o)
+// countingHandle counts the Ensures and Wakes through a handle.
+type countingHandle struct {
+	sandboxmgr.Handle
+	c *countingSandboxes
+}
+
+func (h countingHandle) Ensure(ctx context.Context, tpl *config.Template, o sandboxmgr.Options) (sandboxmgr.Endpoint, error) {
+	h.c.ensures.Add(1)
+	return h.Handle.Ensure(ctx, tpl, o)
+}
+
+func (h countingHandle) Wake(tpl *config.Template, o sandboxmgr.Options) {
+	h.c.ensures.Add(1)
+	h.Handle.Wake(tpl, o)
 }
 
 // dockerEnv is one integration test's world: a real manager on its own

@@ -34,28 +34,12 @@ import (
 // Sandboxes is what the gateway needs from the sandbox manager.
 // *sandboxmgr.Manager implements it.
 type Sandboxes interface {
-	// Ensure returns a ready endpoint for id, waking or creating it from tpl.
-	// Errors wrap runtime.ErrUnavailable, ErrCapacity or ErrNotReady.
-	// ctx bounds only the caller's wait.
-	Ensure(ctx context.Context, id string, tpl *config.Template) (sandboxmgr.Endpoint, error)
-	// EnsureWith is Ensure with a wake policy and a create hook; errors
-	// also wrap sandboxmgr.ErrAsleep and whatever opts.OnCreate returned.
-	EnsureWith(ctx context.Context, id string, tpl *config.Template, opts sandboxmgr.Options) (sandboxmgr.Endpoint, error)
-	// Cached returns id's endpoint if known ready, without waiting.
-	Cached(id string) (sandboxmgr.Endpoint, bool)
-	// Known reports whether sandbox id exists as far as the manager knows,
-	// and the template it was made from; no runtime call.
-	Known(id string) (template string, ok bool)
-	// Wake starts EnsureWith in the background; Progress follows it.
-	Wake(id string, tpl *config.Template, opts sandboxmgr.Options)
-	// Progress reports where id's wake stands (the waiting page).
-	Progress(id string) sandboxmgr.Progress
-	// Forget drops a cached endpoint after a failed dial to addr.
-	Forget(id, addr string)
-	// Touch records activity on id.
-	Touch(id string)
-	// Hold marks a long-lived connection on id until release is called.
-	Hold(id string) (release func())
+	// Sandbox is sandbox id's handle (no runtime call): its Snapshot
+	// (template, settings, cached endpoint, wake progress), and Ensure,
+	// Wake, Touch, Hold and Forget on it. Ensure's errors wrap
+	// runtime.ErrUnavailable, ErrCapacity, ErrNotReady, ErrAsleep or what
+	// opts.OnCreate returned; its ctx bounds only the caller's wait.
+	Sandbox(id string) sandboxmgr.Handle
 }
 
 var _ Sandboxes = (*sandboxmgr.Manager)(nil)
@@ -64,7 +48,7 @@ var _ Sandboxes = (*sandboxmgr.Manager)(nil)
 // Apply; it is an http.Handler.
 type Gateway struct {
 	sb        Sandboxes
-	recs      Records // each sandbox's own settings and share links
+	recs      links.Records // each sandbox's share links
 	log       *slog.Logger
 	tls       bool // previews are served over TLS
 	table     atomic.Pointer[table]
@@ -95,16 +79,9 @@ type Options struct {
 	// Traffic receives each request proxied to a sandbox (the per-sandbox
 	// request log). Nil means nothing is recorded.
 	Traffic Traffic
-	// Records are each sandbox's own settings and share links (package
-	// records). Nil: none, every sandbox as its template says.
-	Records Records
-}
-
-// Records are what the gateway reads of each sandbox's record
-// (*records.Records): its settings, and its share links (package links).
-type Records interface {
-	links.Records
-	Settings(id string) (records.Settings, bool)
+	// Records are each sandbox's share links (package records, as links
+	// reads them); its other settings come in its Snapshot. Nil: none.
+	Records links.Records
 }
 
 // New returns a gateway serving cfg. It owns the auth verifier built for

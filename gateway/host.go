@@ -110,7 +110,7 @@ func (g *Gateway) leanRequest(r *http.Request, slot *any) bool {
 			return false
 		}
 	}
-	if _, ok := g.sb.Cached(rt.sandbox); !ok {
+	if !g.sb.Sandbox(rt.sandbox).Snapshot().Ready {
 		return false
 	}
 	h, _ := (*slot).(*leanHint)

@@ -17,7 +17,7 @@ import (
 // the same running sandbox is lean.
 func TestLeanRequestLeavesStreams(t *testing.T) {
 	cfg := testConfig()
-	g, err := New(cfg, &fakeSandboxes{addrs: []string{"127.0.0.1:1"}}, Options{}, nil)
+	g, err := New(cfg, fakes(&fakeSandboxes{addrs: []string{"127.0.0.1:1"}}), Options{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,14 +44,14 @@ func TestLeanRequestLeavesStreams(t *testing.T) {
 // onBothLoops runs f as two subtests, lean=true and lean=false, each with
 // a gateway of its own (testConfig, changed by edit unless it is nil) in
 // front of sb, served with the lean loop and by net/http alone.
-func onBothLoops(t *testing.T, sb Sandboxes, edit func(*config.Config), f func(t *testing.T, cfg *config.Config, srv *httptest.Server)) {
+func onBothLoops(t *testing.T, sb any, edit func(*config.Config), f func(t *testing.T, cfg *config.Config, srv *httptest.Server)) {
 	for _, lean := range []bool{true, false} {
 		t.Run(fmt.Sprintf("lean=%v", lean), func(t *testing.T) {
 			cfg := testConfig()
 			if edit != nil {
 				edit(cfg)
 			}
-			g, err := New(cfg, sb, Options{}, testkit.Logger(t))
+			g, err := New(cfg, fakes(sb), Options{}, testkit.Logger(t))
 			if err != nil {
 				t.Fatal(err)
 			}

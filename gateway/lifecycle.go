@@ -28,7 +28,7 @@ func (g *Gateway) coldStart(w http.ResponseWriter, r *http.Request, t *table, rt
 // retrying all night) may not, and gets ErrAsleep (503, Retry-After) unless
 // a wake is already in progress.
 func (g *Gateway) ensure(r *http.Request, t *table, rt route, tpl *config.Template, sub string, anonymous tokenless) (sandboxmgr.Endpoint, error) {
-	return g.sb.EnsureWith(r.Context(), rt.sandbox, tpl, g.ensureOptions(r, t, rt, sub, anonymous))
+	return g.sb.Sandbox(rt.sandbox).Ensure(r.Context(), tpl, g.ensureOptions(r, t, rt, sub, anonymous))
 }
 
 // ensureOptions is the wake policy and create quota for r; a request

@@ -40,34 +40,31 @@ func (g *Gateway) policy(t *table, rt route) policy {
 	if rt.sandbox == "" || rt.upstream != nil {
 		return policy{tpl: rt.template, public: rt.public}
 	}
-	name, ok := g.sb.Known(rt.sandbox)
-	if !ok {
+	snap := g.sb.Sandbox(rt.sandbox).Snapshot()
+	if !snap.Exists {
 		return policy{tpl: rt.template}
 	}
-	own := t.cfg.Templates[name]
+	own := t.cfg.Templates[snap.Template]
 	if own == nil {
 		// Made from a template since removed from the config (or from none
 		// recorded): the route's settings, and never public.
 		return policy{tpl: rt.template, exists: true}
 	}
-	return policy{tpl: own, exists: true, public: rt.public || g.publicSandbox(rt.sandbox, own)}
+	return policy{tpl: own, exists: true, public: rt.public || publicSandbox(snap, own)}
 }
 
-// publicSandbox reports whether existing sandbox id, made from template
-// own, is public: its own setting (#23, set through the admin API and
-// kept by the runtime) if it has one, else its template's.
-// A sandbox of a template no longer configured is never public, nor is
-// one whose settings this replica could not re-read lately (a "public"
-// withdrawn on another replica must not stay open here).
-func (g *Gateway) publicSandbox(id string, own *config.Template) bool {
-	if own == nil {
+// publicSandbox reports whether the existing sandbox of snapshot snap,
+// made from template own, is public: its own setting (#23, set through
+// the admin API and kept by the runtime) if it has one, else its
+// template's. A sandbox of a template no longer configured is never
+// public, nor is one whose settings this replica could not re-read
+// lately (a "public" withdrawn on another replica must not stay open
+// here).
+func publicSandbox(snap sandboxmgr.Snapshot, own *config.Template) bool {
+	if own == nil || !snap.Fresh {
 		return false
 	}
-	s, fresh := g.recs.Settings(id)
-	if !fresh {
-		return false
-	}
-	if p := s.Public; p != nil {
+	if p := snap.Settings.Public; p != nil {
 		return *p
 	}
 	return own.Public
@@ -96,7 +93,7 @@ func (g *Gateway) anonymousOptions(opts sandboxmgr.Options, t *table, rt route, 
 		return opts
 	}
 	opts.MayServe = func(template string) error {
-		if rt.public || g.publicSandbox(rt.sandbox, t.cfg.Templates[template]) {
+		if rt.public || publicSandbox(g.sb.Sandbox(rt.sandbox).Snapshot(), t.cfg.Templates[template]) {
 			return nil
 		}
 		return errNotPublic

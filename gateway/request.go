@@ -166,7 +166,7 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, t *table,
 	// The lean loop found the sandbox ready (hint); otherwise a request
 	// that is about to wait is timed.
 	if hint == nil {
-		if _, ready := g.sb.Cached(rt.sandbox); !ready {
+		if !g.sb.Sandbox(rt.sandbox).Snapshot().Ready {
 			endWatch = g.watchWake(rt.sandbox)
 		}
 	}
@@ -192,11 +192,11 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, t *table,
 		}
 	}
 	id := rt.sandbox
-	g.sb.Touch(id)
+	h := g.sb.Sandbox(id)              // Ensure counted as activity
 	if hint == nil && isLongLived(r) { // the lean loop takes no stream (leanRequest)
-		cl = append(cl, g.sb.Hold(id))
+		cl = append(cl, h.Hold())
 	}
-	cl = append(cl, func() { g.sb.Touch(id) })
+	cl = append(cl, h.Touch)
 	handedOff = true
 	// Field by field into st's zero target, not a composite literal: the
 	// literal's temporary would sit in this frame on every request's

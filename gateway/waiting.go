@@ -46,10 +46,11 @@ func (g *Gateway) waitingPage(w http.ResponseWriter, r *http.Request, tpl *confi
 	}
 	// A running sandbox first: most requests go to one, and reading the
 	// manager's record costs less than the headers isNavigation reads.
-	if _, ok := g.sb.Cached(id); ok || !isNavigation(r) {
+	h := g.sb.Sandbox(id)
+	if h.Snapshot().Ready || !isNavigation(r) {
 		return false
 	}
-	g.sb.Wake(id, tpl, opts())
+	h.Wake(tpl, opts())
 	pages.Waiting(w)
 	return true
 }
@@ -63,7 +64,7 @@ func (g *Gateway) serveStatus(w http.ResponseWriter, r *http.Request, id string,
 
 // statusOf is the status event for id's wake now.
 func (g *Gateway) statusOf(r *http.Request, id string) pages.Event {
-	p := g.sb.Progress(id)
+	p := g.sb.Sandbox(id).Snapshot().Progress
 	ev := pages.Event{Phase: p.Phase, Msg: p.Msg, Logs: pages.Logs(p.Logs),
 		ElapsedMS: p.Elapsed.Milliseconds(), TypicalMS: p.Typical.Milliseconds()}
 	switch p.Phase {

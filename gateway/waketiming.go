@@ -23,7 +23,7 @@ import (
 func (g *Gateway) watchWake(id string) (end func() []meter.Span) {
 	begin := time.Now()
 	return func() []meter.Span {
-		spans := sandboxmgr.Spans(g.sb.Progress(id).Marks, begin, time.Now())
+		spans := sandboxmgr.Spans(g.sb.Sandbox(id).Snapshot().Progress.Marks, begin, time.Now())
 		out := make([]meter.Span, len(spans))
 		for i, s := range spans {
 			out[i] = meter.Span(s)

@@ -16,7 +16,7 @@ import (
 // rebuilt from the instance's own labels on adoption (Start), from events,
 // by every re-check and by every wake; scope is decided before a record is
 // made (scope.go), so every record is of an owned instance. Every decision
-// about an existing sandbox reads it: the gateway's policy (Known), the
+// about an existing sandbox reads it: the gateway's policy (Snapshot), the
 // reaper, the pool, the admin list. A wake passes its record down rather
 // than looking the id up again.
 //
@@ -36,6 +36,8 @@ import (
 // No lock is held across a runtime call.
 type sandbox struct {
 	id           string
+	m            *Manager                    // whose record it is (handle.go)
+	dropped      atomic.Bool                 // dropped from the manager's map (a Remove): a handle finds the id's record of now
 	ep           atomic.Pointer[Endpoint]    // ready endpoint; nil: ask the runtime
 	lastActivity atomic.Int64                // unix nanoseconds
 	holds        atomic.Int64                // open WebSockets / SSE streams
@@ -120,25 +122,10 @@ func (m *Manager) sandboxFor(id string) *sandbox {
 func (m *Manager) sandboxLocked(id string) *sandbox {
 	sb := m.sandboxes[id]
 	if sb == nil {
-		sb = &sandbox{id: id}
+		sb = &sandbox{id: id, m: m}
 		m.sandboxes[id] = sb
 	}
 	return sb
-}
-
-// Known reports whether sandbox id exists as far as the manager knows
-// (its record names a container or pod, from a wake, the adoption at
-// Start, an event or the re-check), and the template it was made from,
-// read from the instance's own labels ("" if it carries none). It makes
-// no runtime call: the gateway decides a request's policy with it.
-func (m *Manager) Known(id string) (template string, ok bool) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	sb := m.sandboxes[id]
-	if sb == nil || sb.container == "" {
-		return "", false
-	}
-	return sb.template, true
 }
 
 // observe records what Docker said about id's container c. A running
@@ -207,28 +194,6 @@ func endpointAddr(c runtime.Instance, port int) string {
 		port = 3000
 	}
 	return net.JoinHostPort(c.IP, strconv.Itoa(port))
-}
-
-// Touch records activity on id. It is called for every request: one map
-// read under a read lock and an atomic store.
-func (m *Manager) Touch(id string) {
-	m.sandboxFor(id).lastActivity.Store(m.now().UnixNano())
-}
-
-// Hold marks an open long-lived connection (WebSocket, SSE) on id until the
-// returned func is called. Calling it more than once is harmless. Opening and
-// closing both count as activity.
-func (m *Manager) Hold(id string) (release func()) {
-	sb := m.sandboxFor(id)
-	sb.holds.Add(1)
-	sb.lastActivity.Store(m.now().UnixNano())
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			sb.holds.Add(-1)
-			sb.lastActivity.Store(m.now().UnixNano())
-		})
-	}
 }
 
 // activity reports when id last saw a request (zero if never, in this

@@ -14,14 +14,14 @@ func TestTouchAndHold(t *testing.T) {
 		if last, open := m.activity("a"); !last.IsZero() || open != 0 {
 			t.Fatalf("got %v, %d for an unknown id, want zero", last, open)
 		}
-		m.Touch("a")
+		m.Sandbox("a").Touch()
 		t0 := time.Now()
 		if last, _ := m.activity("a"); !last.Equal(t0) {
 			t.Errorf("got last activity %v, want %v", last, t0)
 		}
 		time.Sleep(time.Minute)
-		release := m.Hold("a")
-		release2 := m.Hold("a")
+		release := m.Sandbox("a").Hold()
+		release2 := m.Sandbox("a").Hold()
 		if _, open := m.activity("a"); open != 2 {
 			t.Errorf("got %d open, want 2", open)
 		}
@@ -47,7 +47,7 @@ func BenchmarkEnsureCached(b *testing.B) {
 			if _, err := m.Ensure(b.Context(), "a", nil); err != nil {
 				b.Fatal(err)
 			}
-			m.Touch("a")
+			m.Sandbox("a").Touch()
 		}
 	})
 }

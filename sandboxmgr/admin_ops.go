@@ -200,6 +200,7 @@ func (m *Manager) remove(ctx context.Context, id string, stopWakes bool) error {
 			sb.last, sb.state, sb.container = nil, "", ""
 			if sb.waking.Load() == 0 {
 				delete(m.sandboxes, id) // a wake in flight keeps the record it passes down
+				sb.dropped.Store(true)
 			}
 		}
 		m.mu.Unlock()

@@ -41,7 +41,7 @@ func TestApplyEvent(t *testing.T) {
 				t.Fatal(err)
 			}
 			m.applyEvent(tc.ev)
-			if _, ok := m.Cached("a"); ok != tc.wantCache {
+			if _, ok := cached(m, "a"); ok != tc.wantCache {
 				t.Errorf("got cached %v, want %v", ok, tc.wantCache)
 			}
 			m.mu.RLock()
@@ -213,7 +213,7 @@ func TestEventsDownChecksCachedEndpoint(t *testing.T) {
 	canceled, cancel := context.WithCancel(t.Context())
 	cancel()
 	m.Ensure(canceled, "a", tpl)
-	if _, ok := m.Cached("a"); !ok {
+	if _, ok := cached(m, "a"); !ok {
 		t.Error("a canceled request dropped the endpoint of a running sandbox")
 	}
 	pass(checkValid)

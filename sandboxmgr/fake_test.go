@@ -272,3 +272,18 @@ func newFakeManager(t *testing.T, cfg Config) (*Manager, *fakeEngine) {
 	t.Cleanup(func() { m.Close() })
 	return m, f
 }
+
+// cached is id's ready endpoint in m's snapshot.
+func cached(m *Manager, id string) (Endpoint, bool) {
+	s := m.Sandbox(id).Snapshot()
+	return s.Endpoint, s.Ready
+}
+
+// known is whether m knows an instance of id, and its template.
+func known(m *Manager, id string) (string, bool) {
+	s := m.Sandbox(id).Snapshot()
+	return s.Template, s.Exists
+}
+
+// progressOf is where id's wake stands in m's snapshot.
+func progressOf(m *Manager, id string) Progress { return m.Sandbox(id).Snapshot().Progress }

@@ -77,7 +77,7 @@ func adoptedWorld(t *testing.T, tpl *config.Template, labels map[string]string) 
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	ep, ok := m.Cached("a")
+	ep, ok := cached(m, "a")
 	if !ok {
 		t.Fatal("not adopted")
 	}
@@ -116,8 +116,8 @@ func TestInstanceGoneTriggers(t *testing.T) {
 			m.applyEvent(runtime.Event{Action: runtime.EventRename, ID: "other", Name: "previewgate-a", OldName: "previewgate-pool-x-1"})
 		}},
 		{"Forget", func(_ *testing.T, m *Manager, _ *fakeEngine) {
-			ep, _ := m.Cached("a")
-			m.Forget("a", ep.Addr)
+			ep, _ := cached(m, "a")
+			m.Sandbox("a").Forget(ep.Addr)
 		}},
 		{"Stop", func(t *testing.T, m *Manager, _ *fakeEngine) {
 			if err := m.Stop(t.Context(), "a"); err != nil {
@@ -171,7 +171,7 @@ func TestInstanceGoneTriggers(t *testing.T) {
 			if got := rec.reported(); len(got) == 0 || got[0] != ep.Instance {
 				t.Errorf("got gone %q, want [%q]", got, ep.Instance)
 			}
-			if cached, ok := m.Cached("a"); ok && cached.Instance == ep.Instance {
+			if cached, ok := cached(m, "a"); ok && cached.Instance == ep.Instance {
 				t.Errorf("got %q still cached, want it dropped", ep.Instance)
 			}
 		})
@@ -194,7 +194,7 @@ func TestInstanceNotGone(t *testing.T) {
 			m.applyEvent(runtime.Event{Action: runtime.EventDie, ID: "b", Name: "previewgate-b"})
 		}},
 		{"Forget of another address", func(_ *testing.T, m *Manager, _ *fakeEngine) {
-			m.Forget("a", "10.0.0.1:1")
+			m.Sandbox("a").Forget("10.0.0.1:1")
 		}},
 		{"resync, unchanged", func(t *testing.T, m *Manager, _ *fakeEngine) {
 			if err := m.resync(t.Context()); err != nil {
@@ -214,7 +214,7 @@ func TestInstanceNotGone(t *testing.T) {
 			if got := rec.reported(); len(got) != 0 {
 				t.Errorf("got gone %q, want none", got)
 			}
-			if cached, ok := m.Cached("a"); !ok || cached.Instance != ep.Instance {
+			if cached, ok := cached(m, "a"); !ok || cached.Instance != ep.Instance {
 				t.Errorf("got cached %+v, %v, want %q", cached, ok, ep.Instance)
 			}
 		})
@@ -226,8 +226,8 @@ func TestInstanceNotGone(t *testing.T) {
 // event did.
 func TestInstanceRestartIsNew(t *testing.T) {
 	m, f, rec, tpl, ep := goneWorld(t, Config{})
-	m.Forget("a", ep.Addr) // the gateway's dial failed
-	rec.reset()            // as if that report had been lost: the wake must report again
+	m.Sandbox("a").Forget(ep.Addr) // the gateway's dial failed
+	rec.reset()                    // as if that report had been lost: the wake must report again
 	f.restart(ContainerName("a"))
 	ep2, err := m.Ensure(t.Context(), "a", tpl)
 	if err != nil {
@@ -240,7 +240,7 @@ func TestInstanceRestartIsNew(t *testing.T) {
 	if got := rec.reported(); slices.Contains(got, ep2.Instance) {
 		t.Errorf("got gone %q, want the new instance %q not reported", got, ep2.Instance)
 	}
-	if c, _ := m.Cached("a"); c.Instance != ep2.Instance {
+	if c, _ := cached(m, "a"); c.Instance != ep2.Instance {
 		t.Errorf("got cached instance %q, want %q", c.Instance, ep2.Instance)
 	}
 }
@@ -249,7 +249,7 @@ func TestInstanceRestartIsNew(t *testing.T) {
 // still names the instance (a report may repeat, never go missing).
 func TestInstanceDieAfterForget(t *testing.T) {
 	m, _, rec, _, ep := goneWorld(t, Config{})
-	m.Forget("a", ep.Addr)
+	m.Sandbox("a").Forget(ep.Addr)
 	rec.reset()
 	m.applyEvent(runtime.Event{Action: runtime.EventDie, ID: "id-previewgate-a", Name: "previewgate-a"})
 	if got := rec.reported(); !slices.Equal(got, []string{ep.Instance}) {
@@ -282,7 +282,7 @@ func TestInstanceAdoptedAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, _ := f.Lookup(t.Context(), ContainerName("a"))
-	ep, ok := m.Cached("a")
+	ep, ok := cached(m, "a")
 	if !ok || ep.Instance != instanceOf(c) || ep.Instance == "" {
 		t.Errorf("got %+v, %v, want instance %q", ep, ok, instanceOf(c))
 	}

@@ -201,7 +201,7 @@ func TestDockerWake(t *testing.T) {
 			tc.put(t, e, m, id)
 			// Changes made outside the manager are seen after the gateway's
 			// dial fails and it calls Forget.
-			m.Forget(id, ep.Addr)
+			m.Sandbox(id).Forget(ep.Addr)
 			ep, err = m.Ensure(t.Context(), id, tpl)
 			if err != nil {
 				t.Fatalf("Ensure: %v", err)

@@ -89,7 +89,7 @@ func TestEventKept(t *testing.T) {
 	t.Parallel()
 	m, _ := newFakeManager(t, Config{})
 	m.observe("a", runtime.Instance{ID: "pod/1", Name: ContainerName("a"), State: runtime.StateRunning, IP: "127.0.0.1", StartedAt: time.Now()})
-	if _, ok := m.Cached("a"); !ok {
+	if _, ok := cached(m, "a"); !ok {
 		t.Fatal("running sandbox not cached")
 	}
 	m.applyEvent(runtime.Event{Action: runtime.EventKept, ID: "pod/other", Name: ContainerName("a")})
@@ -100,7 +100,7 @@ func TestEventKept(t *testing.T) {
 	if got := m.States()[runtime.StateExited]; got != 1 {
 		t.Errorf("got states %v, want one exited", m.States())
 	}
-	if _, ok := m.Cached("a"); ok {
+	if _, ok := cached(m, "a"); ok {
 		t.Error("stopped sandbox still cached")
 	}
 }

@@ -157,7 +157,7 @@ func TestKubernetesRBACFromDeploy(t *testing.T) {
 	}
 	get(t, ep)
 	create := calls.take()
-	m.Forget(id, ep.Addr)
+	m.Sandbox(id).Forget(ep.Addr)
 	if _, err := m.Ensure(t.Context(), id, tpl); err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestKubernetesReplicasAgreeOnShortIdle(t *testing.T) {
 		if _, err := b.Ensure(t.Context(), id, tpl); err != nil {
 			t.Fatal(err)
 		}
-		b.Touch(id)
+		b.Sandbox(id).Touch()
 		if p := e.pods(t, id); len(p) != 1 || p[0].UID != uid {
 			t.Fatalf("after %v of traffic through B only, the pod was replaced or stopped (%d pods): A stopped a sandbox B serves",
 				30*time.Second-time.Until(end), len(p))

@@ -131,7 +131,7 @@ func serveAndIdleStop(b *testing.B, c *k8stest.Cluster, kcfg func(*rest.Config) 
 		if _, err := m.Ensure(b.Context(), id, &idle); err != nil {
 			b.Fatalf("serve %s: %v", id, err)
 		}
-		m.Touch(id)
+		m.Sandbox(id).Touch()
 	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for {

@@ -365,7 +365,7 @@ func TestKubernetesIdleAcrossReplicas(t *testing.T) {
 	}
 	end := time.Now().Add(3 * time.Duration(tpl.IdleTimeout))
 	for time.Now().Before(end) {
-		b.Touch(id)
+		b.Sandbox(id).Touch()
 		time.Sleep(100 * time.Millisecond)
 	}
 	if n := len(e.pods(t, id)); n != 1 {

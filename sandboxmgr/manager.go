@@ -178,31 +178,5 @@ func New(cfg Config, rt runtime.Runtime, recs Records, log *slog.Logger) *Manage
 	return m
 }
 
-// Forget drops the cached endpoint of id (e.g. after a dial to addr failed),
-// so the next Ensure checks the runtime again, and reports its instance to
-// Listener.InstanceGone. An endpoint that no longer points at addr (already
-// replaced by a newer wake, which reported the old instance) is kept.
-func (m *Manager) Forget(id, addr string) {
-	var gone string
-	m.mu.Lock()
-	if sb := m.sandboxes[id]; sb != nil && sb.last != nil && sb.last.Addr == addr {
-		gone = m.dropLocked(sb)
-	}
-	m.mu.Unlock()
-	m.gone(gone)
-}
-
-// Cached returns id's endpoint if the manager knows it as running and
-// ready, without any runtime call. (While the events stream is down,
-// Ensure checks it before use; Cached is for decisions, not for dialing.)
-func (m *Manager) Cached(id string) (Endpoint, bool) {
-	if sb := m.lookup(id); sb != nil {
-		if ep := sb.ep.Load(); ep != nil {
-			return *ep, true
-		}
-	}
-	return Endpoint{}, false
-}
-
 // Ping reports whether the runtime answers (runtime.ErrUnavailable if not).
 func (m *Manager) Ping(ctx context.Context) error { return m.rt.Ping(ctx) }

@@ -46,8 +46,8 @@ func TestDockerIdleReaper(t *testing.T) {
 	if _, err := m.Ensure(t.Context(), id, tpl); err != nil {
 		t.Fatal(err)
 	}
-	m.Touch(id)
-	release := m.Hold(id)
+	m.Sandbox(id).Touch()
+	release := m.Sandbox(id).Hold()
 	time.Sleep(3 * time.Second) // past idle_timeout, with the socket open
 	e.waitState(t, id, "running", 0)
 	release()

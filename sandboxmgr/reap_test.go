@@ -43,29 +43,29 @@ func TestReaper(t *testing.T) {
 		script func(t *testing.T, m *Manager, f *fakeEngine, stops func() []string)
 	}{
 		{"idle running is stopped", config.Template{IdleTimeout: dur(2 * time.Second)}, func(t *testing.T, m *Manager, f *fakeEngine, _ func() []string) {
-			m.Touch("a")
+			m.Sandbox("a").Touch()
 			time.Sleep(1500 * time.Millisecond)
-			m.Touch("a") // activity resets the clock
+			m.Sandbox("a").Touch() // activity resets the clock
 			time.Sleep(1500 * time.Millisecond)
 			wantState(t, f, runtime.StateRunning)
 			time.Sleep(1500 * time.Millisecond)
 			wantState(t, f, runtime.StateExited)
-			if _, ok := m.Cached("a"); ok {
+			if _, ok := cached(m, "a"); ok {
 				t.Errorf("stopped sandbox still cached")
 			}
 		}},
 		{"idle pause", config.Template{IdleTimeout: dur(2 * time.Second), IdleAction: config.IdlePause}, func(t *testing.T, m *Manager, f *fakeEngine, _ func() []string) {
-			m.Touch("a")
+			m.Sandbox("a").Touch()
 			time.Sleep(3500 * time.Millisecond)
 			wantState(t, f, runtime.StatePaused)
 		}},
 		{"open socket keeps it until max_socket_idle", config.Template{IdleTimeout: dur(2 * time.Second), MaxSocketIdle: dur(time.Minute)},
 			func(t *testing.T, m *Manager, f *fakeEngine, stops func() []string) {
-				release := m.Hold("a")
+				release := m.Sandbox("a").Hold()
 				defer release()
 				time.Sleep(50 * time.Second)
 				wantState(t, f, runtime.StateRunning)
-				m.Touch("a") // an HTTP request resets the socket bound too
+				m.Sandbox("a").Touch() // an HTTP request resets the socket bound too
 				time.Sleep(50 * time.Second)
 				wantState(t, f, runtime.StateRunning)
 				if len(stops()) != 0 {
@@ -78,7 +78,7 @@ func TestReaper(t *testing.T) {
 				}
 			}},
 		{"released socket then idle", config.Template{IdleTimeout: dur(2 * time.Second)}, func(t *testing.T, m *Manager, f *fakeEngine, stops func() []string) {
-			release := m.Hold("a")
+			release := m.Sandbox("a").Hold()
 			time.Sleep(10 * time.Second)
 			wantState(t, f, runtime.StateRunning)
 			release()
@@ -145,7 +145,7 @@ func TestReaperThenWake(t *testing.T) {
 		wantState(t, f, runtime.StateRunning)
 		sb.waking.Add(-1)
 		sb.op.Unlock()
-		m.Touch("a")
+		m.Sandbox("a").Touch()
 		time.Sleep(1500 * time.Millisecond)
 		wantState(t, f, runtime.StateRunning)
 	})

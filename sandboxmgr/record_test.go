@@ -67,7 +67,7 @@ func TestEnsureDeadInstanceNotCachedOnReusedAddress(t *testing.T) {
 	if r.err == nil {
 		t.Fatalf("Ensure(a) returned endpoint %+v of a container that exited during its probe (its address answered for someone else)", r.ep)
 	}
-	if ep, ok := m.Cached("a"); ok {
+	if ep, ok := cached(m, "a"); ok {
 		t.Fatalf("cached endpoint %+v for an exited container", ep)
 	}
 }
@@ -112,10 +112,10 @@ func TestRecheckKeepsWhatWasCachedAfterItsList(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := m.Cached("a"); !ok {
+	if _, ok := cached(m, "a"); !ok {
 		t.Errorf("the re-check dropped the endpoint of a sandbox cached after its list was taken")
 	}
-	if _, ok := m.Known("a"); !ok {
+	if _, ok := known(m, "a"); !ok {
 		t.Errorf("the re-check forgot the container of a sandbox created after its list was taken")
 	}
 }

@@ -44,7 +44,7 @@ func TestForeignContainerIsLeftAlone(t *testing.T) {
 				if _, err := m.EnsureWith(t.Context(), "a", tpl, Options{NoWake: true}); !errors.Is(err, runtime.ErrForeign) {
 					t.Errorf("Ensure NoWake: got %v, want runtime.ErrForeign", err)
 				}
-				if _, ok := m.Cached("a"); ok {
+				if _, ok := cached(m, "a"); ok {
 					t.Error("got a cached endpoint for a foreign container")
 				}
 				if err := m.Stop(t.Context(), "a"); !errors.Is(err, runtime.ErrForeign) {
@@ -98,7 +98,7 @@ func TestForeignContainerTakesTheName(t *testing.T) {
 		if got := f.state(name); got != runtime.StateRunning {
 			t.Errorf("got foreign container %s, want running", got)
 		}
-		if _, ok := m.Cached("a"); ok {
+		if _, ok := cached(m, "a"); ok {
 			t.Error("got the old endpoint still cached")
 		}
 		wantGone(t, rec, ep.Instance)

@@ -46,7 +46,7 @@ func TestSubjectMaxRunning(t *testing.T) {
 	if err := f.Sleep(t.Context(), "id-"+ContainerName("b"), runtime.SleepStop); err != nil {
 		t.Fatal(err)
 	}
-	m.Forget("b", "")
+	m.Sandbox("b").Forget("")
 	if _, err := replica.EnsureWith(t.Context(), "c", tpl, opts("alice")); err != nil {
 		t.Fatalf("alice's c after b stopped: got %v, want it created", err)
 	}

@@ -223,7 +223,7 @@ func TestForget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Forget("a", "10.0.0.1:1") // a stale address: keep the entry
+	m.Sandbox("a").Forget("10.0.0.1:1") // a stale address: keep the entry
 	before := f.inspect.Load()
 	if _, err := m.Ensure(t.Context(), "a", tpl); err != nil {
 		t.Fatal(err)
@@ -231,7 +231,7 @@ func TestForget(t *testing.T) {
 	if got := f.inspect.Load() - before; got != 0 {
 		t.Errorf("got %d inspects after forgetting another addr, want 0", got)
 	}
-	m.Forget("a", ep.Addr)
+	m.Sandbox("a").Forget(ep.Addr)
 	if _, err := m.Ensure(t.Context(), "a", tpl); err != nil {
 		t.Fatal(err)
 	}

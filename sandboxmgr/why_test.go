@@ -16,13 +16,13 @@ import (
 func TestAwakeIsTheReapersPlan(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, f := reapWorld(t, config.Template{IdleTimeout: dur(10 * time.Second), MaxSocketIdle: dur(30 * time.Second), IdleAction: config.IdlePause}, func(string) {})
-		m.Touch("a")
+		m.Sandbox("a").Touch()
 		a := awakeOf(t, m)
 		if a.Rule != "idle_timeout" || a.Action != "pause" || !a.StopsAt.Equal(a.LastActivity.Add(10*time.Second)) ||
 			!strings.Contains(strings.Join(a.Reasons, "|"), "last request") {
 			t.Fatalf("after a request: got %+v", a)
 		}
-		release := m.Hold("a")
+		release := m.Sandbox("a").Hold()
 		a = awakeOf(t, m)
 		if a.Rule != "max_socket_idle" || a.OpenSockets != 1 || !a.StopsAt.Equal(a.IdleFrom.Add(30*time.Second)) {
 			t.Fatalf("with a socket: got %+v", a)

@@ -61,6 +61,21 @@ func New(c Config, log *slog.Logger) (*Manager, error) {
 	return &Manager{Manager: sandboxmgr.New(cfg, r, recs, log), Runtime: r, Records: recs}, nil
 }
 
+// Cached is sandbox id's ready endpoint, as its snapshot has it.
+func (m *Manager) Cached(id string) (sandboxmgr.Endpoint, bool) {
+	s := m.Sandbox(id).Snapshot()
+	return s.Endpoint, s.Ready
+}
+
+// Known is whether the manager knows an instance of id, and its template.
+func (m *Manager) Known(id string) (string, bool) {
+	s := m.Sandbox(id).Snapshot()
+	return s.Template, s.Exists
+}
+
+// Progress is where id's wake stands, as its snapshot has it.
+func (m *Manager) Progress(id string) sandboxmgr.Progress { return m.Sandbox(id).Snapshot().Progress }
+
 // Logs returns sandbox id's last tail lines of output, as the admin API
 // reads them.
 func (m *Manager) Logs(ctx context.Context, id string, tail int) ([]string, error) {
