@@ -21,7 +21,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 )
 
 // buildBinary builds previewgate as the README says, into a temp dir.
@@ -189,7 +189,7 @@ func removeSandboxesAtEnd(t *testing.T, ids ...string) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		for _, id := range ids {
-			ctr, err := cli.ContainerInspect(ctx, sandboxmgr.ContainerName(id))
+			ctr, err := cli.ContainerInspect(ctx, mgrtest.ContainerOf(ctx, cli, id))
 			if err != nil || ctr.Config == nil || ctr.Config.Labels[dockertest.LabelRun] != dockertest.RunID() {
 				continue // none, or not ours
 			}
@@ -296,7 +296,7 @@ templates:
 	case <-time.After(30 * time.Second):
 		t.Fatal("gateway did not exit within the grace period")
 	}
-	ctr, err := cli.ContainerInspect(context.Background(), sandboxmgr.ContainerName("shutdown"))
+	ctr, err := cli.ContainerInspect(context.Background(), mgrtest.ContainerOf(context.Background(), cli, "shutdown"))
 	if err != nil || ctr.State == nil || !ctr.State.Running {
 		t.Fatalf("sandbox container after shutdown: %v %+v, want still running", err, ctr.State)
 	}

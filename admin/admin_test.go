@@ -267,6 +267,8 @@ type dockerEnv struct {
 	cli *client.Client
 	cfg *config.Config
 	mgr *mgrtest.Manager
+	// labels are the manager's scope.
+	labels map[string]string
 }
 
 // newDockerEnv's manager takes the config tune gives it (limits).
@@ -299,7 +301,7 @@ func newDockerEnv(t *testing.T, tune ...func(*sandboxmgr.Config)) *dockerEnv {
 	if err := mgr.Start(ctx); err != nil {
 		t.Fatalf("manager start: %v", err)
 	}
-	return &dockerEnv{cli: cli, cfg: cfg, mgr: mgr}
+	return &dockerEnv{cli: cli, cfg: cfg, mgr: mgr, labels: labels}
 }
 
 // sandboxLabel selects the containers of sandbox id (dockertest.Containers).

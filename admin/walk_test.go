@@ -244,7 +244,7 @@ func TestAdminForeignContainerIsConflict(t *testing.T) {
 	defer srv.Close()
 	id := dockertest.UniqueID("foreign")
 	c, err := e.cli.ContainerCreate(t.Context(), &container.Config{Image: dockertest.TestAppImage(t), Labels: dockertest.Labels()},
-		nil, nil, nil, sandboxmgr.ContainerName(id))
+		nil, nil, nil, mgrtest.Name(e.labels, id))
 	if err != nil {
 		t.Fatal(err)
 	}

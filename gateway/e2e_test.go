@@ -74,6 +74,7 @@ type dockerEnv struct {
 	cfg     *config.Config
 	network string
 	mgr     *countingSandboxes
+	labels  map[string]string // the manager's scope
 	metrics *metrics.Metrics  // what the manager and the gateway report
 	traffic *traffic.Recorder // the per-sandbox request log
 	gw      *Gateway
@@ -106,6 +107,7 @@ func (e *dockerEnv) start() {
 	// (a second start) keeps the scope.
 	labels := dockertest.Labels()
 	labels[dockertest.LabelCase] = e.t.Name()
+	e.labels = labels
 	e.metrics = metrics.New()
 	mgr, err := mgrtest.New(mgrtest.Config{Runtime: mgrtest.Runtime{Host: e.cfg.Docker.Host}, Config: sandboxmgr.Config{Network: e.network, Labels: labels, RecheckEvery: e.recheck,
 		MaxConcurrentStarts: e.cfg.Limits.MaxConcurrentStarts, MaxRunning: e.cfg.Limits.MaxRunning,
@@ -173,9 +175,9 @@ func TestDockerCreateOnFirstRequest(t *testing.T) {
 		t.Fatalf("got %s (%v), want the test app's echo of /hello", body, err)
 	}
 	c := e.onlyContainer(id)
-	if c.Names[0] != "/previewgate-"+id || c.Labels[runtime.LabelManaged] != "true" ||
+	if want := mgrtest.Name(e.labels, id); c.Names[0] != "/"+want || c.Labels[runtime.LabelManaged] != "true" ||
 		c.Labels[runtime.LabelTemplate] != "app" {
-		t.Fatalf("got container %v %v, want name previewgate-%s with managed labels", c.Names, c.Labels, id)
+		t.Fatalf("got container %v %v, want name %s with managed labels", c.Names, c.Labels, want)
 	}
 }
 

@@ -147,7 +147,7 @@ func TestDockerIdleAcrossReplicas(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	cli := dockertest.Client(t)
-	c, err := cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id))
+	c, err := cli.ContainerInspect(t.Context(), mgrtest.ContainerOf(t.Context(), cli, id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func waitIdleStop(t *testing.T, id string, idle time.Duration) {
 	cli := dockertest.Client(t)
 	t0 := time.Now()
 	for {
-		c, err := cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id))
+		c, err := cli.ContainerInspect(t.Context(), mgrtest.ContainerOf(t.Context(), cli, id))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,7 +206,7 @@ func TestDockerChattySandboxStopsIdle(t *testing.T) {
 // netBytes is container id's network byte count (received and sent).
 func netBytes(t *testing.T, id string) uint64 {
 	t.Helper()
-	resp, err := dockertest.Client(t).ContainerStatsOneShot(t.Context(), sandboxmgr.ContainerName(id))
+	resp, err := dockertest.Client(t).ContainerStatsOneShot(t.Context(), mgrtest.ContainerOf(t.Context(), dockertest.Client(t), id))
 	if err != nil {
 		t.Fatal(err)
 	}

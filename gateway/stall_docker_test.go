@@ -55,7 +55,7 @@ func TestDockerStalledEventsAddressReuse(t *testing.T) {
 	ipA := e.ip(a)
 
 	proxy.Stall()
-	if err := e.cli.ContainerKill(context.Background(), sandboxmgr.ContainerName(a), "KILL"); err != nil {
+	if err := e.cli.ContainerKill(context.Background(), mgrtest.ContainerOf(context.Background(), e.cli, a), "KILL"); err != nil {
 		t.Fatal(err)
 	}
 	e.waitState(a, "exited", 20*time.Second)
@@ -101,7 +101,7 @@ func TestDockerStalledEventsRecheck(t *testing.T) {
 	t.Cleanup(func() { other.Close() })
 
 	proxy.Stall()
-	if err := e.cli.ContainerKill(context.Background(), sandboxmgr.ContainerName(a), "KILL"); err != nil {
+	if err := e.cli.ContainerKill(context.Background(), mgrtest.ContainerOf(context.Background(), e.cli, a), "KILL"); err != nil {
 		t.Fatal(err)
 	}
 	e.waitState(a, "exited", 20*time.Second)

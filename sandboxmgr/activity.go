@@ -65,6 +65,7 @@ type sandbox struct {
 	state     string // last known Docker state; "" when unknown
 	template  string
 	container string
+	name      string // the instance's name (an earlier version's, maybe); "": unknown
 	startedAt time.Time
 	stoppedAt time.Time // when this manager saw it stop (reaper, events)
 	// stopRecorded is when the runtime recorded its stop (a kept
@@ -152,7 +153,7 @@ func (m *Manager) observeLocked(sb *sandbox, c runtime.Instance) (gone string) {
 	gone = m.retireLocked(sb, c)
 	m.seenLocked(sb)
 	sb.state = c.State
-	sb.container = c.ID
+	sb.container, sb.name = c.ID, c.Name
 	if t := c.Labels[runtime.LabelTemplate]; t != "" {
 		sb.template = t
 	}
@@ -182,6 +183,15 @@ func (m *Manager) setState(id, state string) {
 	}
 	m.mu.Unlock()
 	m.gone(gone)
+}
+
+// nameLocked is the name of sb's instance: as the runtime last said, else
+// the one this manager gives it. m.mu must be held.
+func (m *Manager) nameLocked(sb *sandbox) string {
+	if sb.name != "" {
+		return sb.name
+	}
+	return m.name(sb.id)
 }
 
 // endpointAddr is the address of c's app: its IP and the port recorded at

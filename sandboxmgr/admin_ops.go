@@ -22,7 +22,7 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 	}
 	out := make([]Info, 0, len(list))
 	for _, c := range list {
-		id, ok := idFromName(c.Name, c.Labels[runtime.LabelPool])
+		id, ok := m.idFromName(c.Name, c.Labels[runtime.LabelPool])
 		if !ok {
 			continue // an unclaimed pool container is no sandbox yet
 		}
@@ -134,7 +134,7 @@ func (m *Manager) ownedByID(ctx context.Context, id string) (runtime.Instance, e
 	if !config.ValidID(id) {
 		return runtime.Instance{}, runtime.ErrNotFound
 	}
-	c, err := m.inspectOwned(ctx, ContainerName(id))
+	c, err := m.findID(ctx, id)
 	if errors.Is(err, runtime.ErrForeign) {
 		m.disown(id)
 	}

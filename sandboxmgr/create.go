@@ -121,7 +121,7 @@ func (m *Manager) spec(id string, tpl *config.Template) (runtime.Spec, error) {
 	}
 	slices.Sort(env)
 	return runtime.Spec{
-		Name:      ContainerName(id),
+		Name:      m.name(id),
 		Image:     tpl.Image,
 		Cmd:       tpl.Cmd,
 		Env:       env,

@@ -26,7 +26,7 @@ func TestSpec(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"name", s.Name, "previewgate-abc"},
+		{"name", s.Name, runtime.Name(runtime.Stamp(map[string]string{"team": "x", runtime.LabelSandbox: "spoof"}), "abc")},
 		{"image", s.Image, "img:1"},
 		{"cmd", fmt.Sprint(s.Cmd), "[serve]"},
 		{"env", fmt.Sprint(s.Env), "[A=1 B=2]"},
@@ -53,7 +53,11 @@ func TestSpec(t *testing.T) {
 	}
 }
 
-var dockerName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]+$`)
+var (
+	dockerName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]+$`)
+	// kubeName: an RFC 1123 subdomain (a pod, claim or Lease name).
+	kubeName = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$`)
+)
 
 func TestValidID(t *testing.T) {
 	for id, want := range map[string]bool{
@@ -71,9 +75,18 @@ func FuzzValidID(f *testing.F) {
 	for _, s := range []string{"a", "abc-1", "-", "A", "\x00", "a/../b"} {
 		f.Add(s)
 	}
+	stamp := runtime.Stamp(map[string]string{"team": "x"})
 	f.Fuzz(func(t *testing.T, id string) {
-		if config.ValidID(id) && !dockerName.MatchString(ContainerName(id)) {
-			t.Errorf("valid id %q gives invalid container name", id)
+		if !config.ValidID(id) {
+			return
+		}
+		for _, name := range []string{runtime.Name(stamp, id), runtime.LegacyName(id)} {
+			if !dockerName.MatchString(name) || !kubeName.MatchString(name) {
+				t.Errorf("valid id %q gives invalid instance name %q", id, name)
+			}
+			if got, ok := runtime.SandboxOf(name); !ok || got != id {
+				t.Errorf("SandboxOf(%q): got %q %v, want %q", name, got, ok, id)
+			}
 		}
 	})
 }

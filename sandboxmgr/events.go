@@ -106,19 +106,21 @@ func (m *Manager) resyncWhileUp(ctx context.Context, errc chan error) {
 // its resync before cached endpoints are trusted again.
 const streamSettle = time.Second
 
-// idFromName returns the sandbox id a container name previewgate-<id>
-// stands for; pool is the container's runtime.LabelPool value. The name, not the
-// sandbox label, binds a container to an id: a claimed pool container keeps
-// its pool labels (labels cannot change after create) but is renamed to
-// previewgate-<id>. An unclaimed pool container is named
+// idFromName returns the sandbox id a container name stands for: this
+// manager's runtime.Name (its stamp: another scope's name binds nothing
+// here), or an earlier version's runtime.LegacyName; pool is the
+// container's runtime.LabelPool value. The name, not the sandbox label,
+// binds a container to an id: a claimed pool container keeps its pool
+// labels (labels cannot change after create) but is renamed to its
+// sandbox's. An unclaimed pool container is named
 // previewgate-pool-<template>-<random> and bound to nothing.
-func idFromName(name, pool string) (string, bool) {
+func (m *Manager) idFromName(name, pool string) (string, bool) {
 	name = strings.TrimPrefix(name, "/")
 	if pool != "" && strings.HasPrefix(name, poolPrefix(pool)) {
 		return "", false
 	}
-	id, ok := strings.CutPrefix(name, "previewgate-")
-	if !ok || !config.ValidID(id) {
+	id, ok := runtime.SandboxOf(name)
+	if !ok || !config.ValidID(id) || name != m.name(id) && name != runtime.LegacyName(id) {
 		return "", false
 	}
 	return id, true
@@ -154,7 +156,7 @@ func (m *Manager) applyEvent(ev runtime.Event) {
 	var gone []string
 	defer func() { m.gone(gone...) }() // after the unlock below
 	if ev.Action == runtime.EventRename {
-		if id, ok := idFromName(ev.OldName, ev.Pool); ok {
+		if id, ok := m.idFromName(ev.OldName, ev.Pool); ok {
 			m.mu.Lock()
 			if sb := m.sandboxes[id]; sb != nil {
 				m.seenLocked(sb)
@@ -165,7 +167,7 @@ func (m *Manager) applyEvent(ev runtime.Event) {
 			m.mu.Unlock()
 		}
 	}
-	id, ok := idFromName(ev.Name, ev.Pool)
+	id, ok := m.idFromName(ev.Name, ev.Pool)
 	if !ok {
 		return
 	}
@@ -184,7 +186,7 @@ func (m *Manager) applyEvent(ev runtime.Event) {
 	case runtime.EventStart, runtime.EventUnpause:
 		sb = m.sandboxLocked(id) // started elsewhere: count it as running
 		sb.state = runtime.StateRunning
-		sb.container = ev.ID
+		sb.container, sb.name = ev.ID, strings.TrimPrefix(ev.Name, "/")
 		if t := ev.Labels[runtime.LabelTemplate]; t != "" {
 			sb.template = t // the record is rebuilt from the instance's own labels
 		}
@@ -230,7 +232,7 @@ func (m *Manager) applyEvent(ev runtime.Event) {
 			sb.last = nil
 		}
 	case runtime.EventRename:
-		// Renamed to previewgate-<id>: a pool claim. Only the claimer can
+		// Renamed to its sandbox's name: a pool claim. Only the claimer can
 		// take that name, and it records the sandbox itself. A run recorded
 		// under the name before belonged to another container.
 		if sb != nil && sb.last != nil && instanceContainer(sb.last.Instance) != ev.ID {
@@ -264,7 +266,7 @@ func (m *Manager) resync(ctx context.Context) error {
 		if err != nil && !errors.Is(err, runtime.ErrNotFound) {
 			return fmt.Errorf("resync %s: %w", x.sb.id, err)
 		}
-		if err != nil || !serves(c, x.sb.id, x.ep) {
+		if err != nil || !m.serves(c, x.sb.id, x.ep) {
 			m.dropIfCached(x.sb, x.ep)
 		}
 	}
@@ -273,8 +275,9 @@ func (m *Manager) resync(ctx context.Context) error {
 
 // serves reports whether container c is still the running instance behind
 // sandbox id's endpoint ep.
-func serves(c runtime.Instance, id string, ep *Endpoint) bool {
-	return instanceOf(c) == ep.Instance && c.State == runtime.StateRunning && c.Name == ContainerName(id)
+func (m *Manager) serves(c runtime.Instance, id string, ep *Endpoint) bool {
+	named, ok := m.idFromName(c.Name, c.Labels[runtime.LabelPool])
+	return instanceOf(c) == ep.Instance && c.State == runtime.StateRunning && ok && named == id
 }
 
 // dropIfCached drops sb's endpoint if it is still ep (not replaced by a
@@ -319,7 +322,7 @@ func (m *Manager) stillServes(ctx context.Context, sb *sandbox, ep *Endpoint) (b
 		ictx, cancel := context.WithTimeout(m.loops.ctx, 10*time.Second)
 		defer cancel()
 		c, err := m.rt.Lookup(ictx, instanceContainer(ep.Instance))
-		if errors.Is(err, runtime.ErrNotFound) || err == nil && !serves(c, sb.id, ep) {
+		if errors.Is(err, runtime.ErrNotFound) || err == nil && !m.serves(c, sb.id, ep) {
 			m.dropIfCached(sb, ep)
 			return false, nil
 		}

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/internal/testing/mgrtest"
-	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
 // waitUncached polls until m no longer has id's endpoint cached: the events
@@ -47,7 +46,7 @@ func TestDockerEventsOutsideChange(t *testing.T) {
 			if _, ok := m.Cached(id); !ok {
 				t.Fatal("not cached after Ensure")
 			}
-			if err := tc.change(t, e, sandboxmgr.ContainerName(id)); err != nil {
+			if err := tc.change(t, e, e.name(id)); err != nil {
 				t.Fatal(err)
 			}
 			waitUncached(t, m, id)
@@ -56,7 +55,7 @@ func TestDockerEventsOutsideChange(t *testing.T) {
 				t.Fatalf("Ensure: %v", err)
 			}
 			get(t, ep)
-			c, err := e.cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id))
+			c, err := e.cli.ContainerInspect(t.Context(), e.name(id))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -20,16 +20,16 @@ func TestApplyEvent(t *testing.T) {
 		wantCache bool
 		wantState string
 	}{
-		{"die drops", runtime.Event{Action: runtime.EventDie, ID: "id-previewgate-a", Name: "previewgate-a"}, false, runtime.StateExited},
-		{"oom drops", runtime.Event{Action: runtime.EventOOM, ID: "id-previewgate-a", Name: "previewgate-a"}, false, runtime.StateExited},
-		{"stop drops", runtime.Event{Action: runtime.EventStop, ID: "id-previewgate-a", Name: "previewgate-a"}, false, runtime.StateExited},
-		{"kill drops", runtime.Event{Action: runtime.EventKill, ID: "id-previewgate-a", Name: "previewgate-a"}, false, runtime.StateRunning},
-		{"pause drops", runtime.Event{Action: runtime.EventPause, ID: "id-previewgate-a", Name: "previewgate-a"}, false, runtime.StatePaused},
-		{"destroy drops", runtime.Event{Action: runtime.EventDestroy, ID: "id-previewgate-a", Name: "previewgate-a"}, false, ""},
-		{"destroy of another container keeps", runtime.Event{Action: runtime.EventDestroy, ID: "old", Name: "previewgate-a"}, true, runtime.StateRunning},
-		{"renamed away drops", runtime.Event{Action: runtime.EventRename, ID: "id-previewgate-a", Name: "x", OldName: "previewgate-a"}, false, ""},
-		{"start keeps", runtime.Event{Action: runtime.EventStart, ID: "id-previewgate-a", Name: "previewgate-a"}, true, runtime.StateRunning},
-		{"other sandbox keeps", runtime.Event{Action: runtime.EventDie, ID: "b", Name: "previewgate-b"}, true, runtime.StateRunning},
+		{"die drops", runtime.Event{Action: runtime.EventDie, ID: "id-" + ContainerName("a"), Name: ContainerName("a")}, false, runtime.StateExited},
+		{"oom drops", runtime.Event{Action: runtime.EventOOM, ID: "id-" + ContainerName("a"), Name: ContainerName("a")}, false, runtime.StateExited},
+		{"stop drops", runtime.Event{Action: runtime.EventStop, ID: "id-" + ContainerName("a"), Name: ContainerName("a")}, false, runtime.StateExited},
+		{"kill drops", runtime.Event{Action: runtime.EventKill, ID: "id-" + ContainerName("a"), Name: ContainerName("a")}, false, runtime.StateRunning},
+		{"pause drops", runtime.Event{Action: runtime.EventPause, ID: "id-" + ContainerName("a"), Name: ContainerName("a")}, false, runtime.StatePaused},
+		{"destroy drops", runtime.Event{Action: runtime.EventDestroy, ID: "id-" + ContainerName("a"), Name: ContainerName("a")}, false, ""},
+		{"destroy of another container keeps", runtime.Event{Action: runtime.EventDestroy, ID: "old", Name: ContainerName("a")}, true, runtime.StateRunning},
+		{"renamed away drops", runtime.Event{Action: runtime.EventRename, ID: "id-" + ContainerName("a"), Name: "x", OldName: ContainerName("a")}, false, ""},
+		{"start keeps", runtime.Event{Action: runtime.EventStart, ID: "id-" + ContainerName("a"), Name: ContainerName("a")}, true, runtime.StateRunning},
+		{"other sandbox keeps", runtime.Event{Action: runtime.EventDie, ID: "b", Name: ContainerName("b")}, true, runtime.StateRunning},
 		{"pool container ignored", runtime.Event{Action: runtime.EventDie, ID: "p", Name: "previewgate-pool-x-1"}, true, runtime.StateRunning},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,7 +63,7 @@ func TestEventThenEnsureWakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.setState(ContainerName("a"), "", runtime.StatePaused)
-	m.applyEvent(runtime.Event{Action: runtime.EventPause, ID: "id-previewgate-a", Name: "previewgate-a"})
+	m.applyEvent(runtime.Event{Action: runtime.EventPause, ID: "id-" + ContainerName("a"), Name: ContainerName("a")})
 	if _, err := m.Ensure(t.Context(), "a", tpl); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestEventsReconnectBackoff(t *testing.T) {
 			n := len(calls)
 			mu.Unlock()
 			if n == 12 { // a healthy stream: one event, then it breaks
-				fn(runtime.Event{Action: runtime.EventDie, Name: "previewgate-a", Time: time.Now()})
+				fn(runtime.Event{Action: runtime.EventDie, Name: ContainerName("a"), Time: time.Now()})
 				return errors.New("stream broke")
 			}
 			if n > 13 {

@@ -117,7 +117,7 @@ func (m *Manager) explainFailure(id string, err error, timedOut bool) (out error
 	ctx, cancel := context.WithTimeout(m.loops.ctx, failBudget)
 	defer cancel()
 	log := m.log.With("sandbox", id)
-	c, ierr := m.inspectOwned(ctx, ContainerName(id))
+	c, ierr := m.findID(ctx, id)
 	if ierr != nil {
 		log.WarnContext(ctx, "inspect failed container", "err", ierr)
 		return se

@@ -287,3 +287,7 @@ func known(m *Manager, id string) (string, bool) {
 
 // progressOf is where id's wake stands in m's snapshot.
 func progressOf(m *Manager, id string) Progress { return m.Sandbox(id).Snapshot().Progress }
+
+// ContainerName is the name a manager without labels (the fakes' usual
+// scope) gives sandbox id's instance.
+func ContainerName(id string) string { return runtime.Name(runtime.Stamp(nil), id) }

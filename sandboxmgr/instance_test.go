@@ -56,7 +56,7 @@ func goneWorld(t *testing.T, cfg Config) (*Manager, *fakeEngine, *goneRecorder, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "id-previewgate-a@"
+	want := "id-" + ContainerName("a") + "@"
 	if !strings.HasPrefix(ep.Instance, want) || len(ep.Instance) == len(want) {
 		t.Fatalf("got instance %q, want %s<start time>", ep.Instance, want)
 	}
@@ -96,7 +96,7 @@ func wantGone(t *testing.T, rec *goneRecorder, inst string) {
 func TestInstanceGoneTriggers(t *testing.T) {
 	ev := func(action string) func(*testing.T, *Manager, *fakeEngine) {
 		return func(_ *testing.T, m *Manager, _ *fakeEngine) {
-			m.applyEvent(runtime.Event{Action: action, ID: "id-previewgate-a", Name: "previewgate-a"})
+			m.applyEvent(runtime.Event{Action: action, ID: "id-" + ContainerName("a"), Name: ContainerName("a")})
 		}
 	}
 	for _, tc := range []struct {
@@ -110,10 +110,10 @@ func TestInstanceGoneTriggers(t *testing.T) {
 		{"pause event", ev(runtime.EventPause)},
 		{"destroy event", ev(runtime.EventDestroy)},
 		{"renamed away", func(_ *testing.T, m *Manager, _ *fakeEngine) {
-			m.applyEvent(runtime.Event{Action: runtime.EventRename, ID: "id-previewgate-a", Name: "elsewhere", OldName: "previewgate-a"})
+			m.applyEvent(runtime.Event{Action: runtime.EventRename, ID: "id-" + ContainerName("a"), Name: "elsewhere", OldName: ContainerName("a")})
 		}},
 		{"another container renamed in (pool claim elsewhere)", func(_ *testing.T, m *Manager, _ *fakeEngine) {
-			m.applyEvent(runtime.Event{Action: runtime.EventRename, ID: "other", Name: "previewgate-a", OldName: "previewgate-pool-x-1"})
+			m.applyEvent(runtime.Event{Action: runtime.EventRename, ID: "other", Name: ContainerName("a"), OldName: "previewgate-pool-x-1"})
 		}},
 		{"Forget", func(_ *testing.T, m *Manager, _ *fakeEngine) {
 			ep, _ := cached(m, "a")
@@ -185,13 +185,13 @@ func TestInstanceNotGone(t *testing.T) {
 		do   func(*testing.T, *Manager, *fakeEngine)
 	}{
 		{"start event", func(_ *testing.T, m *Manager, _ *fakeEngine) {
-			m.applyEvent(runtime.Event{Action: runtime.EventStart, ID: "id-previewgate-a", Name: "previewgate-a"})
+			m.applyEvent(runtime.Event{Action: runtime.EventStart, ID: "id-" + ContainerName("a"), Name: ContainerName("a")})
 		}},
 		{"destroy of an older container", func(_ *testing.T, m *Manager, _ *fakeEngine) {
-			m.applyEvent(runtime.Event{Action: runtime.EventDestroy, ID: "old", Name: "previewgate-a"})
+			m.applyEvent(runtime.Event{Action: runtime.EventDestroy, ID: "old", Name: ContainerName("a")})
 		}},
 		{"another sandbox dies", func(_ *testing.T, m *Manager, _ *fakeEngine) {
-			m.applyEvent(runtime.Event{Action: runtime.EventDie, ID: "b", Name: "previewgate-b"})
+			m.applyEvent(runtime.Event{Action: runtime.EventDie, ID: "b", Name: ContainerName("b")})
 		}},
 		{"Forget of another address", func(_ *testing.T, m *Manager, _ *fakeEngine) {
 			m.Sandbox("a").Forget("10.0.0.1:1")
@@ -251,7 +251,7 @@ func TestInstanceDieAfterForget(t *testing.T) {
 	m, _, rec, _, ep := goneWorld(t, Config{})
 	m.Sandbox("a").Forget(ep.Addr)
 	rec.reset()
-	m.applyEvent(runtime.Event{Action: runtime.EventDie, ID: "id-previewgate-a", Name: "previewgate-a"})
+	m.applyEvent(runtime.Event{Action: runtime.EventDie, ID: "id-" + ContainerName("a"), Name: ContainerName("a")})
 	if got := rec.reported(); !slices.Equal(got, []string{ep.Instance}) {
 		t.Errorf("got gone %q, want [%q]", got, ep.Instance)
 	}
@@ -261,7 +261,7 @@ func TestInstanceDieAfterForget(t *testing.T) {
 func TestInstanceUnpauseKeepsInstance(t *testing.T) {
 	m, f, rec, tpl, ep := goneWorld(t, Config{})
 	f.setState(ContainerName("a"), runtime.StateRunning, runtime.StatePaused)
-	m.applyEvent(runtime.Event{Action: runtime.EventPause, ID: "id-previewgate-a", Name: "previewgate-a"})
+	m.applyEvent(runtime.Event{Action: runtime.EventPause, ID: "id-" + ContainerName("a"), Name: ContainerName("a")})
 	wantGone(t, rec, ep.Instance)
 	ep2, err := m.Ensure(t.Context(), "a", tpl)
 	if err != nil {

@@ -54,6 +54,9 @@ func newEnv(t *testing.T) *env {
 	return &env{cli: cli, network: network, cfg: sandboxmgr.Config{Network: network, Labels: dockertest.ScopedLabels()}}
 }
 
+// name is the name of sandbox id's instance in e's scope.
+func (e *env) name(id string) string { return runtime.Name(runtime.Stamp(e.cfg.Labels), id) }
+
 // manager starts a Manager on e's network; it is closed when t ends.
 func (e *env) manager(t *testing.T) *mgrtest.Manager {
 	t.Helper()
@@ -139,7 +142,7 @@ func TestDockerCreateNeverSeenID(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"name", c.Name, "/previewgate-" + id},
+		{"name", c.Name, "/" + e.name(id)},
 		{"label managed", c.Config.Labels[runtime.LabelManaged], "true"},
 		{"label template", c.Config.Labels[runtime.LabelTemplate], "testapp"},
 		{"test label", c.Config.Labels[dockertest.LabelTest], "1"},
@@ -178,12 +181,12 @@ func TestDockerWake(t *testing.T) {
 			}
 		}},
 		{"paused is unpaused", func(t *testing.T, e *env, _ *mgrtest.Manager, id string) {
-			if err := e.cli.ContainerPause(t.Context(), sandboxmgr.ContainerName(id)); err != nil {
+			if err := e.cli.ContainerPause(t.Context(), e.name(id)); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{"killed is restarted", func(t *testing.T, e *env, _ *mgrtest.Manager, id string) {
-			if err := e.cli.ContainerKill(t.Context(), sandboxmgr.ContainerName(id), "KILL"); err != nil {
+			if err := e.cli.ContainerKill(t.Context(), e.name(id), "KILL"); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -207,7 +210,7 @@ func TestDockerWake(t *testing.T) {
 				t.Fatalf("Ensure: %v", err)
 			}
 			get(t, ep)
-			c, err := e.cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id))
+			c, err := e.cli.ContainerInspect(t.Context(), e.name(id))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -30,7 +30,7 @@ func TestKubernetesMetadataAndPause(t *testing.T) {
 			t.Fatalf("EnsureWith %s: %v", id, err)
 		}
 	}
-	pod, err := e.cs.CoreV1().Pods(e.ns).Get(t.Context(), sandboxmgr.ContainerName(a), metav1.GetOptions{})
+	pod, err := e.cs.CoreV1().Pods(e.ns).Get(t.Context(), e.name(a), metav1.GetOptions{})
 	if err != nil || pod.Labels[runtime.LabelMetaPrefix+"user"] != "alice" {
 		t.Fatalf("pod of %s: labels %v, %v; want the metadata as labels", a, pod.Labels, err)
 	}

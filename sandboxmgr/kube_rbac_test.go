@@ -25,7 +25,6 @@ import (
 
 	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/records"
-	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
 // callCounter counts API requests by verb and resource.
@@ -248,7 +247,7 @@ func workspaceCalls(t *testing.T, e *kubeEnv, m *mgrtest.Manager, calls *callCou
 	stop := calls.take()
 	// Measure the wake from a pod that is gone, not one still terminating.
 	waitWithin(t, 20*time.Second, "the stopped pod gone", func() bool {
-		_, err := e.cs.CoreV1().Pods(e.ns).Get(t.Context(), sandboxmgr.ContainerName(id), metav1.GetOptions{})
+		_, err := e.cs.CoreV1().Pods(e.ns).Get(t.Context(), e.name(id), metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
 	ep, err = m.Ensure(t.Context(), id, tpl)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/mgrtest"
-	"github.com/previewgate/previewgate/sandboxmgr"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
@@ -107,7 +106,7 @@ func TestKubernetesLeaseSweep(t *testing.T) {
 		id string
 		at metav1.MicroTime
 	}{{stale, old}, {young, now}} {
-		holder := sandboxmgr.ContainerName(l.id)
+		holder := e.name(l.id)
 		labels := map[string]string{runtime.LabelManaged: "true", runtime.LabelSandbox: l.id}
 		for k, v := range e.labels {
 			labels[k] = v
@@ -121,10 +120,10 @@ func TestKubernetesLeaseSweep(t *testing.T) {
 		}
 	}
 	waitWithin(t, 20*time.Second, "the stale lease to be swept", func() bool {
-		_, err := e.cs.CoordinationV1().Leases(e.ns).Get(t.Context(), sandboxmgr.ContainerName(stale), metav1.GetOptions{})
+		_, err := e.cs.CoordinationV1().Leases(e.ns).Get(t.Context(), e.name(stale), metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
-	if _, err := e.cs.CoordinationV1().Leases(e.ns).Get(t.Context(), sandboxmgr.ContainerName(young), metav1.GetOptions{}); err != nil {
+	if _, err := e.cs.CoordinationV1().Leases(e.ns).Get(t.Context(), e.name(young), metav1.GetOptions{}); err != nil {
 		t.Fatalf("the young lease (a create in flight) was swept: %v", err)
 	}
 }

@@ -49,6 +49,9 @@ func newKubeEnv(t *testing.T) *kubeEnv {
 		labels: map[string]string{dockertest.LabelTest: "1", dockertest.LabelRun: dockertest.RunID()}}
 }
 
+// name is the name of sandbox id's pod (and Lease, and claim) in e's scope.
+func (e *kubeEnv) name(id string) string { return runtime.Name(runtime.Stamp(e.labels), id) }
+
 // kubeConfig is a manager's config and its Kubernetes runtime's.
 type kubeConfig struct {
 	sandboxmgr.Config
@@ -121,7 +124,7 @@ func TestKubernetesCreateStopRecreate(t *testing.T) {
 	}
 	get(t, ep)
 
-	pod, err := e.cs.CoreV1().Pods(e.ns).Get(t.Context(), sandboxmgr.ContainerName(id), metav1.GetOptions{})
+	pod, err := e.cs.CoreV1().Pods(e.ns).Get(t.Context(), e.name(id), metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get pod: %v", err)
 	}
@@ -308,7 +311,7 @@ func TestKubernetesKilledMidCreate(t *testing.T) {
 	id := newID()
 	holder := "previewgate-pool-testapp-gone"
 	now := metav1.NowMicro()
-	lease := &coordLease{name: sandboxmgr.ContainerName(id), holder: holder, labels: e.labels, at: now}
+	lease := &coordLease{name: e.name(id), holder: holder, labels: e.labels, at: now}
 	lease.create(t, e)
 	m := e.manager(t, e.config())
 	if _, err := m.Ensure(t.Context(), id, tpl); err != nil {

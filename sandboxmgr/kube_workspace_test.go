@@ -32,7 +32,7 @@ func workspaceTemplate(t *testing.T) *config.Template {
 // is being deleted.
 func (e *kubeEnv) claim(t *testing.T, id string) *corev1.PersistentVolumeClaim {
 	t.Helper()
-	pvc, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Get(context.Background(), sandboxmgr.ContainerName(id), metav1.GetOptions{})
+	pvc, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Get(context.Background(), e.name(id), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -59,7 +59,7 @@ func (e *kubeEnv) backdateStop(t *testing.T, id string, ago time.Duration) {
 	}
 	// The last request before the stop counts too (the Lease's renewTime,
 	// if the Lease is still there): it goes back with the stop.
-	lease, err := e.cs.CoordinationV1().Leases(e.ns).Get(context.Background(), sandboxmgr.ContainerName(id), metav1.GetOptions{})
+	lease, err := e.cs.CoordinationV1().Leases(e.ns).Get(context.Background(), e.name(id), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return
 	}
@@ -262,7 +262,7 @@ func TestKubernetesWorkspaceKeptAcrossStops(t *testing.T) {
 // workspace path, and its user's group owns the volume (fsGroup).
 func checkWorkspacePod(t *testing.T, e *kubeEnv, id string) {
 	t.Helper()
-	pod, err := e.cs.CoreV1().Pods(e.ns).Get(t.Context(), sandboxmgr.ContainerName(id), metav1.GetOptions{})
+	pod, err := e.cs.CoreV1().Pods(e.ns).Get(t.Context(), e.name(id), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,10 +53,6 @@ var (
 	ErrAsleep = errors.New("sandbox is asleep")
 )
 
-// ContainerName is the name of sandbox id's container or pod. The name is
-// unique in a runtime, which makes it the lock between racing creators.
-func ContainerName(id string) string { return runtime.ContainerName(id) }
-
 // Endpoint is where a ready sandbox's app listens.
 type Endpoint struct {
 	ID       string

@@ -41,7 +41,7 @@ func (m *Manager) Start(ctx context.Context) error {
 			}
 			continue
 		}
-		id, ok := idFromName(c.Name, c.Labels[runtime.LabelPool])
+		id, ok := m.idFromName(c.Name, c.Labels[runtime.LabelPool])
 		if !ok {
 			if c.Labels[runtime.LabelPool] != "" {
 				m.adoptPool(ctx, c)

@@ -294,7 +294,7 @@ func (m *Manager) claim(ctx context.Context, id string, tpl *config.Template) (s
 			m.discardPool(pc) // made from an older template (hostile5)
 			continue
 		}
-		err := m.rt.Claim(ctx, pc.id, ContainerName(id))
+		err := m.rt.Claim(ctx, pc.id, m.name(id))
 		switch {
 		case err == nil:
 			return pc.id, nil // the caller refills the pool once the claim is answered

@@ -10,7 +10,6 @@ import (
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
-	"github.com/previewgate/previewgate/sandboxmgr"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
@@ -64,7 +63,7 @@ func TestDockerWarmPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	get(t, ep)
-	c, err := e.cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id))
+	c, err := e.cli.ContainerInspect(t.Context(), e.name(id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +82,7 @@ func TestDockerWarmPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, err := e.cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id))
+	c2, err := e.cli.ContainerInspect(t.Context(), e.name(id))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func TestDockerPoolKeepsRequestEnv(t *testing.T) {
 	if _, err := m.EnsureWith(t.Context(), id, &mine, sandboxmgr.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := e.cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id))
+	c, err := e.cli.ContainerInspect(t.Context(), e.name(id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestDockerPoolKeepsRequestEnv(t *testing.T) {
 	if _, err := m.EnsureWith(t.Context(), id2, tpl, sandboxmgr.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	c2, err := e.cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id2))
+	c2, err := e.cli.ContainerInspect(t.Context(), e.name(id2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestDockerPoolFollowsReload(t *testing.T) {
 	if _, err := m.EnsureWith(t.Context(), id, &reloaded, sandboxmgr.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := e.cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id))
+	c, err := e.cli.ContainerInspect(t.Context(), e.name(id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestDockerPoolFollowsReload(t *testing.T) {
 	if _, err := m.EnsureWith(t.Context(), id2, &reloaded, sandboxmgr.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	c2, err := e.cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id2))
+	c2, err := e.cli.ContainerInspect(t.Context(), e.name(id2))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,7 +91,7 @@ func (m *Manager) recheck(ctx context.Context) error {
 	}
 	byID := make(map[string]runtime.Instance, len(list))
 	for _, c := range list {
-		if id, ok := idFromName(c.Name, c.Labels[runtime.LabelPool]); ok {
+		if id, ok := m.idFromName(c.Name, c.Labels[runtime.LabelPool]); ok {
 			byID[id] = c
 		}
 	}
@@ -116,7 +116,7 @@ func (m *Manager) recheck(ctx context.Context) error {
 		if sb.seen > gen {
 			continue
 		}
-		sb.container, sb.state = c.ID, c.State
+		sb.container, sb.state, sb.name = c.ID, c.State, c.Name
 		if t := c.Labels[runtime.LabelTemplate]; t != "" {
 			sb.template = t
 		}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
-	"github.com/previewgate/previewgate/sandboxmgr"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
@@ -22,7 +21,7 @@ func TestDockerStartRemovesHalfMade(t *testing.T) {
 	labels[runtime.LabelSandbox] = id
 	labels[runtime.LabelTemplate] = tpl.Name
 	_, err := e.cli.ContainerCreate(t.Context(), &container.Config{Image: tpl.Image, Labels: labels},
-		&container.HostConfig{NetworkMode: "none"}, nil, nil, sandboxmgr.ContainerName(id))
+		&container.HostConfig{NetworkMode: "none"}, nil, nil, e.name(id))
 	if err != nil {
 		t.Fatal(err)
 	}

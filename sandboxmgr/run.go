@@ -55,7 +55,10 @@ type runner struct {
 // container could take meanwhile.
 func (r *runner) run(ctx context.Context) (runtime.Instance, error) {
 	m := r.m
-	c, err := m.inspectOwned(ctx, r.name)
+	c, err := m.findID(ctx, r.id)
+	if err == nil {
+		r.name = c.Name // an earlier version's name, maybe: the instance keeps it
+	}
 	if err == nil && r.mayServe != nil {
 		// The instance's own template decides, before anything wakes.
 		if err := r.mayServe(c.Labels[runtime.LabelTemplate]); err != nil {
@@ -242,7 +245,7 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 // awaitApp records running container c as id's current run, waits until
 // its app is ready and caches its endpoint.
 func (m *Manager) awaitApp(ctx context.Context, sb *sandbox, tpl *config.Template, c runtime.Instance) (Endpoint, error) {
-	id, name := sb.id, ContainerName(sb.id)
+	id, name := sb.id, c.Name
 	eff := m.effectiveTemplate(tpl, c)
 	if c.IP == "" {
 		return Endpoint{}, fmt.Errorf("container %s has no address on network %s", name, m.cfg.Network)
@@ -347,7 +350,7 @@ func (m *Manager) refreshStates(ctx context.Context) error {
 	}
 	states := make(map[string]runtime.Instance, len(list))
 	for _, c := range list {
-		if id, ok := idFromName(c.Name, c.Labels[runtime.LabelPool]); ok {
+		if id, ok := m.idFromName(c.Name, c.Labels[runtime.LabelPool]); ok {
 			states[id] = c
 		}
 	}

@@ -2,6 +2,7 @@ package sandboxmgr
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -133,6 +134,28 @@ func (m *Manager) foreign(l map[string]string) string {
 	return fmt.Sprintf("it belongs to %s (it lacks this gateway's label %s)", owner, strings.Join(missing, ", "))
 }
 
+// name is the name of sandbox id's instance when this manager makes it
+// (runtime.Name: no other scope's sandbox of id has it).
+func (m *Manager) name(id string) string { return runtime.Name(m.stamp, id) }
+
+// findID inspects sandbox id's instance, under its name, else under the
+// name versions before scoped names gave it (runtime.LegacyName): one
+// made there by this scope is its sandbox's still, adopted as it is.
+// What holds the legacy name and is not this manager's (another scope's
+// sandbox of the same id, a warm pool container) is none of its business:
+// then, as with nothing there, runtime.ErrNotFound, and a create makes
+// the sandbox under its own name. Errors are inspectOwned's.
+func (m *Manager) findID(ctx context.Context, id string) (runtime.Instance, error) {
+	c, err := m.inspectOwned(ctx, m.name(id))
+	if !errors.Is(err, runtime.ErrNotFound) {
+		return c, err
+	}
+	if lc, lerr := m.inspectOwned(ctx, runtime.LegacyName(id)); lerr == nil {
+		return lc, nil
+	}
+	return c, err
+}
+
 // inspectOwned inspects container name (or ID) and checks that this
 // manager owns it: runtime.ErrNotFound if missing, runtime.ErrForeign if it is
 // someone else's.
@@ -151,7 +174,7 @@ func (m *Manager) inspectOwned(ctx context.Context, name string) (runtime.Instan
 	// is a valid id, and its name is a warm pool container's (Docker), or
 	// finds the pod of whichever sandbox claimed it (Kubernetes, where a
 	// claimed pod keeps its pool name) (attack21).
-	if id, ok := strings.CutPrefix(name, "previewgate-"); ok && config.ValidID(id) {
+	if id, ok := runtime.SandboxOf(name); ok && config.ValidID(id) {
 		n := strings.TrimPrefix(c.Name, "/")
 		if pool := c.Labels[runtime.LabelPool]; n != name || pool != "" && strings.HasPrefix(n, poolPrefix(pool)) {
 			return runtime.Instance{}, &ForeignError{Container: name, Managed: true,

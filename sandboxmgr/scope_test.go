@@ -12,9 +12,9 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// A container named previewgate-<id> without the manager's scope labels is
-// someone else's: no call of the manager changes it, lists it or hands out
-// its address (#13).
+// A container under the name of a sandbox of this manager's scope
+// (runtime.Name) without the manager's scope labels is someone else's: no
+// call of the manager changes it, lists it or hands out its address (#13).
 func TestForeignContainerIsLeftAlone(t *testing.T) {
 	scoped := Config{Labels: map[string]string{"scope": "x"}, StaleCreate: -1}
 	for _, tc := range []struct {
@@ -32,7 +32,7 @@ func TestForeignContainerIsLeftAlone(t *testing.T) {
 				t.Parallel()
 				m, f := newFakeManager(t, tc.cfg)
 				tpl := appListener(t)
-				name := ContainerName("a")
+				name := m.name("a")
 				f.putForeign(name, state, tc.labels)
 				before, _ := f.Lookup(t.Context(), name)
 				if err := m.Start(t.Context()); err != nil {
@@ -72,9 +72,9 @@ func TestForeignContainerIsLeftAlone(t *testing.T) {
 // The error names the container and what it lacks, so an operator sees why.
 func TestForeignContainerError(t *testing.T) {
 	m, f := newFakeManager(t, Config{Labels: map[string]string{"scope": "x"}})
-	f.putForeign(ContainerName("a"), runtime.StateRunning, map[string]string{"scope": "x"})
+	f.putForeign(m.name("a"), runtime.StateRunning, map[string]string{"scope": "x"})
 	_, err := m.Ensure(t.Context(), "a", appListener(t))
-	want := "sandbox a: container previewgate-a: container exists but is not managed by this gateway: it was not made by previewgate (no previewgate.managed=true label); remove or rename it if nobody needs it"
+	want := "sandbox a: container " + m.name("a") + ": container exists but is not managed by this gateway: it was not made by previewgate (no previewgate.managed=true label); remove or rename it if nobody needs it"
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v, want %s", err, want)
 	}
@@ -144,7 +144,7 @@ func TestForeignErrorOfOwnScopeLabel(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, f := newFakeManager(t, Config{Labels: own})
-			f.putForeign(ContainerName("a"), runtime.StateRunning, tc.labels)
+			f.putForeign(m.name("a"), runtime.StateRunning, tc.labels)
 			_, err := m.Ensure(t.Context(), "a", appListener(t))
 			var fe *ForeignError
 			if !errors.As(err, &fe) || fe.Managed != tc.managed || fe.Scope != tc.scope || !strings.Contains(fe.Why, tc.why) {

@@ -58,17 +58,18 @@ func (m *Manager) flushLoop(ctx context.Context, rec runtime.Activity) {
 		now := m.now()
 		m.mu.RLock()
 		var due []*sandbox
+		var names []string
 		for _, sb := range m.sandboxes {
 			if sb.state == runtime.StateRunning && sb.lastActivity.Load() > sb.flushed.Load() &&
 				now.Sub(time.Unix(0, sb.flushedAt.Load())) >= m.recordPeriodLocked(sb, rec) {
-				due = append(due, sb)
+				due, names = append(due, sb), append(names, m.nameLocked(sb))
 			}
 		}
 		m.mu.RUnlock()
-		for _, sb := range due {
+		for i, sb := range due {
 			at := sb.lastActivity.Load()
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err := rec.RecordActivity(rctx, sb.id, time.Unix(0, at))
+			err := rec.RecordActivity(rctx, names[i], time.Unix(0, at))
 			cancel()
 			if err != nil {
 				if ctx.Err() == nil {
@@ -105,7 +106,7 @@ func (m *Manager) sharedIdle(ctx context.Context, sb *sandbox, limit time.Durati
 		return true
 	}
 	m.mu.RLock()
-	c := runtime.Instance{ID: sb.container, Name: ContainerName(sb.id)}
+	c := runtime.Instance{ID: sb.container, Name: m.nameLocked(sb)}
 	m.mu.RUnlock()
 	at, err := sa.LastActivity(ctx, sb.id, c)
 	if err != nil {

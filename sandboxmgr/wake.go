@@ -137,7 +137,7 @@ func (m *Manager) mayJoin(ctx context.Context, id string) error {
 	if sb := m.lookup(id); sb != nil && sb.waking.Load() > 0 {
 		return nil
 	}
-	c, err := m.inspectOwned(ctx, ContainerName(id))
+	c, err := m.findID(ctx, id)
 	switch {
 	case errors.Is(err, runtime.ErrNotFound):
 		return fmt.Errorf("sandbox %s: %w (no container)", id, ErrAsleep)
@@ -261,7 +261,7 @@ func readyTimeout(tpl *config.Template) time.Duration {
 func (m *Manager) wake(ctx context.Context, sb *sandbox, tpl *config.Template, opts Options, removals int64) (Endpoint, error) {
 	log := m.log.With("sandbox", sb.id)
 	t0 := m.now()
-	r := runner{m: m, sb: sb, id: sb.id, name: ContainerName(sb.id), tpl: tpl, onCreate: opts.OnCreate, noCreate: opts.NoCreate,
+	r := runner{m: m, sb: sb, id: sb.id, name: m.name(sb.id), tpl: tpl, onCreate: opts.OnCreate, noCreate: opts.NoCreate,
 		subject: opts.Subject, subjectMax: opts.SubjectMaxRunning,
 		mayServe: opts.MayServe, meta: opts.Metadata, log: log, action: "found running", removals: removals}
 	c, err := r.run(ctx)

@@ -244,8 +244,8 @@ func TestStartAdoptsAndStopRemove(t *testing.T) {
 	m, f := newFakeManager(t, Config{Labels: map[string]string{"scope": "x"}})
 	tpl := appListener(t)
 	labels := map[string]string{runtime.LabelManaged: "true", runtime.LabelSandbox: "a", runtime.LabelTemplate: "fake", runtime.LabelPort: itoa(tpl.Port), "scope": "x"}
-	f.put(ContainerName("a"), runtime.StateRunning, labels)
-	f.put(ContainerName("b"), runtime.StateRunning, map[string]string{runtime.LabelManaged: "true", runtime.LabelSandbox: "b"}) // out of scope
+	f.put(m.name("a"), runtime.StateRunning, labels)
+	f.put(m.name("b"), runtime.StateRunning, map[string]string{runtime.LabelManaged: "true", runtime.LabelSandbox: "b"}) // out of scope
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestStartAdoptsAndStopRemove(t *testing.T) {
 	if err := m.Stop(t.Context(), "a"); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.state(ContainerName("a")); got != runtime.StateExited {
+	if got := f.state(m.name("a")); got != runtime.StateExited {
 		t.Errorf("got state %q after Stop, want exited", got)
 	}
 	if _, err := m.Ensure(t.Context(), "a", nil); err != nil {

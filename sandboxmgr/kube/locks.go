@@ -21,8 +21,9 @@ const LabelLock = "previewgate.lock"
 // is guarded by the Lease's resourceVersion, so two replicas never both
 // think they hold it.
 func (e *Runtime) Hold(ctx context.Context, key, holder string, ttl time.Duration) (bool, error) {
-	// A dot: no sandbox's Lease (previewgate-<id>, ids have none) can
-	// have this name; "previewgate-lock-pool" was sandbox lock-pool's.
+	// A dot: no sandbox's Lease (runtime.Name, LegacyName: ids have
+	// none) can have this name; "previewgate-lock-pool" was sandbox
+	// lock-pool's.
 	name := "previewgate.lock." + key
 	leases := e.cs.CoordinationV1().Leases(e.ns)
 	now := metav1.NowMicro()

@@ -18,7 +18,7 @@ import (
 )
 
 // Workspaces on Kubernetes (#15). A sandbox whose template has a workspace
-// gets a PersistentVolumeClaim named like its pod, previewgate-<id>, with
+// gets a PersistentVolumeClaim named like its pod (runtime.Name), with
 // the pod's labels (so the manager's scope and the tests' cleanup cover
 // it), mounted at the template's path in every pod of the sandbox:
 //

@@ -19,6 +19,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -153,9 +154,38 @@ func Shared(l map[string]string) map[string]string {
 	return out
 }
 
-// ContainerName is the name of sandbox id's instance. The name is unique
-// in a runtime, which makes it the lock between racing creators.
-func ContainerName(id string) string { return "previewgate-" + id }
+// Name is the name of sandbox id's instance in the scope stamped stamp
+// (Stamp): "pg-<stamp>-<id>". The name is unique in a runtime, which makes
+// it the lock between racing creators of one scope; a stamp has one
+// length, so no two (stamp, id) pairs give one name, and none gives an
+// earlier version's name (LegacyName, which no scope's new instances
+// take) or a pool instance's: two gateway scopes' sandboxes of one id are
+// two instances. At most 75 bytes for the longest id (55): a Docker name,
+// a Kubernetes pod, claim and Lease name (a pod's hostname is the first
+// 63); no label value holds it.
+func Name(stamp, id string) string { return namePrefix + stamp + "-" + id }
+
+// LegacyName is the name versions before scoped names gave sandbox id's
+// instance, in every scope: "previewgate-<id>". Such an instance is still
+// its sandbox's: the manager finds it there and adopts it as it is.
+func LegacyName(id string) string { return legacyPrefix + id }
+
+const (
+	namePrefix   = "pg-"
+	legacyPrefix = "previewgate-"
+	stampLen     = 16 // len(Stamp(...))
+)
+
+// SandboxOf returns the sandbox id an instance name stands for, in either
+// form (Name, LegacyName); unchecked: the caller checks it is an id, and
+// the instance's labels say whose it is.
+func SandboxOf(name string) (string, bool) {
+	name = strings.TrimPrefix(name, "/")
+	if rest, ok := strings.CutPrefix(name, namePrefix); ok && len(rest) > stampLen+1 && rest[0] == 's' && rest[stampLen] == '-' {
+		return rest[stampLen+1:], true
+	}
+	return strings.CutPrefix(name, legacyPrefix)
+}
 
 // Instance states, in Docker's words (a Kubernetes runtime maps pod
 // phases onto them).
@@ -329,8 +359,9 @@ type Activity interface {
 	// RecordEvery is how often a replica publishes its own view with
 	// RecordActivity; 0: the runtime needs no publishing (it samples).
 	RecordEvery() time.Duration
-	// RecordActivity publishes this replica's latest activity of id.
-	RecordActivity(ctx context.Context, id string, at time.Time) error
+	// RecordActivity publishes this replica's latest activity of the
+	// sandbox whose instance is named name.
+	RecordActivity(ctx context.Context, name string, at time.Time) error
 }
 
 // Sleep waits d or until ctx ends (its error then).

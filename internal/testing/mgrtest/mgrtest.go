@@ -6,7 +6,13 @@ package mgrtest
 import (
 	"context"
 	"log/slog"
+	"regexp"
+	"strings"
 	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
 
 	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr"
@@ -75,6 +81,23 @@ func (m *Manager) Known(id string) (string, bool) {
 
 // Progress is where id's wake stands, as its snapshot has it.
 func (m *Manager) Progress(id string) sandboxmgr.Progress { return m.Sandbox(id).Snapshot().Progress }
+
+// Name is the name of sandbox id's instance made by a manager of scope
+// labels.
+func Name(labels map[string]string, id string) string {
+	return runtime.Name(runtime.Stamp(labels), id)
+}
+
+// ContainerOf is the name of sandbox id's Docker container, whatever the
+// scope that made it (or an earlier version's name); "" if there is none.
+func ContainerOf(ctx context.Context, cli *client.Client, id string) string {
+	f := filters.NewArgs(filters.Arg("name", `^/(pg-s[0-9a-f]{15}-|previewgate-)`+regexp.QuoteMeta(id)+`$`))
+	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil || len(list) == 0 || len(list[0].Names) == 0 {
+		return ""
+	}
+	return strings.TrimPrefix(list[0].Names[0], "/")
+}
 
 // Logs returns sandbox id's last tail lines of output, as the admin API
 // reads them.
