@@ -191,8 +191,8 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, t *table,
 			return label, false
 		}
 	}
-	id := rt.sandbox
-	h := g.sb.Sandbox(id)              // Ensure counted as activity
+	// Ensure counted as activity; so does the end of the exchange (Touch).
+	h := g.sb.Sandbox(rt.sandbox)
 	if hint == nil && isLongLived(r) { // the lean loop takes no stream (leanRequest)
 		cl = append(cl, h.Hold())
 	}
@@ -202,7 +202,7 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, t *table,
 	// literal's temporary would sit in this frame on every request's
 	// stack (see logAccess).
 	pt := &st.t
-	pt.sandbox, pt.port, pt.addr, pt.instance = id, rt.port, wire.PortAddr(ep.Addr, rt.port), ep.Instance
+	pt.sandbox, pt.port, pt.addr, pt.instance = rt.sandbox, rt.port, wire.PortAddr(ep.Addr, rt.port), ep.Instance
 	pt.tpl, pt.verifier, pt.timing = tpl, t.verifier, timing
 	pt.host = hostModeFor(tpl, r)
 	g.proxy.serve(w, r, pt, cl)
