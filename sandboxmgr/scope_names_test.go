@@ -4,9 +4,11 @@ import (
 	"context"
 	"maps"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
@@ -129,5 +131,31 @@ func TestKubernetesTwoScopesOneID(t *testing.T) {
 	}
 	if _, err := a.Ensure(t.Context(), id, tpl); err != nil {
 		t.Errorf("a's sandbox after the other scope's remove: %v", err)
+	}
+}
+
+// TestKubernetesPoolOfEachScope, on the real API server: two gateway
+// scopes in one namespace both fill their warm pools. (The pool lock was
+// one Lease for the namespace, previewgate.lock.pool: the scope whose
+// replica held it kept every other scope's pool empty for ever.)
+func TestKubernetesPoolOfEachScope(t *testing.T) {
+	t.Parallel()
+	e := newKubeEnv(t)
+	tpl := testTemplate(t, nil)
+	tpl.Pool = 1
+	cfg := e.config()
+	cfg.PoolEvery = 100 * time.Millisecond
+	cfg.ListTemplates = func() []*config.Template { return []*config.Template{tpl} }
+	cfg.Templates = func(string) *config.Template { return tpl }
+	other := cfg
+	other.Labels = maps.Clone(e.labels)
+	other.Labels[runtime.LabelInstance] = "other-scope"
+	a, b := e.manager(t, cfg), e.manager(t, other)
+	deadline := time.Now().Add(60 * time.Second)
+	for a.PoolSize(tpl.Name) < 1 || b.PoolSize(tpl.Name) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("pools after 60s: %d and %d, want 1 each", a.PoolSize(tpl.Name), b.PoolSize(tpl.Name))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
