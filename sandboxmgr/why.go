@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Why a sandbox is awake (#23): what keeps a running sandbox up and when
@@ -44,13 +45,13 @@ type Awake struct {
 // awake explains sb if it is running; nil otherwise.
 func (m *Manager) awake(sb *sandbox) *Awake {
 	m.mu.RLock()
-	running, tplName, started := sb.state == stateRunning, sb.template, sb.startedAt
+	running, tplName, started := sb.state == runtime.StateRunning, sb.template, sb.startedAt
 	m.mu.RUnlock()
 	if !running {
 		return nil
 	}
 	now := m.now()
-	a := &Awake{OpenSockets: int(sb.holds.Load()), LastActivity: sb.lastActive(), KeepUntil: m.Settings(sb.id).KeepUpUntil}
+	a := &Awake{OpenSockets: int(sb.holds.Load()), LastActivity: sb.lastActive(), KeepUntil: m.keepUpUntil(sb.id)}
 	if n := sb.sharedAt.Load(); n != 0 {
 		a.SharedActivity = time.Unix(0, n)
 	}

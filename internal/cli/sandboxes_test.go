@@ -15,7 +15,7 @@ import (
 	"github.com/previewgate/previewgate/internal/app"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 const (
@@ -238,7 +238,7 @@ func TestSandboxesCLIErrors(t *testing.T) {
 			}
 		})
 	}
-	if n := len(dockertest.Containers(t, dockertest.Client(t), sandboxmgr.LabelSandbox+"="+id)); n != 0 {
+	if n := len(dockertest.Containers(t, dockertest.Client(t), runtime.LabelSandbox+"="+id)); n != 0 {
 		t.Errorf("refused calls made %d containers", n)
 	}
 }
