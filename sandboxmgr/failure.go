@@ -65,9 +65,9 @@ func (e *StartError) Code() string {
 // Failure is a failed start as the sandbox list shows it: why, the app's
 // exit code when it exited, and when.
 type Failure struct {
-	Reason   string    `json:"reason"`
-	ExitCode *int      `json:"exit_code,omitempty"`
-	At       time.Time `json:"at"`
+	Reason   string
+	ExitCode *int
+	At       time.Time
 }
 
 // recordFailure keeps se as id's last failure for List.

@@ -69,34 +69,34 @@ type Endpoint struct {
 
 // Info describes a managed sandbox for the admin API.
 type Info struct {
-	ID           string    `json:"id"`
-	Template     string    `json:"template"`
-	State        string    `json:"state"` // running | paused | exited | created | ...
-	Container    string    `json:"container"`
-	LastActivity time.Time `json:"last_activity,omitzero"`
-	StartedAt    time.Time `json:"started_at,omitzero"`
+	ID           string
+	Template     string
+	State        string // running | paused | exited | created | ...
+	Container    string
+	LastActivity time.Time
+	StartedAt    time.Time
 	// LastFailure is the sandbox's last failed start as this replica saw
 	// it (#24, 6); nil if it saw none.
-	LastFailure *Failure `json:"last_failure,omitempty"`
+	LastFailure *Failure
 	// Metadata is what the sandbox was created with (its instance's
 	// labels): every replica and a restarted gateway see the same.
-	Metadata map[string]string `json:"metadata,omitempty"`
+	Metadata map[string]string
 	// OpenSockets, Wakes and WakeSeconds are this replica's: its open
 	// WebSockets and SSE streams, and the wakes it made (their total
 	// time), since it started.
-	OpenSockets int     `json:"open_sockets"`
-	Wakes       int64   `json:"wakes"`
-	WakeSeconds float64 `json:"wake_seconds"`
+	OpenSockets int
+	Wakes       int64
+	WakeSeconds float64
 	// Awake says what keeps a running sandbox up and when the idle reaper
 	// will stop it (why.go); nil unless running.
-	Awake *Awake `json:"awake,omitempty"`
+	Awake *Awake
 	// PublicSetting is its own public setting (#23), absent when its
 	// template's applies; KeepUpUntil its keep-up; LiveLinks how many of
 	// its share links open it now (neither expired nor revoked). As the
 	// runtime keeps them (package records): every replica says the same.
-	PublicSetting *bool     `json:"public_setting,omitempty"`
-	KeepUpUntil   time.Time `json:"keep_up_until,omitzero"`
-	LiveLinks     int       `json:"live_links"`
+	PublicSetting *bool
+	KeepUpUntil   time.Time
+	LiveLinks     int
 }
 
 // Manager owns the sandboxes of its scope on one runtime: their records,
