@@ -55,8 +55,12 @@ var (
 	// ErrConflict: a record changed since it was read.
 	ErrConflict = errors.New("record changed meanwhile")
 	// ErrForeignRecord: the record's name is taken by a record of another
-	// gateway scope (one left behind when its sandbox's container was
-	// removed by hand). Retrying cannot help; removing that record can.
+	// gateway scope, in a store that names records by sandbox id alone
+	// (Kubernetes: a ConfigMap per id in the namespace): that scope's
+	// sandbox of the same id, or one left behind when its pod was removed
+	// by hand. Retrying cannot help; removing that record can. A store
+	// that keeps each scope's records apart (internal/boltstore) never
+	// returns it.
 	ErrForeignRecord = errors.New("record name taken by another gateway scope's record")
 	// ErrRecordSize: a record passes MaxRecord.
 	ErrRecordSize = errors.New("record too large")
