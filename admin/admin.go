@@ -33,26 +33,22 @@ import (
 	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Sandboxes is what the admin API needs from the sandbox manager. The
 // methods honor ctx.
 type Sandboxes interface {
 	List(ctx context.Context) ([]sandboxmgr.Info, error)
-	// Get is one sandbox as List has it (sandboxmgr.ErrNoContainer if
-	// missing, ErrForeignContainer if its name is another's).
+	// Get is one sandbox as List has it (runtime.ErrNotFound if
+	// missing, runtime.ErrForeign if its name is another's).
 	Get(ctx context.Context, id string) (sandboxmgr.Info, error)
-	Stop(ctx context.Context, id string) error   // wraps sandboxmgr.ErrNoContainer if missing
-	Remove(ctx context.Context, id string) error // wraps sandboxmgr.ErrNoContainer if missing
+	Stop(ctx context.Context, id string) error   // wraps runtime.ErrNotFound if missing
+	Remove(ctx context.Context, id string) error // wraps runtime.ErrNotFound if missing
 	Ping(ctx context.Context) error              // the sandbox runtime answers
 	// Ensure creates or wakes id from tpl and waits until it is ready
 	// (sandboxmgr errors; a failed start is a *sandboxmgr.StartError).
 	Ensure(ctx context.Context, id string, tpl *config.Template) (sandboxmgr.Endpoint, error)
-	// Logs returns id's last tail lines of output, sanitized.
-	Logs(ctx context.Context, id string, tail int) ([]string, error)
-	// FollowLogs calls fn with id's last tail lines, then new ones, until
-	// the container stops or ctx ends.
-	FollowLogs(ctx context.Context, id string, tail int, fn func(string) error) error
 	// PoolSize is how many warm containers template has ready (no engine call).
 	PoolSize(template string) int
 	// EnsureWith is Ensure with options (metadata for a new sandbox).
@@ -62,16 +58,14 @@ type Sandboxes interface {
 	Pause(ctx context.Context, id string) error
 	// Resume wakes id without creating it and waits until it is ready.
 	Resume(ctx context.Context, id string) (sandboxmgr.Endpoint, error)
-	SandboxSettings // its settings and share links (links.go)
 }
 
-// ImageChecker is optional on Sandboxes: /readyz then names templates
-// whose image the engine lacks.
+// ImageChecker says whether the engine has an image (the runtime's
+// Images capability): /readyz and a config's warnings name templates
+// whose image it lacks.
 type ImageChecker interface {
-	HasImage(ctx context.Context, tag string) (bool, error)
+	Has(ctx context.Context, tag string) (bool, error)
 }
-
-var _ ImageChecker = (*sandboxmgr.Manager)(nil)
 
 var _ Sandboxes = (*sandboxmgr.Manager)(nil)
 
@@ -90,6 +84,15 @@ type Options struct {
 	// Nil: files are not checked.
 	CheckFiles func(*config.Config) error
 	Sandboxes  Sandboxes
+	// Settings are each sandbox's settings and share links (package
+	// records); nil: none kept (those calls answer 501).
+	Settings SandboxSettings
+	// Logs reads a sandbox's output (the runtime's Logs capability); nil:
+	// .../logs answers 501.
+	Logs runtime.Logs
+	// Images checks templates' images (the runtime's Images capability);
+	// nil: not checked (the runtime pulls them).
+	Images ImageChecker
 	// Announce makes a sandbox id worth an on-demand certificate before
 	// it exists (gateway.Announce); false for an invalid id. Nil: POST
 	// .../announce answers 404.
@@ -376,15 +379,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // missingImages names the templates (as "name (image)") whose image the
 // engine lacks; nil when all are there or it cannot tell.
 func (a *admin) missingImages(ctx context.Context) []string {
-	ic, ok := a.o.Sandboxes.(ImageChecker)
-	if !ok {
+	ic := a.o.Images
+	if ic == nil {
 		return nil
 	}
 	cfg := a.o.Config()
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(cfg.Templates)) {
 		img := cfg.Templates[name].Image
-		if has, err := ic.HasImage(ctx, img); err == nil && !has {
+		if has, err := ic.Has(ctx, img); err == nil && !has {
 			out = append(out, name+" ("+img+")")
 		}
 	}

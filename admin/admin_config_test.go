@@ -103,7 +103,7 @@ type someImages struct {
 	has map[string]bool
 }
 
-func (s someImages) HasImage(_ context.Context, tag string) (bool, error) { return s.has[tag], nil }
+func (s someImages) Has(_ context.Context, tag string) (bool, error) { return s.has[tag], nil }
 
 // TestAdminPutConfigWarnsAndNamesChanges: PUT /admin/config applies a
 // config whose template image is missing, and says so in warnings; its

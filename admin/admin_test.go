@@ -19,9 +19,12 @@ import (
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/gateway"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/metrics"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 func TestMain(m *testing.M) { dockertest.Main(m) }
@@ -57,7 +60,7 @@ func newLiveConfig(t *testing.T, sb admin.Sandboxes, content string) *liveConfig
 	}
 	t.Cleanup(func() { l.watcher.Close() })
 	l.admin = httptest.NewServer(newAdmin(t, admin.Options{Config: l.store.Load, Replace: l.watcher.Replace,
-		Sandboxes: sb, Metrics: m.Handler(), Log: testkit.Logger(t)}))
+		Sandboxes: sb, Logs: logsOf(sb), Images: imagesOf(sb), Metrics: m.Handler(), Log: testkit.Logger(t)}))
 	t.Cleanup(l.admin.Close)
 	return l
 }
@@ -97,13 +100,19 @@ func (noSandboxes) Ping(context.Context) error { return nil }
 
 // Get finds no sandbox (fakes that list some answer their own).
 func (noSandboxes) Get(context.Context, string) (sandboxmgr.Info, error) {
-	return sandboxmgr.Info{}, sandboxmgr.ErrNoContainer
+	return sandboxmgr.Info{}, runtime.ErrNotFound
 }
 
-// A fake keeps no settings, as a runtime without records.
-func (noSandboxes) Known(string) (string, bool) { return "", false }
-func (noSandboxes) LoadSettings(context.Context, string) (sandboxmgr.Settings, error) {
-	return sandboxmgr.Settings{}, sandboxmgr.ErrNoRecords
+// logsOf is the Logs a fake answers, if it does.
+func logsOf(sb admin.Sandboxes) runtime.Logs {
+	l, _ := sb.(runtime.Logs)
+	return l
+}
+
+// imagesOf is the images a fake says the engine has, if it does.
+func imagesOf(sb admin.Sandboxes) admin.ImageChecker {
+	ic, _ := sb.(admin.ImageChecker)
+	return ic
 }
 
 func TestAdminNeedsToken(t *testing.T) {
@@ -207,7 +216,7 @@ func TestAdminSandboxesMatchDocker(t *testing.T) {
 	}
 	e.cfg.AdminToken = testkit.AdminToken
 	adminSrv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records, Logs: e.mgr.Runtime.Capabilities().Logs, Log: testkit.Logger(t)}))
 	defer adminSrv.Close()
 
 	resp, body := adminDo(t, adminSrv, "GET", "/admin/sandboxes", testkit.AdminToken, nil)
@@ -215,14 +224,14 @@ func TestAdminSandboxesMatchDocker(t *testing.T) {
 	if err := json.Unmarshal(body, &list); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("list: %d %s %v", resp.StatusCode, body, err)
 	}
-	dockerList := dockertest.Containers(t, e.cli, sandboxmgr.LabelManaged+"=true", dockertest.LabelCase+"="+t.Name())
+	dockerList := dockertest.Containers(t, e.cli, runtime.LabelManaged+"=true", dockertest.LabelCase+"="+t.Name())
 	got := map[string]string{}
 	for _, s := range list {
 		got[s.ID] = s.State
 	}
 	for _, c := range dockerList {
-		if got[c.Labels[sandboxmgr.LabelSandbox]] != c.State {
-			t.Errorf("sandbox %s: admin says %q, Docker says %q", c.Labels[sandboxmgr.LabelSandbox], got[c.Labels[sandboxmgr.LabelSandbox]], c.State)
+		if got[c.Labels[runtime.LabelSandbox]] != c.State {
+			t.Errorf("sandbox %s: admin says %q, Docker says %q", c.Labels[runtime.LabelSandbox], got[c.Labels[runtime.LabelSandbox]], c.State)
 		}
 	}
 	for _, id := range ids {
@@ -256,7 +265,12 @@ func TestAdminSandboxesMatchDocker(t *testing.T) {
 type dockerEnv struct {
 	cli *client.Client
 	cfg *config.Config
-	mgr *sandboxmgr.Manager
+	mgr *mgrtest.Manager
+	// labels are the manager's scope.
+	labels map[string]string
+	// records is its records store, as a Docker gateway keeps them in its
+	// data dir: a second manager sharing it stands in for a replica.
+	records records.Store
 }
 
 // newDockerEnv's manager takes the config tune gives it (limits).
@@ -274,12 +288,13 @@ func newDockerEnv(t *testing.T, tune ...func(*sandboxmgr.Config)) *dockerEnv {
 	cfg.ApplyDefaults()
 	labels := dockertest.Labels()
 	labels[dockertest.LabelCase] = t.Name()
-	mc := sandboxmgr.Config{Network: dockertest.Network(t), Labels: labels, Records: dockertest.Records(t),
+	mc := sandboxmgr.Config{Network: dockertest.Network(t), Labels: labels,
 		Templates: func(name string) *config.Template { return cfg.Templates[name] }}
 	for _, f := range tune {
 		f(&mc)
 	}
-	mgr, err := sandboxmgr.New(mc, testkit.Logger(t))
+	recs := dockertest.Records(t)
+	mgr, err := mgrtest.New(mgrtest.Config{Config: mc, Runtime: mgrtest.Runtime{Records: recs}}, testkit.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,8 +304,8 @@ func newDockerEnv(t *testing.T, tune ...func(*sandboxmgr.Config)) *dockerEnv {
 	if err := mgr.Start(ctx); err != nil {
 		t.Fatalf("manager start: %v", err)
 	}
-	return &dockerEnv{cli: cli, cfg: cfg, mgr: mgr}
+	return &dockerEnv{cli: cli, cfg: cfg, mgr: mgr, labels: labels, records: recs}
 }
 
 // sandboxLabel selects the containers of sandbox id (dockertest.Containers).
-func sandboxLabel(id string) string { return sandboxmgr.LabelSandbox + "=" + id }
+func sandboxLabel(id string) string { return runtime.LabelSandbox + "=" + id }

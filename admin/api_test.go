@@ -33,7 +33,7 @@ func TestAdminAPIWarmAndLogs(t *testing.T) {
 		Env: map[string]string{"CRASH": "Error: Cannot find module './missing'"}}
 	e.cfg.ApplyDefaults()
 	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records, Logs: e.mgr.Runtime.Capabilities().Logs, Log: testkit.Logger(t)}))
 	defer srv.Close()
 
 	id := dockertest.UniqueID("warm")
@@ -137,7 +137,8 @@ func TestReadyzNamesMissingImages(t *testing.T) {
 	e := newDockerEnv(t)
 	var live atomic.Pointer[config.Config]
 	live.Store(e.cfg)
-	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: live.Load, Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: live.Load, Sandboxes: e.mgr, Settings: e.mgr.Records, Logs: e.mgr.Runtime.Capabilities().Logs,
+		Images: e.mgr.Runtime.Capabilities().Images, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	var checks map[string]string
 	read := func() int {

@@ -26,7 +26,7 @@ func TestAdminGetSandbox(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
 	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records, Logs: e.mgr.Runtime.Capabilities().Logs, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	id, never := dockertest.UniqueID("get"), dockertest.UniqueID("get")
 	removeAtEnd(t, e.mgr, id)
@@ -101,7 +101,7 @@ func TestAdminKeepUp(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
 	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records, Logs: e.mgr.Runtime.Capabilities().Logs, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	id := dockertest.UniqueID("keep")
 	removeAtEnd(t, e.mgr, id)
@@ -116,7 +116,7 @@ func TestAdminKeepUp(t *testing.T) {
 	do("PUT", "", "", 200, "")
 	past := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
 	do("PATCH", "", `{"keep_up_until":"`+past+`"}`, 400, "is in the past")
-	if s, err := e.mgr.LoadSettings(t.Context(), id); err != nil || !s.KeepUpUntil.IsZero() {
+	if s, err := e.mgr.Records.Load(t.Context(), id); err != nil || !s.KeepUpUntil.IsZero() {
 		t.Errorf("settings after a refused past keep_up_until: %+v (%v), want none", s, err)
 	}
 	if b := do("PATCH", "", `{"keep_up":"1h"}`, 200, `"keep_up_until"`); strings.Contains(string(b), `"note"`) {
@@ -129,7 +129,7 @@ func TestAdminKeepUp(t *testing.T) {
 	if !strings.Contains(got.Note, "is exited") || !strings.Contains(got.Note, "runs again") {
 		t.Errorf("keep-up of a stopped sandbox: note %q, want it to say it holds from when it runs again", got.Note)
 	}
-	if s, err := e.mgr.LoadSettings(t.Context(), id); err != nil || got.KeepUpUntil == nil || !s.KeepUpUntil.Equal(*got.KeepUpUntil) {
+	if s, err := e.mgr.Records.Load(t.Context(), id); err != nil || got.KeepUpUntil == nil || !s.KeepUpUntil.Equal(*got.KeepUpUntil) {
 		t.Errorf("the runtime's record: %+v (%v), want keep_up_until %v", s, err, got.KeepUpUntil)
 	}
 	do("PUT", "", "", 200, "")

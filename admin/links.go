@@ -1,11 +1,9 @@
 package admin
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,28 +12,12 @@ import (
 	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/links"
 )
 
 // Share links of a sandbox (#23): POST, GET /admin/sandboxes/{id}/links
 // and DELETE /admin/sandboxes/{id}/links/{link}; settings.go says where
 // they are kept.
-
-var errNoLink = errors.New("no such link")
-
-// linkPath is a link's path prefix ("" is "/"), ok if the link can open
-// the URL it lands on: no query, and no dot segment, which the gateway
-// never lets a link open (auth.RequestWithin) and every browser removes
-// before it asks, so such a link would be refused from its first use.
-func linkPath(p string) (string, bool) {
-	if p == "" {
-		p = "/"
-	}
-	u, err := url.Parse(p)
-	ok := err == nil && strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "//") && u.RawQuery == "" &&
-		u.Fragment == "" && u.Path == p && len(p) <= 512 && auth.RequestWithin(u, p)
-	return p, ok
-}
 
 func (a *admin) createLink(w http.ResponseWriter, r *http.Request) {
 	ss, id, tpl, ok := a.settingsOf(w, r)
@@ -68,26 +50,19 @@ func (a *admin) createLink(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, errBody(fmt.Sprintf("port %d is not among template %s's ports", port, tpl.Name), "bad_request"))
 		return
 	}
-	path, ok := linkPath(req.Path)
-	if !ok {
-		writeJSON(w, http.StatusBadRequest, errBody("path: want an absolute path such as /docs, without query or dot segments (. or ..)", "bad_request"))
-		return
-	}
 	now := time.Now().UTC().Truncate(time.Second)
 	exp := now.Add(ttl)
-	lid, tok, digest, err := auth.NewLink(exp)
-	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, errBody("minting a link failed", "internal"))
+	l, tok, err := links.Mint(r.Context(), ss, id, port, req.Path, now, exp)
+	if errors.Is(err, links.ErrPath) {
+		writeJSON(w, http.StatusBadRequest, errBody(err.Error(), "bad_request"))
 		return
 	}
-	l := sandboxmgr.Link{ID: lid, Digest: digest, Port: port, Path: path, Created: now, Expires: exp}
-	_, err = ss.UpdateSettings(r.Context(), id, func(s *sandboxmgr.Settings) error { return sandboxmgr.AddLink(s, l) })
 	if a.settingsFailed(w, err) {
 		return
 	}
-	a.o.Log.InfoContext(r.Context(), "share link minted through admin API", "sandbox", id, "link", lid, "expires", exp)
+	a.o.Log.InfoContext(r.Context(), "share link minted through admin API", "sandbox", id, "link", l.ID, "expires", exp)
 	v := linkOf(l)
-	v.URL = a.previewURL(id, port, tpl) + strings.TrimPrefix(path, "/") + "?" + auth.LinkParam + "=" + tok
+	v.URL = a.previewURL(id, port, tpl) + strings.TrimPrefix(l.Path, "/") + "?" + auth.LinkParam + "=" + tok
 	writeJSON(w, http.StatusCreated, v)
 }
 
@@ -108,16 +83,13 @@ func (a *admin) listLinks(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s, err := ss.LoadSettings(r.Context(), id)
+	ls, err := links.List(r.Context(), ss, id, time.Now())
 	if a.settingsFailed(w, err) {
 		return
 	}
-	out := make([]adminapi.Link, 0, len(s.Links))
-	now := time.Now()
-	for _, l := range s.Links {
-		if l.Expires.After(now) {
-			out = append(out, linkOf(l))
-		}
+	out := make([]adminapi.Link, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, linkOf(l))
 	}
 	writeJSON(w, http.StatusOK, adminapi.Links{ID: id, Links: out})
 }
@@ -128,31 +100,10 @@ func (a *admin) deleteLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lid := r.PathValue("link")
-	err := revokeLink(r.Context(), ss, id, lid)
+	err := links.Revoke(r.Context(), ss, id, lid, time.Now().UTC())
 	if a.settingsFailed(w, err) {
 		return
 	}
 	a.o.Log.InfoContext(r.Context(), "share link revoked through admin API", "sandbox", id, "link", lid)
 	writeJSON(w, http.StatusOK, adminapi.LinkRevoked{ID: id, Link: lid, Revoked: true})
-}
-
-// revokeLink marks sandbox id's link lid revoked (the API's DELETE and the
-// admin page's button). A revoked link is kept until it expires, so the
-// page it opens can say so; errNoLink if id has no link lid.
-func revokeLink(ctx context.Context, ss SandboxSettings, id, lid string) error {
-	now := time.Now().UTC()
-	_, err := ss.UpdateSettings(ctx, id, func(s *sandboxmgr.Settings) error {
-		for i := range s.Links {
-			if s.Links[i].ID == lid {
-				links := slices.Clone(s.Links)
-				if links[i].Revoked.IsZero() {
-					links[i].Revoked = now
-				}
-				s.Links = links
-				return nil
-			}
-		}
-		return errNoLink
-	})
-	return err
 }

@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"context"
+	"io"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,8 +23,9 @@ func (s countingSandboxes) Remove(context.Context, string) error {
 	s.changes.Add(1)
 	return nil
 }
-func (s countingSandboxes) Logs(context.Context, string, int) ([]string, error) {
-	return []string{"line"}, nil
+func (s countingSandboxes) Logs(_ context.Context, _ string, _ int, _ bool, w io.Writer) error {
+	_, err := io.WriteString(w, "line\n")
+	return err
 }
 func (s countingSandboxes) List(context.Context) ([]sandboxmgr.Info, error) {
 	return nil, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/previewgate/previewgate/admin"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
@@ -26,7 +27,7 @@ func TestAdminPutRemovedOnAnotherReplica(t *testing.T) {
 	e := newDockerEnv(t, func(c *sandboxmgr.Config) { mc = *c })
 	e.cfg.AdminToken = testkit.AdminToken
 	e.cfg.Templates["app"].Env = map[string]string{"LISTEN_DELAY": "3s"}
-	ma, err := sandboxmgr.New(mc, testkit.Logger(t))
+	ma, err := mgrtest.New(mgrtest.Config{Config: mc, Runtime: mgrtest.Runtime{Records: e.records}}, testkit.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,9 +35,9 @@ func TestAdminPutRemovedOnAnotherReplica(t *testing.T) {
 	if err := ma.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	serve := func(m *sandboxmgr.Manager) *httptest.Server {
+	serve := func(m *mgrtest.Manager) *httptest.Server {
 		srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
-			Sandboxes: m, Log: testkit.Logger(t)}))
+			Sandboxes: m, Settings: m.Records, Logs: m.Runtime.Capabilities().Logs, Log: testkit.Logger(t)}))
 		t.Cleanup(srv.Close)
 		return srv
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // The backend API for what products did by hand (#16): list sandboxes or
@@ -119,7 +120,7 @@ func (a *admin) putSandbox(w http.ResponseWriter, r *http.Request) {
 	var created atomic.Bool // this call's template, env and metadata made it
 	ep, err := a.o.Sandboxes.EnsureWith(ctx, id, &tpl, sandboxmgr.Options{Metadata: req.Metadata,
 		Created: func() { created.Store(true) }})
-	if errors.Is(err, sandboxmgr.ErrNoContainer) {
+	if errors.Is(err, runtime.ErrNotFound) {
 		// Only a removal while it started makes a create find nothing.
 		writeJSON(w, http.StatusNotFound, errBody("sandbox "+id+" was removed while this call started it (a DELETE, or its container removed): nothing runs; PUT again to create it anew", "not_found"))
 		return
@@ -171,9 +172,9 @@ func writeSandboxError(w http.ResponseWriter, err error) {
 		writeJSON(w, status, body)
 	case errors.Is(err, sandboxmgr.ErrNotReady), errors.Is(err, context.DeadlineExceeded):
 		writeJSON(w, http.StatusGatewayTimeout, errBody(err.Error(), "not_ready"))
-	case errors.Is(err, sandboxmgr.ErrForeignContainer):
+	case errors.Is(err, runtime.ErrForeign):
 		writeJSON(w, http.StatusConflict, errBody(err.Error(), "foreign_container"))
-	case errors.Is(err, sandboxmgr.ErrNoContainer):
+	case errors.Is(err, runtime.ErrNotFound):
 		writeJSON(w, http.StatusNotFound, errBody("no such sandbox", "not_found"))
 	case errors.Is(err, sandboxmgr.ErrCapacity):
 		// What a preview answers at capacity (gateway/errors.go): a backend
@@ -215,7 +216,7 @@ func (a *admin) sandboxLogs(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !follow {
-		lines, err := a.o.Sandboxes.Logs(r.Context(), id, max(tail, 1)) // 1: still a 404 for no sandbox
+		lines, err := a.tailLogs(r.Context(), id, max(tail, 1)) // 1: still a 404 for no sandbox
 		if err != nil {
 			writeSandboxError(w, err)
 			return
@@ -227,14 +228,18 @@ func (a *admin) sandboxLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Answer 404 and the like as JSON before the stream starts.
-	if _, err := a.o.Sandboxes.Logs(r.Context(), id, 1); err != nil {
+	s, err := a.o.Sandboxes.Get(r.Context(), id)
+	if err == nil {
+		_, err = sandboxmgr.TailLogs(r.Context(), a.o.Logs, s.Container, 1)
+	}
+	if err != nil {
 		writeSandboxError(w, err)
 		return
 	}
 	rc := http.NewResponseController(w)
 	startSSE(w)
 	_ = rc.Flush()
-	err := a.o.Sandboxes.FollowLogs(r.Context(), id, tail, func(line string) error {
+	err = sandboxmgr.FollowLogs(r.Context(), a.o.Logs, s.Container, tail, func(line string) error {
 		b, _ := json.Marshal(line)
 		_ = rc.SetWriteDeadline(time.Now().Add(logWriteTimeout))
 		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
@@ -252,6 +257,16 @@ func (a *admin) sandboxLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fmt.Fprint(w, "event: end\ndata: {}\n\n") // the container stopped
+}
+
+// tailLogs is sandbox id's last tail lines of output, sanitized, after the
+// runtime said it is this gateway's (Get).
+func (a *admin) tailLogs(ctx context.Context, id string, tail int) ([]string, error) {
+	s, err := a.o.Sandboxes.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return sandboxmgr.TailLogs(ctx, a.o.Logs, s.Container, tail)
 }
 
 func startSSE(w http.ResponseWriter) {

@@ -49,10 +49,10 @@ func TestScreenshots(t *testing.T) {
 		out          int64
 	}{{"GET", "/", 200, 41, 5120}, {"GET", "/_next/static/chunks/main-app.js", 200, 12, 184320}, {"GET", "/_next/static/css/app.css", 200, 3, 9216},
 		{"GET", "/api/todos", 200, 18, 742}, {"POST", "/api/todos", 201, 25, 96}, {"GET", "/favicon.ico", 404, 1, 0}} {
-		e.mgr.Touch(busy)
+		e.mgr.Sandbox(busy).Touch()
 		rec.Record(busy, q.method, q.path, q.status, time.Duration(q.ms)*time.Millisecond, map[bool]int64{true: 64}[q.method == "POST"], q.out, client)
 	}
-	release := e.mgr.Hold(busy)
+	release := e.mgr.Sandbox(busy).Hold()
 	defer release()
 	list, _ := e.mgr.List(t.Context())
 	for _, s := range list {
@@ -61,7 +61,7 @@ func TestScreenshots(t *testing.T) {
 		}
 	}
 	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Traffic: rec, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records, Logs: e.mgr.Runtime.Capabilities().Logs, Traffic: rec, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	// Its settings and share links, through the API: kept up for a
 	// demo, a link for the team and one revoked.

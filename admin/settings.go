@@ -11,28 +11,27 @@ import (
 
 	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/links"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Per-sandbox settings and share links (#23): PATCH /admin/sandboxes/{id}
-// and /admin/sandboxes/{id}/links. The runtime keeps them (sandboxmgr
-// settings.go), so every replica and a restarted gateway see them; the
-// API answers what was written. docs/links.md has the calls.
+// and /admin/sandboxes/{id}/links. The runtime keeps them (package
+// records), so every replica and a restarted gateway see them; the API
+// answers what was written. docs/links.md has the calls.
 
-// SandboxSettings is what these calls need of the manager (part of
-// Sandboxes). A runtime that keeps no settings answers
-// sandboxmgr.ErrNoRecords: 501.
+// SandboxSettings is what these calls need of the records
+// (Options.Settings). With none kept they answer records.ErrNoRecords: 501.
 type SandboxSettings interface {
-	// Known: the sandbox exists as far as the manager knows, and its template.
-	Known(id string) (template string, ok bool)
-	// LoadSettings reads id's settings from the runtime.
-	LoadSettings(ctx context.Context, id string) (sandboxmgr.Settings, error)
-	// UpdateSettings changes them (ErrNoContainer if the sandbox is missing).
-	UpdateSettings(ctx context.Context, id string, fn func(*sandboxmgr.Settings) error) (sandboxmgr.Settings, error)
+	links.Keeper // its share links
+	// Load reads id's settings from the store.
+	Load(ctx context.Context, id string) (records.Settings, error)
+	// Update changes them; the caller checked that the sandbox exists.
+	Update(ctx context.Context, id string, fn func(*records.Settings) error) (records.Settings, error)
 }
 
-var _ SandboxSettings = (*sandboxmgr.Manager)(nil)
+var _ SandboxSettings = (*records.Records)(nil)
 
 // maxSettingsBody bounds a PATCH or POST .../links body.
 const maxSettingsBody = 4 << 10
@@ -43,25 +42,31 @@ func (a *admin) settingsOf(w http.ResponseWriter, r *http.Request) (SandboxSetti
 		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
 		return nil, "", nil, false
 	}
-	ss := a.o.Sandboxes
-	name, known := ss.Known(id)
-	if !known {
-		// The runtime says why (this replica may not have seen a sandbox
-		// made a moment ago): none is a 404, another scope's container
-		// under its name a 409 foreign_container, as stop or DELETE say.
-		s, err := a.o.Sandboxes.Get(r.Context(), id)
-		if err != nil {
-			writeSandboxError(w, err)
-			return nil, "", nil, false
-		}
-		name = s.Template
+	ss := a.settings()
+	// The runtime says whether it exists (this replica may not have seen
+	// a sandbox made a moment ago, or one removed): none is a 404,
+	// another scope's container under its name a 409 foreign_container,
+	// as stop or DELETE say.
+	s, err := a.o.Sandboxes.Get(r.Context(), id)
+	if err != nil {
+		writeSandboxError(w, err)
+		return nil, "", nil, false
 	}
+	name := s.Template
 	tpl := a.o.Config().Templates[name]
 	if tpl == nil {
 		writeJSON(w, http.StatusConflict, errBody(fmt.Sprintf("the sandbox's template %q is not configured", name), "unknown_template"))
 		return nil, "", nil, false
 	}
 	return ss, id, tpl, true
+}
+
+// settings are Options.Settings; without them, records that keep none.
+func (a *admin) settings() SandboxSettings {
+	if a.o.Settings == nil {
+		return (*records.Records)(nil) // keeps none: 501
+	}
+	return a.o.Settings
 }
 
 // decodeBody decodes a small JSON body strictly into v.
@@ -104,7 +109,7 @@ func (a *admin) patchSandbox(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, errBody(msg, "bad_request"))
 		return
 	}
-	s, err := ss.UpdateSettings(r.Context(), id, func(s *sandboxmgr.Settings) error { change(s); return nil })
+	s, err := ss.Update(r.Context(), id, func(s *records.Settings) error { change(s); return nil })
 	if a.settingsFailed(w, err) {
 		return
 	}
@@ -133,7 +138,7 @@ func (a *admin) keepUpNote(ctx context.Context, id string, tpl *config.Template)
 // to make, or why it is refused. public: true or false sets it, null
 // returns to the template's; keep_up (a duration from now) or
 // keep_up_until (RFC 3339) keep it up, "0s" or null ends that.
-func settingsChange(req adminapi.SettingsPatch, tpl *config.Template, now time.Time) (func(*sandboxmgr.Settings), string) {
+func settingsChange(req adminapi.SettingsPatch, tpl *config.Template, now time.Time) (func(*records.Settings), string) {
 	var pub *bool
 	setPub := !req.Public.IsZero()
 	if setPub && !req.Public.IsNull() {
@@ -175,7 +180,7 @@ func settingsChange(req adminapi.SettingsPatch, tpl *config.Template, now time.T
 	if !setPub && !setUntil {
 		return nil, "nothing to change: give public, keep_up or keep_up_until"
 	}
-	return func(s *sandboxmgr.Settings) {
+	return func(s *records.Settings) {
 		if setPub {
 			s.Public = pub
 		}
@@ -185,7 +190,7 @@ func settingsChange(req adminapi.SettingsPatch, tpl *config.Template, now time.T
 	}, ""
 }
 
-func viewOf(id string, tpl *config.Template, s sandboxmgr.Settings) adminapi.Settings {
+func viewOf(id string, tpl *config.Template, s records.Settings) adminapi.Settings {
 	v := adminapi.Settings{ID: id, Public: tpl.Public, PublicSetting: s.Public, Links: len(s.Links)}
 	if s.Public != nil {
 		v.Public = *s.Public
@@ -202,17 +207,17 @@ func (a *admin) settingsFailed(w http.ResponseWriter, err error) bool {
 	switch {
 	case err == nil:
 		return false
-	case errors.Is(err, sandboxmgr.ErrNoContainer):
+	case errors.Is(err, runtime.ErrNotFound):
 		writeJSON(w, http.StatusNotFound, errBody("no such sandbox", "not_found"))
-	case errors.Is(err, sandboxmgr.ErrNoRecords):
+	case errors.Is(err, records.ErrNoRecords):
 		writeJSON(w, http.StatusNotImplemented, errBody(err.Error(), "not_implemented"))
-	case errors.Is(err, sandboxmgr.ErrTooManyLinks), errors.Is(err, runtime.ErrRecordSize):
+	case errors.Is(err, links.ErrTooManyLinks), errors.Is(err, records.ErrRecordSize):
 		writeJSON(w, http.StatusConflict, errBody(err.Error(), "too_many_links"))
-	case errors.Is(err, errNoLink):
+	case errors.Is(err, links.ErrNoLink):
 		writeJSON(w, http.StatusNotFound, errBody("no such link", "not_found"))
-	case errors.Is(err, runtime.ErrForeignRecord):
+	case errors.Is(err, records.ErrForeignRecord):
 		writeJSON(w, http.StatusConflict, errBody(err.Error(), "foreign_record"))
-	case errors.Is(err, sandboxmgr.ErrForeignContainer):
+	case errors.Is(err, runtime.ErrForeign):
 		// Its name went to another scope's container since this replica
 		// last saw it.
 		writeJSON(w, http.StatusConflict, errBody(err.Error(), "foreign_container"))

@@ -12,6 +12,7 @@ import (
 	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"github.com/previewgate/previewgate/traffic"
 )
 
@@ -157,7 +158,7 @@ func (a *admin) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ep, err := a.resume(r.Context(), id)
-	if errors.Is(err, sandboxmgr.ErrNoContainer) {
+	if errors.Is(err, runtime.ErrNotFound) {
 		writeJSON(w, http.StatusNotFound, errBody("no such sandbox; resume never creates one: PUT /admin/sandboxes/"+id+" does", "not_found"))
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // kubeLike is a runtime without pause, and one running sandbox with
@@ -29,7 +30,7 @@ func (k kubeLike) Get(ctx context.Context, id string) (sandboxmgr.Info, error) {
 			return s, nil
 		}
 	}
-	return sandboxmgr.Info{}, sandboxmgr.ErrNoContainer
+	return sandboxmgr.Info{}, runtime.ErrNotFound
 }
 
 // The API's answers that need no runtime (#23): pause where the runtime

@@ -15,6 +15,7 @@ import (
 	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"github.com/previewgate/previewgate/traffic"
 )
 
@@ -210,9 +211,9 @@ func (u *ui) sandbox(w http.ResponseWriter, r *http.Request, s string) {
 			}
 		}
 	}
-	lines, err := u.a.o.Sandboxes.Logs(r.Context(), id, uiLogLines)
+	lines, err := u.a.tailLogs(r.Context(), id, uiLogLines)
 	switch {
-	case errors.Is(err, sandboxmgr.ErrNoContainer):
+	case errors.Is(err, runtime.ErrNotFound):
 		d.Error = "No such sandbox."
 	case err != nil:
 		d.Error = "Reading logs failed: " + err.Error()

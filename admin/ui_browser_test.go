@@ -54,7 +54,7 @@ func TestBrowserAdminPageDetailRemoveConfig(t *testing.T) {
 	var mu sync.Mutex
 	var applied []string
 	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return live },
-		Sandboxes: e.mgr, Log: testkit.Logger(t),
+		Sandboxes: e.mgr, Settings: e.mgr.Records, Logs: e.mgr.Runtime.Capabilities().Logs, Log: testkit.Logger(t),
 		Replace: func(b []byte) ([]string, error) {
 			mu.Lock()
 			defer mu.Unlock()

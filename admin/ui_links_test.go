@@ -31,7 +31,7 @@ func TestBrowserAdminPageSettingsAndLinks(t *testing.T) {
 		t.Fatalf("ensure %s: %v", id, err)
 	}
 	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records, Logs: e.mgr.Runtime.Capabilities().Logs, Log: testkit.Logger(t)}))
 	defer srv.Close()
 
 	if resp, body := adminDo(t, srv, "PATCH", "/admin/sandboxes/"+id, testkit.AdminToken, []byte(`{"public": true, "keep_up": "1h"}`)); resp.StatusCode != 200 {

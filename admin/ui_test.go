@@ -158,7 +158,7 @@ func TestBrowserAdminPageStopsSandbox(t *testing.T) {
 		}
 	}
 	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records, Logs: e.mgr.Runtime.Capabilities().Logs, Log: testkit.Logger(t)}))
 	defer srv.Close()
 
 	signIn(t, ctx, srv.URL)
@@ -248,7 +248,7 @@ func TestAdminPageShowsLastFailure(t *testing.T) {
 // imagesListOnly is listOnly with an engine that lacks every image.
 type imagesListOnly struct{ listOnly }
 
-func (imagesListOnly) HasImage(context.Context, string) (bool, error) { return false, nil }
+func (imagesListOnly) Has(context.Context, string) (bool, error) { return false, nil }
 
 // TestAdminPageShowsConfigWarnings: validating a config on the page shows
 // what will fail later (a missing image) as warnings, and still says it is
@@ -258,7 +258,7 @@ func TestAdminPageShowsConfigWarnings(t *testing.T) {
 	_, live := testkit.WriteConfig(t, testkit.ConfigFile(nil))
 	var stopped []string
 	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return live },
-		Sandboxes: imagesListOnly{listOnly{stopped: &stopped}}, Log: testkit.Logger(t)}))
+		Sandboxes: imagesListOnly{listOnly{stopped: &stopped}}, Images: imagesListOnly{}, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	jar, _ := cookiejar.New(nil)
 	cl := &http.Client{Jar: jar}

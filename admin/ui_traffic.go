@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/adminapi"
+	"github.com/previewgate/previewgate/links"
 )
 
 // humanBytes is n in B, KiB or MiB.
@@ -26,7 +27,10 @@ func humanBytes(n int64) string {
 func (u *ui) trafficRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /ui/sandboxes/{id}/links/{link}/revoke", u.post(u.op("revoked", func(u *ui) func(r *http.Request, id string) error {
 		return func(r *http.Request, id string) error {
-			return revokeLink(r.Context(), u.a.o.Sandboxes, id, r.PathValue("link"))
+			if _, err := u.a.o.Sandboxes.Get(r.Context(), id); err != nil {
+				return err
+			}
+			return links.Revoke(r.Context(), u.a.settings(), id, r.PathValue("link"), time.Now().UTC())
 		}
 	})))
 	mux.HandleFunc("POST /ui/sandboxes/{id}/pause", u.post(u.op("paused", func(u *ui) func(r *http.Request, id string) error {
@@ -43,16 +47,13 @@ func (u *ui) trafficRoutes(mux *http.ServeMux) {
 // links returns sandbox id's unexpired share links for its page, newest
 // first; none where the gateway keeps no settings or they cannot be read.
 func (u *ui) links(ctx context.Context, id string) []adminapi.Link {
-	s, err := u.a.o.Sandboxes.LoadSettings(ctx, id)
+	ls, err := links.List(ctx, u.a.settings(), id, time.Now())
 	if err != nil {
 		return nil
 	}
-	var out []adminapi.Link
-	now := time.Now()
-	for i := len(s.Links) - 1; i >= 0; i-- {
-		if s.Links[i].Expires.After(now) {
-			out = append(out, linkOf(s.Links[i]))
-		}
+	out := make([]adminapi.Link, 0, len(ls))
+	for i := len(ls) - 1; i >= 0; i-- {
+		out = append(out, linkOf(ls[i]))
 	}
 	return out
 }

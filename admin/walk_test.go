@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+
 	"github.com/previewgate/previewgate/admin"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
@@ -24,7 +26,7 @@ import (
 // platform developer's walk): each answer tells the caller what to do.
 
 // removeAtEnd removes sandboxes ids through mgr when t ends, passed or not.
-func removeAtEnd(t *testing.T, mgr *sandboxmgr.Manager, ids ...string) {
+func removeAtEnd(t *testing.T, mgr *mgrtest.Manager, ids ...string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -41,7 +43,7 @@ func TestAdminPutAtCapacity(t *testing.T) {
 	e := newDockerEnv(t, func(c *sandboxmgr.Config) { c.MaxRunning = 1 })
 	e.cfg.AdminToken = testkit.AdminToken
 	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records, Logs: e.mgr.Runtime.Capabilities().Logs, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	first, second := dockertest.UniqueID("cap"), dockertest.UniqueID("cap")
 	removeAtEnd(t, e.mgr, first, second)
@@ -67,7 +69,7 @@ func TestAdminConcurrentPutsSayWhichCreated(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
 	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records, Logs: e.mgr.Runtime.Capabilities().Logs, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	id := dockertest.UniqueID("race")
 	removeAtEnd(t, e.mgr, id)
@@ -157,7 +159,7 @@ func TestAdminPutRemovedWhileStarting(t *testing.T) {
 	e.cfg.AdminToken = testkit.AdminToken
 	e.cfg.Templates["app"].Env = map[string]string{"LISTEN_DELAY": "3s"}
 	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records, Logs: e.mgr.Runtime.Capabilities().Logs, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	id := dockertest.UniqueID("putrm")
 	removeAtEnd(t, e.mgr, id)
@@ -194,7 +196,7 @@ func TestAdminBodyIsOneObject(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
 	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records, Logs: e.mgr.Runtime.Capabilities().Logs, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	id, never := dockertest.UniqueID("body"), dockertest.UniqueID("body")
 	removeAtEnd(t, e.mgr, id, never)
@@ -221,7 +223,7 @@ func TestAdminBodyIsOneObject(t *testing.T) {
 	if resp, body := adminDo(t, srv, "GET", "/admin/sandboxes/"+id+"/logs?tail=0", testkit.AdminToken, nil); resp.StatusCode != 200 || !strings.Contains(string(body), `"lines":[]`) {
 		t.Errorf("logs?tail=0: got %d %s, want 200 and no lines", resp.StatusCode, body)
 	}
-	s, err := e.mgr.LoadSettings(t.Context(), id)
+	s, err := e.mgr.Records.Load(t.Context(), id)
 	if err != nil || s.Public != nil || len(s.Links) != 0 {
 		t.Errorf("settings after refused bodies: %+v (%v), want none changed", s, err)
 	}
@@ -238,11 +240,11 @@ func TestAdminForeignContainerIsConflict(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
 	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records, Logs: e.mgr.Runtime.Capabilities().Logs, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	id := dockertest.UniqueID("foreign")
 	c, err := e.cli.ContainerCreate(t.Context(), &container.Config{Image: dockertest.TestAppImage(t), Labels: dockertest.Labels()},
-		nil, nil, nil, sandboxmgr.ContainerName(id))
+		nil, nil, nil, mgrtest.Name(e.labels, id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +275,7 @@ func TestAdminConcurrentDeletes(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
 	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records, Logs: e.mgr.Runtime.Capabilities().Logs, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	for range 3 {
 		id := dockertest.UniqueID("deldel")
@@ -321,7 +323,7 @@ func TestAdminPauseResumeSayWhatToDo(t *testing.T) {
 	e := newDockerEnv(t)
 	e.cfg.AdminToken = testkit.AdminToken
 	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
-		Sandboxes: e.mgr, Log: testkit.Logger(t)}))
+		Sandboxes: e.mgr, Settings: e.mgr.Records, Logs: e.mgr.Runtime.Capabilities().Logs, Log: testkit.Logger(t)}))
 	defer srv.Close()
 	id := dockertest.UniqueID("hint")
 	removeAtEnd(t, e.mgr, id)

@@ -24,7 +24,7 @@ const warnBudget = 3 * time.Second
 // and settings that wait for a restart.
 func (a *admin) configWarnings(ctx context.Context, cfg *config.Config, restart []string) []string {
 	out := []string{}
-	if ic, ok := a.o.Sandboxes.(ImageChecker); ok && cfg.Runtime.Kind != config.RuntimeKubernetes {
+	if ic := a.o.Images; ic != nil && cfg.Runtime.Kind != config.RuntimeKubernetes {
 		ctx, cancel := context.WithTimeout(ctx, warnBudget)
 		defer cancel()
 		for _, name := range slices.Sorted(maps.Keys(cfg.Templates)) {
@@ -32,7 +32,7 @@ func (a *admin) configWarnings(ctx context.Context, cfg *config.Config, restart 
 			if img == "" || img == config.DemoImage {
 				continue
 			}
-			has, err := ic.HasImage(ctx, img)
+			has, err := ic.Has(ctx, img)
 			switch {
 			case err != nil:
 				out = append(out, fmt.Sprintf("templates.%s: image %s not checked: %v", name, img, err))

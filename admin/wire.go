@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/adminapi"
+	"github.com/previewgate/previewgate/links"
 	"github.com/previewgate/previewgate/sandboxmgr"
 	"github.com/previewgate/previewgate/traffic"
 )
@@ -33,7 +34,7 @@ func sandboxOf(s sandboxmgr.Info, tr *adminapi.Traffic, now time.Time) adminapi.
 }
 
 // linkOf is a kept link as the API lists it: never its secret.
-func linkOf(l sandboxmgr.Link) adminapi.Link {
+func linkOf(l links.Link) adminapi.Link {
 	v := adminapi.Link{ID: l.ID, Port: l.Port, Path: l.Path, Created: l.Created, Expires: l.Expires}
 	if !l.Revoked.IsZero() {
 		t := l.Revoked

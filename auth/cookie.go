@@ -46,36 +46,38 @@ func cookieNames(configured string, tls bool) (base, name string) {
 // SameSite=None; Partitioned so it works where third-party cookies are
 // blocked; anything else gets SameSite=Lax.
 func (v *Verifier) Exchange(w http.ResponseWriter, r *http.Request, res Result) {
+	var c *http.Cookie
+	if res.Source == FromQuery {
+		c = &http.Cookie{Name: v.cookieName, Value: res.Raw}
+		if res.Claims != nil && res.Claims.ExpiresAt != nil {
+			exp := res.Claims.ExpiresAt.Time
+			c.Expires = exp
+			c.MaxAge = max(1, int(exp.Sub(v.now()).Seconds()))
+		}
+	}
+	v.Redirect(w, r, c)
+}
+
+// Redirect answers r, a navigation whose URL carries a credential (a
+// token, a share link): 303 to the same URL without it (redirectTarget),
+// Cache-Control: no-store and Referrer-Policy: no-referrer, setting c
+// (nil: nothing) with the attributes every cookie of the gateway has:
+// host-only, Path=/, HttpOnly, Secure, and SameSite=Lax, or SameSite=None;
+// Partitioned inside a cross-site frame. c's name, value and expiry are
+// the caller's.
+func (v *Verifier) Redirect(w http.ResponseWriter, r *http.Request, c *http.Cookie) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Location", redirectTarget(r.URL))
-	if res.Source == FromQuery {
-		http.SetCookie(w, v.cookieFor(r, res))
+	if c != nil {
+		c.Domain, c.Path, c.HttpOnly, c.Secure, c.SameSite = "", "/", true, true, http.SameSiteLaxMode
+		if crossSiteFrame(r) {
+			c.SameSite, c.Partitioned = http.SameSiteNoneMode, true
+		}
+		http.SetCookie(w, c)
 	}
 	w.WriteHeader(http.StatusSeeOther)
-}
-
-// cookieFor is the cookie carrying res.Raw for the exchange request r.
-func (v *Verifier) cookieFor(r *http.Request, res Result) *http.Cookie {
-	c := &http.Cookie{
-		Name:     v.cookieName,
-		Value:    res.Raw,
-		Path:     "/",
-		HttpOnly: true,
-		Secure:   true,
-		SameSite: http.SameSiteLaxMode,
-	}
-	if res.Claims != nil && res.Claims.ExpiresAt != nil {
-		exp := res.Claims.ExpiresAt.Time
-		c.Expires = exp
-		c.MaxAge = max(1, int(exp.Sub(v.now()).Seconds()))
-	}
-	if crossSiteFrame(r) {
-		c.SameSite = http.SameSiteNoneMode
-		c.Partitioned = true
-	}
-	return c
 }
 
 func crossSiteFrame(r *http.Request) bool {
@@ -117,7 +119,7 @@ func removeAccessToken(rawQuery string) string {
 		pair, q, _ = strings.Cut(q, "&")
 		k, _, _ := strings.Cut(pair, "=")
 		if isAccessTokenKey(k) || isLinkKey(k) {
-			continue // a share link's token too (links.go)
+			continue // a share link's token too (package links)
 		}
 		if b.Len() > 0 {
 			b.WriteByte('&')

@@ -23,9 +23,13 @@ import (
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/gateway"
+	"github.com/previewgate/previewgate/internal/boltstore"
 	"github.com/previewgate/previewgate/internal/h1server"
 	"github.com/previewgate/previewgate/metrics"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/docker"
+	sbruntime "github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // The gateway under test: started in-process against the test app
@@ -99,8 +103,11 @@ func (b *bench) startGateway(labels map[string]string) error {
 // startManager starts the sandbox manager on cfg's templates; the pooled
 // template is listed (so its pool is kept filled) only while poolOn.
 func (b *bench) startManager(cfg *config.Config, labels map[string]string, log *slog.Logger) error {
-	var err error
-	b.mgr, err = sandboxmgr.New(sandboxmgr.Config{
+	rt, err := docker.New(docker.Options{Network: b.netName, DialTimeout: time.Second})
+	if err != nil {
+		return fmt.Errorf("sandbox runtime: %w", err)
+	}
+	mcfg := sandboxmgr.Config{
 		Network: b.netName, Labels: labels, MaxRunning: 1000,
 		MaxConcurrentStarts: cfg.Limits.MaxConcurrentStarts,
 		Templates:           func(name string) *config.Template { return cfg.Templates[name] },
@@ -111,10 +118,14 @@ func (b *bench) startManager(cfg *config.Config, labels map[string]string, log *
 			return nil
 		},
 		Observer: &b.kinds,
-	}, log)
-	if err != nil {
-		return fmt.Errorf("sandbox manager: %w", err)
 	}
+	// Records in a store in the bench's directory, as serve keeps them in
+	// its data dir: the request path reads their cache.
+	if b.store, err = boltstore.Open(b.ctx, b.dir, log); err != nil {
+		return fmt.Errorf("records store: %w", err)
+	}
+	b.recs = records.New(b.store, records.Options{Labels: sbruntime.Scoped(labels), RecheckEvery: sandboxmgr.DefaultRecheckEvery, LongestWake: mcfg.LongestWake})
+	b.mgr = sandboxmgr.New(mcfg, rt, b.recs, log)
 	if err := b.mgr.Start(b.ctx); err != nil {
 		return fmt.Errorf("sandbox manager: %w", err)
 	}
@@ -152,7 +163,7 @@ func (b *bench) mintTokens(key config.Key) error {
 func (b *bench) serveGateway(cfg *config.Config, mode string, cert tls.Certificate, log *slog.Logger) error {
 	tlsOn := mode != "plain"
 	// Real metrics, as serve has: the request path pays for them.
-	gw, err := gateway.New(cfg, b.mgr, gateway.Options{TLS: tlsOn, Metrics: metrics.New(), NetHTTPOnly: b.f.netHTTP}, log)
+	gw, err := gateway.New(cfg, b.mgr, gateway.Options{TLS: tlsOn, Metrics: metrics.New(), NetHTTPOnly: b.f.netHTTP, Records: b.recs}, log)
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}

@@ -40,6 +40,8 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/boltstore"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
@@ -123,6 +125,8 @@ type bench struct {
 	ngx        *nginxProxy
 	dc         *client.Client
 	mgr        *sandboxmgr.Manager
+	recs       *records.Records
+	store      *boltstore.Store // recs' store, in dir
 	tpl        *config.Template
 	// The warm-pool template ("pooled", pool: 2, same image) is filled only
 	// while poolOn, so its containers do not run during the other rows.
@@ -172,6 +176,9 @@ func run(f flags) (err error) {
 			b.ngx.stop()
 			if b.mgr != nil {
 				b.mgr.Close()
+			}
+			if b.store != nil {
+				b.store.Close()
 			}
 			if err := cleanupDocker(b.dc, b.run, b.netName, b.image, b.viteImage); err != nil {
 				fmt.Fprintln(os.Stderr, "bench cleanup:", err)

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/previewgate/previewgate/sandboxmgr"
+	sbruntime "github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // The HTTP and latency rows: paths measured in interleaved rounds.
@@ -56,7 +56,7 @@ type path struct {
 func (b *bench) paths(tlsOn bool) []path {
 	var ps []path
 	if !tlsOn {
-		pid := containerPID(b.ctx, b.dc, sandboxmgr.ContainerName("bench"))
+		pid := containerPID(b.ctx, b.dc, sbruntime.Name(sbruntime.Stamp(benchLabels(b.run)), "bench"))
 		ps = append(ps, path{name: "direct", addr: b.direct, cpu: func() time.Duration {
 			if pid == 0 {
 				return -1

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -23,7 +22,7 @@ import (
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/internal/testing/k8stest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // A gateway replica is a process; killing one (SIGKILL, as the OOM killer
@@ -94,7 +93,7 @@ templates:
 	}
 
 	go get(addrA) // dies with A
-	sel := metav1.ListOptions{LabelSelector: sandboxmgr.LabelSandbox + "=" + id}
+	sel := metav1.ListOptions{LabelSelector: runtime.LabelSandbox + "=" + id}
 	testkit.WaitFor(t, "A's pod to exist", func() bool {
 		pods, err := admin.CoreV1().Pods(ns).List(t.Context(), sel)
 		return err == nil && len(pods.Items) > 0
@@ -147,8 +146,11 @@ current-context: test
 }
 
 func leaseExists(t *testing.T, cs kubernetes.Interface, ns, id string) bool {
-	_, err := cs.CoordinationV1().Leases(ns).Get(t.Context(), sandboxmgr.ContainerName(id), metav1.GetOptions{})
-	return !apierrors.IsNotFound(err)
+	list, err := cs.CoordinationV1().Leases(ns).List(t.Context(), metav1.ListOptions{LabelSelector: runtime.LabelSandbox + "=" + id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(list.Items) > 0
 }
 
 func podReadyNow(conds []corev1.PodCondition) bool {

@@ -18,7 +18,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 )
 
 // TestMain builds the binary once, before any test's clock starts (a
@@ -187,7 +187,7 @@ func removeSandboxesAtEnd(t *testing.T, ids ...string) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		for _, id := range ids {
-			ctr, err := cli.ContainerInspect(ctx, sandboxmgr.ContainerName(id))
+			ctr, err := cli.ContainerInspect(ctx, mgrtest.ContainerOf(ctx, cli, id))
 			if err != nil || ctr.Config == nil || ctr.Config.Labels[dockertest.LabelRun] != dockertest.RunID() {
 				continue // none, or not ours
 			}

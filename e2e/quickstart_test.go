@@ -16,7 +16,7 @@ import (
 
 	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // TestQuickStartScales is issue 16's done-means 1 against the real binary
@@ -50,9 +50,9 @@ func TestQuickStartScales(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the development gateway kept no instance id: %v", err)
 	}
-	demo := dockertest.OnlyContainer(t, cli, sandboxmgr.LabelSandbox+"=demo")
-	if got, want := demo.Labels[sandboxmgr.LabelInstance], strings.TrimSpace(string(inst)); got != want || want == "" {
-		t.Errorf("demo container's %s label %q, want the data dir's instance id %q", sandboxmgr.LabelInstance, got, want)
+	demo := dockertest.OnlyContainer(t, cli, runtime.LabelSandbox+"=demo")
+	if got, want := demo.Labels[runtime.LabelInstance], strings.TrimSpace(string(inst)); got != want || want == "" {
+		t.Errorf("demo container's %s label %q, want the data dir's instance id %q", runtime.LabelInstance, got, want)
 	}
 
 	cmd := exec.Command(bin, "token", "mint", "--sandbox", "other")

@@ -19,7 +19,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 )
 
 // TestDevDefaultServesDemo follows the README: `previewgate serve` with no
@@ -189,7 +189,7 @@ templates:
 	case <-time.After(30 * time.Second):
 		t.Fatal("gateway did not exit within the grace period")
 	}
-	ctr, err := cli.ContainerInspect(context.Background(), sandboxmgr.ContainerName("shutdown"))
+	ctr, err := cli.ContainerInspect(context.Background(), mgrtest.ContainerOf(context.Background(), cli, "shutdown"))
 	if err != nil || ctr.State == nil || !ctr.State.Running {
 		t.Fatalf("sandbox container after shutdown: %v %+v, want still running", err, ctr.State)
 	}

@@ -48,7 +48,7 @@ func TestAccessLogNamesSandboxAndItsTemplate(t *testing.T) {
 	ep.Template = "own"
 	eps.eps["abc"] = ep
 	eps.mu.Unlock()
-	g, err := New(cfg, eps, Options{}, slog.New(slog.NewTextHandler(&buf, nil)))
+	g, err := New(cfg, fakes(eps), Options{}, slog.New(slog.NewTextHandler(&buf, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func TestHTTP2AuthorityValidated(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()
 	sb := &fakeSandboxes{addrs: []string{echoApp(t).Listener.Addr().String()}}
-	g, err := New(cfg, sb, Options{TLS: true}, testkit.Logger(t))
+	g, err := New(cfg, fakes(sb), Options{TLS: true}, testkit.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestHTTP2HostFieldNotForwarded(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig()
 			cfg.Templates["app"].HostHeader = tc.mode
-			g, err := New(cfg, &fakeSandboxes{addrs: []string{addr}}, Options{TLS: true}, testkit.Logger(t))
+			g, err := New(cfg, fakes(&fakeSandboxes{addrs: []string{addr}}), Options{TLS: true}, testkit.Logger(t))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -90,7 +90,7 @@ func benchGateway(b *testing.B) (*config.Config, *Gateway) {
 	}))
 	b.Cleanup(app.Close)
 	cfg := testConfig()
-	g, err := New(cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}, Options{}, nil)
+	g, err := New(cfg, fakes(&fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}), Options{}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func TestBodyTimeoutStatus(t *testing.T) {
 			cfg.Log.Access = true
 			var logs lockedBuffer
 			m := statusMetrics{got: make(chan int, 1)}
-			g, err := New(cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}, Options{TLS: true, Metrics: m, NetHTTPOnly: fe.netHTTPOnly},
+			g, err := New(cfg, fakes(&fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}), Options{TLS: true, Metrics: m, NetHTTPOnly: fe.netHTTPOnly},
 				slog.New(slog.NewTextHandler(&logs, nil)))
 			if err != nil {
 				t.Fatal(err)

@@ -233,7 +233,7 @@ func TestH2StreamsOutgrowConnectionCaps(t *testing.T) {
 	cfg := testConfig()
 	cfg.Limits.ConnectionsPerIP = 2
 	cfg.Limits.MaxConnections = 4
-	g, err := New(cfg, eps, Options{}, testkit.Logger(t))
+	g, err := New(cfg, fakes(eps), Options{}, testkit.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,8 +47,8 @@ func (g *Gateway) WorthCertificate(host string) bool {
 	if _, isRoute := t.routes[hostname(host)]; isRoute {
 		return true
 	}
-	if name, ok := g.sb.Known(rt.sandbox); ok {
-		return portError(rt, t.cfg.Templates[name]) == nil
+	if s := g.sb.Sandbox(rt.sandbox).Snapshot(); s.Exists {
+		return portError(rt, t.cfg.Templates[s.Template]) == nil
 	}
 	if !g.announced.Has(rt.sandbox) {
 		return false

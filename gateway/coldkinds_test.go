@@ -122,7 +122,7 @@ func TestColdStartByKind(t *testing.T) {
 			t.Parallel()
 			sb := &coldSandboxes{fakeSandboxes: fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}, delay: delay,
 				full: map[string]bool{"full": true}}
-			g, err := New(cfg, sb, Options{TLS: true}, testkit.Logger(t))
+			g, err := New(cfg, fakes(sb), Options{TLS: true}, testkit.Logger(t))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,17 +7,21 @@ import (
 
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/links"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
 // One decision per request. decide reads the config table once and the
-// sandbox manager once (its snapshot of the sandbox: record, settings,
-// endpoint, all from memory) and returns everything the request path
-// then carries out: where the request goes, under which template, who is
-// asking and how they got in, or the answer that ends it. Every front end
-// calls it from ServeHTTP (the lean HTTP/1.1 loop, net/http's HTTP/1.1
-// and HTTP/2); admit, ensure and proxy read the decision and decide
-// nothing again.
+// sandbox once (its handle's Snapshot: record, settings, endpoint, all
+// from memory) and returns everything the request path then carries out:
+// where the request goes, under which template, who is asking and how
+// they got in, or the answer that ends it. Every front end calls it from
+// ServeHTTP (the lean HTTP/1.1 loop, net/http's HTTP/1.1 and HTTP/2);
+// admit, ensure and proxy read the decision and decide nothing again, and
+// act on the sandbox through the handle decide took: a warm request asks
+// the manager three times (Snapshot, Ensure, then Touch at its end or
+// Hold while a stream is open; TestWarmRequestManagerCalls counts them).
 //
 // Order matters (the README's request path): the host, then the access
 // check, and only then the limits and the wake. decide makes no runtime
@@ -34,8 +38,11 @@ type decision struct {
 	by    tokenless        // how a request without a token got in, if it did
 	sub   string           // the token's subject; "" without a token
 	label string           // the metrics label: the template's name, "upstream" or "none"
-	// What the manager's snapshot said (zero for upstream routes): ready,
-	// and for a sandbox it knows, its own template and whether that
+	// h is the sandbox's handle (nil for upstream routes and refusals
+	// before the host resolved): ensure, wake, touch and hold act on it.
+	h sandboxmgr.Handle
+	// What its snapshot said (zero for upstream routes): ready, and for a
+	// sandbox the manager knows, its own template and whether that
 	// template and its settings make it public (anonymousOptions).
 	ready, known, ownPublic bool
 	template                string
@@ -79,12 +86,12 @@ type policy struct {
 }
 
 // policyOf returns the policy for rt under table t, with snap the
-// manager's snapshot of rt's sandbox (zero for an upstream route).
-func policyOf(t *table, rt route, snap *Snapshot) policy {
+// snapshot of rt's sandbox (zero for an upstream route).
+func policyOf(t *table, rt route, snap *sandboxmgr.Snapshot) policy {
 	if rt.sandbox == "" || rt.upstream != nil {
 		return policy{tpl: rt.template, public: rt.public}
 	}
-	if !snap.Known {
+	if !snap.Exists {
 		return policy{tpl: rt.template}
 	}
 	own := t.cfg.Templates[snap.Template]
@@ -103,7 +110,7 @@ func policyOf(t *table, rt route, snap *Snapshot) policy {
 // A sandbox of a template no longer configured is never public, nor is
 // one whose settings this replica could not re-read lately (fresh false:
 // a "public" withdrawn on another replica must not stay open here).
-func publicBy(own *config.Template, s sandboxmgr.Settings, fresh bool) bool {
+func publicBy(own *config.Template, s records.Settings, fresh bool) bool {
 	if own == nil || !fresh {
 		return false
 	}
@@ -111,48 +118,6 @@ func publicBy(own *config.Template, s sandboxmgr.Settings, fresh bool) bool {
 		return *p
 	}
 	return own.Public
-}
-
-// Snapshot is what the manager knows of one sandbox, read at once and
-// without a runtime call: the one read a request's decision makes of it.
-type Snapshot struct {
-	// Template names the template the sandbox was made from, its record
-	// kept by the manager from the instance's own labels; Known is false
-	// for a sandbox the manager does not know (not made yet).
-	Template string
-	Known    bool
-	// Settings are its own settings as this replica knows them; Fresh
-	// says that copy is recent enough to grant access on.
-	Settings sandboxmgr.Settings
-	Fresh    bool
-	// Endpoint is its ready endpoint when Ready (running, known ready).
-	Endpoint sandboxmgr.Endpoint
-	Ready    bool
-}
-
-// Snapshotter is the manager's one-read snapshot (Snapshot). The sandbox
-// manager is to offer it; until it does, snapshot asks Cached, Known and
-// FreshSettings in turn, in this one place, and a warm request costs one
-// or two manager calls more (TestWarmRequestManagerCalls counts them).
-type Snapshotter interface {
-	Snapshot(id string) Snapshot
-}
-
-// snapshot reads what the manager knows of sandbox id, once per request.
-func (g *Gateway) snapshot(id string) Snapshot {
-	if g.snap != nil {
-		return g.snap.Snapshot(id)
-	}
-	var s Snapshot
-	s.Endpoint, s.Ready = g.sb.Cached(id)
-	if s.Ready && s.Endpoint.Template != "" {
-		// A ready endpoint is the instance's own record.
-		s.Template, s.Known = s.Endpoint.Template, true
-	} else {
-		s.Template, s.Known = g.sb.Known(id)
-	}
-	s.Settings, s.Fresh = g.sb.FreshSettings(id)
-	return s
 }
 
 // decide fills d for r (see decision). d lives in the request's state,
@@ -166,12 +131,13 @@ func (g *Gateway) decide(r *http.Request, d *decision) {
 		return
 	}
 	d.rt = rt
-	var snap Snapshot
+	var snap sandboxmgr.Snapshot
 	if rt.sandbox != "" && rt.upstream == nil {
-		snap = g.snapshot(rt.sandbox)
+		d.h = g.sb.Sandbox(rt.sandbox)
+		snap = d.h.Snapshot()
 	}
 	pol := policyOf(t, rt, &snap)
-	d.ready, d.known, d.template, d.ownPublic = snap.Ready, snap.Known, snap.Template, pol.ownPublic
+	d.ready, d.known, d.template, d.ownPublic = snap.Ready, snap.Exists, snap.Template, pol.ownPublic
 	if !g.access(r, d, pol) {
 		return
 	}
@@ -205,14 +171,14 @@ func (g *Gateway) access(r *http.Request, d *decision, pol policy) bool {
 	var fromQuery, hasLink bool
 	inQuery := strings.Contains(r.URL.RawQuery, auth.LinkParam)
 	if inQuery {
-		link, fromQuery, hasLink = t.verifier.Link(r)
+		link, fromQuery, hasLink = links.Find(r, t.verifier)
 	}
 	var res auth.Result
 	var err error
 	if !fromQuery {
 		res, err = t.verifier.Check(r, rt.sandbox)
 		if err != nil && !inQuery {
-			link, fromQuery, hasLink = t.verifier.Link(r)
+			link, fromQuery, hasLink = links.Find(r, t.verifier)
 		}
 	}
 	if fromQuery || err != nil && hasLink {
@@ -277,6 +243,6 @@ func (g *Gateway) carryOut(w http.ResponseWriter, r *http.Request, d *decision) 
 	case exchangeToken:
 		d.t.verifier.Exchange(w, r, e.res)
 	case exchangeLink:
-		d.t.verifier.ExchangeLink(w, r, e.link, e.linkExp)
+		links.Exchange(w, r, d.t.verifier, e.link, e.linkExp)
 	}
 }

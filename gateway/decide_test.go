@@ -18,11 +18,11 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
-// callLog is a running sandbox's manager that logs every call
-// the gateway makes. Any method it does not override is the nil
-// interface's: a call the test did not expect panics.
+// callLog is a running sandbox's manager that logs every call the
+// gateway makes: Sandbox, and each call on the handle it returns. Any
+// handle method it does not override is the nil interface's: a call the
+// test did not expect panics.
 type callLog struct {
-	Sandboxes
 	ep sandboxmgr.Endpoint
 
 	mu    sync.Mutex // guards calls
@@ -44,42 +44,40 @@ func (c *callLog) take() []string {
 	return calls
 }
 
-func (c *callLog) Cached(string) (sandboxmgr.Endpoint, bool) {
-	c.log("Cached")
-	return c.ep, true
+func (c *callLog) Sandbox(string) sandboxmgr.Handle {
+	c.log("Sandbox")
+	return loggedHandle{c: c}
 }
-func (c *callLog) Known(string) (string, bool) {
-	c.log("Known")
-	return c.ep.Template, true
+
+type loggedHandle struct {
+	sandboxmgr.Handle
+	c *callLog
 }
-func (c *callLog) FreshSettings(string) (sandboxmgr.Settings, bool) {
-	c.log("FreshSettings")
-	return sandboxmgr.Settings{}, true
+
+func (h loggedHandle) Snapshot() sandboxmgr.Snapshot {
+	h.c.log("Snapshot")
+	return sandboxmgr.Snapshot{Template: h.c.ep.Template, Exists: true, Fresh: true, Endpoint: h.c.ep, Ready: true,
+		Progress: sandboxmgr.Progress{Phase: sandboxmgr.PhaseReady}}
 }
-func (c *callLog) EnsureWith(context.Context, string, *config.Template, sandboxmgr.Options) (sandboxmgr.Endpoint, error) {
-	c.log("EnsureWith")
-	return c.ep, nil
+
+func (h loggedHandle) Ensure(context.Context, *config.Template, sandboxmgr.Options) (sandboxmgr.Endpoint, error) {
+	h.c.log("Ensure")
+	return h.c.ep, nil
 }
-func (c *callLog) Touch(string) { c.log("Touch") }
-func (c *callLog) Hold(string) func() {
-	c.log("Hold")
+
+func (h loggedHandle) Touch() { h.c.log("Touch") }
+
+func (h loggedHandle) Hold() func() {
+	h.c.log("Hold")
 	return func() {}
 }
 
-// snapshotLog is callLog with the manager's one-read
-// snapshot (Snapshotter), as the sandbox manager is to offer it.
-type snapshotLog struct{ *callLog }
-
-func (s snapshotLog) Snapshot(string) Snapshot {
-	s.log("Snapshot")
-	return Snapshot{Template: s.ep.Template, Known: true, Fresh: true, Endpoint: s.ep, Ready: true}
-}
-
 // TestWarmRequestManagerCalls: a warm request (a valid token, a running
-// sandbox) asks the manager once for what it knows (decide), once for
-// the endpoint (ensure) and once to note activity, on every front end:
-// the lean loop, net/http's HTTP/1.1 and HTTP/2.
-// Without the manager's snapshot, decide reads it in two calls.
+// sandbox) takes its sandbox's handle once and asks it three times: once
+// for what the manager knows (decide's Snapshot), once for the endpoint
+// (ensure) and once to note activity when the exchange ended, on every
+// front end: the lean loop, net/http's HTTP/1.1 and HTTP/2. A stream
+// holds the sandbox instead of touching it.
 func TestWarmRequestManagerCalls(t *testing.T) {
 	t.Parallel()
 	addr, _ := rawApp(t, func(w io.Writer, _, _ int, r *http.Request) bool {
@@ -88,14 +86,12 @@ func TestWarmRequestManagerCalls(t *testing.T) {
 	})
 	ep := sandboxmgr.Endpoint{ID: "abc", Addr: addr, Template: "app", Instance: "i1"}
 	for _, tc := range []struct {
-		name string
-		sb   func(*callLog) Sandboxes
-		want []string
+		name   string
+		accept string
+		want   []string
 	}{
-		{"snapshot", func(c *callLog) Sandboxes { return snapshotLog{c} },
-			[]string{"Snapshot", "EnsureWith", "Touch"}},
-		{"without snapshot", func(c *callLog) Sandboxes { return c },
-			[]string{"Cached", "FreshSettings", "EnsureWith", "Touch"}},
+		{"plain", "*/*", []string{"Sandbox", "Snapshot", "Ensure", "Touch"}},
+		{"stream", "text/event-stream", []string{"Sandbox", "Snapshot", "Ensure", "Hold"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &callLog{ep: ep}
@@ -110,17 +106,17 @@ func TestWarmRequestManagerCalls(t *testing.T) {
 					t.Errorf("a warm request called the manager %d times: %v, want %v", len(got), got, tc.want)
 				}
 			}
-			onBothLoops(t, tc.sb(c), nil, func(t *testing.T, cfg *config.Config, srv *httptest.Server) {
+			onBothLoops(t, c, nil, func(t *testing.T, cfg *config.Config, srv *httptest.Server) {
 				tok := testkit.Mint(t, cfg, "abc", time.Hour)
 				check(t, func() (int, string) {
-					resp := testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/", tok)
+					resp := testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/", tok, "Accept", tc.accept)
 					body, _ := io.ReadAll(resp.Body)
 					return resp.StatusCode, string(body)
 				})
 			})
 			t.Run("h2", func(t *testing.T) {
 				cfg := testConfig()
-				g, err := New(cfg, tc.sb(c), Options{TLS: true}, testkit.Logger(t))
+				g, err := New(cfg, c, Options{TLS: true}, testkit.Logger(t))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -135,6 +131,7 @@ func TestWarmRequestManagerCalls(t *testing.T) {
 					req, _ := http.NewRequest("GET", "https://"+srv.Listener.Addr().String()+"/", nil)
 					req.Host = "sandbox-abc." + testDomain
 					req.Header.Set("Authorization", "Bearer "+tok)
+					req.Header.Set("Accept", tc.accept)
 					resp, err := tr.RoundTrip(req)
 					if err != nil {
 						t.Fatal(err)

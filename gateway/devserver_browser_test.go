@@ -21,6 +21,7 @@ import (
 	"github.com/previewgate/previewgate/internal/testing/browsertest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // devDomain is a preview domain that is not localhost: a dev server's
@@ -71,7 +72,7 @@ func (s *idSandboxes) Ensure(ctx context.Context, id string, tpl *config.Templat
 			return sandboxmgr.Endpoint{ID: id, Addr: addr, Template: tpl.Name, Instance: "inst-" + pfx}, nil
 		}
 	}
-	return sandboxmgr.Endpoint{}, sandboxmgr.ErrUnavailable
+	return sandboxmgr.Endpoint{}, runtime.ErrUnavailable
 }
 
 func (s *idSandboxes) EnsureWith(ctx context.Context, id string, tpl *config.Template, _ sandboxmgr.Options) (sandboxmgr.Endpoint, error) {
@@ -103,7 +104,7 @@ func TestBrowserStockDevServers(t *testing.T) {
 		if mode == "default" && cfg.Templates["app"].HostHeader != config.HostLocal {
 			t.Fatalf("default host_header %q, want local", cfg.Templates["app"].HostHeader)
 		}
-		g, err := New(cfg, &idSandboxes{addrs: servers}, Options{TLS: true}, testkit.Logger(t))
+		g, err := New(cfg, fakes(&idSandboxes{addrs: servers}), Options{TLS: true}, testkit.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,8 +18,10 @@ import (
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/metrics"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"github.com/previewgate/previewgate/traffic"
@@ -31,7 +33,7 @@ func TestMain(m *testing.M) { dockertest.Main(m) }
 // look up or touch a sandbox: the seam that proves rejected requests never
 // reach Docker.
 type countingSandboxes struct {
-	*sandboxmgr.Manager
+	*mgrtest.Manager
 	ensures atomic.Int32
 }
 
@@ -45,14 +47,24 @@ func (c *countingSandboxes) EnsureWith(ctx context.Context, id string, tpl *conf
 	return c.Manager.EnsureWith(ctx, id, tpl, o)
 }
 
-func (c *countingSandboxes) Cached(id string) (sandboxmgr.Endpoint, bool) {
-	c.ensures.Add(1)
-	return c.Manager.Cached(id)
+func (c *countingSandboxes) Sandbox(id string) sandboxmgr.Handle {
+	return countingHandle{c.Manager.Sandbox(id), c}
 }
 
-func (c *countingSandboxes) Wake(id string, tpl *config.Template, o sandboxmgr.Options) {
-	c.ensures.Add(1)
-	c.Manager.Wake(id, tpl, o)
+// countingHandle counts the Ensures and Wakes through a handle.
+type countingHandle struct {
+	sandboxmgr.Handle
+	c *countingSandboxes
+}
+
+func (h countingHandle) Ensure(ctx context.Context, tpl *config.Template, o sandboxmgr.Options) (sandboxmgr.Endpoint, error) {
+	h.c.ensures.Add(1)
+	return h.Handle.Ensure(ctx, tpl, o)
+}
+
+func (h countingHandle) Wake(tpl *config.Template, o sandboxmgr.Options) {
+	h.c.ensures.Add(1)
+	h.Handle.Wake(tpl, o)
 }
 
 // dockerEnv is one integration test's world: a real manager on its own
@@ -63,13 +75,14 @@ type dockerEnv struct {
 	cfg     *config.Config
 	network string
 	mgr     *countingSandboxes
+	labels  map[string]string // the manager's scope
 	metrics *metrics.Metrics  // what the manager and the gateway report
 	traffic *traffic.Recorder // the per-sandbox request log
 	gw      *Gateway
 	server  *Server
 	srv     *httptest.Server // e.server's address
 	recheck time.Duration    // the manager's RecheckEvery; zero: its default
-	records runtime.Records  // the gateway's records store, kept across a restart
+	records records.Store    // the gateway's records store, kept across a restart
 }
 
 func newDockerEnv(t *testing.T, edit func(*config.Config)) *dockerEnv {
@@ -96,11 +109,12 @@ func (e *dockerEnv) start() {
 	// (a second start) keeps the scope.
 	labels := dockertest.Labels()
 	labels[dockertest.LabelCase] = e.t.Name()
+	e.labels = labels
 	e.metrics = metrics.New()
 	if e.records == nil {
 		e.records = dockertest.Records(e.t)
 	}
-	mgr, err := sandboxmgr.New(sandboxmgr.Config{Host: e.cfg.Docker.Host, Network: e.network, Labels: labels, RecheckEvery: e.recheck, Records: e.records,
+	mgr, err := mgrtest.New(mgrtest.Config{Runtime: mgrtest.Runtime{Host: e.cfg.Docker.Host, Records: e.records}, Config: sandboxmgr.Config{Network: e.network, Labels: labels, RecheckEvery: e.recheck,
 		MaxConcurrentStarts: e.cfg.Limits.MaxConcurrentStarts, MaxRunning: e.cfg.Limits.MaxRunning,
 		Templates: func(name string) *config.Template { return e.cfg.Templates[name] },
 		ListTemplates: func() []*config.Template {
@@ -110,13 +124,13 @@ func (e *dockerEnv) start() {
 			}
 			return l
 		},
-		Observer: e.metrics}, testkit.Logger(e.t))
+		Observer: e.metrics}}, testkit.Logger(e.t))
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.mgr = &countingSandboxes{Manager: mgr}
 	e.traffic = traffic.New(traffic.Options{})
-	e.gw, err = New(e.cfg, e.mgr, Options{Metrics: e.metrics, Traffic: e.traffic}, testkit.Logger(e.t))
+	e.gw, err = New(e.cfg, e.mgr, Options{Metrics: e.metrics, Traffic: e.traffic, Records: mgr.Records}, testkit.Logger(e.t))
 	if err != nil {
 		e.t.Fatalf("gateway.New: %v", err)
 	}
@@ -140,12 +154,12 @@ func (e *dockerEnv) get(id, path string) *http.Response {
 // containers lists the containers Docker has for sandbox id.
 func (e *dockerEnv) containers(id string) []container.Summary {
 	e.t.Helper()
-	return dockertest.Containers(e.t, e.cli, sandboxmgr.LabelSandbox+"="+id)
+	return dockertest.Containers(e.t, e.cli, runtime.LabelSandbox+"="+id)
 }
 
 func (e *dockerEnv) onlyContainer(id string) container.Summary {
 	e.t.Helper()
-	return dockertest.OnlyContainer(e.t, e.cli, sandboxmgr.LabelSandbox+"="+id)
+	return dockertest.OnlyContainer(e.t, e.cli, runtime.LabelSandbox+"="+id)
 }
 
 func wantStatus(t *testing.T, resp *http.Response, want int) []byte {
@@ -166,9 +180,9 @@ func TestDockerCreateOnFirstRequest(t *testing.T) {
 		t.Fatalf("got %s (%v), want the test app's echo of /hello", body, err)
 	}
 	c := e.onlyContainer(id)
-	if c.Names[0] != "/previewgate-"+id || c.Labels[sandboxmgr.LabelManaged] != "true" ||
-		c.Labels[sandboxmgr.LabelTemplate] != "app" {
-		t.Fatalf("got container %v %v, want name previewgate-%s with managed labels", c.Names, c.Labels, id)
+	if want := mgrtest.Name(e.labels, id); c.Names[0] != "/"+want || c.Labels[runtime.LabelManaged] != "true" ||
+		c.Labels[runtime.LabelTemplate] != "app" {
+		t.Fatalf("got container %v %v, want name %s with managed labels", c.Names, c.Labels, want)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/previewgate/previewgate/internal/meter"
 	"github.com/previewgate/previewgate/internal/pages"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // httpError is a handler failure. The client sees Msg (and Code); Err goes
@@ -121,10 +122,10 @@ func ensureError(ctx context.Context, err error) *httpError {
 	case errors.Is(err, sandboxmgr.ErrCapacity):
 		return &httpError{Status: http.StatusServiceUnavailable, Code: "busy", RetryAfter: 10,
 			Msg: "The preview service is busy. Try again in a moment.", Err: err}
-	case errors.Is(err, sandboxmgr.ErrUnavailable):
+	case errors.Is(err, runtime.ErrUnavailable):
 		return &httpError{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: 5,
 			Msg: "The preview service cannot reach its sandbox runtime right now.", Err: err}
-	case errors.Is(err, sandboxmgr.ErrForeignContainer):
+	case errors.Is(err, runtime.ErrForeign):
 		// Another gateway's (or someone's) container holds the name: never
 		// touched, and not this gateway's to fix.
 		return &httpError{Status: http.StatusConflict, Code: "foreign_container", Msg: foreignMsg(err), Err: err}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 func TestErrorStatuses(t *testing.T) {
@@ -26,9 +27,9 @@ func TestErrorStatuses(t *testing.T) {
 				retryAfter bool
 			}{
 				{"not ready", fmt.Errorf("wait: %w", sandboxmgr.ErrNotReady), 504, false},
-				{"docker down", fmt.Errorf("inspect: %w", sandboxmgr.ErrUnavailable), 503, true},
+				{"docker down", fmt.Errorf("inspect: %w", runtime.ErrUnavailable), 503, true},
 				{"capacity", sandboxmgr.ErrCapacity, 503, true},
-				{"foreign container", fmt.Errorf("sandbox abc: %w", sandboxmgr.ErrForeignContainer), 409, false},
+				{"foreign container", fmt.Errorf("sandbox abc: %w", runtime.ErrForeign), 409, false},
 				{"other", errors.New("boom"), 502, false},
 			}
 			for _, tc := range tests {

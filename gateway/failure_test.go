@@ -17,6 +17,7 @@ import (
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/browsertest"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
@@ -32,7 +33,7 @@ const crashHostile = crashMsg + "\n\ndata: {\"phase\":\"ready\"}\n\n<img id=pwn 
 func (e *dockerEnv) running(t *testing.T, id string) bool {
 	t.Helper()
 	list, err := e.cli.ContainerList(context.Background(), container.ListOptions{All: true,
-		Filters: filters.NewArgs(filters.Arg("name", "^/"+sandboxmgr.ContainerName(id)+"$"))})
+		Filters: filters.NewArgs(filters.Arg("name", "^/"+mgrtest.ContainerOf(context.Background(), e.cli, id)+"$"))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@
 // It decides; the packages it drives carry out: internal/pages renders its
 // answers, internal/limits keeps its limits' state, internal/meter
 // measures each exchange, internal/outbound applies the host mode it
-// chose to the outbound head, internal/links says whether a share link
+// chose to the outbound head, package links says whether a share link
 // opens a request (the gateway says what the user is told), and the
 // engine (internal/h1server, upstream, tunnel, wire) speaks HTTP.
 package gateway
@@ -26,40 +26,20 @@ import (
 	"github.com/previewgate/previewgate/internal/h1server"
 	"github.com/previewgate/previewgate/internal/limits"
 	"github.com/previewgate/previewgate/internal/tunnel"
+	"github.com/previewgate/previewgate/links"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
 // Sandboxes is what the gateway needs from the sandbox manager.
 // *sandboxmgr.Manager implements it.
 type Sandboxes interface {
-	// Ensure returns a ready endpoint for id, waking or creating it from tpl.
-	// Errors wrap sandboxmgr.ErrUnavailable, ErrCapacity or ErrNotReady.
-	// ctx bounds only the caller's wait.
-	Ensure(ctx context.Context, id string, tpl *config.Template) (sandboxmgr.Endpoint, error)
-	// EnsureWith is Ensure with a wake policy and a create hook; errors
-	// also wrap sandboxmgr.ErrAsleep and whatever opts.OnCreate returned.
-	EnsureWith(ctx context.Context, id string, tpl *config.Template, opts sandboxmgr.Options) (sandboxmgr.Endpoint, error)
-	// Cached returns id's endpoint if known ready, without waiting.
-	Cached(id string) (sandboxmgr.Endpoint, bool)
-	// Known reports whether sandbox id exists as far as the manager knows,
-	// and the template it was made from; no runtime call.
-	Known(id string) (template string, ok bool)
-	// Wake starts EnsureWith in the background; Progress follows it.
-	Wake(id string, tpl *config.Template, opts sandboxmgr.Options)
-	// Progress reports where id's wake stands (the waiting page).
-	Progress(id string) sandboxmgr.Progress
-	// Forget drops a cached endpoint after a failed dial to addr.
-	Forget(id, addr string)
-	// Touch records activity on id.
-	Touch(id string)
-	// Hold marks a long-lived connection on id until release is called.
-	Hold(id string) (release func())
-	// FreshSettings are id's own settings and share links as this
-	// replica knows them (no runtime call), and whether that copy is
-	// recent enough to grant access on; RefreshSettings reloads them, at
-	// most once a second per sandbox (internal/links).
-	FreshSettings(id string) (sandboxmgr.Settings, bool)
-	RefreshSettings(ctx context.Context, id string) (sandboxmgr.Settings, bool)
+	// Sandbox is sandbox id's handle (no runtime call): its Snapshot
+	// (template, settings, cached endpoint, wake progress), and Ensure,
+	// Wake, Touch, Hold and Forget on it. Ensure's errors wrap
+	// runtime.ErrUnavailable, ErrCapacity, ErrNotReady, ErrAsleep or what
+	// opts.OnCreate returned; its ctx bounds only the caller's wait.
+	Sandbox(id string) sandboxmgr.Handle
 }
 
 var _ Sandboxes = (*sandboxmgr.Manager)(nil)
@@ -68,7 +48,7 @@ var _ Sandboxes = (*sandboxmgr.Manager)(nil)
 // Apply; it is an http.Handler.
 type Gateway struct {
 	sb          Sandboxes
-	snap        Snapshotter // sb's one-read snapshot, if it has one (decide.go); nil: read through sb
+	recs        links.Records // each sandbox's share links
 	log         *slog.Logger
 	tls         bool // previews are served over TLS
 	netHTTPOnly bool // NewServer leaves the lean loop off
@@ -103,6 +83,9 @@ type Options struct {
 	// NetHTTPOnly serves every request on net/http: NewServer's lean
 	// HTTP/1.1 loop stays off (tests and the bench compare the two).
 	NetHTTPOnly bool
+	// Records are each sandbox's share links (package records, as links
+	// reads them); its other settings come in its Snapshot. Nil: none.
+	Records links.Records
 }
 
 // New returns a gateway serving cfg. It owns the auth verifier built for
@@ -111,8 +94,10 @@ func New(cfg *config.Config, sb Sandboxes, opts Options, log *slog.Logger) (*Gat
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{sb: sb, log: log, tls: opts.TLS, netHTTPOnly: opts.NetHTTPOnly}
-	g.snap, _ = sb.(Snapshotter) // until the manager offers it: decide.go
+	g := &Gateway{sb: sb, recs: opts.Records, log: log, tls: opts.TLS, netHTTPOnly: opts.NetHTTPOnly}
+	if g.recs == nil {
+		g.recs = (*records.Records)(nil) // keeps nothing
+	}
 	g.draining, g.drain = context.WithCancel(context.Background())
 	g.proxy = newProxy(g)
 	g.limit = newLimiter()

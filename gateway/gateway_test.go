@@ -62,19 +62,66 @@ func (f *fakeSandboxes) Cached(id string) (sandboxmgr.Endpoint, bool) {
 }
 
 // Known knows no sandbox: the route's template governs, as for a new one.
-func (f *fakeSandboxes) Known(string) (string, bool) { return "", false }
-func (f *fakeSandboxes) FreshSettings(string) (sandboxmgr.Settings, bool) {
-	return sandboxmgr.Settings{}, true
-}
-func (f *fakeSandboxes) RefreshSettings(context.Context, string) (sandboxmgr.Settings, bool) {
-	return sandboxmgr.Settings{}, true
-}
+func (f *fakeSandboxes) Known(string) (string, bool)                       { return "", false }
 func (f *fakeSandboxes) Wake(string, *config.Template, sandboxmgr.Options) { f.lookups.Add(1) }
 func (f *fakeSandboxes) Progress(string) sandboxmgr.Progress {
-	f.lookups.Add(1)
 	return sandboxmgr.Progress{Phase: sandboxmgr.PhaseReady}
 }
-func (f *fakeSandboxes) Touch(id string) {}
+
+// perID is the fakes' shape: the manager's calls, each on a sandbox id.
+// fakes serves one as Sandboxes, through handles that call it.
+type perID interface {
+	EnsureWith(ctx context.Context, id string, tpl *config.Template, opts sandboxmgr.Options) (sandboxmgr.Endpoint, error)
+	Cached(id string) (sandboxmgr.Endpoint, bool)
+	Known(id string) (string, bool)
+	Wake(id string, tpl *config.Template, opts sandboxmgr.Options)
+	Progress(id string) sandboxmgr.Progress
+	Forget(id, addr string)
+	Touch(id string)
+	Hold(id string) (release func())
+}
+
+// fakes is sb as Sandboxes: itself if it is one (a real manager), else a
+// perID fake's handles.
+func fakes(sb any) Sandboxes {
+	if s, ok := sb.(Sandboxes); ok {
+		return s
+	}
+	return perIDs{sb.(perID)}
+}
+
+type perIDs struct{ f perID }
+
+func (p perIDs) Sandbox(id string) sandboxmgr.Handle { return fakeHandle{p.f, id} }
+
+// fakeHandle is a fake's sandbox: its snapshot reads Known, Cached and
+// Progress; the fakes keep no settings (always fresh, none set).
+type fakeHandle struct {
+	f  perID
+	id string
+}
+
+func (h fakeHandle) Snapshot() sandboxmgr.Snapshot {
+	var s sandboxmgr.Snapshot
+	s.Template, s.Exists = h.f.Known(h.id)
+	s.Endpoint, s.Ready = h.f.Cached(h.id)
+	s.Fresh, s.Progress = true, h.f.Progress(h.id)
+	return s
+}
+
+func (h fakeHandle) Ensure(ctx context.Context, tpl *config.Template, o sandboxmgr.Options) (sandboxmgr.Endpoint, error) {
+	ep, err := h.f.EnsureWith(ctx, h.id, tpl, o)
+	if err == nil {
+		h.f.Touch(h.id)
+	}
+	return ep, err
+}
+
+func (h fakeHandle) Wake(tpl *config.Template, o sandboxmgr.Options) { h.f.Wake(h.id, tpl, o) }
+func (h fakeHandle) Touch()                                          { h.f.Touch(h.id) }
+func (h fakeHandle) Hold() func()                                    { return h.f.Hold(h.id) }
+func (h fakeHandle) Forget(addr string)                              { h.f.Forget(h.id, addr) }
+func (f *fakeSandboxes) Touch(id string)                             {}
 func (f *fakeSandboxes) Hold(id string) func() {
 	f.held.Add(1)
 	return func() { f.held.Add(-1) }
@@ -153,16 +200,16 @@ func dialSocket(ctx context.Context, srv *httptest.Server, host, tok string) (*w
 
 // startGateway runs the real handler chain on the real Server (lean
 // HTTP/1.1 loop and net/http).
-func startGateway(t testing.TB, cfg *config.Config, sb Sandboxes) (*Gateway, *httptest.Server) {
+func startGateway(t testing.TB, cfg *config.Config, sb any) (*Gateway, *httptest.Server) {
 	t.Helper()
 	return startGatewayOpts(t, cfg, sb, Options{})
 }
 
 // startGatewayOpts is startGateway with opts (Options.NetHTTPOnly: on
-// net/http alone).
-func startGatewayOpts(t testing.TB, cfg *config.Config, sb Sandboxes, opts Options) (*Gateway, *httptest.Server) {
+// net/http alone). sb is a Sandboxes or a perID fake (fakes).
+func startGatewayOpts(t testing.TB, cfg *config.Config, sb any, opts Options) (*Gateway, *httptest.Server) {
 	t.Helper()
-	g, err := New(cfg, sb, opts, testkit.Logger(t))
+	g, err := New(cfg, fakes(sb), opts, testkit.Logger(t))
 	if err != nil {
 		t.Fatalf("gateway.New: %v", err)
 	}

@@ -54,7 +54,7 @@ func TestServes(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()
 	cfg.Routes = []config.Route{{Host: "docs.example.test", Upstream: "http://127.0.0.1:1"}}
-	g, err := New(cfg, &fakeSandboxes{}, Options{}, nil)
+	g, err := New(cfg, fakes(&fakeSandboxes{}), Options{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func FuzzServes(f *testing.F) {
 	}
 	cfg := testConfig()
 	cfg.Routes = []config.Route{{Host: "docs.example.test", Upstream: "http://127.0.0.1:1"}}
-	g, err := New(cfg, &fakeSandboxes{}, Options{}, nil)
+	g, err := New(cfg, fakes(&fakeSandboxes{}), Options{}, nil)
 	if err != nil {
 		f.Fatal(err)
 	}

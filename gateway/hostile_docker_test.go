@@ -19,8 +19,8 @@ import (
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/h1server"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
-	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
 // The hostile-upstream suite (#13) against the real Docker Engine: the
@@ -243,7 +243,7 @@ func (e *dockerEnv) logTail(name string) string {
 // ip is the address of sandbox id's container on the env's network.
 func (e *dockerEnv) ip(id string) string {
 	e.t.Helper()
-	c, err := e.cli.ContainerInspect(context.Background(), sandboxmgr.ContainerName(id))
+	c, err := e.cli.ContainerInspect(context.Background(), mgrtest.ContainerOf(context.Background(), e.cli, id))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -286,7 +286,7 @@ func TestDockerRestartNo502(t *testing.T) {
 			t.Fatalf("before %s: %d failed: %q", how, len(bad), bad)
 		}
 		ctx := context.Background()
-		name := sandboxmgr.ContainerName(id)
+		name := mgrtest.ContainerOf(context.Background(), e.cli, id)
 		switch how {
 		case "stop":
 			timeout := 1

@@ -39,7 +39,7 @@ func FuzzPoolReuse(f *testing.F) {
 	}
 	cfg := testConfig()
 	eps := &endpoints{}
-	g, err := New(cfg, eps, Options{}, nil)
+	g, err := New(cfg, fakes(eps), Options{}, nil)
 	if err != nil {
 		f.Fatal(err)
 	}

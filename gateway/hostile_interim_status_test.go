@@ -32,7 +32,7 @@ func TestHostileInterimStatus(t *testing.T) {
 	for _, lean := range []bool{true, false} {
 		cfg := testConfig()
 		rec := traffic.New(traffic.Options{})
-		g, err := New(cfg, eps, Options{Traffic: rec, NetHTTPOnly: !lean}, testkit.Logger(t))
+		g, err := New(cfg, fakes(eps), Options{Traffic: rec, NetHTTPOnly: !lean}, testkit.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}

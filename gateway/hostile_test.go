@@ -71,13 +71,6 @@ func (e *endpoints) EnsureWith(ctx context.Context, id string, tpl *config.Templ
 	return e.Ensure(ctx, id, tpl)
 }
 
-func (e *endpoints) FreshSettings(string) (sandboxmgr.Settings, bool) {
-	return sandboxmgr.Settings{}, true
-}
-func (e *endpoints) RefreshSettings(context.Context, string) (sandboxmgr.Settings, bool) {
-	return sandboxmgr.Settings{}, true
-}
-
 func (e *endpoints) Known(id string) (string, bool) {
 	ep, ok := e.Cached(id)
 	return ep.Template, ok

@@ -12,8 +12,8 @@ import (
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/pages"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
-	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
 // Issue 7, done-means 1, through the real gateway and real Docker: with
@@ -46,7 +46,7 @@ func newIdleEnv(t *testing.T, edit func(*config.Config)) *dockerEnv {
 // state is the Docker state of sandbox id's container ("running", "exited"...).
 func (e *dockerEnv) state(id string) string {
 	e.t.Helper()
-	c, err := e.cli.ContainerInspect(context.Background(), sandboxmgr.ContainerName(id))
+	c, err := e.cli.ContainerInspect(context.Background(), mgrtest.ContainerOf(context.Background(), e.cli, id))
 	if err != nil {
 		e.t.Fatalf("inspect %s: %v", id, err)
 	}

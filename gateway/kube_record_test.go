@@ -14,8 +14,11 @@ import (
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/internal/testing/k8stest"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/kube"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // kubeRecordEnv is one replica on the Kubernetes runtime whose watches run
@@ -43,9 +46,9 @@ func newKubeRecordEnv(t *testing.T, recheck time.Duration, edit func(*config.Con
 		edit(cfg)
 		cfg.ApplyDefaults()
 	}
-	mc := sandboxmgr.Config{Runtime: sandboxmgr.RuntimeKubernetes, Network: "previewgate-sandboxes", RecheckEvery: recheck,
-		Labels:     map[string]string{dockertest.LabelTest: "1", dockertest.LabelRun: dockertest.RunID()},
-		Kubernetes: sandboxmgr.KubeConfig{Namespace: ns, REST: proxy.Config(c.AdminToken)}}
+	mc := mgrtest.Config{Config: sandboxmgr.Config{Network: "previewgate-sandboxes", RecheckEvery: recheck,
+		Labels: map[string]string{dockertest.LabelTest: "1", dockertest.LabelRun: dockertest.RunID()}},
+		Runtime: mgrtest.Runtime{Kube: &kube.Config{Namespace: ns, REST: proxy.Config(c.AdminToken)}}}
 	return &kubeRecordEnv{c: c, ns: ns, proxy: proxy, agent: agent, net: net, cfg: cfg, r: startReplica(t, cfg, mc)}
 }
 
@@ -82,7 +85,7 @@ func TestKubernetesStalledWatchAddressReuse(t *testing.T) {
 	}
 	e.proxy.Stall()
 	admin := e.c.Admin(t)
-	pods, err := admin.CoreV1().Pods(e.ns).List(t.Context(), metav1.ListOptions{LabelSelector: sandboxmgr.LabelSandbox + "=" + a})
+	pods, err := admin.CoreV1().Pods(e.ns).List(t.Context(), metav1.ListOptions{LabelSelector: runtime.LabelSandbox + "=" + a})
 	if err != nil || len(pods.Items) != 1 {
 		t.Fatalf("A's pods: %v %v", pods, err)
 	}
@@ -99,7 +102,7 @@ func TestKubernetesStalledWatchAddressReuse(t *testing.T) {
 	if code != 200 || hostB == "" || hostB == hostA {
 		t.Fatalf("B: got %d from %q, want B's echo", code, hostB)
 	}
-	pb, err := admin.CoreV1().Pods(e.ns).List(t.Context(), metav1.ListOptions{LabelSelector: sandboxmgr.LabelSandbox + "=" + b})
+	pb, err := admin.CoreV1().Pods(e.ns).List(t.Context(), metav1.ListOptions{LabelSelector: runtime.LabelSandbox + "=" + b})
 	if err != nil || len(pb.Items) != 1 || pb.Items[0].Status.PodIP != ipA {
 		t.Fatalf("B's pod should have A's address %s: %v %v", ipA, pb, err)
 	}
@@ -139,7 +142,7 @@ func TestKubernetesPublicDefaultPolicy(t *testing.T) {
 	if code, _ := e.echo(t, "GET", y, false); code != http.StatusUnauthorized {
 		t.Fatalf("anonymous request for a new id: got %d, want 401", code)
 	}
-	pods, err := e.c.Admin(t).CoreV1().Pods(e.ns).List(t.Context(), metav1.ListOptions{LabelSelector: sandboxmgr.LabelSandbox + "=" + y})
+	pods, err := e.c.Admin(t).CoreV1().Pods(e.ns).List(t.Context(), metav1.ListOptions{LabelSelector: runtime.LabelSandbox + "=" + y})
 	if err != nil || len(pods.Items) != 0 {
 		t.Fatalf("anonymous request made pods: %v %v", pods, err)
 	}

@@ -26,7 +26,7 @@ func TestLeanLeavesLinkInURL(t *testing.T) {
 	got := map[bool]int{}
 	for _, lean := range []bool{true, false} {
 		cfg := testConfig()
-		g, err := New(cfg, eps, Options{NetHTTPOnly: !lean}, testkit.Logger(t))
+		g, err := New(cfg, fakes(eps), Options{NetHTTPOnly: !lean}, testkit.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,15 +40,15 @@ var frontEnds = []struct {
 
 // onBothLoops runs f as two subtests, one per front end (frontEnds),
 // each with a gateway of its own (testConfig, changed by edit unless it
-// is nil) in front of sb.
-func onBothLoops(t *testing.T, sb Sandboxes, edit func(*config.Config), f func(t *testing.T, cfg *config.Config, srv *httptest.Server)) {
+// is nil) in front of sb (a Sandboxes or a perID fake: fakes).
+func onBothLoops(t *testing.T, sb any, edit func(*config.Config), f func(t *testing.T, cfg *config.Config, srv *httptest.Server)) {
 	for _, fe := range frontEnds {
 		t.Run(fe.name, func(t *testing.T) {
 			cfg := testConfig()
 			if edit != nil {
 				edit(cfg)
 			}
-			g, err := New(cfg, sb, Options{NetHTTPOnly: fe.netHTTPOnly}, testkit.Logger(t))
+			g, err := New(cfg, fakes(sb), Options{NetHTTPOnly: fe.netHTTPOnly}, testkit.Logger(t))
 			if err != nil {
 				t.Fatal(err)
 			}

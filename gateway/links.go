@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/auth"
-	"github.com/previewgate/previewgate/internal/links"
+	"github.com/previewgate/previewgate/links"
 )
 
-// Share links at the gateway (#23). internal/links decides whether a link
+// Share links at the gateway (#23). Package links decides whether a link
 // opens a request (its record, the record's freshness, its port and
 // path); the gateway says what the link is checked against and what the
 // user is told. A link never creates a sandbox; it may wake a stopped
@@ -31,7 +31,7 @@ func (g *Gateway) linkGrant(r *http.Request, v *auth.Verifier, rt route, pol pol
 			tg.Port = pol.tpl.Port
 		}
 	}
-	exp, err := links.Grant(r, v, g.sb, tg, tok, fromQuery)
+	exp, err := links.Grant(r, v, g.recs, tg, tok, fromQuery)
 	if err != nil {
 		return time.Time{}, linkError(err)
 	}

@@ -21,9 +21,10 @@ import (
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/pages"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
-	"github.com/previewgate/previewgate/sandboxmgr"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
+	plinks "github.com/previewgate/previewgate/links"
+	"github.com/previewgate/previewgate/records"
 )
 
 // Per-sandbox settings and share links (#23) on the real engine, with two
@@ -46,15 +47,15 @@ type linkReplica struct {
 	admin *httptest.Server
 }
 
-func startLinkReplica(t *testing.T, cfg *config.Config, mc sandboxmgr.Config, logs io.Writer) *linkReplica {
+func startLinkReplica(t *testing.T, cfg *config.Config, mc mgrtest.Config, logs io.Writer) *linkReplica {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(logs, testLogWriter(t)), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	mc.Templates = func(name string) *config.Template { return cfg.Templates[name] }
-	mgr, err := sandboxmgr.New(mc, log)
+	mgr, err := mgrtest.New(mc, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := New(cfg, mgr, Options{}, log)
+	gw, err := New(cfg, mgr, Options{Records: mgr.Records}, log)
 	if err != nil {
 		t.Fatalf("gateway.New: %v", err)
 	}
@@ -67,7 +68,7 @@ func startLinkReplica(t *testing.T, cfg *config.Config, mc sandboxmgr.Config, lo
 		t.Fatalf("manager start: %v", err)
 	}
 	t.Cleanup(func() { mgr.Close() })
-	adm := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return cfg }, Sandboxes: mgr, Log: log}))
+	adm := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return cfg }, Sandboxes: mgr, Settings: mgr.Records, Logs: mgr.Runtime.Capabilities().Logs, Log: log}))
 	t.Cleanup(adm.Close)
 	return &linkReplica{replica: &replica{mgr: mgr, gw: gw, srv: srv}, admin: adm}
 }
@@ -127,7 +128,7 @@ func eventually(t *testing.T, within time.Duration, what string, f func() bool) 
 	return time.Since(t0)
 }
 
-func linkSetup(t *testing.T) (*config.Config, sandboxmgr.Config) {
+func linkSetup(t *testing.T) (*config.Config, mgrtest.Config) {
 	cfg, mc := dockerReplicaConfig(t)
 	cfg.AdminToken = linkAdminToken
 	cfg.Log.Access = true
@@ -145,7 +146,7 @@ func TestDockerPublicToggleTwoReplicas(t *testing.T) {
 	publicToggle(t, cfg, mc)
 }
 
-func publicToggle(t *testing.T, cfg *config.Config, mc sandboxmgr.Config) {
+func publicToggle(t *testing.T, cfg *config.Config, mc mgrtest.Config) {
 	var logs syncBuf
 	a, b := startLinkReplica(t, cfg, mc, &logs), startLinkReplica(t, cfg, mc, &logs)
 	id := dockertest.UniqueID("pub")
@@ -211,7 +212,7 @@ func mintLink(t *testing.T, base, id, body string) (pathQuery, linkID string) {
 func TestDockerShareLinks(t *testing.T) {
 	cfg, mc := linkSetup(t)
 	shareLinks(t, cfg, mc, func(id string) int {
-		list, err := mc.Records.ListRecords(context.Background(), map[string]string{runtime.LabelRecord: id})
+		list, err := mc.Runtime.Records.ListRecords(context.Background(), map[string]string{records.LabelRecord: id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +222,7 @@ func TestDockerShareLinks(t *testing.T) {
 
 // shareLinks runs the share link checks on the runtime of mc; records
 // counts what the runtime keeps for a sandbox.
-func shareLinks(t *testing.T, cfg *config.Config, mc sandboxmgr.Config, records func(id string) int) {
+func shareLinks(t *testing.T, cfg *config.Config, mc mgrtest.Config, records func(id string) int) {
 	var logs syncBuf
 	a, b := startLinkReplica(t, cfg, mc, &logs), startLinkReplica(t, cfg, mc, &logs)
 	id := dockertest.UniqueID("lnk")
@@ -363,8 +364,8 @@ func shareLinks(t *testing.T, cfg *config.Config, mc sandboxmgr.Config, records 
 			t.Fatalf("minting up to the bound: got %d %v", st, out)
 		}
 	}
-	if st, out := adminCall(t, a.admin.URL, "GET", "/admin/sandboxes/"+id+"/links", ""); !full || st != 200 || len(out["links"].([]any)) != sandboxmgr.MaxLinks {
-		t.Errorf("at the bound: full %v, %d links listed, want %d", full, len(out["links"].([]any)), sandboxmgr.MaxLinks)
+	if st, out := adminCall(t, a.admin.URL, "GET", "/admin/sandboxes/"+id+"/links", ""); !full || st != 200 || len(out["links"].([]any)) != plinks.MaxLinks {
+		t.Errorf("at the bound: full %v, %d links listed, want %d", full, len(out["links"].([]any)), plinks.MaxLinks)
 	}
 
 	// Removing the sandbox removes its settings and links: its record
@@ -378,7 +379,7 @@ func shareLinks(t *testing.T, cfg *config.Config, mc sandboxmgr.Config, records 
 	if n := records(id); n != 1 {
 		t.Errorf("records after remove: %d, want 1 (the removal mark)", n)
 	}
-	if s, err := b.mgr.LoadSettings(t.Context(), id); err != nil || len(s.Links) != 0 || s.Public != nil {
+	if s, err := b.mgr.Records.Load(t.Context(), id); err != nil || len(s.Links) != 0 || s.Public != nil {
 		t.Errorf("settings after remove: %+v %v, want no links", s, err)
 	}
 }

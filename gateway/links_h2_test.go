@@ -12,8 +12,8 @@ import (
 	"github.com/previewgate/previewgate/admin"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
-	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
 // TestDockerLinkHTTP2: a share link over HTTP/2 (TLS, __Host- cookie) is
@@ -22,11 +22,11 @@ import (
 func TestDockerLinkHTTP2(t *testing.T) {
 	cfg, mc := linkSetup(t)
 	mc.Templates = func(name string) *config.Template { return cfg.Templates[name] }
-	mgr, err := sandboxmgr.New(mc, testkit.Logger(t))
+	mgr, err := mgrtest.New(mc, testkit.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := New(cfg, mgr, Options{TLS: true}, testkit.Logger(t))
+	gw, err := New(cfg, mgr, Options{TLS: true, Records: mgr.Records}, testkit.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestDockerLinkHTTP2(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { mgr.Close() })
-	a := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return cfg }, Sandboxes: mgr, Log: testkit.Logger(t)}))
+	a := httptest.NewServer(admin.New(admin.Options{Config: func() *config.Config { return cfg }, Sandboxes: mgr, Settings: mgr.Records, Logs: mgr.Runtime.Capabilities().Logs, Log: testkit.Logger(t)}))
 	t.Cleanup(a.Close)
 	adm := a.URL
 	id := dockertest.UniqueID("h2l")

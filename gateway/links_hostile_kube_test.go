@@ -37,18 +37,18 @@ func TestKubernetesLinkDiesWithSandbox(t *testing.T) {
 	}
 	cookie := resp.Cookies()[0].Name + "=" + resp.Cookies()[0].Value
 	ctx := context.Background()
-	pods, err := cs.CoreV1().Pods(mc.Kubernetes.Namespace).List(ctx, metav1.ListOptions{LabelSelector: runtime.LabelSandbox + "=" + id})
+	pods, err := cs.CoreV1().Pods(mc.Kube.Namespace).List(ctx, metav1.ListOptions{LabelSelector: runtime.LabelSandbox + "=" + id})
 	if err != nil || len(pods.Items) == 0 {
 		t.Fatalf("pods of %s: %d %v", id, len(pods.Items), err)
 	}
 	zero := int64(0)
 	for _, p := range pods.Items {
-		if err := cs.CoreV1().Pods(mc.Kubernetes.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		if err := cs.CoreV1().Pods(mc.Kube.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	eventually(t, 30*time.Second, "the pod is gone", func() bool {
-		l, err := cs.CoreV1().Pods(mc.Kubernetes.Namespace).List(ctx, metav1.ListOptions{LabelSelector: runtime.LabelSandbox + "=" + id})
+		l, err := cs.CoreV1().Pods(mc.Kube.Namespace).List(ctx, metav1.ListOptions{LabelSelector: runtime.LabelSandbox + "=" + id})
 		return err == nil && len(l.Items) == 0
 	})
 	create()

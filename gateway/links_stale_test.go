@@ -22,8 +22,8 @@ func TestDockerGrantsEndWhileRecordsFail(t *testing.T) {
 	var logsA, logsB syncBuf
 	a := startLinkReplica(t, cfg, mc, &logsA)
 	mb := mc
-	recsB := &dockertest.FailingRecords{Records: mc.Records} // b's reads of the records can fail
-	mb.Records = recsB
+	recsB := &dockertest.FailingRecords{Store: mc.Runtime.Records} // b's reads of the records can fail
+	mb.Runtime.Records = recsB
 	b := startLinkReplica(t, cfg, mb, &logsB)
 	id := dockertest.UniqueID("stale")
 	host := "sandbox-" + id + "." + testDomain

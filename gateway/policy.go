@@ -7,6 +7,7 @@ import (
 
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Policy by the sandbox's own template (#21). Once a sandbox exists, every
@@ -50,7 +51,7 @@ func (g *Gateway) anonymousOptions(opts sandboxmgr.Options, d *decision) sandbox
 	if d.by == viaShareLink {
 		return opts
 	}
-	t, rt := d.t, d.rt
+	t, rt, h := d.t, d.rt, d.h
 	seen, known, ownPublic := d.ready, d.known, d.ownPublic
 	seenTemplate := d.template
 	opts.MayServe = func(template string) error {
@@ -62,7 +63,7 @@ func (g *Gateway) anonymousOptions(opts sandboxmgr.Options, d *decision) sandbox
 				return nil
 			}
 		default:
-			if s, fresh := g.sb.FreshSettings(rt.sandbox); publicBy(t.cfg.Templates[template], s, fresh) {
+			if s := h.Snapshot(); publicBy(t.cfg.Templates[template], s.Settings, s.Fresh) {
 				return nil
 			}
 		}
@@ -83,7 +84,7 @@ func createNeedsToken(rt route, pol policy, err error) *httpError {
 	switch {
 	case !pol.exists && pol.tpl != nil && pol.tpl.Public,
 		pol.exists && rt.template != nil && rt.template.Public:
-		return anonymousError(fmt.Errorf("%w: %w", sandboxmgr.ErrNoContainer, err))
+		return anonymousError(fmt.Errorf("%w: %w", runtime.ErrNotFound, err))
 	}
 	return nil
 }
@@ -94,7 +95,7 @@ func anonymousError(err error) *httpError {
 	case errors.Is(err, errNotPublic):
 		return &httpError{Status: http.StatusUnauthorized, Code: "unauthorized", Err: err,
 			Msg: "This preview needs an access token (missing). Open it again from the app that created it."}
-	case errors.Is(err, sandboxmgr.ErrNoContainer):
+	case errors.Is(err, runtime.ErrNotFound):
 		return &httpError{Status: http.StatusUnauthorized, Code: "no_sandbox", Err: err,
 			Msg: "This preview does not exist yet or is not public: creating or opening it takes an access token. Open it from the app that creates it."}
 	}

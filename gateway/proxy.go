@@ -17,6 +17,7 @@ import (
 	"github.com/previewgate/previewgate/internal/outbound"
 	"github.com/previewgate/previewgate/internal/upstream"
 	"github.com/previewgate/previewgate/internal/wire"
+	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
 // target is where one request goes.
@@ -175,11 +176,12 @@ func isTimeout(err error) bool {
 // pool stay, and unless the manager names another instance the answer is
 // 502 port_refused.
 func (p *proxy) reensure(ctx context.Context, t *target) error {
+	h := p.g.sb.Sandbox(t.sandbox)
 	if t.port == 0 {
 		p.instanceGone(t.poolKey())
-		p.g.sb.Forget(t.sandbox, t.addr)
+		h.Forget(t.addr)
 	}
-	ep, err := p.g.sb.Ensure(ctx, t.sandbox, t.tpl)
+	ep, err := h.Ensure(ctx, t.tpl, sandboxmgr.Options{})
 	if err != nil {
 		return ensureError(ctx, fmt.Errorf("re-ensure after dial failure: %w", err))
 	}

@@ -31,7 +31,7 @@ type liveConfig struct {
 	results chan string
 }
 
-func newLiveConfig(t *testing.T, sb Sandboxes, content string) *liveConfig {
+func newLiveConfig(t *testing.T, sb any, content string) *liveConfig {
 	t.Helper()
 	path, cfg := testkit.WriteConfig(t, content)
 	l := &liveConfig{path: path, store: config.NewStore(cfg), metrics: metrics.New(), results: make(chan string, 200)}

@@ -20,8 +20,11 @@ import (
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/internal/testing/k8stest"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/kube"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // N gateway replicas (#15): each replica is a Gateway and a Manager of its
@@ -32,19 +35,19 @@ import (
 // cross-replica logic on the quicker runtime), or just one.
 
 type replica struct {
-	mgr *sandboxmgr.Manager
+	mgr *mgrtest.Manager
 	gw  *Gateway
 	srv *httptest.Server
 }
 
-func startReplica(t *testing.T, cfg *config.Config, mc sandboxmgr.Config) *replica {
+func startReplica(t *testing.T, cfg *config.Config, mc mgrtest.Config) *replica {
 	t.Helper()
 	mc.Templates = func(name string) *config.Template { return cfg.Templates[name] }
-	mgr, err := sandboxmgr.New(mc, testkit.Logger(t))
+	mgr, err := mgrtest.New(mc, testkit.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := New(cfg, mgr, Options{}, testkit.Logger(t))
+	gw, err := New(cfg, mgr, Options{Records: mgr.Records}, testkit.Logger(t))
 	if err != nil {
 		t.Fatalf("gateway.New: %v", err)
 	}
@@ -93,7 +96,7 @@ func herd(t *testing.T, cfg *config.Config, rs []*replica, id string, n int) map
 	return count
 }
 
-func dockerReplicaConfig(t *testing.T) (*config.Config, sandboxmgr.Config) {
+func dockerReplicaConfig(t *testing.T) (*config.Config, mgrtest.Config) {
 	cfg := testConfig()
 	cfg.Templates["app"].Image = dockertest.TestAppImage(t)
 	cfg.Templates["app"].Ready = config.Ready{Path: "/", Timeout: config.Duration(30 * time.Second)}
@@ -104,7 +107,8 @@ func dockerReplicaConfig(t *testing.T) (*config.Config, sandboxmgr.Config) {
 	cfg.Limits.WebSocketsPerIP = 2000
 	// One records store for all: a Docker gateway's, which its
 	// replicas here (stand-ins for Kubernetes ones) and restarts share.
-	return cfg, sandboxmgr.Config{Network: dockertest.Network(t), Labels: dockertest.ScopedLabels(), Records: dockertest.Records(t)}
+	return cfg, mgrtest.Config{Config: sandboxmgr.Config{Network: dockertest.Network(t), Labels: dockertest.ScopedLabels()},
+		Runtime: mgrtest.Runtime{Records: dockertest.Records(t)}}
 }
 
 // waitIdleStop waits for sandbox id's container to stop after its last
@@ -115,7 +119,7 @@ func waitIdleStop(t *testing.T, id string, idle time.Duration) {
 	cli := dockertest.Client(t)
 	t0 := time.Now()
 	for {
-		c, err := cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id))
+		c, err := cli.ContainerInspect(t.Context(), mgrtest.ContainerOf(t.Context(), cli, id))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +159,7 @@ func TestDockerChattySandboxStopsIdle(t *testing.T) {
 // netBytes is container id's network byte count (received and sent).
 func netBytes(t *testing.T, id string) uint64 {
 	t.Helper()
-	resp, err := dockertest.Client(t).ContainerStatsOneShot(t.Context(), sandboxmgr.ContainerName(id))
+	resp, err := dockertest.Client(t).ContainerStatsOneShot(t.Context(), mgrtest.ContainerOf(t.Context(), dockertest.Client(t), id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,9 +184,9 @@ func kubeReplicas(t *testing.T, n int) (*config.Config, []*replica, *k8stest.Clu
 	c.Namespace(t, ns)
 	agent := k8stest.StartAgent(t, c.Admin(t), ns, dockertest.Network(t))
 	cfg, _ := dockerReplicaConfig(t)
-	mc := sandboxmgr.Config{Runtime: sandboxmgr.RuntimeKubernetes, Network: "previewgate-sandboxes",
-		Labels:     map[string]string{dockertest.LabelTest: "1", dockertest.LabelRun: dockertest.RunID()},
-		Kubernetes: sandboxmgr.KubeConfig{Namespace: ns, REST: c.Config(c.AdminToken)}}
+	mc := mgrtest.Config{Config: sandboxmgr.Config{Network: "previewgate-sandboxes",
+		Labels: map[string]string{dockertest.LabelTest: "1", dockertest.LabelRun: dockertest.RunID()}},
+		Runtime: mgrtest.Runtime{Kube: &kube.Config{Namespace: ns, REST: c.Config(c.AdminToken)}}}
 	var rs []*replica
 	for range n {
 		rs = append(rs, startReplica(t, cfg, mc))
@@ -202,7 +206,7 @@ func TestKubernetesGatewayHerdAndStreams(t *testing.T) {
 	if got[200] != 1000 {
 		t.Errorf("got statuses %v, want 1000 x 200", got)
 	}
-	pods, err := c.Admin(t).CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: sandboxmgr.LabelSandbox + "=" + id})
+	pods, err := c.Admin(t).CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: runtime.LabelSandbox + "=" + id})
 	if err != nil {
 		t.Fatal(err)
 	}

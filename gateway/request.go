@@ -116,7 +116,7 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, d *decisi
 			cl.run()
 		}
 	}()
-	id, tpl := d.rt.sandbox, d.tpl
+	tpl := d.tpl
 	if tpl == nil {
 		g.fail(w, r, &httpError{Status: http.StatusServiceUnavailable, Code: "no_template",
 			Msg: "No template is configured to create this sandbox."})
@@ -128,9 +128,10 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, d *decisi
 	var timing *meter.Timing
 	var endWatch func() []meter.Span
 	if !d.ready { // a request about to wait is timed
-		endWatch = g.watchWake(id)
+		endWatch = watchWake(d.h)
 	}
-	ep, err := g.sb.EnsureWith(r.Context(), id, tpl, g.ensureOptions(r, d))
+	// Ensure notes activity (the handle's promise) before r is proxied.
+	ep, err := d.h.Ensure(r.Context(), tpl, g.ensureOptions(r, d))
 	if endWatch != nil {
 		timing = &meter.Timing{Spans: endWatch(), ProxyStart: time.Now()}
 	}
@@ -152,21 +153,25 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, d *decisi
 		}
 	}
 	// Activity: a long-lived request holds its sandbox awake while open
-	// (Hold notes activity at both ends); any other notes it once.
-	if isLongLived(r) {
-		cl = append(cl, g.sb.Hold(id))
-	} else {
-		g.sb.Touch(id)
+	// (Hold notes activity at both ends); any other notes it again when
+	// its exchange ended (below: an upgrade is long-lived, so the proxy
+	// is done with r when serve returns).
+	long := isLongLived(r)
+	if long {
+		cl = append(cl, d.h.Hold())
 	}
 	handedOff = true
 	// Field by field into st's zero target, not a composite literal: the
 	// literal's temporary would sit in this frame on every request's
 	// stack (see logAccess).
 	pt := &st.t
-	pt.sandbox, pt.port, pt.addr, pt.instance = id, d.rt.port, wire.PortAddr(ep.Addr, d.rt.port), ep.Instance
+	pt.sandbox, pt.port, pt.addr, pt.instance = d.rt.sandbox, d.rt.port, wire.PortAddr(ep.Addr, d.rt.port), ep.Instance
 	pt.tpl, pt.verifier, pt.timing = tpl, d.t.verifier, timing
 	pt.host = hostModeFor(tpl, r)
 	g.proxy.serve(w, r, pt, cl)
+	if !long {
+		d.h.Touch()
+	}
 	return true
 }
 

@@ -24,7 +24,7 @@ func TestSlowloris(t *testing.T) {
 	cfg := testConfig()
 	cfg.Limits.ReadHeaderTimeout = config.Duration(time.Second)
 	app := echoApp(t)
-	g, err := New(cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}, Options{}, testkit.Logger(t))
+	g, err := New(cfg, fakes(&fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}), Options{}, testkit.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

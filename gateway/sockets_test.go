@@ -118,7 +118,7 @@ func TestStalledSocketClient(t *testing.T) {
 			var pushed atomic.Int64
 			app := pushApp(t, 10<<20, &pushed)
 			sb := &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}
-			g, err := New(cfg, sb, Options{}, testkit.Logger(t))
+			g, err := New(cfg, fakes(sb), Options{}, testkit.Logger(t))
 			if err != nil {
 				t.Fatal(err)
 			}

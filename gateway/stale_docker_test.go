@@ -11,8 +11,8 @@ import (
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
-	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
 // TestDockerStaleEndpointEventsDown: while the gateway's Docker events
@@ -61,7 +61,7 @@ func TestDockerStaleEndpointEventsDown(t *testing.T) {
 	navBody, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	wantEcho(t, "A's navigation, stream down", resp.StatusCode, nil, string(navBody), a, "user=nav")
-	if err := cli.ContainerKill(context.Background(), sandboxmgr.ContainerName(a), "KILL"); err != nil {
+	if err := cli.ContainerKill(context.Background(), mgrtest.ContainerOf(context.Background(), dockertest.Client(t), a), "KILL"); err != nil {
 		t.Fatal(err)
 	}
 	e.waitState(a, "exited", 20*time.Second)
@@ -85,7 +85,7 @@ func TestDockerStaleEndpointEventsDown(t *testing.T) {
 // containerID is the full ID of sandbox id's container.
 func (e *dockerEnv) containerID(id string) string {
 	e.t.Helper()
-	c, err := e.cli.ContainerInspect(context.Background(), sandboxmgr.ContainerName(id))
+	c, err := e.cli.ContainerInspect(context.Background(), mgrtest.ContainerOf(context.Background(), e.cli, id))
 	if err != nil {
 		e.t.Fatal(err)
 	}

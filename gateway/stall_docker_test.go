@@ -9,6 +9,7 @@ import (
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
@@ -54,7 +55,7 @@ func TestDockerStalledEventsAddressReuse(t *testing.T) {
 	ipA := e.ip(a)
 
 	proxy.Stall()
-	if err := e.cli.ContainerKill(context.Background(), sandboxmgr.ContainerName(a), "KILL"); err != nil {
+	if err := e.cli.ContainerKill(context.Background(), mgrtest.ContainerOf(context.Background(), e.cli, a), "KILL"); err != nil {
 		t.Fatal(err)
 	}
 	e.waitState(a, "exited", 20*time.Second)
@@ -92,15 +93,15 @@ func TestDockerStalledEventsRecheck(t *testing.T) {
 	// The other replica: the same scope and network, straight to the engine.
 	labels := dockertest.Labels()
 	labels[dockertest.LabelCase] = t.Name()
-	other, err := sandboxmgr.New(sandboxmgr.Config{Network: e.network, Labels: labels, ReapEvery: -1,
-		Templates: func(name string) *config.Template { return e.cfg.Templates[name] }}, testkit.Logger(t))
+	other, err := mgrtest.New(mgrtest.Config{Config: sandboxmgr.Config{Network: e.network, Labels: labels, ReapEvery: -1,
+		Templates: func(name string) *config.Template { return e.cfg.Templates[name] }}}, testkit.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { other.Close() })
 
 	proxy.Stall()
-	if err := e.cli.ContainerKill(context.Background(), sandboxmgr.ContainerName(a), "KILL"); err != nil {
+	if err := e.cli.ContainerKill(context.Background(), mgrtest.ContainerOf(context.Background(), e.cli, a), "KILL"); err != nil {
 		t.Fatal(err)
 	}
 	e.waitState(a, "exited", 20*time.Second)

@@ -26,7 +26,7 @@ func BenchmarkHandlerChainTraffic(b *testing.B) {
 			app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body) }))
 			defer app.Close()
 			cfg := testConfig()
-			g, err := New(cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}, Options{Traffic: tc.rec}, nil)
+			g, err := New(cfg, fakes(&fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}), Options{Traffic: tc.rec}, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -127,7 +127,7 @@ func TestDirectCancel(t *testing.T) {
 	defer app.Close()
 	defer close(release)
 	cfg := testConfig()
-	g, err := New(cfg, &fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}, Options{}, nil)
+	g, err := New(cfg, fakes(&fakeSandboxes{addrs: []string{app.Listener.Addr().String()}}), Options{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

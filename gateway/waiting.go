@@ -33,15 +33,15 @@ func isNavigation(r *http.Request) bool {
 // navigation to d's sandbox when it is cold, and reports whether it
 // answered.
 func (g *Gateway) waitingPage(w http.ResponseWriter, r *http.Request, d *decision) bool {
-	id, tpl := d.rt.sandbox, d.tpl
+	tpl := d.tpl
 	if isStatusRequest(r) {
-		g.serveStatus(w, r, id, tpl)
+		g.serveStatus(w, r, d.h, tpl)
 		return true
 	}
 	if tpl.ColdStart != config.ColdStartWaitingPage || d.ready || !isNavigation(r) {
 		return false
 	}
-	g.sb.Wake(id, tpl, g.ensureOptions(r, d))
+	d.h.Wake(tpl, g.ensureOptions(r, d))
 	pages.Waiting(w)
 	return true
 }
@@ -49,13 +49,13 @@ func (g *Gateway) waitingPage(w http.ResponseWriter, r *http.Request, d *decisio
 // serveStatus streams the wake's phases and the app's output until ready,
 // failed, the client leaves, or the template's ready timeout (plus the
 // start queue) passes.
-func (g *Gateway) serveStatus(w http.ResponseWriter, r *http.Request, id string, tpl *config.Template) {
-	pages.Stream(w, r, tpl.Ready.Timeout.D()+30*time.Second, func() pages.Event { return g.statusOf(r, id) })
+func (g *Gateway) serveStatus(w http.ResponseWriter, r *http.Request, h sandboxmgr.Handle, tpl *config.Template) {
+	pages.Stream(w, r, tpl.Ready.Timeout.D()+30*time.Second, func() pages.Event { return statusOf(r, h) })
 }
 
-// statusOf is the status event for id's wake now.
-func (g *Gateway) statusOf(r *http.Request, id string) pages.Event {
-	p := g.sb.Progress(id)
+// statusOf is the status event for h's wake now.
+func statusOf(r *http.Request, h sandboxmgr.Handle) pages.Event {
+	p := h.Snapshot().Progress
 	ev := pages.Event{Phase: p.Phase, Msg: p.Msg, Logs: pages.Logs(p.Logs),
 		ElapsedMS: p.Elapsed.Milliseconds(), TypicalMS: p.Typical.Milliseconds()}
 	switch p.Phase {

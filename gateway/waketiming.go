@@ -18,12 +18,12 @@ import (
 // per wake, however many requests waited for it. internal/meter writes
 // the field (meter.Timing).
 
-// watchWake notes when a request starts to wait for id's wake; end, called
+// watchWake notes when a request starts to wait for h's wake; end, called
 // when the wait is over, returns how the wait split into phases.
-func (g *Gateway) watchWake(id string) (end func() []meter.Span) {
+func watchWake(h sandboxmgr.Handle) (end func() []meter.Span) {
 	begin := time.Now()
 	return func() []meter.Span {
-		spans := sandboxmgr.Spans(g.sb.Progress(id).Marks, begin, time.Now())
+		spans := sandboxmgr.Spans(h.Snapshot().Progress.Marks, begin, time.Now())
 		out := make([]meter.Span, len(spans))
 		for i, s := range spans {
 			out[i] = meter.Span(s)

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // sandbox is the manager's record of one sandbox (#21): which instance
@@ -14,7 +16,7 @@ import (
 // rebuilt from the instance's own labels on adoption (Start), from events,
 // by every re-check and by every wake; scope is decided before a record is
 // made (scope.go), so every record is of an owned instance. Every decision
-// about an existing sandbox reads it: the gateway's policy (Known), the
+// about an existing sandbox reads it: the gateway's policy (Snapshot), the
 // reaper, the pool, the admin list. A wake passes its record down rather
 // than looking the id up again.
 //
@@ -34,6 +36,8 @@ import (
 // No lock is held across a runtime call.
 type sandbox struct {
 	id           string
+	m            *Manager                    // whose record it is (handle.go)
+	dropped      atomic.Bool                 // dropped from the manager's map (a Remove): a handle finds the id's record of now
 	ep           atomic.Pointer[Endpoint]    // ready endpoint; nil: ask the runtime
 	lastActivity atomic.Int64                // unix nanoseconds
 	holds        atomic.Int64                // open WebSockets / SSE streams
@@ -60,10 +64,11 @@ type sandbox struct {
 	state     string // last known Docker state; "" when unknown
 	template  string
 	container string
+	name      string // the instance's name (an earlier version's, maybe); "": unknown
 	startedAt time.Time
 	stoppedAt time.Time // when this manager saw it stop (reaper, events)
 	// stopRecorded is when the runtime recorded its stop (a kept
-	// workspace's annotation, ctrInfo.StoppedAt); zero if unknown.
+	// workspace's annotation, runtime.Instance.StoppedAt); zero if unknown.
 	stopRecorded time.Time
 	// stopUnderway is the instance last observed (observeLocked) already
 	// being stopped, its stop recorded (stopRecorded, from the same
@@ -110,36 +115,21 @@ func (m *Manager) sandboxFor(id string) *sandbox {
 func (m *Manager) sandboxLocked(id string) *sandbox {
 	sb := m.sandboxes[id]
 	if sb == nil {
-		sb = &sandbox{id: id}
+		sb = &sandbox{id: id, m: m}
 		m.sandboxes[id] = sb
 	}
 	return sb
 }
 
-// Known reports whether sandbox id exists as far as the manager knows
-// (its record names a container or pod, from a wake, the adoption at
-// Start, an event or the re-check), and the template it was made from,
-// read from the instance's own labels ("" if it carries none). It makes
-// no runtime call: the gateway decides a request's policy with it.
-func (m *Manager) Known(id string) (template string, ok bool) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	sb := m.sandboxes[id]
-	if sb == nil || sb.container == "" {
-		return "", false
-	}
-	return sb.template, true
-}
-
 // observe records what Docker said about id's container c. A running
 // container with a known start time and an address becomes the cached
 // endpoint; anything else retires the one cached.
-func (m *Manager) observe(id string, c ctrInfo) {
+func (m *Manager) observe(id string, c runtime.Instance) {
 	m.mu.Lock()
 	sb := m.sandboxLocked(id)
 	gone := []string{m.observeLocked(sb, c)}
-	if inst := instanceOf(c); c.State == stateRunning && c.IP != "" && inst != "" {
-		ep := &Endpoint{ID: id, Addr: endpointAddr(c, 0), Template: c.Labels[LabelTemplate], Instance: inst}
+	if inst := instanceOf(c); c.State == runtime.StateRunning && c.IP != "" && inst != "" {
+		ep := &Endpoint{ID: id, Addr: endpointAddr(c, 0), Template: c.Labels[runtime.LabelTemplate], Instance: inst}
 		gone = append(gone, m.cacheLocked(sb, ep)...)
 	} else {
 		gone = append(gone, m.dropLocked(sb))
@@ -151,12 +141,12 @@ func (m *Manager) observe(id string, c ctrInfo) {
 // observeLocked copies c's facts into sb and returns the instance they
 // retire (another container or run than the one cached), to report with
 // m.gone. m.mu must be held for writing.
-func (m *Manager) observeLocked(sb *sandbox, c ctrInfo) (gone string) {
+func (m *Manager) observeLocked(sb *sandbox, c runtime.Instance) (gone string) {
 	gone = m.retireLocked(sb, c)
 	m.seenLocked(sb)
 	sb.state = c.State
-	sb.container = c.ID
-	if t := c.Labels[LabelTemplate]; t != "" {
+	sb.container, sb.name = c.ID, c.Name
+	if t := c.Labels[runtime.LabelTemplate]; t != "" {
 		sb.template = t
 	}
 	if !c.StartedAt.IsZero() {
@@ -164,7 +154,7 @@ func (m *Manager) observeLocked(sb *sandbox, c ctrInfo) (gone string) {
 	}
 	sb.stopRecorded = c.StoppedAt
 	sb.stopUnderway = ""
-	if c.State == stateRemoving && !c.StoppedAt.IsZero() {
+	if c.State == runtime.StateRemoving && !c.StoppedAt.IsZero() {
 		sb.stopUnderway = c.ID
 	}
 	return gone
@@ -179,7 +169,7 @@ func (m *Manager) setState(id, state string) {
 	if sb := m.sandboxes[id]; sb != nil {
 		m.seenLocked(sb)
 		sb.state = state
-		if state != stateRunning {
+		if state != runtime.StateRunning {
 			gone = m.dropLocked(sb)
 		}
 	}
@@ -187,10 +177,19 @@ func (m *Manager) setState(id, state string) {
 	m.gone(gone)
 }
 
+// nameLocked is the name of sb's instance: as the runtime last said, else
+// the one this manager gives it. m.mu must be held.
+func (m *Manager) nameLocked(sb *sandbox) string {
+	if sb.name != "" {
+		return sb.name
+	}
+	return m.name(sb.id)
+}
+
 // endpointAddr is the address of c's app: its IP and the port recorded at
 // creation, else port, else 3000.
-func endpointAddr(c ctrInfo, port int) string {
-	if p, err := strconv.Atoi(c.Labels[LabelPort]); err == nil && p > 0 && p < 65536 {
+func endpointAddr(c runtime.Instance, port int) string {
+	if p, err := strconv.Atoi(c.Labels[runtime.LabelPort]); err == nil && p > 0 && p < 65536 {
 		port = p
 	}
 	if port == 0 {
@@ -199,31 +198,9 @@ func endpointAddr(c ctrInfo, port int) string {
 	return net.JoinHostPort(c.IP, strconv.Itoa(port))
 }
 
-// Touch records activity on id. It is called for every request: one map
-// read under a read lock and an atomic store.
-func (m *Manager) Touch(id string) {
-	m.sandboxFor(id).lastActivity.Store(m.now().UnixNano())
-}
-
-// Hold marks an open long-lived connection (WebSocket, SSE) on id until the
-// returned func is called. Calling it more than once is harmless. Opening and
-// closing both count as activity.
-func (m *Manager) Hold(id string) (release func()) {
-	sb := m.sandboxFor(id)
-	sb.holds.Add(1)
-	sb.lastActivity.Store(m.now().UnixNano())
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			sb.holds.Add(-1)
-			sb.lastActivity.Store(m.now().UnixNano())
-		})
-	}
-}
-
-// Activity reports when id last saw a request (zero if never, in this
+// activity reports when id last saw a request (zero if never, in this
 // process) and how many long-lived connections it has open.
-func (m *Manager) Activity(id string) (last time.Time, open int) {
+func (m *Manager) activity(id string) (last time.Time, open int) {
 	sb := m.lookup(id)
 	if sb == nil {
 		return time.Time{}, 0

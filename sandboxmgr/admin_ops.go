@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
-
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // The admin operations on sandboxes: list, stop, remove, and what the
@@ -23,7 +22,7 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 	}
 	out := make([]Info, 0, len(list))
 	for _, c := range list {
-		id, ok := idFromName(c.Name, c.Labels[LabelPool])
+		id, ok := m.idFromName(c.Name, c.Labels[runtime.LabelPool])
 		if !ok {
 			continue // an unclaimed pool container is no sandbox yet
 		}
@@ -33,7 +32,7 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 }
 
 // Get returns sandbox id as List lists it, read from the runtime:
-// ErrNoContainer if there is none, ErrForeignContainer if its name is on a
+// runtime.ErrNotFound if there is none, runtime.ErrForeign if its name is on a
 // container this manager does not own.
 func (m *Manager) Get(ctx context.Context, id string) (Info, error) {
 	c, err := m.ownedByID(ctx, id)
@@ -44,9 +43,10 @@ func (m *Manager) Get(ctx context.Context, id string) (Info, error) {
 }
 
 // infoOf is sandbox id's Info, its container c: List's and Get's one view.
-func (m *Manager) infoOf(id string, c ctrInfo) Info {
-	info := Info{ID: id, Template: c.Labels[LabelTemplate], State: c.State, Container: c.ID, Metadata: metadataOf(c.Labels)}
-	info.settingsOf(m.Settings(id), m.now())
+func (m *Manager) infoOf(id string, c runtime.Instance) Info {
+	info := Info{ID: id, Template: c.Labels[runtime.LabelTemplate], State: c.State, Container: c.ID, Metadata: metadataOf(c.Labels)}
+	s, _ := m.recs.Settings(id)
+	info.settingsOf(s, m.now())
 	if sb := m.lookup(id); sb != nil {
 		info.LastActivity = sb.lastActive()
 		m.mu.RLock()
@@ -56,24 +56,24 @@ func (m *Manager) infoOf(id string, c ctrInfo) Info {
 		info.OpenSockets = int(sb.holds.Load())
 		info.Wakes = sb.wakes.Load()
 		info.WakeSeconds = time.Duration(sb.wakeNanos.Load()).Seconds()
-		if c.State == stateRunning {
+		if c.State == runtime.StateRunning {
 			info.Awake = m.awake(sb)
 		}
 	}
 	return info
 }
 
-// Stop stops sandbox id. ErrNoContainer if there is none,
-// ErrForeignContainer if its name is on a container this manager does not
+// Stop stops sandbox id. runtime.ErrNotFound if there is none,
+// runtime.ErrForeign if its name is on a container this manager does not
 // own (left alone).
 func (m *Manager) Stop(ctx context.Context, id string) error {
 	c, err := m.ownedByID(ctx, id)
 	if err == nil {
 		m.beforeStop(id)
-		err = m.eng.Sleep(ctx, c.ID, runtime.SleepStop)
+		err = m.rt.Sleep(ctx, c.ID, runtime.SleepStop)
 	}
-	if err == nil || errors.Is(err, ErrNoContainer) {
-		m.setState(id, stateExited)
+	if err == nil || errors.Is(err, runtime.ErrNotFound) {
+		m.setState(id, runtime.StateExited)
 	}
 	return err
 }
@@ -97,52 +97,52 @@ func (m *Manager) Pause(ctx context.Context, id string) error {
 	switch {
 	case err != nil:
 		return err
-	case c.State == statePaused:
+	case c.State == runtime.StatePaused:
 		return nil
-	case c.State != stateRunning:
+	case c.State != runtime.StateRunning:
 		return fmt.Errorf("sandbox %s is %s: %w", id, c.State, ErrNotRunning)
 	}
 	m.beforeStop(id) // a frozen app would leave its sockets hanging: close them with 1001
-	if err := m.eng.Sleep(ctx, c.ID, runtime.SleepPause); err != nil {
+	if err := m.rt.Sleep(ctx, c.ID, runtime.SleepPause); err != nil {
 		return fmt.Errorf("pause %s: %w", id, err)
 	}
 	if sb := m.lookup(id); sb != nil {
-		m.setStopped(sb, statePaused)
+		m.setStopped(sb, runtime.StatePaused)
 	} else {
-		m.setState(id, statePaused)
+		m.setState(id, runtime.StatePaused)
 	}
 	return nil
 }
 
 // Resume wakes sandbox id (unpause, or start a stopped one) with its own
 // template and waits until it is ready, as a request would; it never
-// creates one (ErrNoContainer).
+// creates one (runtime.ErrNotFound).
 func (m *Manager) Resume(ctx context.Context, id string) (Endpoint, error) {
 	if !config.ValidID(id) {
-		return Endpoint{}, ErrNoContainer
+		return Endpoint{}, runtime.ErrNotFound
 	}
 	c, err := m.ownedByID(ctx, id)
 	if err != nil {
 		return Endpoint{}, err
 	}
-	return m.EnsureWith(ctx, id, m.cfg.Templates(c.Labels[LabelTemplate]), Options{NoCreate: true})
+	return m.EnsureWith(ctx, id, m.cfg.Templates(c.Labels[runtime.LabelTemplate]), Options{NoCreate: true})
 }
 
 // ownedByID inspects sandbox id's container and checks that this manager
 // owns it (a foreign one also drops what was cached for id).
-func (m *Manager) ownedByID(ctx context.Context, id string) (ctrInfo, error) {
+func (m *Manager) ownedByID(ctx context.Context, id string) (runtime.Instance, error) {
 	if !config.ValidID(id) {
-		return ctrInfo{}, ErrNoContainer
+		return runtime.Instance{}, runtime.ErrNotFound
 	}
-	c, err := m.inspectOwned(ctx, ContainerName(id))
-	if errors.Is(err, ErrForeignContainer) {
+	c, err := m.findID(ctx, id)
+	if errors.Is(err, runtime.ErrForeign) {
 		m.disown(id)
 	}
 	return c, err
 }
 
-// Remove force-removes sandbox id. ErrNoContainer if there is none,
-// ErrForeignContainer if its name is on a container this manager does not
+// Remove force-removes sandbox id. runtime.ErrNotFound if there is none,
+// runtime.ErrForeign if its name is on a container this manager does not
 // own (left alone). Either way, the sandbox's record keeps a removal mark
 // for a while (tombstone.go).
 func (m *Manager) Remove(ctx context.Context, id string) error {
@@ -170,7 +170,7 @@ func (m *Manager) remove(ctx context.Context, id string, stopWakes bool) error {
 		// that read the record before this write either reads it again
 		// after this write (and stops), or did so before it, when its
 		// container existed already, for the lookup below to find.
-		if err := m.markRemoved(ctx, id); err != nil {
+		if err := m.recs.Mark(ctx, id); err != nil {
 			// The runtime's records fail: what is there goes all the
 			// same (as before removal marks existed); only a start on
 			// another replica that is still making its container may
@@ -181,14 +181,17 @@ func (m *Manager) remove(ctx context.Context, id string, stopWakes bool) error {
 	c, err := m.ownedByID(ctx, id)
 	if err == nil {
 		m.beforeStop(id)
-		err = m.eng.Remove(ctx, c.ID) // another removal under way: done when it is
+		err = m.rt.Remove(ctx, c.ID) // another removal under way: done when it is
 	}
-	if errors.Is(err, ErrNoContainer) && inFlight {
+	if errors.Is(err, runtime.ErrNotFound) && inFlight {
 		err = nil
 	}
-	if err == nil || errors.Is(err, ErrNoContainer) {
+	if err == nil || errors.Is(err, runtime.ErrNotFound) {
 		if !stopWakes {
-			m.forgetRecord(ctx, id) // its settings and links go with it (the mark replaced them)
+			// Its settings and links go with it (a live mark stays).
+			if err := m.recs.Clear(ctx, id, nil); err != nil {
+				m.log.WarnContext(ctx, "remove sandbox settings", "sandbox", id, "err", err)
+			}
 		}
 		var gone string
 		m.mu.Lock()
@@ -197,6 +200,7 @@ func (m *Manager) remove(ctx context.Context, id string, stopWakes bool) error {
 			sb.last, sb.state, sb.container = nil, "", ""
 			if sb.waking.Load() == 0 {
 				delete(m.sandboxes, id) // a wake in flight keeps the record it passes down
+				sb.dropped.Store(true)
 			}
 		}
 		m.mu.Unlock()
@@ -208,7 +212,7 @@ func (m *Manager) remove(ctx context.Context, id string, stopWakes bool) error {
 // StartStats reports start slots held now and the most ever held at once
 // (never more than MaxConcurrentStarts).
 func (m *Manager) StartStats() (inFlight, peak int) {
-	return int(m.startsInFlight.Load()), int(m.peakStarts.Load())
+	return int(m.starts.inFlight.Load()), int(m.starts.peak.Load())
 }
 
 // States counts the sandboxes this manager knows by their last known Docker
@@ -240,27 +244,6 @@ func (m *Manager) States() map[string]int {
 // until there is room.
 func (m *Manager) SetMaxRunning(n int) {
 	if n > 0 {
-		m.maxRunning.Store(int64(n))
+		m.starts.maxRunning.Store(int64(n))
 	}
-}
-
-// MissingImages returns "template: image" for each of tpls whose image the
-// runtime does not have, in template order: a sandbox of such a template
-// cannot start (the engine pulls nothing). Kubernetes pulls images itself:
-// none are reported there.
-func (m *Manager) MissingImages(ctx context.Context, tpls []*config.Template) ([]string, error) {
-	var out []string
-	for _, t := range tpls {
-		if t == nil || t.Image == "" {
-			continue
-		}
-		ok, err := m.HasImage(ctx, t.Image)
-		if err != nil {
-			return out, fmt.Errorf("image %s: %w", t.Image, err)
-		}
-		if !ok {
-			out = append(out, t.Name+": image "+t.Image)
-		}
-	}
-	return out, nil
 }

@@ -4,19 +4,61 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// Creating a container from a template, and the start slots and running
-// count that bound how many start at once.
+// Creating a container from a template, the sandboxes' network it joins,
+// and the start slots and running count that bound how many start at once.
+
+// starts bounds the creates and starts in flight (MaxConcurrentStarts),
+// the wakes waiting for one (StartQueue), and with Manager.reserved the
+// running sandboxes (MaxRunning).
+type starts struct {
+	slots  chan struct{} // start/create slots (MaxConcurrentStarts)
+	queued chan struct{} // waiting for a slot (StartQueue)
+	// inFlight counts held start slots; peak is its maximum.
+	inFlight, peak atomic.Int64
+	maxRunning     atomic.Int64 // Config.MaxRunning, changeable live
+}
+
+func (s *starts) init(cfg Config) {
+	s.slots, s.queued = make(chan struct{}, cfg.MaxConcurrentStarts), make(chan struct{}, cfg.StartQueue)
+	s.maxRunning.Store(int64(cfg.MaxRunning))
+}
+
+// network is the sandboxes' network, made once per manager (again if it
+// was removed behind its back).
+type network struct {
+	ready atomic.Bool        // known to exist
+	make  singleflight.Group // one Isolate at a time
+}
+
+// ensureNetwork makes the managed network once per manager; concurrent
+// callers share one attempt.
+func (m *Manager) ensureNetwork(ctx context.Context) error {
+	if m.net.ready.Load() {
+		return nil
+	}
+	_, err, _ := m.net.make.Do("net", func() (any, error) {
+		return nil, m.rt.Isolate(ctx, m.cfg.Network, runtime.Shared(m.cfg.Labels))
+	})
+	if err != nil {
+		return fmt.Errorf("network %s: %w", m.cfg.Network, err)
+	}
+	m.net.ready.Store(true)
+	return nil
+}
 
 // create creates and starts sb's container from tpl within the start
-// limits, and returns its ID ("" if none was made). errNameTaken if the
+// limits, and returns its ID ("" if none was made). runtime.ErrNameTaken if the
 // name is already in use.
 func (m *Manager) create(ctx context.Context, sb *sandbox, tpl *config.Template, subject string, meta map[string]string) (string, error) {
 	spec, err := m.spec(sb.id, tpl)
@@ -27,10 +69,10 @@ func (m *Manager) create(ctx context.Context, sb *sandbox, tpl *config.Template,
 		return "", err
 	}
 	for k, v := range meta {
-		spec.Labels[LabelMetaPrefix+k] = v
+		spec.Labels[runtime.LabelMetaPrefix+k] = v
 	}
 	if subject != "" {
-		spec.Labels[LabelSubject] = SubjectKey(subject)
+		spec.Labels[runtime.LabelSubject] = SubjectKey(subject)
 	}
 	release, err := m.acquireStart(ctx)
 	if err != nil {
@@ -41,21 +83,19 @@ func (m *Manager) create(ctx context.Context, sb *sandbox, tpl *config.Template,
 		return "", err
 	}
 	m.setPhase(sb, PhaseCreating, "")
-	ctr, err := m.eng.Create(ctx, spec)
+	ctr, err := m.rt.Create(ctx, spec)
 	if errors.Is(err, runtime.ErrNoNetwork) { // removed behind our back: make it again
-		m.mu.Lock()
-		m.netReady = false
-		m.mu.Unlock()
+		m.net.ready.Store(false)
 		if err := m.ensureNetwork(ctx); err != nil {
 			return "", err
 		}
-		ctr, err = m.eng.Create(ctx, spec)
+		ctr, err = m.rt.Create(ctx, spec)
 	}
 	if err != nil {
 		return "", err
 	}
 	m.setPhase(sb, PhaseStarting, "")
-	if err := m.eng.Start(ctx, ctr); err != nil {
+	if err := m.rt.Start(ctx, ctr); err != nil {
 		return ctr, err
 	}
 	m.markRunning(sb)
@@ -63,25 +103,25 @@ func (m *Manager) create(ctx context.Context, sb *sandbox, tpl *config.Template,
 }
 
 // spec resolves tpl into the container to create for id.
-func (m *Manager) spec(id string, tpl *config.Template) (ctrSpec, error) {
+func (m *Manager) spec(id string, tpl *config.Template) (runtime.Spec, error) {
 	if tpl.Image == "" {
-		return ctrSpec{}, fmt.Errorf("template %q has no image", tpl.Name)
+		return runtime.Spec{}, fmt.Errorf("template %q has no image", tpl.Name)
 	}
 	port := tpl.Port
 	if port <= 0 {
 		port = 3000
 	}
 	labels := m.createLabels()
-	labels[LabelSandbox] = id
-	labels[LabelTemplate] = tpl.Name
-	labels[LabelPort] = strconv.Itoa(port)
+	labels[runtime.LabelSandbox] = id
+	labels[runtime.LabelTemplate] = tpl.Name
+	labels[runtime.LabelPort] = strconv.Itoa(port)
 	env := make([]string, 0, len(tpl.Env))
 	for k, v := range tpl.Env {
 		env = append(env, k+"="+v)
 	}
 	slices.Sort(env)
-	return ctrSpec{
-		Name:      ContainerName(id),
+	return runtime.Spec{
+		Name:      m.name(id),
 		Image:     tpl.Image,
 		Cmd:       tpl.Cmd,
 		Env:       env,
@@ -109,7 +149,7 @@ func (m *Manager) acquireStart(ctx context.Context) (release func(), err error) 
 			return nil, err
 		}
 		if !m.reserve() {
-			return nil, fmt.Errorf("%w: %d sandboxes running or starting", ErrCapacity, m.maxRunning.Load())
+			return nil, fmt.Errorf("%w: %d sandboxes running or starting", ErrCapacity, m.starts.maxRunning.Load())
 		}
 	}
 	unreserve := func() {
@@ -118,10 +158,10 @@ func (m *Manager) acquireStart(ctx context.Context) (release func(), err error) 
 		m.mu.Unlock()
 	}
 	select {
-	case m.queued <- struct{}{}:
+	case m.starts.queued <- struct{}{}:
 	default:
 		unreserve()
-		return nil, fmt.Errorf("%w: %d starts queued", ErrCapacity, cap(m.queued))
+		return nil, fmt.Errorf("%w: %d starts queued", ErrCapacity, cap(m.starts.queued))
 	}
 	// Time in the queue is capacity's, not the app's: it does not count
 	// against the wake's ready timeout.
@@ -132,27 +172,21 @@ func (m *Manager) acquireStart(ctx context.Context) (release func(), err error) 
 	t := time.NewTimer(m.cfg.StartQueueTimeout)
 	defer t.Stop()
 	select {
-	case m.slots <- struct{}{}:
-		<-m.queued
+	case m.starts.slots <- struct{}{}:
+		<-m.starts.queued
 	case <-t.C:
-		<-m.queued
+		<-m.starts.queued
 		unreserve()
 		return nil, fmt.Errorf("%w: no start slot within %s", ErrCapacity, m.cfg.StartQueueTimeout)
 	case <-ctx.Done():
-		<-m.queued
+		<-m.starts.queued
 		unreserve()
 		return nil, fmt.Errorf("wait for a start slot: %w", context.Cause(ctx))
 	}
-	n := m.startsInFlight.Add(1)
-	for {
-		peak := m.peakStarts.Load()
-		if n <= peak || m.peakStarts.CompareAndSwap(peak, n) {
-			break
-		}
-	}
+	storeLater(&m.starts.peak, m.starts.inFlight.Add(1))
 	return func() {
-		m.startsInFlight.Add(-1)
-		<-m.slots
+		m.starts.inFlight.Add(-1)
+		<-m.starts.slots
 		unreserve()
 	}, nil
 }
@@ -161,7 +195,7 @@ func (m *Manager) acquireStart(ctx context.Context) (release func(), err error) 
 func (m *Manager) reserve() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if int64(m.runningLocked()+m.reserved) >= m.maxRunning.Load() {
+	if int64(m.runningLocked()+m.reserved) >= m.starts.maxRunning.Load() {
 		return false
 	}
 	m.reserved++
@@ -172,7 +206,7 @@ func (m *Manager) reserve() bool {
 func (m *Manager) runningLocked() int {
 	n := 0
 	for _, sb := range m.sandboxes {
-		if sb.state == stateRunning || sb.state == statePaused {
+		if sb.state == runtime.StateRunning || sb.state == runtime.StatePaused {
 			n++
 		}
 	}
@@ -181,7 +215,7 @@ func (m *Manager) runningLocked() int {
 
 func (m *Manager) markRunning(sb *sandbox) {
 	m.mu.Lock()
-	sb.state = stateRunning
+	sb.state = runtime.StateRunning
 	m.mu.Unlock()
 }
 

@@ -7,10 +7,11 @@ import (
 	"testing"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 func TestSpec(t *testing.T) {
-	m := newManager(Config{Network: "pg", Labels: map[string]string{"team": "x", LabelSandbox: "spoof"}}, nil, newFake())
+	m := New(Config{Network: "pg", Labels: map[string]string{"team": "x", runtime.LabelSandbox: "spoof"}}, newFake(), nil, nil)
 	defer m.Close()
 	tpl := &config.Template{
 		Name: "web", Image: "img:1", Port: 8080, Cmd: []string{"serve"},
@@ -25,15 +26,15 @@ func TestSpec(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"name", s.Name, "previewgate-abc"},
+		{"name", s.Name, runtime.Name(runtime.Stamp(map[string]string{"team": "x", runtime.LabelSandbox: "spoof"}), "abc")},
 		{"image", s.Image, "img:1"},
 		{"cmd", fmt.Sprint(s.Cmd), "[serve]"},
 		{"env", fmt.Sprint(s.Env), "[A=1 B=2]"},
-		{"label managed", s.Labels[LabelManaged], "true"},
-		{"label sandbox (not spoofable by cfg.Labels)", s.Labels[LabelSandbox], "abc"},
-		{"label template", s.Labels[LabelTemplate], "web"},
-		{"label port", s.Labels[LabelPort], "8080"},
-		{"label scope", s.Labels[LabelScope] != "", true},
+		{"label managed", s.Labels[runtime.LabelManaged], "true"},
+		{"label sandbox (not spoofable by cfg.Labels)", s.Labels[runtime.LabelSandbox], "abc"},
+		{"label template", s.Labels[runtime.LabelTemplate], "web"},
+		{"label port", s.Labels[runtime.LabelPort], "8080"},
+		{"label scope", s.Labels[runtime.LabelScope] != "", true},
 		{"extra label", s.Labels["team"], "x"},
 		{"network", s.Network, "pg"},
 		{"cap add", fmt.Sprint(s.CapAdd), "[NET_BIND_SERVICE]"},
@@ -52,7 +53,11 @@ func TestSpec(t *testing.T) {
 	}
 }
 
-var dockerName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]+$`)
+var (
+	dockerName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]+$`)
+	// kubeName: an RFC 1123 subdomain (a pod, claim or Lease name).
+	kubeName = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$`)
+)
 
 func TestValidID(t *testing.T) {
 	for id, want := range map[string]bool{
@@ -70,9 +75,18 @@ func FuzzValidID(f *testing.F) {
 	for _, s := range []string{"a", "abc-1", "-", "A", "\x00", "a/../b"} {
 		f.Add(s)
 	}
+	stamp := runtime.Stamp(map[string]string{"team": "x"})
 	f.Fuzz(func(t *testing.T, id string) {
-		if config.ValidID(id) && !dockerName.MatchString(ContainerName(id)) {
-			t.Errorf("valid id %q gives invalid container name", id)
+		if !config.ValidID(id) {
+			return
+		}
+		for _, name := range []string{runtime.Name(stamp, id), runtime.LegacyName(id)} {
+			if !dockerName.MatchString(name) || !kubeName.MatchString(name) {
+				t.Errorf("valid id %q gives invalid instance name %q", id, name)
+			}
+			if got, ok := runtime.SandboxOf(name); !ok || got != id {
+				t.Errorf("SandboxOf(%q): got %q %v, want %q", name, got, ok, id)
+			}
 		}
 	})
 }

@@ -17,21 +17,6 @@ import (
 // dialed and hang, and one of a dead container would cost the first request
 // a failed dial.
 
-// Event actions the manager follows.
-const (
-	evDie         = runtime.EventDie
-	evOOM         = runtime.EventOOM
-	evStop        = runtime.EventStop
-	evKill        = runtime.EventKill
-	evDestroy     = runtime.EventDestroy
-	evPause       = runtime.EventPause
-	evUnpause     = runtime.EventUnpause
-	evStart       = runtime.EventStart
-	evRename      = runtime.EventRename
-	evKept        = runtime.EventKept
-	evWatchBroken = runtime.EventWatchBroken
-)
-
 // Reconnect backoff of the events stream.
 const (
 	eventBackoffMin = 100 * time.Millisecond
@@ -53,7 +38,7 @@ func (m *Manager) watchEvents(ctx context.Context) {
 		got := false
 		errc := make(chan error, 1)
 		go func() {
-			errc <- m.eng.Watch(ctx, since, m.scopeLabels(), func(ev ctrEvent) {
+			errc <- m.rt.Watch(ctx, since, m.scopeLabels(), func(ev runtime.Event) {
 				got = true
 				if !ev.Time.IsZero() {
 					since = ev.Time
@@ -70,7 +55,7 @@ func (m *Manager) watchEvents(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		m.eventsDown.Store(true)
+		m.trust.eventsDown.Store(true)
 		if since.IsZero() {
 			since = subscribed.Add(-time.Second) // clock slack between us and dockerd
 		}
@@ -110,7 +95,7 @@ func (m *Manager) resyncWhileUp(ctx context.Context, errc chan error) {
 			return
 		case <-t.C:
 			if err == nil {
-				m.eventsDown.Store(false)
+				m.trust.eventsDown.Store(false)
 				return
 			}
 		}
@@ -121,19 +106,21 @@ func (m *Manager) resyncWhileUp(ctx context.Context, errc chan error) {
 // its resync before cached endpoints are trusted again.
 const streamSettle = time.Second
 
-// idFromName returns the sandbox id a container name previewgate-<id>
-// stands for; pool is the container's LabelPool value. The name, not the
-// sandbox label, binds a container to an id: a claimed pool container keeps
-// its pool labels (labels cannot change after create) but is renamed to
-// previewgate-<id>. An unclaimed pool container is named
+// idFromName returns the sandbox id a container name stands for: this
+// manager's runtime.Name (its stamp: another scope's name binds nothing
+// here), or an earlier version's runtime.LegacyName; pool is the
+// container's runtime.LabelPool value. The name, not the sandbox label,
+// binds a container to an id: a claimed pool container keeps its pool
+// labels (labels cannot change after create) but is renamed to its
+// sandbox's. An unclaimed pool container is named
 // previewgate-pool-<template>-<random> and bound to nothing.
-func idFromName(name, pool string) (string, bool) {
+func (m *Manager) idFromName(name, pool string) (string, bool) {
 	name = strings.TrimPrefix(name, "/")
 	if pool != "" && strings.HasPrefix(name, poolPrefix(pool)) {
 		return "", false
 	}
-	id, ok := strings.CutPrefix(name, "previewgate-")
-	if !ok || !config.ValidID(id) {
+	id, ok := runtime.SandboxOf(name)
+	if !ok || !config.ValidID(id) || name != m.name(id) && name != runtime.LegacyName(id) {
 		return "", false
 	}
 	return id, true
@@ -143,9 +130,9 @@ func idFromName(name, pool string) (string, bool) {
 // container down drop its cached endpoint and report its instance gone; the
 // next Ensure inspects Docker and wakes it. Starts and unpauses only update
 // the state: readiness is the wake's to establish.
-func (m *Manager) applyEvent(ev ctrEvent) {
-	if ev.Action == evWatchBroken {
-		m.watchBroken.Store(m.now().UnixNano())
+func (m *Manager) applyEvent(ev runtime.Event) {
+	if ev.Action == runtime.EventWatchBroken {
+		m.trust.watchBroken.Store(m.now().UnixNano())
 		return
 	}
 	if ev.Labels != nil && m.foreign(ev.Labels) != "" {
@@ -153,11 +140,11 @@ func (m *Manager) applyEvent(ev ctrEvent) {
 	}
 	if ev.Pool != "" {
 		switch ev.Action {
-		case evRename, evDie, evStop, evKill, evOOM, evDestroy, evPause:
+		case runtime.EventRename, runtime.EventDie, runtime.EventStop, runtime.EventKill, runtime.EventOOM, runtime.EventDestroy, runtime.EventPause:
 			m.mu.Lock()
 			m.dropPoolLocked(ev.ID) // claimed (maybe by another replica) or ended
 			m.mu.Unlock()
-		case evStart:
+		case runtime.EventStart:
 			if m.caps.SharedPool && strings.HasPrefix(strings.TrimPrefix(ev.Name, "/"), poolPrefix(ev.Pool)) {
 				m.mu.Lock()
 				m.addPoolLocked(ev.Pool, poolCtr{id: ev.ID, name: strings.TrimPrefix(ev.Name, "/"), spec: ev.Labels[runtime.LabelPoolSpec], added: m.now()})
@@ -168,8 +155,8 @@ func (m *Manager) applyEvent(ev ctrEvent) {
 	}
 	var gone []string
 	defer func() { m.gone(gone...) }() // after the unlock below
-	if ev.Action == evRename {
-		if id, ok := idFromName(ev.OldName, ev.Pool); ok {
+	if ev.Action == runtime.EventRename {
+		if id, ok := m.idFromName(ev.OldName, ev.Pool); ok {
 			m.mu.Lock()
 			if sb := m.sandboxes[id]; sb != nil {
 				m.seenLocked(sb)
@@ -180,7 +167,7 @@ func (m *Manager) applyEvent(ev ctrEvent) {
 			m.mu.Unlock()
 		}
 	}
-	id, ok := idFromName(ev.Name, ev.Pool)
+	id, ok := m.idFromName(ev.Name, ev.Pool)
 	if !ok {
 		return
 	}
@@ -189,63 +176,63 @@ func (m *Manager) applyEvent(ev ctrEvent) {
 	sb := m.sandboxes[id]
 	defer func() {
 		switch ev.Action {
-		case evStart, evUnpause, evPause, evDie, evStop, evOOM, evKill, evKept, evDestroy, evRename:
+		case runtime.EventStart, runtime.EventUnpause, runtime.EventPause, runtime.EventDie, runtime.EventStop, runtime.EventOOM, runtime.EventKill, runtime.EventKept, runtime.EventDestroy, runtime.EventRename:
 			if sb != nil {
 				m.seenLocked(sb) // newer than a re-check's list begun before
 			}
 		}
 	}()
 	switch ev.Action {
-	case evStart, evUnpause:
+	case runtime.EventStart, runtime.EventUnpause:
 		sb = m.sandboxLocked(id) // started elsewhere: count it as running
-		sb.state = stateRunning
-		sb.container = ev.ID
-		if t := ev.Labels[LabelTemplate]; t != "" {
+		sb.state = runtime.StateRunning
+		sb.container, sb.name = ev.ID, strings.TrimPrefix(ev.Name, "/")
+		if t := ev.Labels[runtime.LabelTemplate]; t != "" {
 			sb.template = t // the record is rebuilt from the instance's own labels
 		}
-		if ev.Action == evStart && ev.Time.After(sb.startedAt) {
+		if ev.Action == runtime.EventStart && ev.Time.After(sb.startedAt) {
 			// Idle is judged from here at the earliest: a start another
 			// replica made is no idle time (#26).
 			sb.startedAt = ev.Time
 		}
-	case evPause:
+	case runtime.EventPause:
 		if sb != nil {
-			sb.state = statePaused
+			sb.state = runtime.StatePaused
 			gone = append(gone, m.dropLocked(sb))
 		}
-	case evDie, evStop, evOOM:
+	case runtime.EventDie, runtime.EventStop, runtime.EventOOM:
 		if sb != nil {
-			if sb.state != stateExited {
+			if sb.state != runtime.StateExited {
 				sb.stoppedAt = m.now()
 			}
-			sb.state = stateExited
+			sb.state = runtime.StateExited
 			gone = append(gone, m.dropLocked(sb))
 		}
-	case evKill: // may be followed by die; either way do not trust the endpoint
+	case runtime.EventKill: // may be followed by die; either way do not trust the endpoint
 		if sb != nil {
 			gone = append(gone, m.dropLocked(sb))
 		}
-	case evKept:
+	case runtime.EventKept:
 		if sb != nil && (sb.container == "" || sb.container == ev.ID) {
-			if sb.state != stateExited && sb.stopUnderway != ev.ID {
+			if sb.state != runtime.StateExited && sb.stopUnderway != ev.ID {
 				// A stop now. Not so the end of a pod this manager first
 				// saw already being stopped (adopted while it
 				// terminated): that stop's time is recorded, and counts.
 				sb.stoppedAt = m.now()
 			}
-			sb.state = stateExited
+			sb.state = runtime.StateExited
 			gone = append(gone, m.dropLocked(sb))
 			sb.last = nil // that pod never comes back
 		}
-	case evDestroy:
+	case runtime.EventDestroy:
 		if sb != nil && (sb.container == "" || sb.container == ev.ID) {
 			sb.state = ""
 			sb.container = ""
 			gone = append(gone, m.dropLocked(sb))
 			sb.last = nil
 		}
-	case evRename:
-		// Renamed to previewgate-<id>: a pool claim. Only the claimer can
+	case runtime.EventRename:
+		// Renamed to its sandbox's name: a pool claim. Only the claimer can
 		// take that name, and it records the sandbox itself. A run recorded
 		// under the name before belonged to another container.
 		if sb != nil && sb.last != nil && instanceContainer(sb.last.Instance) != ev.ID {
@@ -275,11 +262,11 @@ func (m *Manager) resync(ctx context.Context) error {
 	}
 	m.mu.RUnlock()
 	for _, x := range list {
-		c, err := m.eng.Lookup(ctx, instanceContainer(x.ep.Instance))
-		if err != nil && !errors.Is(err, ErrNoContainer) {
+		c, err := m.rt.Lookup(ctx, instanceContainer(x.ep.Instance))
+		if err != nil && !errors.Is(err, runtime.ErrNotFound) {
 			return fmt.Errorf("resync %s: %w", x.sb.id, err)
 		}
-		if err != nil || !serves(c, x.sb.id, x.ep) {
+		if err != nil || !m.serves(c, x.sb.id, x.ep) {
 			m.dropIfCached(x.sb, x.ep)
 		}
 	}
@@ -288,8 +275,9 @@ func (m *Manager) resync(ctx context.Context) error {
 
 // serves reports whether container c is still the running instance behind
 // sandbox id's endpoint ep.
-func serves(c ctrInfo, id string, ep *Endpoint) bool {
-	return instanceOf(c) == ep.Instance && c.State == stateRunning && c.Name == ContainerName(id)
+func (m *Manager) serves(c runtime.Instance, id string, ep *Endpoint) bool {
+	named, ok := m.idFromName(c.Name, c.Labels[runtime.LabelPool])
+	return instanceOf(c) == ep.Instance && c.State == runtime.StateRunning && ok && named == id
 }
 
 // dropIfCached drops sb's endpoint if it is still ep (not replaced by a
@@ -330,11 +318,11 @@ func (m *Manager) stillServes(ctx context.Context, sb *sandbox, ep *Endpoint) (b
 	if c := sb.checked.Load(); c != nil && c.ep == ep && m.now().Sub(c.at) < checkValid {
 		return true, nil
 	}
-	ch := m.checks.DoChan(sb.id, func() (any, error) {
-		ictx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+	ch := m.trust.checks.DoChan(sb.id, func() (any, error) {
+		ictx, cancel := context.WithTimeout(m.loops.ctx, 10*time.Second)
 		defer cancel()
-		c, err := m.eng.Lookup(ictx, instanceContainer(ep.Instance))
-		if errors.Is(err, ErrNoContainer) || err == nil && !serves(c, sb.id, ep) {
+		c, err := m.rt.Lookup(ictx, instanceContainer(ep.Instance))
+		if errors.Is(err, runtime.ErrNotFound) || err == nil && !m.serves(c, sb.id, ep) {
 			m.dropIfCached(sb, ep)
 			return false, nil
 		}

@@ -4,12 +4,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 )
 
 // waitUncached polls until m no longer has id's endpoint cached: the events
 // stream reported the outside change.
-func waitUncached(t *testing.T, m *sandboxmgr.Manager, id string) {
+func waitUncached(t *testing.T, m *mgrtest.Manager, id string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -46,7 +46,7 @@ func TestDockerEventsOutsideChange(t *testing.T) {
 			if _, ok := m.Cached(id); !ok {
 				t.Fatal("not cached after Ensure")
 			}
-			if err := tc.change(t, e, sandboxmgr.ContainerName(id)); err != nil {
+			if err := tc.change(t, e, e.name(id)); err != nil {
 				t.Fatal(err)
 			}
 			waitUncached(t, m, id)
@@ -55,7 +55,7 @@ func TestDockerEventsOutsideChange(t *testing.T) {
 				t.Fatalf("Ensure: %v", err)
 			}
 			get(t, ep)
-			c, err := e.cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id))
+			c, err := e.cli.ContainerInspect(t.Context(), e.name(id))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,37 +10,38 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/internal/testing/testkit"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 func TestApplyEvent(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		ev        ctrEvent
+		ev        runtime.Event
 		wantCache bool
 		wantState string
 	}{
-		{"die drops", ctrEvent{Action: evDie, ID: "id-previewgate-a", Name: "previewgate-a"}, false, stateExited},
-		{"oom drops", ctrEvent{Action: evOOM, ID: "id-previewgate-a", Name: "previewgate-a"}, false, stateExited},
-		{"stop drops", ctrEvent{Action: evStop, ID: "id-previewgate-a", Name: "previewgate-a"}, false, stateExited},
-		{"kill drops", ctrEvent{Action: evKill, ID: "id-previewgate-a", Name: "previewgate-a"}, false, stateRunning},
-		{"pause drops", ctrEvent{Action: evPause, ID: "id-previewgate-a", Name: "previewgate-a"}, false, statePaused},
-		{"destroy drops", ctrEvent{Action: evDestroy, ID: "id-previewgate-a", Name: "previewgate-a"}, false, ""},
-		{"destroy of another container keeps", ctrEvent{Action: evDestroy, ID: "old", Name: "previewgate-a"}, true, stateRunning},
-		{"renamed away drops", ctrEvent{Action: evRename, ID: "id-previewgate-a", Name: "x", OldName: "previewgate-a"}, false, ""},
-		{"start keeps", ctrEvent{Action: evStart, ID: "id-previewgate-a", Name: "previewgate-a"}, true, stateRunning},
-		{"other sandbox keeps", ctrEvent{Action: evDie, ID: "b", Name: "previewgate-b"}, true, stateRunning},
-		{"pool container ignored", ctrEvent{Action: evDie, ID: "p", Name: "previewgate-pool-x-1"}, true, stateRunning},
+		{"die drops", runtime.Event{Action: runtime.EventDie, ID: "id-" + ContainerName("a"), Name: ContainerName("a")}, false, runtime.StateExited},
+		{"oom drops", runtime.Event{Action: runtime.EventOOM, ID: "id-" + ContainerName("a"), Name: ContainerName("a")}, false, runtime.StateExited},
+		{"stop drops", runtime.Event{Action: runtime.EventStop, ID: "id-" + ContainerName("a"), Name: ContainerName("a")}, false, runtime.StateExited},
+		{"kill drops", runtime.Event{Action: runtime.EventKill, ID: "id-" + ContainerName("a"), Name: ContainerName("a")}, false, runtime.StateRunning},
+		{"pause drops", runtime.Event{Action: runtime.EventPause, ID: "id-" + ContainerName("a"), Name: ContainerName("a")}, false, runtime.StatePaused},
+		{"destroy drops", runtime.Event{Action: runtime.EventDestroy, ID: "id-" + ContainerName("a"), Name: ContainerName("a")}, false, ""},
+		{"destroy of another container keeps", runtime.Event{Action: runtime.EventDestroy, ID: "old", Name: ContainerName("a")}, true, runtime.StateRunning},
+		{"renamed away drops", runtime.Event{Action: runtime.EventRename, ID: "id-" + ContainerName("a"), Name: "x", OldName: ContainerName("a")}, false, ""},
+		{"start keeps", runtime.Event{Action: runtime.EventStart, ID: "id-" + ContainerName("a"), Name: ContainerName("a")}, true, runtime.StateRunning},
+		{"other sandbox keeps", runtime.Event{Action: runtime.EventDie, ID: "b", Name: ContainerName("b")}, true, runtime.StateRunning},
+		{"pool container ignored", runtime.Event{Action: runtime.EventDie, ID: "p", Name: "previewgate-pool-x-1"}, true, runtime.StateRunning},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			m, f := newFakeManager(t, Config{})
 			tpl := appListener(t)
-			f.put(ContainerName("a"), stateRunning, map[string]string{LabelPort: itoa(tpl.Port)})
+			f.put(ContainerName("a"), runtime.StateRunning, map[string]string{runtime.LabelPort: itoa(tpl.Port)})
 			if _, err := m.Ensure(t.Context(), "a", tpl); err != nil {
 				t.Fatal(err)
 			}
 			m.applyEvent(tc.ev)
-			if _, ok := m.Cached("a"); ok != tc.wantCache {
+			if _, ok := cached(m, "a"); ok != tc.wantCache {
 				t.Errorf("got cached %v, want %v", ok, tc.wantCache)
 			}
 			m.mu.RLock()
@@ -61,12 +62,12 @@ func TestEventThenEnsureWakes(t *testing.T) {
 	if _, err := m.Ensure(t.Context(), "a", tpl); err != nil {
 		t.Fatal(err)
 	}
-	f.setState(ContainerName("a"), "", statePaused)
-	m.applyEvent(ctrEvent{Action: evPause, ID: "id-previewgate-a", Name: "previewgate-a"})
+	f.setState(ContainerName("a"), "", runtime.StatePaused)
+	m.applyEvent(runtime.Event{Action: runtime.EventPause, ID: "id-" + ContainerName("a"), Name: ContainerName("a")})
 	if _, err := m.Ensure(t.Context(), "a", tpl); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.state(ContainerName("a")); got != stateRunning {
+	if got := f.state(ContainerName("a")); got != runtime.StateRunning {
 		t.Errorf("got state %q, want running", got)
 	}
 }
@@ -77,23 +78,23 @@ func TestEventsReconnectBackoff(t *testing.T) {
 		var mu sync.Mutex
 		var calls []time.Time
 		var sinces []time.Time
-		f.events = func(ctx context.Context, since time.Time, fn func(ctrEvent)) error {
+		f.events = func(ctx context.Context, since time.Time, fn func(runtime.Event)) error {
 			mu.Lock()
 			calls = append(calls, time.Now())
 			sinces = append(sinces, since)
 			n := len(calls)
 			mu.Unlock()
 			if n == 12 { // a healthy stream: one event, then it breaks
-				fn(ctrEvent{Action: evDie, Name: "previewgate-a", Time: time.Now()})
+				fn(runtime.Event{Action: runtime.EventDie, Name: ContainerName("a"), Time: time.Now()})
 				return errors.New("stream broke")
 			}
 			if n > 13 {
 				<-ctx.Done()
 				return ctx.Err()
 			}
-			return ErrUnavailable
+			return runtime.ErrUnavailable
 		}
-		m := newManager(Config{RecheckEvery: -1}, nil, f) // the periodic re-check lists too
+		m := New(Config{RecheckEvery: -1}, f, nil, nil) // the periodic re-check lists too
 		t0 := time.Now()
 		if err := m.Start(t.Context()); err != nil {
 			t.Fatal(err)
@@ -158,7 +159,7 @@ func TestEventsDownChecksCachedEndpoint(t *testing.T) {
 	pass := func(d time.Duration) { clock.Add(int64(d)) }
 	broke, up := make(chan struct{}), make(chan struct{})
 	var subs atomic.Int64
-	f.events = func(ctx context.Context, _ time.Time, _ func(ctrEvent)) error {
+	f.events = func(ctx context.Context, _ time.Time, _ func(runtime.Event)) error {
 		if subs.Add(1) == 1 {
 			select {
 			case <-broke:
@@ -172,7 +173,7 @@ func TestEventsDownChecksCachedEndpoint(t *testing.T) {
 			<-ctx.Done()
 			return ctx.Err()
 		default:
-			return ErrUnavailable
+			return runtime.ErrUnavailable
 		}
 	}
 	tpl := appListener(t)
@@ -190,7 +191,7 @@ func TestEventsDownChecksCachedEndpoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ep.Instance == first.Instance && f.state(ContainerName("a")) != stateRunning {
+		if ep.Instance == first.Instance && f.state(ContainerName("a")) != runtime.StateRunning {
 			t.Fatalf("got the endpoint of a container that is %s", f.state(ContainerName("a")))
 		}
 		return f.inspect.Load() - n
@@ -212,17 +213,17 @@ func TestEventsDownChecksCachedEndpoint(t *testing.T) {
 	canceled, cancel := context.WithCancel(t.Context())
 	cancel()
 	m.Ensure(canceled, "a", tpl)
-	if _, ok := m.Cached("a"); !ok {
+	if _, ok := cached(m, "a"); !ok {
 		t.Error("a canceled request dropped the endpoint of a running sandbox")
 	}
 	pass(checkValid)
-	f.setState(ContainerName("a"), stateRunning, stateExited) // no event tells
-	if ensureCalls(); f.state(ContainerName("a")) != stateRunning {
+	f.setState(ContainerName("a"), runtime.StateRunning, runtime.StateExited) // no event tells
+	if ensureCalls(); f.state(ContainerName("a")) != runtime.StateRunning {
 		t.Errorf("stream down, container exited unseen: Ensure did not wake it (state %s)", f.state(ContainerName("a")))
 	}
 
 	close(up)
-	testkit.WaitFor(t, "a resync after the reconnect", func() bool { return !m.eventsDown.Load() })
+	testkit.WaitFor(t, "a resync after the reconnect", func() bool { return !m.trust.eventsDown.Load() })
 	if n := ensureCalls(); n != 0 {
 		t.Errorf("after the resync: Ensure inspected %d times, want 0", n)
 	}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"sync"
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Why a wake failed, as StartError.Reason (#16). The gateway shows the
@@ -65,9 +65,9 @@ func (e *StartError) Code() string {
 // Failure is a failed start as the sandbox list shows it: why, the app's
 // exit code when it exited, and when.
 type Failure struct {
-	Reason   string    `json:"reason"`
-	ExitCode *int      `json:"exit_code,omitempty"`
-	At       time.Time `json:"at"`
+	Reason   string
+	ExitCode *int
+	At       time.Time
 }
 
 // recordFailure keeps se as id's last failure for List.
@@ -102,7 +102,7 @@ func (m *Manager) explainFailure(id string, err error, timedOut bool) (out error
 		}
 	}()
 	switch {
-	case errors.Is(err, ErrNoImage):
+	case errors.Is(err, runtime.ErrNoImage):
 		se.Reason = ReasonImageMissing
 		return se // no container was made
 	case errors.Is(err, errCrashLoop):
@@ -114,20 +114,20 @@ func (m *Manager) explainFailure(id string, err error, timedOut bool) (out error
 	default:
 		return err
 	}
-	ctx, cancel := context.WithTimeout(m.ctx, failBudget)
+	ctx, cancel := context.WithTimeout(m.loops.ctx, failBudget)
 	defer cancel()
 	log := m.log.With("sandbox", id)
-	c, ierr := m.inspectOwned(ctx, ContainerName(id))
+	c, ierr := m.findID(ctx, id)
 	if ierr != nil {
 		log.WarnContext(ctx, "inspect failed container", "err", ierr)
 		return se
 	}
-	if c.State == stateRunning || c.State == statePaused || c.State == stateRestarting {
+	if c.State == runtime.StateRunning || c.State == runtime.StatePaused || c.State == runtime.StateRestarting {
 		m.beforeStop(id)
-		if kerr := m.kill(ctx, c.ID); kerr != nil && !errors.Is(kerr, ErrNoContainer) {
+		if kerr := m.kill(ctx, c.ID); kerr != nil && !errors.Is(kerr, runtime.ErrNotFound) {
 			log.WarnContext(ctx, "stop container after failed start", "err", kerr)
 		} else {
-			m.setState(id, stateExited)
+			m.setState(id, runtime.StateExited)
 			log.InfoContext(ctx, "stopped container after failed start", "reason", se.Reason)
 		}
 	} else {
@@ -146,7 +146,7 @@ func (m *Manager) explainFailure(id string, err error, timedOut bool) (out error
 
 // kill stops ctr at once.
 func (m *Manager) kill(ctx context.Context, ctr string) error {
-	return m.eng.Sleep(ctx, ctr, runtime.SleepKill)
+	return m.rt.Sleep(ctx, ctr, runtime.SleepKill)
 }
 
 // wakeTimes remembers how long successful wakes took, per template, for
@@ -179,12 +179,6 @@ func (w *wakeTimes) typical(template string) time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.ew[template]
-}
-
-// TypicalWake is how long a wake of template has taken lately (zero:
-// no wake seen yet).
-func (m *Manager) TypicalWake(template string) time.Duration {
-	return m.wakeTimes.typical(template)
 }
 
 // withDiag adds to p what the waiting page shows besides the phase: the

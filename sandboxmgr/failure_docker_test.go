@@ -11,6 +11,7 @@ import (
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"
 	"github.com/previewgate/previewgate/sandboxmgr/docker"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // A failed start is explained (#16): why, with the app's last output, and
@@ -118,7 +119,7 @@ func TestDockerMissingImageExplained(t *testing.T) {
 	tpl.Image = "previewgate-no-such-image:x"
 	_, err := m.Ensure(t.Context(), newID(), tpl)
 	var se *sandboxmgr.StartError
-	if !errors.As(err, &se) || se.Reason != sandboxmgr.ReasonImageMissing || !errors.Is(err, sandboxmgr.ErrNoImage) {
+	if !errors.As(err, &se) || se.Reason != sandboxmgr.ReasonImageMissing || !errors.Is(err, runtime.ErrNoImage) {
 		t.Fatalf("got %v, want a StartError image_missing wrapping ErrNoImage", err)
 	}
 }
@@ -151,7 +152,7 @@ func TestDockerLogs(t *testing.T) {
 	if !errors.Is(err, errStop) || len(got) != 1 {
 		t.Errorf("FollowLogs: got %q, %v; want one line then the callback's error", got, err)
 	}
-	if _, err := m.Logs(t.Context(), newID(), 10); !errors.Is(err, sandboxmgr.ErrNoContainer) {
+	if _, err := m.Logs(t.Context(), newID(), 10); !errors.Is(err, runtime.ErrNotFound) {
 		t.Errorf("Logs of no sandbox: got %v, want ErrNoContainer", err)
 	}
 }

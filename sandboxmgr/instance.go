@@ -4,6 +4,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Container instances (#13). An Endpoint names the run of the container
@@ -41,7 +43,7 @@ import (
 
 // instanceOf names one run of container c. "" when its start time is
 // unknown (List does not report it).
-func instanceOf(c ctrInfo) string {
+func instanceOf(c runtime.Instance) string {
 	if c.ID == "" || c.StartedAt.IsZero() {
 		return ""
 	}
@@ -123,12 +125,12 @@ func (m *Manager) dropLocked(sb *sandbox) (gone string) {
 // retireLocked drops sb's cached endpoint unless c is the run it points at,
 // and forgets the record when c is another run. It returns the retired
 // instance to report. m.mu must be held for writing.
-func (m *Manager) retireLocked(sb *sandbox, c ctrInfo) (gone string) {
+func (m *Manager) retireLocked(sb *sandbox, c runtime.Instance) (gone string) {
 	if sb.last == nil {
 		return ""
 	}
 	inst := instanceOf(c)
-	if inst == sb.last.Instance && c.State == stateRunning {
+	if inst == sb.last.Instance && c.State == runtime.StateRunning {
 		return ""
 	}
 	gone = m.dropLocked(sb)

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-
-	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
 // goneFunc is a Listener that reports InstanceGone only.
@@ -62,7 +60,7 @@ func TestDockerInstanceGone(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := e.cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id))
+			c, err := e.cli.ContainerInspect(t.Context(), e.name(id))
 			if err != nil {
 				t.Fatal(err)
 			}

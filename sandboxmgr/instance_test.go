@@ -2,7 +2,6 @@ package sandboxmgr
 
 import (
 	"context"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // goneRecorder is a Listener that collects InstanceGone reports. Its callback takes the
@@ -56,7 +56,7 @@ func goneWorld(t *testing.T, cfg Config) (*Manager, *fakeEngine, *goneRecorder, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "id-previewgate-a@"
+	want := "id-" + ContainerName("a") + "@"
 	if !strings.HasPrefix(ep.Instance, want) || len(ep.Instance) == len(want) {
 		t.Fatalf("got instance %q, want %s<start time>", ep.Instance, want)
 	}
@@ -69,15 +69,15 @@ func goneWorld(t *testing.T, cfg Config) (*Manager, *fakeEngine, *goneRecorder, 
 func adoptedWorld(t *testing.T, tpl *config.Template, labels map[string]string) (*Manager, *fakeEngine, *goneRecorder, Endpoint) {
 	t.Helper()
 	f := newFake()
-	f.put(ContainerName("a"), stateRunning, labels)
-	m := newManager(Config{Templates: func(string) *config.Template { return tpl }}, nil, f)
+	f.put(ContainerName("a"), runtime.StateRunning, labels)
+	m := New(Config{Templates: func(string) *config.Template { return tpl }}, f, nil, nil)
 	rec := &goneRecorder{m: m}
 	m.SetListener(rec)
 	t.Cleanup(func() { m.Close() })
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	ep, ok := m.Cached("a")
+	ep, ok := cached(m, "a")
 	if !ok {
 		t.Fatal("not adopted")
 	}
@@ -96,28 +96,28 @@ func wantGone(t *testing.T, rec *goneRecorder, inst string) {
 func TestInstanceGoneTriggers(t *testing.T) {
 	ev := func(action string) func(*testing.T, *Manager, *fakeEngine) {
 		return func(_ *testing.T, m *Manager, _ *fakeEngine) {
-			m.applyEvent(ctrEvent{Action: action, ID: "id-previewgate-a", Name: "previewgate-a"})
+			m.applyEvent(runtime.Event{Action: action, ID: "id-" + ContainerName("a"), Name: ContainerName("a")})
 		}
 	}
 	for _, tc := range []struct {
 		name string
 		do   func(*testing.T, *Manager, *fakeEngine)
 	}{
-		{"die event", ev(evDie)},
-		{"stop event", ev(evStop)},
-		{"kill event", ev(evKill)},
-		{"oom event", ev(evOOM)},
-		{"pause event", ev(evPause)},
-		{"destroy event", ev(evDestroy)},
+		{"die event", ev(runtime.EventDie)},
+		{"stop event", ev(runtime.EventStop)},
+		{"kill event", ev(runtime.EventKill)},
+		{"oom event", ev(runtime.EventOOM)},
+		{"pause event", ev(runtime.EventPause)},
+		{"destroy event", ev(runtime.EventDestroy)},
 		{"renamed away", func(_ *testing.T, m *Manager, _ *fakeEngine) {
-			m.applyEvent(ctrEvent{Action: evRename, ID: "id-previewgate-a", Name: "elsewhere", OldName: "previewgate-a"})
+			m.applyEvent(runtime.Event{Action: runtime.EventRename, ID: "id-" + ContainerName("a"), Name: "elsewhere", OldName: ContainerName("a")})
 		}},
 		{"another container renamed in (pool claim elsewhere)", func(_ *testing.T, m *Manager, _ *fakeEngine) {
-			m.applyEvent(ctrEvent{Action: evRename, ID: "other", Name: "previewgate-a", OldName: "previewgate-pool-x-1"})
+			m.applyEvent(runtime.Event{Action: runtime.EventRename, ID: "other", Name: ContainerName("a"), OldName: "previewgate-pool-x-1"})
 		}},
 		{"Forget", func(_ *testing.T, m *Manager, _ *fakeEngine) {
-			ep, _ := m.Cached("a")
-			m.Forget("a", ep.Addr)
+			ep, _ := cached(m, "a")
+			m.Sandbox("a").Forget(ep.Addr)
 		}},
 		{"Stop", func(t *testing.T, m *Manager, _ *fakeEngine) {
 			if err := m.Stop(t.Context(), "a"); err != nil {
@@ -155,7 +155,7 @@ func TestInstanceGoneTriggers(t *testing.T) {
 		}},
 		{"resync finds another container", func(t *testing.T, m *Manager, f *fakeEngine) {
 			f.Remove(t.Context(), ContainerName("a"))
-			f.put(ContainerName("a"), stateRunning, map[string]string{LabelManaged: "true"})
+			f.put(ContainerName("a"), runtime.StateRunning, map[string]string{runtime.LabelManaged: "true"})
 			f.mu.Lock()
 			f.ctrs[ContainerName("a")].ID = "new-id"
 			f.mu.Unlock()
@@ -171,7 +171,7 @@ func TestInstanceGoneTriggers(t *testing.T) {
 			if got := rec.reported(); len(got) == 0 || got[0] != ep.Instance {
 				t.Errorf("got gone %q, want [%q]", got, ep.Instance)
 			}
-			if cached, ok := m.Cached("a"); ok && cached.Instance == ep.Instance {
+			if cached, ok := cached(m, "a"); ok && cached.Instance == ep.Instance {
 				t.Errorf("got %q still cached, want it dropped", ep.Instance)
 			}
 		})
@@ -185,16 +185,16 @@ func TestInstanceNotGone(t *testing.T) {
 		do   func(*testing.T, *Manager, *fakeEngine)
 	}{
 		{"start event", func(_ *testing.T, m *Manager, _ *fakeEngine) {
-			m.applyEvent(ctrEvent{Action: evStart, ID: "id-previewgate-a", Name: "previewgate-a"})
+			m.applyEvent(runtime.Event{Action: runtime.EventStart, ID: "id-" + ContainerName("a"), Name: ContainerName("a")})
 		}},
 		{"destroy of an older container", func(_ *testing.T, m *Manager, _ *fakeEngine) {
-			m.applyEvent(ctrEvent{Action: evDestroy, ID: "old", Name: "previewgate-a"})
+			m.applyEvent(runtime.Event{Action: runtime.EventDestroy, ID: "old", Name: ContainerName("a")})
 		}},
 		{"another sandbox dies", func(_ *testing.T, m *Manager, _ *fakeEngine) {
-			m.applyEvent(ctrEvent{Action: evDie, ID: "b", Name: "previewgate-b"})
+			m.applyEvent(runtime.Event{Action: runtime.EventDie, ID: "b", Name: ContainerName("b")})
 		}},
 		{"Forget of another address", func(_ *testing.T, m *Manager, _ *fakeEngine) {
-			m.Forget("a", "10.0.0.1:1")
+			m.Sandbox("a").Forget("10.0.0.1:1")
 		}},
 		{"resync, unchanged", func(t *testing.T, m *Manager, _ *fakeEngine) {
 			if err := m.resync(t.Context()); err != nil {
@@ -214,7 +214,7 @@ func TestInstanceNotGone(t *testing.T) {
 			if got := rec.reported(); len(got) != 0 {
 				t.Errorf("got gone %q, want none", got)
 			}
-			if cached, ok := m.Cached("a"); !ok || cached.Instance != ep.Instance {
+			if cached, ok := cached(m, "a"); !ok || cached.Instance != ep.Instance {
 				t.Errorf("got cached %+v, %v, want %q", cached, ok, ep.Instance)
 			}
 		})
@@ -226,8 +226,8 @@ func TestInstanceNotGone(t *testing.T) {
 // event did.
 func TestInstanceRestartIsNew(t *testing.T) {
 	m, f, rec, tpl, ep := goneWorld(t, Config{})
-	m.Forget("a", ep.Addr) // the gateway's dial failed
-	rec.reset()            // as if that report had been lost: the wake must report again
+	m.Sandbox("a").Forget(ep.Addr) // the gateway's dial failed
+	rec.reset()                    // as if that report had been lost: the wake must report again
 	f.restart(ContainerName("a"))
 	ep2, err := m.Ensure(t.Context(), "a", tpl)
 	if err != nil {
@@ -240,7 +240,7 @@ func TestInstanceRestartIsNew(t *testing.T) {
 	if got := rec.reported(); slices.Contains(got, ep2.Instance) {
 		t.Errorf("got gone %q, want the new instance %q not reported", got, ep2.Instance)
 	}
-	if c, _ := m.Cached("a"); c.Instance != ep2.Instance {
+	if c, _ := cached(m, "a"); c.Instance != ep2.Instance {
 		t.Errorf("got cached instance %q, want %q", c.Instance, ep2.Instance)
 	}
 }
@@ -249,9 +249,9 @@ func TestInstanceRestartIsNew(t *testing.T) {
 // still names the instance (a report may repeat, never go missing).
 func TestInstanceDieAfterForget(t *testing.T) {
 	m, _, rec, _, ep := goneWorld(t, Config{})
-	m.Forget("a", ep.Addr)
+	m.Sandbox("a").Forget(ep.Addr)
 	rec.reset()
-	m.applyEvent(ctrEvent{Action: evDie, ID: "id-previewgate-a", Name: "previewgate-a"})
+	m.applyEvent(runtime.Event{Action: runtime.EventDie, ID: "id-" + ContainerName("a"), Name: ContainerName("a")})
 	if got := rec.reported(); !slices.Equal(got, []string{ep.Instance}) {
 		t.Errorf("got gone %q, want [%q]", got, ep.Instance)
 	}
@@ -260,8 +260,8 @@ func TestInstanceDieAfterForget(t *testing.T) {
 // An unpause does not start a new run: the sandbox keeps its instance.
 func TestInstanceUnpauseKeepsInstance(t *testing.T) {
 	m, f, rec, tpl, ep := goneWorld(t, Config{})
-	f.setState(ContainerName("a"), stateRunning, statePaused)
-	m.applyEvent(ctrEvent{Action: evPause, ID: "id-previewgate-a", Name: "previewgate-a"})
+	f.setState(ContainerName("a"), runtime.StateRunning, runtime.StatePaused)
+	m.applyEvent(runtime.Event{Action: runtime.EventPause, ID: "id-" + ContainerName("a"), Name: ContainerName("a")})
 	wantGone(t, rec, ep.Instance)
 	ep2, err := m.Ensure(t.Context(), "a", tpl)
 	if err != nil {
@@ -275,14 +275,14 @@ func TestInstanceUnpauseKeepsInstance(t *testing.T) {
 // Endpoints adopted at Start carry their instance too.
 func TestInstanceAdoptedAtStart(t *testing.T) {
 	f := newFake()
-	f.put(ContainerName("a"), stateRunning, map[string]string{LabelManaged: "true", LabelSandbox: "a"})
-	m := newManager(Config{}, nil, f)
+	f.put(ContainerName("a"), runtime.StateRunning, map[string]string{runtime.LabelManaged: "true", runtime.LabelSandbox: "a"})
+	m := New(Config{}, f, nil, nil)
 	defer m.Close()
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	c, _ := f.Lookup(t.Context(), ContainerName("a"))
-	ep, ok := m.Cached("a")
+	ep, ok := cached(m, "a")
 	if !ok || ep.Instance != instanceOf(c) || ep.Instance == "" {
 		t.Errorf("got %+v, %v, want instance %q", ep, ok, instanceOf(c))
 	}
@@ -294,7 +294,7 @@ func TestInstanceGoneReaper(t *testing.T) {
 		t.Run(action, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				tpl := &config.Template{Name: "t", IdleTimeout: dur(2 * time.Second), IdleAction: action}
-				_, _, rec, ep := adoptedWorld(t, tpl, map[string]string{LabelManaged: "true", LabelSandbox: "a", LabelTemplate: "t"})
+				_, _, rec, ep := adoptedWorld(t, tpl, map[string]string{runtime.LabelManaged: "true", runtime.LabelSandbox: "a", runtime.LabelTemplate: "t"})
 				time.Sleep(4 * time.Second)
 				synctest.Wait()
 				if got := rec.reported(); !slices.Equal(got, []string{ep.Instance}) {

@@ -21,7 +21,9 @@ import (
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Tests in this file run against the real Docker Engine, with containers made
@@ -40,6 +42,7 @@ func newID() string {
 type env struct {
 	cli      *client.Client
 	cfg      sandboxmgr.Config
+	rt       mgrtest.Runtime     // the engine (Host), the records store
 	listener sandboxmgr.Listener // set on the managers e makes; may be nil
 	network  string
 }
@@ -50,13 +53,17 @@ func newEnv(t *testing.T) *env {
 	network := dockertest.Network(t)
 	// The managers e makes share one records store, as a Docker gateway's
 	// manager and its successor after a restart do.
-	return &env{cli: cli, network: network, cfg: sandboxmgr.Config{Network: network, Labels: dockertest.ScopedLabels(), Records: dockertest.Records(t)}}
+	return &env{cli: cli, network: network, cfg: sandboxmgr.Config{Network: network, Labels: dockertest.ScopedLabels()},
+		rt: mgrtest.Runtime{Records: dockertest.Records(t)}}
 }
 
+// name is the name of sandbox id's instance in e's scope.
+func (e *env) name(id string) string { return runtime.Name(runtime.Stamp(e.cfg.Labels), id) }
+
 // manager starts a Manager on e's network; it is closed when t ends.
-func (e *env) manager(t *testing.T) *sandboxmgr.Manager {
+func (e *env) manager(t *testing.T) *mgrtest.Manager {
 	t.Helper()
-	m, err := sandboxmgr.New(e.cfg, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})))
+	m, err := mgrtest.New(mgrtest.Config{Config: e.cfg, Runtime: e.rt}, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +94,7 @@ func (e *env) containers(t *testing.T, id string) []container.Summary {
 	t.Helper()
 	list, err := e.cli.ContainerList(context.Background(), container.ListOptions{
 		All:     true,
-		Filters: filters.NewArgs(filters.Arg("label", sandboxmgr.LabelSandbox+"="+id)),
+		Filters: filters.NewArgs(filters.Arg("label", runtime.LabelSandbox+"="+id)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -143,9 +150,9 @@ func TestDockerCreateNeverSeenID(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"name", c.Name, "/previewgate-" + id},
-		{"label managed", c.Config.Labels[sandboxmgr.LabelManaged], "true"},
-		{"label template", c.Config.Labels[sandboxmgr.LabelTemplate], "testapp"},
+		{"name", c.Name, "/" + e.name(id)},
+		{"label managed", c.Config.Labels[runtime.LabelManaged], "true"},
+		{"label template", c.Config.Labels[runtime.LabelTemplate], "testapp"},
 		{"test label", c.Config.Labels[dockertest.LabelTest], "1"},
 		{"network", net.Name, e.network},
 		{"no published ports", len(h.PortBindings), 0},
@@ -174,20 +181,20 @@ func TestDockerWake(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		put  func(t *testing.T, e *env, m *sandboxmgr.Manager, id string)
+		put  func(t *testing.T, e *env, m *mgrtest.Manager, id string)
 	}{
-		{"stopped is started", func(t *testing.T, _ *env, m *sandboxmgr.Manager, id string) {
+		{"stopped is started", func(t *testing.T, _ *env, m *mgrtest.Manager, id string) {
 			if err := m.Stop(t.Context(), id); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{"paused is unpaused", func(t *testing.T, e *env, _ *sandboxmgr.Manager, id string) {
-			if err := e.cli.ContainerPause(t.Context(), sandboxmgr.ContainerName(id)); err != nil {
+		{"paused is unpaused", func(t *testing.T, e *env, _ *mgrtest.Manager, id string) {
+			if err := e.cli.ContainerPause(t.Context(), e.name(id)); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{"killed is restarted", func(t *testing.T, e *env, _ *sandboxmgr.Manager, id string) {
-			if err := e.cli.ContainerKill(t.Context(), sandboxmgr.ContainerName(id), "KILL"); err != nil {
+		{"killed is restarted", func(t *testing.T, e *env, _ *mgrtest.Manager, id string) {
+			if err := e.cli.ContainerKill(t.Context(), e.name(id), "KILL"); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -205,13 +212,13 @@ func TestDockerWake(t *testing.T) {
 			tc.put(t, e, m, id)
 			// Changes made outside the manager are seen after the gateway's
 			// dial fails and it calls Forget.
-			m.Forget(id, ep.Addr)
+			m.Sandbox(id).Forget(ep.Addr)
 			ep, err = m.Ensure(t.Context(), id, tpl)
 			if err != nil {
 				t.Fatalf("Ensure: %v", err)
 			}
 			get(t, ep)
-			c, err := e.cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id))
+			c, err := e.cli.ContainerInspect(t.Context(), e.name(id))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -318,7 +325,7 @@ func TestDockerMissingImage(t *testing.T) {
 	tpl.Image = "previewgate-no-such-image:" + dockertest.RunID()
 	id := newID()
 	_, err := m.Ensure(t.Context(), id, tpl)
-	if !errors.Is(err, sandboxmgr.ErrNoImage) {
+	if !errors.Is(err, runtime.ErrNoImage) {
 		t.Fatalf("got %v, want ErrNoImage", err)
 	}
 	if n := len(e.containers(t, id)); n != 0 {
@@ -328,16 +335,16 @@ func TestDockerMissingImage(t *testing.T) {
 
 func TestDockerUnreachable(t *testing.T) {
 	t.Parallel()
-	m, err := sandboxmgr.New(sandboxmgr.Config{Host: "unix:///nonexistent/previewgate-test.sock"}, nil)
+	m, err := mgrtest.New(mgrtest.Config{Config: sandboxmgr.Config{}, Runtime: mgrtest.Runtime{Host: "unix:///nonexistent/previewgate-test.sock"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if err := m.Start(t.Context()); !errors.Is(err, sandboxmgr.ErrUnavailable) {
+	if err := m.Start(t.Context()); !errors.Is(err, runtime.ErrUnavailable) {
 		t.Errorf("Start: got %v, want ErrUnavailable", err)
 	}
 	tpl := &config.Template{Name: "x", Image: "x", Ready: config.Ready{Timeout: config.Duration(time.Minute)}}
-	if _, err := m.Ensure(t.Context(), "a", tpl); !errors.Is(err, sandboxmgr.ErrUnavailable) {
+	if _, err := m.Ensure(t.Context(), "a", tpl); !errors.Is(err, runtime.ErrUnavailable) {
 		t.Errorf("Ensure: got %v, want ErrUnavailable", err)
 	}
 }
@@ -347,7 +354,7 @@ func TestDockerUnreachable(t *testing.T) {
 func TestDockerTwoReplicasRace(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	replicas := []*sandboxmgr.Manager{e.manager(t), e.manager(t)}
+	replicas := []*mgrtest.Manager{e.manager(t), e.manager(t)}
 	for round := range 3 {
 		id := newID()
 		tpl := testTemplate(t, nil)
@@ -378,7 +385,7 @@ func TestDockerTwoReplicasRace(t *testing.T) {
 func TestDockerBuildImage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	m := e.manager(t)
+	images := e.manager(t).Runtime.Capabilities().Images
 	for _, tc := range []struct {
 		name       string
 		dockerfile string
@@ -389,11 +396,11 @@ func TestDockerBuildImage(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tag := fmt.Sprintf("previewgate-buildtest:%s-%s", dockertest.RunID(), tc.name[:2])
-			err := m.BuildImage(t.Context(), tag, tarOf(t, map[string]string{"Dockerfile": tc.dockerfile, "hello.txt": "hi"}))
+			err := images.Build(t.Context(), tag, tarOf(t, map[string]string{"Dockerfile": tc.dockerfile, "hello.txt": "hi"}), runtime.Shared(e.cfg.Labels))
 			if tc.wantErr != (err != nil) {
 				t.Fatalf("got %v, want error %v", err, tc.wantErr)
 			}
-			ok, err := m.HasImage(t.Context(), tag)
+			ok, err := images.Has(t.Context(), tag)
 			if err != nil || ok == tc.wantErr {
 				t.Errorf("HasImage: got %v, %v, want %v", ok, err, !tc.wantErr)
 			}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // A kept workspace (Kubernetes: a claim without its pod) is a stopped
@@ -32,15 +33,15 @@ func TestReaperKeptWorkspace(t *testing.T) {
 				if tc.stoppedAgo > 0 {
 					stopped = time.Now().Add(-tc.stoppedAgo)
 				}
-				f.putKept(ContainerName("a"), stopped, map[string]string{LabelSandbox: "a", LabelTemplate: "t"})
-				m := newManager(Config{Templates: func(string) *config.Template { return tpl }}, nil, f)
+				f.putKept(ContainerName("a"), stopped, map[string]string{runtime.LabelSandbox: "a", runtime.LabelTemplate: "t"})
+				m := New(Config{Templates: func(string) *config.Template { return tpl }}, f, nil, nil)
 				t.Cleanup(func() { m.Close() })
 				if err := m.Start(t.Context()); err != nil {
 					t.Fatal(err)
 				}
 				time.Sleep(tc.keptFor)
 				synctest.Wait()
-				if tc.keptFor > 0 && f.state(ContainerName("a")) != stateExited {
+				if tc.keptFor > 0 && f.state(ContainerName("a")) != runtime.StateExited {
 					t.Fatalf("after %v: got state %q, want the kept workspace", tc.keptFor, f.state(ContainerName("a")))
 				}
 				time.Sleep(tc.removedWith - tc.keptFor)
@@ -63,12 +64,12 @@ func TestEnsureKeptWorkspace(t *testing.T) {
 	m, f := newFakeManager(t, Config{Templates: func(name string) *config.Template {
 		return map[string]*config.Template{"fake": tpl}[name]
 	}})
-	f.putKept(ContainerName("a"), time.Now(), map[string]string{LabelSandbox: "a", LabelTemplate: "fake", LabelPort: itoa(tpl.Port)})
+	f.putKept(ContainerName("a"), time.Now(), map[string]string{runtime.LabelSandbox: "a", runtime.LabelTemplate: "fake", runtime.LabelPort: itoa(tpl.Port)})
 	charged := 0
 	if _, err := m.EnsureWith(t.Context(), "a", nil, Options{OnCreate: func() error { charged++; return nil }}); err != nil {
 		t.Fatalf("Ensure: %v", err)
 	}
-	if got := f.state(ContainerName("a")); got != stateRunning {
+	if got := f.state(ContainerName("a")); got != runtime.StateRunning {
 		t.Errorf("got state %q, want running", got)
 	}
 	if got := f.creates.Load(); got != 1 {
@@ -87,19 +88,19 @@ func TestEnsureKeptWorkspace(t *testing.T) {
 func TestEventKept(t *testing.T) {
 	t.Parallel()
 	m, _ := newFakeManager(t, Config{})
-	m.observe("a", ctrInfo{ID: "pod/1", Name: ContainerName("a"), State: stateRunning, IP: "127.0.0.1", StartedAt: time.Now()})
-	if _, ok := m.Cached("a"); !ok {
+	m.observe("a", runtime.Instance{ID: "pod/1", Name: ContainerName("a"), State: runtime.StateRunning, IP: "127.0.0.1", StartedAt: time.Now()})
+	if _, ok := cached(m, "a"); !ok {
 		t.Fatal("running sandbox not cached")
 	}
-	m.applyEvent(ctrEvent{Action: evKept, ID: "pod/other", Name: ContainerName("a")})
-	if got := m.States()[stateRunning]; got != 1 {
+	m.applyEvent(runtime.Event{Action: runtime.EventKept, ID: "pod/other", Name: ContainerName("a")})
+	if got := m.States()[runtime.StateRunning]; got != 1 {
 		t.Errorf("another pod's deletion changed the state: got %v", m.States())
 	}
-	m.applyEvent(ctrEvent{Action: evKept, ID: "pod/1", Name: ContainerName("a")})
-	if got := m.States()[stateExited]; got != 1 {
+	m.applyEvent(runtime.Event{Action: runtime.EventKept, ID: "pod/1", Name: ContainerName("a")})
+	if got := m.States()[runtime.StateExited]; got != 1 {
 		t.Errorf("got states %v, want one exited", m.States())
 	}
-	if _, ok := m.Cached("a"); ok {
+	if _, ok := cached(m, "a"); ok {
 		t.Error("stopped sandbox still cached")
 	}
 }

@@ -7,12 +7,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/sandboxmgr"
 	"github.com/previewgate/previewgate/sandboxmgr/kube"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // TestKubernetesSandboxIDCannotTakePoolLock (attack21): a sandbox's Lease
-// is named previewgate-<id>, the replicas' pool lock previewgate-lock-pool,
+// was named previewgate-<id>, the replicas' pool lock previewgate-lock-pool,
 // so the valid sandbox id "lock-pool" names the lock. A claim for that id
 // finds "its" Lease taken, judges the holder (a replica id, not a pod)
 // dead, and writes the pool pod's name into the lock: no replica fills the
@@ -38,7 +38,8 @@ func TestKubernetesSandboxIDCannotTakePoolLock(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	leases := e.cs.CoordinationV1().Leases(e.ns)
-	lock, err := leases.Get(t.Context(), "previewgate.lock.pool", metav1.GetOptions{})
+	lockName := "previewgate.lock." + runtime.Stamp(e.labels) + ".pool"
+	lock, err := leases.Get(t.Context(), lockName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("pool lock: %v", err)
 	}
@@ -48,13 +49,11 @@ func TestKubernetesSandboxIDCannotTakePoolLock(t *testing.T) {
 	if _, err := m1.Ensure(t.Context(), id, tpl); err != nil {
 		t.Fatalf("Ensure %s: %v", id, err)
 	}
-	lock, err = leases.Get(t.Context(), "previewgate.lock.pool", metav1.GetOptions{})
+	lock, err = leases.Get(t.Context(), lockName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("pool lock: %v", err)
 	}
 	if got := *lock.Spec.HolderIdentity; got != holder || lock.Labels[kube.LabelLock] == "" {
 		t.Errorf("sandbox %q took the pool lock: holder %q (was %q), labels %v", id, got, holder, lock.Labels)
 	}
-
-	_ = sandboxmgr.LabelSandbox
 }

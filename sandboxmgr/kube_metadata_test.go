@@ -7,7 +7,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // On the real kube-apiserver (#23): metadata set at create is pod labels,
@@ -28,11 +30,11 @@ func TestKubernetesMetadataAndPause(t *testing.T) {
 			t.Fatalf("EnsureWith %s: %v", id, err)
 		}
 	}
-	pod, err := e.cs.CoreV1().Pods(e.ns).Get(t.Context(), sandboxmgr.ContainerName(a), metav1.GetOptions{})
-	if err != nil || pod.Labels[sandboxmgr.LabelMetaPrefix+"user"] != "alice" {
+	pod, err := e.cs.CoreV1().Pods(e.ns).Get(t.Context(), e.name(a), metav1.GetOptions{})
+	if err != nil || pod.Labels[runtime.LabelMetaPrefix+"user"] != "alice" {
 		t.Fatalf("pod of %s: labels %v, %v; want the metadata as labels", a, pod.Labels, err)
 	}
-	for name, mgr := range map[string]*sandboxmgr.Manager{"first": m, "second": e.manager(t, cfg)} {
+	for name, mgr := range map[string]*mgrtest.Manager{"first": m, "second": e.manager(t, cfg)} {
 		list, err := mgr.List(t.Context())
 		if err != nil {
 			t.Fatal(err)
@@ -62,7 +64,7 @@ func TestKubernetesMetadataAndPause(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitNoPod(t, b, 20*time.Second)
-	if _, err := m.Resume(t.Context(), b); !errors.Is(err, sandboxmgr.ErrNoContainer) {
+	if _, err := m.Resume(t.Context(), b); !errors.Is(err, runtime.ErrNotFound) {
 		t.Errorf("Resume of a stopped sandbox without workspace: got %v, want ErrNoContainer", err)
 	}
 }

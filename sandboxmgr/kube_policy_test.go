@@ -7,7 +7,7 @@ import (
 	netv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // TestKubernetesSandboxPolicy (#26, 6): the sandboxes' NetworkPolicy the
@@ -74,4 +74,4 @@ func (e *kubeEnv) policy(t *testing.T, name string) *netv1.NetworkPolicy {
 	return np
 }
 
-var _ = sandboxmgr.LabelManaged
+var _ = runtime.LabelManaged

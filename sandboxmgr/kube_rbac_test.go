@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/previewgate/previewgate/sandboxmgr"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
+	"github.com/previewgate/previewgate/records"
 )
 
 // callCounter counts API requests by verb and resource.
@@ -156,7 +156,7 @@ func TestKubernetesRBACFromDeploy(t *testing.T) {
 	}
 	get(t, ep)
 	create := calls.take()
-	m.Forget(id, ep.Addr)
+	m.Sandbox(id).Forget(ep.Addr)
 	if _, err := m.Ensure(t.Context(), id, tpl); err != nil {
 		t.Fatal(err)
 	}
@@ -164,10 +164,10 @@ func TestKubernetesRBACFromDeploy(t *testing.T) {
 	// Settings (#23): a ConfigMap written, read and (below, with the
 	// sandbox) deleted under the deploy Role.
 	yes := true
-	if _, err := m.UpdateSettings(t.Context(), id, func(s *sandboxmgr.Settings) error { s.Public = &yes; return nil }); err != nil {
+	if _, err := m.Records.Update(t.Context(), id, func(s *records.Settings) error { s.Public = &yes; return nil }); err != nil {
 		t.Fatalf("UpdateSettings with the deploy RBAC: %v", err)
 	}
-	if s, err := m.LoadSettings(t.Context(), id); err != nil || s.Public == nil {
+	if s, err := m.Records.Load(t.Context(), id); err != nil || s.Public == nil {
 		t.Fatalf("LoadSettings with the deploy RBAC: %v %v", s, err)
 	}
 	settings := calls.take()
@@ -180,7 +180,7 @@ func TestKubernetesRBACFromDeploy(t *testing.T) {
 		t.Fatalf("Remove with the deploy RBAC: %v", err)
 	}
 	// The settings go; a removal mark stays a while (tombstone.go).
-	if cm, err := e.cs.CoreV1().ConfigMaps(e.ns).Get(t.Context(), runtime.RecordName(id), metav1.GetOptions{}); err != nil ||
+	if cm, err := e.cs.CoreV1().ConfigMaps(e.ns).Get(t.Context(), records.Name(id), metav1.GetOptions{}); err != nil ||
 		!strings.Contains(cm.Data["record"], `"removed"`) || strings.Contains(cm.Data["record"], `"public"`) {
 		t.Errorf("the sandbox's record after Remove: %v %v, want only a removal mark", cm.Data, err)
 	}
@@ -230,7 +230,7 @@ type callRow struct {
 // workspaceCalls runs a sandbox with a workspace through m (bound by the
 // deploy Role) and returns the API calls of each step: every claim verb
 // the runtime uses (a replica start lists claims too).
-func workspaceCalls(t *testing.T, e *kubeEnv, m *sandboxmgr.Manager, calls *callCounter) []callRow {
+func workspaceCalls(t *testing.T, e *kubeEnv, m *mgrtest.Manager, calls *callCounter) []callRow {
 	t.Helper()
 	tpl := workspaceTemplate(t)
 	id := newID()
@@ -247,7 +247,7 @@ func workspaceCalls(t *testing.T, e *kubeEnv, m *sandboxmgr.Manager, calls *call
 	stop := calls.take()
 	// Measure the wake from a pod that is gone, not one still terminating.
 	waitWithin(t, 20*time.Second, "the stopped pod gone", func() bool {
-		_, err := e.cs.CoreV1().Pods(e.ns).Get(t.Context(), sandboxmgr.ContainerName(id), metav1.GetOptions{})
+		_, err := e.cs.CoreV1().Pods(e.ns).Get(t.Context(), e.name(id), metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
 	ep, err = m.Ensure(t.Context(), id, tpl)

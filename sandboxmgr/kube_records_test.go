@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr/kube"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
@@ -35,7 +36,7 @@ func TestKubernetesRecordOfAnotherScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, err := mine.PutRecord(t.Context(), id, "", []byte("ours"), ours)
-	if !errors.Is(err, runtime.ErrForeignRecord) || !strings.Contains(err.Error(), runtime.RecordName(id)) || !strings.Contains(err.Error(), "other-scope") {
+	if !errors.Is(err, records.ErrForeignRecord) || !strings.Contains(err.Error(), records.Name(id)) || !strings.Contains(err.Error(), "other-scope") {
 		t.Fatalf("got %q %v, want ErrForeignRecord naming the ConfigMap and its scope", v, err)
 	}
 	if list, err := other.ListRecords(t.Context(), theirs); err != nil || string(list[id].Data) != "theirs" {

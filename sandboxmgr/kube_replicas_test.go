@@ -9,7 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // TestKubernetesReplicasAgreeOnShortIdle (#26, 2): a template with
@@ -40,7 +41,7 @@ func TestKubernetesReplicasAgreeOnShortIdle(t *testing.T) {
 		if _, err := b.Ensure(t.Context(), id, tpl); err != nil {
 			t.Fatal(err)
 		}
-		b.Touch(id)
+		b.Sandbox(id).Touch()
 		if p := e.pods(t, id); len(p) != 1 || p[0].UID != uid {
 			t.Fatalf("after %v of traffic through B only, the pod was replaced or stopped (%d pods): A stopped a sandbox B serves",
 				30*time.Second-time.Until(end), len(p))
@@ -69,7 +70,7 @@ func TestKubernetesAnyReplicaReaps(t *testing.T) {
 	}
 	acfg := cfg
 	acfg.ReapEvery = -1
-	a, err := sandboxmgr.New(acfg, nil)
+	a, err := mgrtest.New(mgrtest.Config{Config: acfg.Config, Runtime: mgrtest.Runtime{Kube: &acfg.Kubernetes}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,8 +106,8 @@ func TestKubernetesLeaseSweep(t *testing.T) {
 		id string
 		at metav1.MicroTime
 	}{{stale, old}, {young, now}} {
-		holder := sandboxmgr.ContainerName(l.id)
-		labels := map[string]string{sandboxmgr.LabelManaged: "true", sandboxmgr.LabelSandbox: l.id}
+		holder := e.name(l.id)
+		labels := map[string]string{runtime.LabelManaged: "true", runtime.LabelSandbox: l.id}
 		for k, v := range e.labels {
 			labels[k] = v
 		}
@@ -119,10 +120,10 @@ func TestKubernetesLeaseSweep(t *testing.T) {
 		}
 	}
 	waitWithin(t, 20*time.Second, "the stale lease to be swept", func() bool {
-		_, err := e.cs.CoordinationV1().Leases(e.ns).Get(t.Context(), sandboxmgr.ContainerName(stale), metav1.GetOptions{})
+		_, err := e.cs.CoordinationV1().Leases(e.ns).Get(t.Context(), e.name(stale), metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
-	if _, err := e.cs.CoordinationV1().Leases(e.ns).Get(t.Context(), sandboxmgr.ContainerName(young), metav1.GetOptions{}); err != nil {
+	if _, err := e.cs.CoordinationV1().Leases(e.ns).Get(t.Context(), e.name(young), metav1.GetOptions{}); err != nil {
 		t.Fatalf("the young lease (a create in flight) was swept: %v", err)
 	}
 }

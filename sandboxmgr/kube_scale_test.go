@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"runtime"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +22,7 @@ import (
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/internal/testing/k8stest"
+	"github.com/previewgate/previewgate/sandboxmgr/kube"
 )
 
 // BenchmarkKubernetesThousandSandboxes measures what one gateway replica
@@ -40,11 +41,10 @@ func BenchmarkKubernetesThousandSandboxes(b *testing.B) {
 	admin := c.Admin(b)
 	labels := map[string]string{dockertest.LabelTest: "1", dockertest.LabelRun: dockertest.RunID()}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	kcfg := func(rc *rest.Config) Config {
-		return Config{Runtime: RuntimeKubernetes, Labels: labels, ReapEvery: -1,
-			Kubernetes: KubeConfig{Namespace: ns, REST: rc}}
+	kcfg := func(rc *rest.Config) (Config, kube.Config) {
+		return Config{Labels: labels, ReapEvery: -1}, kube.Config{Namespace: ns, REST: rc}
 	}
-	maker, err := New(kcfg(c.Config(c.AdminToken)), quiet)
+	maker, err := newKube(kcfg(c.Config(c.AdminToken)))(quiet)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,10 +58,10 @@ func BenchmarkKubernetesThousandSandboxes(b *testing.B) {
 		var ctr traffic
 		rc := c.Config(c.AdminToken)
 		rc.WrapTransport = ctr.wrap
-		runtime.GC()
-		var before runtime.MemStats
-		runtime.ReadMemStats(&before)
-		m, err := New(kcfg(rc), quiet)
+		goruntime.GC()
+		var before goruntime.MemStats
+		goruntime.ReadMemStats(&before)
+		m, err := newKube(kcfg(rc))(quiet)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -73,9 +73,9 @@ func BenchmarkKubernetesThousandSandboxes(b *testing.B) {
 			b.Fatalf("the replica sees %d sandboxes (%v), want %d", seen, err, n)
 		}
 		list = nil
-		runtime.GC()
-		var after runtime.MemStats
-		runtime.ReadMemStats(&after)
+		goruntime.GC()
+		var after goruntime.MemStats
+		goruntime.ReadMemStats(&after)
 		startBytes, startCalls := ctr.read.Load(), ctr.calls.Load()
 		b.Logf("replica start over %d sandboxes: %d calls %v", n, startCalls, ctr.kinds())
 
@@ -105,18 +105,18 @@ func BenchmarkKubernetesThousandSandboxes(b *testing.B) {
 // replica, and returns the API calls that cost. The pods have no node
 // agent, so a deleted pod stays Terminating: its deletionTimestamp counts
 // as stopped.
-func serveAndIdleStop(b *testing.B, c *k8stest.Cluster, kcfg func(*rest.Config) Config, tpl *config.Template, n int) (int64, map[string]int) {
+func serveAndIdleStop(b *testing.B, c *k8stest.Cluster, kcfg func(*rest.Config) (Config, kube.Config), tpl *config.Template, n int) (int64, map[string]int) {
 	b.Helper()
 	idle := *tpl
 	idle.IdleTimeout = config.Duration(2 * time.Second)
 	var ctr traffic
 	rc := c.Config(c.AdminToken)
 	rc.WrapTransport = ctr.wrap
-	cfg := kcfg(rc)
+	cfg, kc := kcfg(rc)
 	cfg.ReapEvery = 200 * time.Millisecond
 	cfg.MaxRunning = 2 * n // they all run: the cap is not what is measured
 	cfg.Templates = func(string) *config.Template { return &idle }
-	m, err := New(cfg, slog.New(slog.DiscardHandler))
+	m, err := newKube(cfg, kc)(slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -131,11 +131,11 @@ func serveAndIdleStop(b *testing.B, c *k8stest.Cluster, kcfg func(*rest.Config) 
 		if _, err := m.Ensure(b.Context(), id, &idle); err != nil {
 			b.Fatalf("serve %s: %v", id, err)
 		}
-		m.Touch(id)
+		m.Sandbox(id).Touch()
 	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		pods, err := c.Admin(b).CoreV1().Pods(cfg.Kubernetes.Namespace).List(context.Background(), metav1.ListOptions{})
+		pods, err := c.Admin(b).CoreV1().Pods(kc.Namespace).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -172,7 +172,7 @@ func makeSandboxes(b *testing.B, m *Manager, admin kubernetes.Interface, ns stri
 		if err != nil {
 			return err
 		}
-		_, err = m.eng.Create(context.Background(), s)
+		_, err = m.rt.Create(context.Background(), s)
 		return err
 	})
 	var next atomic.Int64
@@ -315,4 +315,16 @@ func (b *countingBody) Read(p []byte) (int, error) {
 		b.c.watchBytes.Add(int64(n))
 	}
 	return n, err
+}
+
+// newKube returns the maker of a manager of cfg on the Kubernetes runtime
+// kc (its scope cfg.Labels), with the runtime's records.
+func newKube(cfg Config, kc kube.Config) func(*slog.Logger) (*Manager, error) {
+	return func(log *slog.Logger) (*Manager, error) {
+		rt, err := kube.New(kc, cfg.Labels)
+		if err != nil {
+			return nil, err
+		}
+		return New(cfg, rt, testRecords(rt, cfg), log), nil
+	}
 }

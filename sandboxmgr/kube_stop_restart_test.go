@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
 // holdFinalizer keeps a deleted pod in the API, terminating, until the
@@ -46,7 +45,7 @@ func TestKubernetesRestartWhileStoppedPodTerminates(t *testing.T) {
 	// The pod is held once deleted; let go at the end whatever happens,
 	// so the namespace can go.
 	pods := e.cs.CoreV1().Pods(e.ns)
-	name := sandboxmgr.ContainerName(id)
+	name := e.name(id)
 	hold := func(ctx context.Context, on bool) error {
 		finalizers := `null`
 		if on {

@@ -18,7 +18,10 @@ import (
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/internal/testing/k8stest"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/kube"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Tests named Kubernetes run the Kubernetes runtime against a real
@@ -45,18 +48,25 @@ func newKubeEnv(t *testing.T) *kubeEnv {
 		labels: map[string]string{dockertest.LabelTest: "1", dockertest.LabelRun: dockertest.RunID()}}
 }
 
-func (e *kubeEnv) config() sandboxmgr.Config {
-	return sandboxmgr.Config{
-		Runtime:    sandboxmgr.RuntimeKubernetes,
-		Network:    "previewgate-sandboxes",
-		Labels:     e.labels,
-		Kubernetes: sandboxmgr.KubeConfig{Namespace: e.ns, REST: e.rest},
+// name is the name of sandbox id's pod (and Lease, and claim) in e's scope.
+func (e *kubeEnv) name(id string) string { return runtime.Name(runtime.Stamp(e.labels), id) }
+
+// kubeConfig is a manager's config and its Kubernetes runtime's.
+type kubeConfig struct {
+	sandboxmgr.Config
+	Kubernetes kube.Config
+}
+
+func (e *kubeEnv) config() kubeConfig {
+	return kubeConfig{
+		Config:     sandboxmgr.Config{Network: "previewgate-sandboxes", Labels: e.labels},
+		Kubernetes: kube.Config{Namespace: e.ns, REST: e.rest},
 	}
 }
 
-func (e *kubeEnv) manager(t *testing.T, cfg sandboxmgr.Config) *sandboxmgr.Manager {
+func (e *kubeEnv) manager(t *testing.T, cfg kubeConfig) *mgrtest.Manager {
 	t.Helper()
-	m, err := sandboxmgr.New(cfg, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})))
+	m, err := mgrtest.New(mgrtest.Config{Config: cfg.Config, Runtime: mgrtest.Runtime{Kube: &cfg.Kubernetes}}, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +80,7 @@ func (e *kubeEnv) manager(t *testing.T, cfg sandboxmgr.Config) *sandboxmgr.Manag
 // pods lists the pods serving sandbox id (created or claimed for it).
 func (e *kubeEnv) pods(t *testing.T, id string) []corev1.Pod {
 	t.Helper()
-	list, err := e.cs.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: sandboxmgr.LabelSandbox + "=" + id})
+	list, err := e.cs.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: runtime.LabelSandbox + "=" + id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,14 +123,14 @@ func TestKubernetesCreateStopRecreate(t *testing.T) {
 	}
 	get(t, ep)
 
-	pod, err := e.cs.CoreV1().Pods(e.ns).Get(t.Context(), sandboxmgr.ContainerName(id), metav1.GetOptions{})
+	pod, err := e.cs.CoreV1().Pods(e.ns).Get(t.Context(), e.name(id), metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get pod: %v", err)
 	}
 	if got := ep.Instance; got == "" || ep.Addr != pod.Status.PodIP+":3000" {
 		t.Errorf("got endpoint %+v, want pod IP %s:3000 and an instance", ep, pod.Status.PodIP)
 	}
-	for k, want := range map[string]string{sandboxmgr.LabelManaged: "true", sandboxmgr.LabelSandbox: id, sandboxmgr.LabelTemplate: "testapp", dockertest.LabelRun: dockertest.RunID()} {
+	for k, want := range map[string]string{runtime.LabelManaged: "true", runtime.LabelSandbox: id, runtime.LabelTemplate: "testapp", dockertest.LabelRun: dockertest.RunID()} {
 		if got := pod.Labels[k]; got != want {
 			t.Errorf("label %s: got %q, want %q", k, got, want)
 		}
@@ -179,7 +189,7 @@ func TestKubernetesCreateStopRecreate(t *testing.T) {
 func TestKubernetesHerdThreeManagers(t *testing.T) {
 	t.Parallel()
 	e := newKubeEnv(t)
-	ms := []*sandboxmgr.Manager{e.manager(t, e.config()), e.manager(t, e.config()), e.manager(t, e.config())}
+	ms := []*mgrtest.Manager{e.manager(t, e.config()), e.manager(t, e.config()), e.manager(t, e.config())}
 	id := newID()
 	tpl := testTemplate(t, nil)
 	var wg sync.WaitGroup
@@ -222,7 +232,7 @@ func TestKubernetesPoolClaimAcrossReplicas(t *testing.T) {
 	cfg.RecheckEvery = 300 * time.Millisecond // how soon a replica sees another's pool pods
 	cfg.ListTemplates = func() []*config.Template { return []*config.Template{tpl} }
 	cfg.Templates = func(string) *config.Template { return tpl }
-	ms := []*sandboxmgr.Manager{e.manager(t, cfg), e.manager(t, cfg), e.manager(t, cfg)}
+	ms := []*mgrtest.Manager{e.manager(t, cfg), e.manager(t, cfg), e.manager(t, cfg)}
 	deadline := time.Now().Add(60 * time.Second)
 	for ms[0].PoolSize(tpl.Name) < tpl.Pool || ms[1].PoolSize(tpl.Name) < tpl.Pool || ms[2].PoolSize(tpl.Name) < tpl.Pool {
 		if time.Now().After(deadline) {
@@ -231,7 +241,7 @@ func TestKubernetesPoolClaimAcrossReplicas(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(time.Second) // an overfill would show by now
-	all, err := e.cs.CoreV1().Pods(e.ns).List(t.Context(), metav1.ListOptions{LabelSelector: sandboxmgr.LabelPool})
+	all, err := e.cs.CoreV1().Pods(e.ns).List(t.Context(), metav1.ListOptions{LabelSelector: runtime.LabelPool})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +310,7 @@ func TestKubernetesKilledMidCreate(t *testing.T) {
 	id := newID()
 	holder := "previewgate-pool-testapp-gone"
 	now := metav1.NowMicro()
-	lease := &coordLease{name: sandboxmgr.ContainerName(id), holder: holder, labels: e.labels, at: now}
+	lease := &coordLease{name: e.name(id), holder: holder, labels: e.labels, at: now}
 	lease.create(t, e)
 	m := e.manager(t, e.config())
 	if _, err := m.Ensure(t.Context(), id, tpl); err != nil {
@@ -357,7 +367,7 @@ func TestKubernetesIdleAcrossReplicas(t *testing.T) {
 	}
 	end := time.Now().Add(3 * time.Duration(tpl.IdleTimeout))
 	for time.Now().Before(end) {
-		b.Touch(id)
+		b.Sandbox(id).Touch()
 		time.Sleep(100 * time.Millisecond)
 	}
 	if n := len(e.pods(t, id)); n != 1 {

@@ -15,7 +15,9 @@ import (
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // workspaceTemplate is testTemplate with a workspace at /workspace, where
@@ -30,7 +32,7 @@ func workspaceTemplate(t *testing.T) *config.Template {
 // is being deleted.
 func (e *kubeEnv) claim(t *testing.T, id string) *corev1.PersistentVolumeClaim {
 	t.Helper()
-	pvc, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Get(context.Background(), sandboxmgr.ContainerName(id), metav1.GetOptions{})
+	pvc, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Get(context.Background(), e.name(id), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -57,7 +59,7 @@ func (e *kubeEnv) backdateStop(t *testing.T, id string, ago time.Duration) {
 	}
 	// The last request before the stop counts too (the Lease's renewTime,
 	// if the Lease is still there): it goes back with the stop.
-	lease, err := e.cs.CoordinationV1().Leases(e.ns).Get(context.Background(), sandboxmgr.ContainerName(id), metav1.GetOptions{})
+	lease, err := e.cs.CoordinationV1().Leases(e.ns).Get(context.Background(), e.name(id), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return
 	}
@@ -159,7 +161,7 @@ func TestKubernetesWorkspaceKeptAcrossStops(t *testing.T) {
 	if pvc == nil {
 		t.Fatal("no workspace claim")
 	}
-	for k, want := range map[string]string{sandboxmgr.LabelManaged: "true", sandboxmgr.LabelSandbox: id, sandboxmgr.LabelTemplate: "testapp", dockertest.LabelRun: dockertest.RunID()} {
+	for k, want := range map[string]string{runtime.LabelManaged: "true", runtime.LabelSandbox: id, runtime.LabelTemplate: "testapp", dockertest.LabelRun: dockertest.RunID()} {
 		if got := pvc.Labels[k]; got != want {
 			t.Errorf("claim label %s: got %q, want %q", k, got, want)
 		}
@@ -227,7 +229,7 @@ func TestKubernetesWorkspaceKeptAcrossStops(t *testing.T) {
 	// sandbox's, removing, not exited: wait until it is gone
 	// (TestKubernetesRestartWhileStoppedPodTerminates starts one meanwhile).
 	waitWithin(t, 20*time.Second, "the stopped pod of "+id+" gone", func() bool {
-		list, err := e.cs.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: sandboxmgr.LabelSandbox + "=" + id})
+		list, err := e.cs.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: runtime.LabelSandbox + "=" + id})
 		return err == nil && len(list.Items) == 0
 	})
 	e.backdateStop(t, id, time.Hour)
@@ -260,7 +262,7 @@ func TestKubernetesWorkspaceKeptAcrossStops(t *testing.T) {
 // workspace path, and its user's group owns the volume (fsGroup).
 func checkWorkspacePod(t *testing.T, e *kubeEnv, id string) {
 	t.Helper()
-	pod, err := e.cs.CoreV1().Pods(e.ns).Get(t.Context(), sandboxmgr.ContainerName(id), metav1.GetOptions{})
+	pod, err := e.cs.CoreV1().Pods(e.ns).Get(t.Context(), e.name(id), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +289,7 @@ func checkWorkspacePod(t *testing.T, e *kubeEnv, id string) {
 
 // wantListed waits (briefly: a pod being deleted lists as removing) until
 // m lists sandbox id in state.
-func wantListed(t *testing.T, m *sandboxmgr.Manager, id, state string) {
+func wantListed(t *testing.T, m *mgrtest.Manager, id, state string) {
 	t.Helper()
 	var got []sandboxmgr.Info
 	deadline := time.Now().Add(10 * time.Second)

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // A sandbox's output is hostile (#16): it may carry terminal escapes,
@@ -33,39 +35,30 @@ const (
 // ErrNoLogs: the container runtime cannot read container output.
 var ErrNoLogs = errors.New("container logs not supported by this runtime")
 
-// Logs returns the last tail lines (1 to MaxLogLines) of sandbox id's
-// output, sanitized. ErrNoContainer if there is none, ErrForeignContainer
-// if its name is on a container this manager does not own.
-func (m *Manager) Logs(ctx context.Context, id string, tail int) ([]string, error) {
+// TailLogs returns the last tail lines (1 to MaxLogLines) of instance
+// inst's output (Info.Container: Get checked whose it is), read through
+// the runtime's Logs capability (nil: ErrNoLogs) and sanitized;
+// runtime.ErrNotFound if it is gone.
+func TailLogs(ctx context.Context, le runtime.Logs, inst string, tail int) ([]string, error) {
 	tail = min(max(tail, 1), MaxLogLines)
-	le := m.caps.Logs
 	if le == nil {
 		return nil, ErrNoLogs
 	}
-	c, err := m.ownedByID(ctx, id)
-	if err != nil {
-		return nil, err
-	}
 	lw := newLogLines(tail, nil)
-	if err := le.Logs(ctx, c.ID, tail, false, lw); err != nil {
+	if err := le.Logs(ctx, inst, tail, false, lw); err != nil {
 		return nil, err
 	}
 	return lw.Lines(), nil
 }
 
-// FollowLogs calls fn with each line of sandbox id's output, sanitized: the
-// last tail lines (0 to MaxLogLines), then new ones until the container
-// stops, ctx ends (nil) or fn fails (its error). fn runs on the caller's
-// goroutine. Errors are Logs'.
-func (m *Manager) FollowLogs(ctx context.Context, id string, tail int, fn func(line string) error) error {
+// FollowLogs calls fn with each line of instance inst's output,
+// sanitized: the last tail lines (0 to MaxLogLines), then new ones until
+// the instance stops, ctx ends (nil) or fn fails (its error). fn runs on
+// the caller's goroutine. Errors are TailLogs'.
+func FollowLogs(ctx context.Context, le runtime.Logs, inst string, tail int, fn func(line string) error) error {
 	tail = min(max(tail, 0), MaxLogLines)
-	le := m.caps.Logs
 	if le == nil {
 		return ErrNoLogs
-	}
-	c, err := m.ownedByID(ctx, id)
-	if err != nil {
-		return err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -74,7 +67,7 @@ func (m *Manager) FollowLogs(ctx context.Context, id string, tail int, fn func(l
 			cancel(err)
 		}
 	})
-	err = le.Logs(ctx, c.ID, tail, true, lw)
+	err := le.Logs(ctx, inst, tail, true, lw)
 	lw.Flush()
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return cause // fn's error

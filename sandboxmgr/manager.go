@@ -1,14 +1,15 @@
 // Package sandboxmgr owns the sandbox record (#21) — which instance, at
 // which address, from which template, of which scope, in which state — and
 // the lifecycle: single-flight wake, readiness, idle reaper, warm pool,
-// reconciliation. It talks to a runtime through an interface of its own
-// (engine.go: look up, create, start, resume, sleep, claim, remove,
-// isolate, watch) implemented by one package per runtime:
-// sandboxmgr/docker (the Docker Engine API) and sandboxmgr/kube (the
-// Kubernetes API); what a runtime can do beyond it is declared in
-// runtime.Capabilities, never found by type assertion. The runtime is the
+// reconciliation. It talks to a runtime through runtime.Runtime (look up,
+// create, start, resume, sleep, claim, remove, isolate, watch), which the
+// serve wiring makes (sandboxmgr/docker: the Docker Engine API;
+// sandboxmgr/kube: the Kubernetes API) and hands to New; what a runtime
+// can do beyond it is declared in runtime.Capabilities, never found by
+// type assertion. It imports no runtime's client. The runtime is the
 // source of truth: the manager only caches, and rebuilds every record
-// from the instances' own labels.
+// from the instances' own labels. Per-sandbox settings and share links
+// are package records'; the manager reads them through Records.
 //
 // A wake is shared by all requests for a sandbox (single-flight) and
 // bounded by the template's ready timeout; a caller giving up never
@@ -21,15 +22,14 @@
 // limits, a template's ready timeout, the Kubernetes namespace, gateway
 // labels, run_as_user, activity_every) is defined in package config
 // (config.ApplyDefaults and the Default* constants) and read from there;
-// the manager's own timers, which no file sets (DialTimeout, PoolEvery,
-// StaleCreate, ReapEvery, RecheckEvery), are defined in Config.applyDefaults
-// and nowhere else.
+// the manager's own timers, which no file sets (PoolEvery, StaleCreate,
+// ReapEvery, RecheckEvery), are defined in Config.applyDefaults and
+// nowhere else.
 package sandboxmgr
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -37,45 +37,21 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
-	"github.com/previewgate/previewgate/sandboxmgr/docker"
-	"github.com/previewgate/previewgate/sandboxmgr/kube"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// Errors returned by the manager. The gateway maps them to statuses.
+// Errors of the manager's own; a runtime's (runtime.ErrNotFound,
+// ErrUnavailable, ErrNoImage, ErrForeign) come back as they are. The
+// gateway maps them to statuses.
 var (
-	ErrUnavailable = runtime.ErrUnavailable                     // 503
-	ErrNotReady    = errors.New("sandbox did not become ready") // 504
-	ErrCapacity    = errors.New("at capacity")                  // 503
-	ErrNoContainer = runtime.ErrNotFound                        // 404 on admin calls
-	ErrNoImage     = runtime.ErrNoImage                         // 500: a template names an image that is not there
-	ErrInvalidID   = errors.New("invalid sandbox id")           // 400
+	ErrNotReady  = errors.New("sandbox did not become ready") // 504
+	ErrCapacity  = errors.New("at capacity")                  // 503
+	ErrInvalidID = errors.New("invalid sandbox id")           // 400
 	// ErrAsleep: the sandbox is stopped, paused or absent and the caller
 	// asked not to wake it (Options.NoWake). 503 with Retry-After.
 	ErrAsleep = errors.New("sandbox is asleep")
-	// ErrForeignContainer: a container has the sandbox's name but lacks
-	// this manager's scope labels (another gateway's, or nobody's). The
-	// manager leaves it alone. 409.
-	ErrForeignContainer = runtime.ErrForeign
 )
-
-// Labels on every managed instance (package runtime says what each means).
-const (
-	LabelManaged  = runtime.LabelManaged
-	LabelSandbox  = runtime.LabelSandbox
-	LabelTemplate = runtime.LabelTemplate
-	LabelPort     = runtime.LabelPort
-	LabelPool     = runtime.LabelPool
-	LabelInstance = runtime.LabelInstance
-	LabelScope    = runtime.LabelScope
-	LabelSubject  = runtime.LabelSubject
-	// LabelMetaPrefix prefixes a sandbox's metadata labels (metadata.go).
-	LabelMetaPrefix = runtime.LabelMetaPrefix
-)
-
-// ContainerName is the name of sandbox id's container or pod. The name is
-// unique in a runtime, which makes it the lock between racing creators.
-func ContainerName(id string) string { return runtime.ContainerName(id) }
 
 // Endpoint is where a ready sandbox's app listens.
 type Endpoint struct {
@@ -93,229 +69,110 @@ type Endpoint struct {
 
 // Info describes a managed sandbox for the admin API.
 type Info struct {
-	ID           string    `json:"id"`
-	Template     string    `json:"template"`
-	State        string    `json:"state"` // running | paused | exited | created | ...
-	Container    string    `json:"container"`
-	LastActivity time.Time `json:"last_activity,omitzero"`
-	StartedAt    time.Time `json:"started_at,omitzero"`
+	ID           string
+	Template     string
+	State        string // running | paused | exited | created | ...
+	Container    string
+	LastActivity time.Time
+	StartedAt    time.Time
 	// LastFailure is the sandbox's last failed start as this replica saw
 	// it (#24, 6); nil if it saw none.
-	LastFailure *Failure `json:"last_failure,omitempty"`
+	LastFailure *Failure
 	// Metadata is what the sandbox was created with (its instance's
 	// labels): every replica and a restarted gateway see the same.
-	Metadata map[string]string `json:"metadata,omitempty"`
+	Metadata map[string]string
 	// OpenSockets, Wakes and WakeSeconds are this replica's: its open
 	// WebSockets and SSE streams, and the wakes it made (their total
 	// time), since it started.
-	OpenSockets int     `json:"open_sockets"`
-	Wakes       int64   `json:"wakes"`
-	WakeSeconds float64 `json:"wake_seconds"`
+	OpenSockets int
+	Wakes       int64
+	WakeSeconds float64
 	// Awake says what keeps a running sandbox up and when the idle reaper
 	// will stop it (why.go); nil unless running.
-	Awake *Awake `json:"awake,omitempty"`
+	Awake *Awake
 	// PublicSetting is its own public setting (#23), absent when its
 	// template's applies; KeepUpUntil its keep-up; LiveLinks how many of
 	// its share links open it now (neither expired nor revoked). As the
-	// runtime keeps them (settings.go): every replica says the same.
-	PublicSetting *bool     `json:"public_setting,omitempty"`
-	KeepUpUntil   time.Time `json:"keep_up_until,omitzero"`
-	LiveLinks     int       `json:"live_links"`
+	// runtime keeps them (package records): every replica says the same.
+	PublicSetting *bool
+	KeepUpUntil   time.Time
+	LiveLinks     int
 }
 
-// Manager owns the managed containers.
+// Manager owns the sandboxes of its scope on one runtime: their records,
+// and every wake, stop and removal of their instances.
+//
+// Lock order: sb.op, then m.mu, then the locks of the manager's parts
+// (wakeTimes.mu, a wake's readyClock.mu) and of package records. sb.op is
+// held across runtime calls (a wake, the reaper's stop or removal); m.mu
+// never is, nor is any lock taken after it. A goroutine holding m.mu
+// never waits for sb.op (the reaper only tries it).
 type Manager struct {
-	cfg   Config
-	log   *slog.Logger
-	eng   engine
-	now   func() time.Time
-	born  time.Time // when this manager was made: activity before it is unknown
-	stamp string    // LabelScope of what it creates (scope.go)
-	gen   uint64    // guarded by mu: sandbox.seen's clock
-	// replicaID names this manager among the replicas (runtime.Locks).
-	replicaID string
-	stop      func() error             // closes the runtime's client
-	caps      runtime.Capabilities     // what the runtime can do beyond engine
-	listener  atomic.Pointer[Listener] // set by SetListener
+	cfg      Config
+	log      *slog.Logger
+	rt       runtime.Runtime
+	caps     runtime.Capabilities // what rt can do beyond runtime.Runtime
+	recs     Records              // per-sandbox settings and removal marks (settings.go)
+	now      func() time.Time
+	born     time.Time                // when this manager was made: activity before it is unknown
+	stamp    string                   // LabelScope of what it creates (scope.go)
+	listener atomic.Pointer[Listener] // set by SetListener
 
-	wakes   singleflight.Group // keyed by sandbox id
-	netWake singleflight.Group // one network create at a time
-	slots   chan struct{}      // start/create slots (MaxConcurrentStarts)
-	// startsInFlight counts held start slots; peakStarts is its maximum.
-	startsInFlight, peakStarts atomic.Int64
-	maxRunning                 atomic.Int64  // Config.MaxRunning, changeable live
-	queued                     chan struct{} // waiting for a slot (StartQueue)
+	wakes  singleflight.Group // keyed by sandbox id
+	starts starts             // start slots and the running cap (create.go)
+	net    network            // the sandboxes' network, made once (create.go)
+	trust  trust              // what says a cached endpoint may be used unchecked (recheck.go)
+	loops  loops              // background work and wakes in flight (manager_start.go)
 
-	ctx    context.Context // canceled by Close; wakes derive from it
+	mu        sync.RWMutex        // guards sandboxes, addrs, gen, pool, reserved, closed
+	sandboxes map[string]*sandbox // by id; entries live until Remove
+	addrs     map[string]*sandbox // by IP: the record whose endpoint was last cached there (instance.go)
+	gen       uint64              // sandbox.seen's clock
+	pool      poolState
+	reserved  int // starts in flight, counted against MaxRunning
+	closed    bool
+	wakeTimes wakeTimes // own lock; typical wake durations (failure.go)
+}
+
+// loops are the manager's goroutines: its background loops and the wakes
+// in flight, all derived from ctx, which Close cancels before it waits.
+type loops struct {
+	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // wakes in flight
 	bg     sync.WaitGroup // background loops (events, reaper, pool)
-	bgOnce sync.Once      // starts the background loops
-
-	mu        sync.RWMutex        // guards sandboxes, addrs, reserved, closed, netReady, pool
-	sandboxes map[string]*sandbox // by id; entries live until Remove
-	addrs     map[string]*sandbox // by IP: the record whose endpoint was last cached there (instance.go)
-	pool      poolState
-	wakeTimes wakeTimes // own lock; typical wake durations (failure.go)
-	reserved  int       // starts in flight, counted against MaxRunning
-	closed    bool
-	netReady  bool // the managed network is known to exist
-
-	// eventsDown: the events stream broke and no resync has followed since.
-	// No event would tell of a cached endpoint's container ending, and its
-	// address may pass to another sandbox's container, so Ensure checks a
-	// cached endpoint with the engine before using it (stillServes).
-	eventsDown atomic.Bool
-	// watchBroken: when (unix ns) the Kubernetes watch last reported an
-	// error; 0 once a re-check after it succeeded (recheck.go).
-	watchBroken atomic.Int64
-	// recheckFailing: the last re-check failed (logged once, recheck.go).
-	recheckFailing atomic.Bool
-	checks         singleflight.Group // stillServes inspects, one per sandbox at a time
-	recs           recordCache        // per-sandbox settings and links (settings.go)
+	once   sync.Once      // starts the background loops
 }
 
-// errPulls: the runtime pulls its images (Kubernetes); it builds none.
-var errPulls = errors.New("this runtime pulls its images from a registry and cannot build one; push the image where the cluster pulls from")
-
-// Runtimes.
-const (
-	RuntimeDocker     = "docker"
-	RuntimeKubernetes = "kubernetes"
-)
-
-// KubeConfig configures the Kubernetes runtime (package kube).
-type KubeConfig = kube.Config
-
-// New connects to the runtime (lazily; it does not fail when the Docker
-// engine or the API server is down).
-func New(cfg Config, log *slog.Logger) (*Manager, error) {
-	cfg.applyDefaults()
-	var eng engine
-	switch cfg.Runtime {
-	case "", RuntimeDocker:
-		rt, err := docker.New(docker.Options{Host: cfg.Host, Network: cfg.Network, DialTimeout: cfg.DialTimeout})
-		if err != nil {
-			return nil, err
-		}
-		eng = rt
-	case RuntimeKubernetes:
-		kc := cfg.Kubernetes
-		if kc.Log == nil {
-			kc.Log = log
-		}
-		rt, err := kube.New(kc, cfg.Labels)
-		if err != nil {
-			return nil, err
-		}
-		eng = rt
-	default:
-		return nil, fmt.Errorf("unknown runtime %q (want docker or kubernetes)", cfg.Runtime)
-	}
-	return newManager(cfg, log, eng), nil
-}
-
-// The runtimes implement the manager's interface.
-var (
-	_ engine = (*docker.Runtime)(nil)
-	_ engine = (*kube.Runtime)(nil)
-)
-
-func newManager(cfg Config, log *slog.Logger, eng engine) *Manager {
+// New returns the manager of the sandboxes rt runs, their settings and
+// removal marks kept in recs (nil: none kept). It makes no runtime call:
+// Start does. Close closes rt.
+func New(cfg Config, rt runtime.Runtime, recs Records, log *slog.Logger) *Manager {
 	cfg.applyDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if recs == nil {
+		recs = records.New(nil, records.Options{}) // keeps none
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
 		cfg:       cfg,
 		log:       log,
-		eng:       eng,
+		rt:        rt,
+		caps:      rt.Capabilities(),
+		recs:      recs,
 		now:       time.Now,
-		stop:      eng.Close,
-		caps:      eng.Capabilities(),
-		slots:     make(chan struct{}, cfg.MaxConcurrentStarts),
-		queued:    make(chan struct{}, cfg.StartQueue),
-		ctx:       ctx,
-		cancel:    cancel,
+		born:      time.Now(),
+		stamp:     runtime.Stamp(cfg.Labels),
+		loops:     loops{ctx: ctx, cancel: cancel},
 		sandboxes: make(map[string]*sandbox),
 		addrs:     make(map[string]*sandbox),
 		pool:      newPoolState(),
-		born:      time.Now(),
-		stamp:     scopeStamp(cfg.Labels),
-		replicaID: randomHex(),
 	}
-	if cfg.Records != nil {
-		m.caps.Records = cfg.Records
-	}
-	m.maxRunning.Store(int64(cfg.MaxRunning))
+	m.starts.init(cfg)
 	return m
 }
 
-// Forget drops the cached endpoint of id (e.g. after a dial to addr failed),
-// so the next Ensure checks Docker again, and reports its instance to
-// Listener.InstanceGone. An endpoint that no longer points at addr (already
-// replaced by a newer wake, which reported the old instance) is kept.
-func (m *Manager) Forget(id, addr string) {
-	var gone string
-	m.mu.Lock()
-	if sb := m.sandboxes[id]; sb != nil && sb.last != nil && sb.last.Addr == addr {
-		gone = m.dropLocked(sb)
-	}
-	m.mu.Unlock()
-	m.gone(gone)
-}
-
-// Cached returns id's endpoint if the manager knows it as running and
-// ready, without any Docker call. (While the events stream is down, Ensure
-// checks it before use; Cached is for decisions, not for dialing.)
-func (m *Manager) Cached(id string) (Endpoint, bool) {
-	if sb := m.lookup(id); sb != nil {
-		if ep := sb.ep.Load(); ep != nil {
-			return *ep, true
-		}
-	}
-	return Endpoint{}, false
-}
-
-// Ping reports whether Docker is reachable (ErrUnavailable if not).
-func (m *Manager) Ping(ctx context.Context) error { return m.eng.Ping(ctx) }
-
-// BuildImage builds image tag from a tar build context (with a Dockerfile at
-// its root), labelled with cfg.Labels. It reads the build output to its end
-// and returns the build's own error if a step failed.
-func (m *Manager) BuildImage(ctx context.Context, tag string, buildContext []byte) error {
-	if m.caps.Images == nil {
-		return fmt.Errorf("build %s: %w", tag, errPulls)
-	}
-	return m.caps.Images.Build(ctx, tag, buildContext, m.sharedLabels())
-}
-
-// HasImage reports whether image tag exists locally.
-func (m *Manager) HasImage(ctx context.Context, tag string) (bool, error) {
-	if m.caps.Images == nil {
-		return true, nil // the runtime pulls: a missing image shows at start
-	}
-	return m.caps.Images.Has(ctx, tag)
-}
-
-// ensureNetwork creates the managed network once per manager; concurrent
-// callers share one attempt.
-func (m *Manager) ensureNetwork(ctx context.Context) error {
-	m.mu.RLock()
-	ok := m.netReady
-	m.mu.RUnlock()
-	if ok {
-		return nil
-	}
-	_, err, _ := m.netWake.Do("net", func() (any, error) {
-		return nil, m.eng.Isolate(ctx, m.cfg.Network, m.sharedLabels())
-	})
-	if err != nil {
-		return fmt.Errorf("network %s: %w", m.cfg.Network, err)
-	}
-	m.mu.Lock()
-	m.netReady = true
-	m.mu.Unlock()
-	return nil
-}
+// Ping reports whether the runtime answers (runtime.ErrUnavailable if not).
+func (m *Manager) Ping(ctx context.Context) error { return m.rt.Ping(ctx) }

@@ -4,27 +4,18 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Config configures a Manager. Zero values work.
 type Config struct {
-	Host    string // Docker host. Zero means DOCKER_HOST or the default socket.
-	Network string // bridge network for sandboxes. Zero means config.DefaultNetwork.
-	// Runtime is "docker" (zero) or "kubernetes" (then Kubernetes applies
-	// and Host does not; Network names the sandboxes' NetworkPolicy).
-	Runtime    string
-	Kubernetes KubeConfig
-	// Records keeps per-sandbox settings, share links and removal marks
-	// where the runtime does not: the Docker runtime has none of its own,
-	// and its gateway keeps them in its data dir (internal/boltstore).
-	// Nil: the runtime's (Kubernetes: ConfigMaps).
-	Records runtime.Records
+	// Network names the sandboxes' network (Docker) or NetworkPolicy
+	// (Kubernetes). Zero means config.DefaultNetwork.
+	Network string
 	// Labels are added to every container, network and image the manager
 	// creates (tests use them to clean up). They also scope the manager:
 	// a container lacking any of them (or previewgate.managed=true) is
 	// never started, unpaused, stopped, removed, listed, reaped, adopted or
-	// proxied to; Ensure on its name fails with ErrForeignContainer.
+	// proxied to; Ensure on its name fails with runtime.ErrForeign.
 	Labels map[string]string
 	// MaxConcurrentStarts caps creates/starts in flight. Zero means
 	// config's default (limits.max_concurrent_starts), as for the limits
@@ -38,9 +29,6 @@ type Config struct {
 	StartQueueTimeout time.Duration
 	// MaxRunning caps running sandboxes (as known to this manager).
 	MaxRunning int
-	// DialTimeout bounds connecting to the Docker engine, so a dead engine is
-	// reported quickly. Zero means 1s.
-	DialTimeout time.Duration
 	// Templates resolves a template by name for background work (reaper, pool).
 	// Nil means none.
 	Templates func(name string) *config.Template
@@ -64,6 +52,29 @@ type Config struct {
 	// the runtime's list, whatever the events stream's health
 	// (recheck.go). Zero means 5s; negative disables it (tests).
 	RecheckEvery time.Duration
+	// RecordName names the record (settings, links) that outlives a
+	// sandbox's instance and holds its id for every scope: Kubernetes
+	// keeps it as a ConfigMap of that name (records.Name), which a
+	// ForeignError then names beside the container. Nil: records are kept
+	// per scope (a Docker gateway's data dir), in nobody else's way.
+	RecordName func(id string) string
+}
+
+// DefaultRecheckEvery is Config.RecheckEvery's default, which the
+// records' freshness bound (records.Options.RecheckEvery) must match.
+const DefaultRecheckEvery = 5 * time.Second
+
+// LongestWake is the longest a wake can take: its ready timeout, plus a
+// wait for a start slot for each of its create and start. Removal marks
+// outlive twice that (records.Options.LongestWake). c has its defaults.
+func (c Config) LongestWake() time.Duration {
+	longest := readyTimeout(nil)
+	if c.ListTemplates != nil {
+		for _, t := range c.ListTemplates() {
+			longest = max(longest, readyTimeout(t))
+		}
+	}
+	return longest + 2*c.StartQueueTimeout
 }
 
 // applyDefaults fills zero fields. Those a config file sets come from
@@ -86,9 +97,6 @@ func (c *Config) applyDefaults() {
 	if c.MaxRunning <= 0 {
 		c.MaxRunning = lim.MaxRunning
 	}
-	if c.DialTimeout <= 0 {
-		c.DialTimeout = time.Second
-	}
 	if c.PoolEvery <= 0 {
 		c.PoolEvery = time.Second
 	}
@@ -99,7 +107,7 @@ func (c *Config) applyDefaults() {
 		c.ReapEvery = time.Second
 	}
 	if c.RecheckEvery == 0 {
-		c.RecheckEvery = 5 * time.Second
+		c.RecheckEvery = DefaultRecheckEvery
 	}
 	if c.Templates == nil {
 		c.Templates = func(string) *config.Template { return nil }

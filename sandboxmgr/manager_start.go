@@ -4,22 +4,24 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Start reconciles with Docker (adopts managed containers, ensures the
-// network) and starts background work. It returns ErrUnavailable if Docker
+// network) and starts background work. It returns runtime.ErrUnavailable if Docker
 // cannot be reached; the caller may still serve and retry.
 //
 // Background work (the events stream, ...) starts on the first call even if
 // Docker is down, and keeps retrying; Close stops it.
 func (m *Manager) Start(ctx context.Context) error {
-	m.bgOnce.Do(m.startBackground)
+	m.loops.once.Do(m.startBackground)
 	if err := m.ensureNetwork(ctx); err != nil {
 		return err
 	}
 	// Settings and links before the first request: a restart keeps a
-	// revoked link revoked and a private toggle private (settings.go).
-	if _, err := m.reloadRecords(ctx, time.Time{}); err != nil {
+	// revoked link revoked and a private toggle private (package records).
+	if _, err := m.recs.Reload(ctx, time.Time{}); err != nil {
 		return err
 	}
 	list, err := m.listOwned(ctx)
@@ -32,22 +34,22 @@ func (m *Manager) Start(ctx context.Context) error {
 		if m.halfMade(c) {
 			// A gateway killed between create and start left it; the next
 			// request makes a whole one.
-			if err := m.eng.Remove(ctx, c.ID); err != nil && !errors.Is(err, ErrNoContainer) {
+			if err := m.rt.Remove(ctx, c.ID); err != nil && !errors.Is(err, runtime.ErrNotFound) {
 				m.log.WarnContext(ctx, "remove half-made container", "container", c.Name, "err", err)
 			} else {
 				removed++
 			}
 			continue
 		}
-		id, ok := idFromName(c.Name, c.Labels[LabelPool])
+		id, ok := m.idFromName(c.Name, c.Labels[runtime.LabelPool])
 		if !ok {
-			if c.Labels[LabelPool] != "" {
+			if c.Labels[runtime.LabelPool] != "" {
 				m.adoptPool(ctx, c)
 			}
 			continue
 		}
 		seen[id] = true
-		if c.State == stateRunning && c.StartedAt.IsZero() {
+		if c.State == runtime.StateRunning && c.StartedAt.IsZero() {
 			// Docker's list has no start time; running ones are worth one
 			// inspect (the reaper needs it). A failure here is not fatal.
 			// Kubernetes lists whole pods: no call per sandbox.
@@ -74,8 +76,8 @@ func (m *Manager) Start(ctx context.Context) error {
 
 // halfMade reports a container created but never started, older than
 // Config.StaleCreate.
-func (m *Manager) halfMade(c ctrInfo) bool {
-	if c.State != stateCreated {
+func (m *Manager) halfMade(c runtime.Instance) bool {
+	if c.State != runtime.StateCreated {
 		return false
 	}
 	return m.cfg.StaleCreate < 0 || (!c.Created.IsZero() && m.now().Sub(c.Created) >= m.cfg.StaleCreate)
@@ -89,18 +91,18 @@ func (m *Manager) startBackground() {
 	if closed {
 		return
 	}
-	m.bg.Go(func() { m.watchEvents(m.ctx) })
+	m.loops.bg.Go(func() { m.watchEvents(m.loops.ctx) })
 	if a := m.caps.Activity; a != nil && a.RecordEvery() > 0 {
-		m.bg.Go(func() { m.flushLoop(m.ctx, a) })
+		m.loops.bg.Go(func() { m.flushLoop(m.loops.ctx, a) })
 	}
 	if m.cfg.ReapEvery > 0 {
-		m.bg.Go(func() { m.reapLoop(m.ctx) })
+		m.loops.bg.Go(func() { m.reapLoop(m.loops.ctx) })
 	}
 	if m.cfg.RecheckEvery > 0 {
-		m.bg.Go(func() { m.recheckLoop(m.ctx) })
+		m.loops.bg.Go(func() { m.recheckLoop(m.loops.ctx) })
 	}
 	if m.cfg.ListTemplates != nil {
-		m.bg.Go(func() { m.poolLoop(m.ctx) })
+		m.loops.bg.Go(func() { m.poolLoop(m.loops.ctx) })
 	}
 }
 
@@ -114,9 +116,9 @@ func (m *Manager) Close() error {
 	}
 	m.closed = true
 	m.mu.Unlock()
-	m.cancel()
-	m.bgOnce.Do(func() {}) // no background work starts after this
-	m.wg.Wait()
-	m.bg.Wait()
-	return m.stop()
+	m.loops.cancel()
+	m.loops.once.Do(func() {}) // no background work starts after this
+	m.loops.wg.Wait()
+	m.loops.bg.Wait()
+	return m.rt.Close()
 }

@@ -6,12 +6,14 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Metadata (#23): key/value pairs a backend sets when it creates a
 // sandbox, to find a user's sandboxes again (GET /admin/sandboxes?
 // metadata.KEY=VALUE). They are the instance's own labels
-// (LabelMetaPrefix+key), set at create and immutable after: Docker
+// (runtime.LabelMetaPrefix+key), set at create and immutable after: Docker
 // labels cannot change, and a pod's are kept as made. The runtime holds
 // them, so every replica and a restarted gateway list the same.
 //
@@ -25,7 +27,7 @@ const MaxMetadata = 16
 
 // Bounds of a metadata key and value.
 const (
-	maxMetaKey   = 40 // LabelMetaPrefix (17) + 40 <= Kubernetes' 63
+	maxMetaKey   = 40 // runtime.LabelMetaPrefix (17) + 40 <= Kubernetes' 63
 	maxMetaValue = 63
 )
 
@@ -77,7 +79,7 @@ func clip(s string) string {
 func metadataOf(labels map[string]string) map[string]string {
 	var md map[string]string
 	for k, v := range labels {
-		if key, ok := strings.CutPrefix(k, LabelMetaPrefix); ok && key != "" {
+		if key, ok := strings.CutPrefix(k, runtime.LabelMetaPrefix); ok && key != "" {
 			if md == nil {
 				md = make(map[string]string)
 			}

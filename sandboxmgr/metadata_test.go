@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 func TestCheckMetadata(t *testing.T) {
@@ -41,7 +43,7 @@ func TestCheckMetadata(t *testing.T) {
 }
 
 func TestMetadataOfAndMatch(t *testing.T) {
-	md := metadataOf(map[string]string{LabelMetaPrefix + "user": "u1", LabelMetaPrefix + "env": "dev", LabelTemplate: "t"})
+	md := metadataOf(map[string]string{runtime.LabelMetaPrefix + "user": "u1", runtime.LabelMetaPrefix + "env": "dev", runtime.LabelTemplate: "t"})
 	if len(md) != 2 || md["user"] != "u1" {
 		t.Fatalf("got %v", md)
 	}
@@ -52,7 +54,7 @@ func TestMetadataOfAndMatch(t *testing.T) {
 }
 
 // FuzzCheckMetadata: whatever is accepted is storable as a Kubernetes
-// label (name LabelMetaPrefix+key, and value) and round-trips.
+// label (name runtime.LabelMetaPrefix+key, and value) and round-trips.
 func FuzzCheckMetadata(f *testing.F) {
 	f.Add("user", "u-1")
 	f.Add("a.b", "")
@@ -62,7 +64,7 @@ func FuzzCheckMetadata(f *testing.F) {
 		if CheckMetadata(md) != nil {
 			return
 		}
-		name := LabelMetaPrefix + k
+		name := runtime.LabelMetaPrefix + k
 		if len(name) > 63 || len(v) > 63 {
 			t.Fatalf("accepted %q=%q beyond label bounds", k, v)
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 func TestEnsureNoWake(t *testing.T) {
@@ -14,17 +16,17 @@ func TestEnsureNoWake(t *testing.T) {
 		wantErr error
 	}{
 		{"missing is asleep", "", ErrAsleep},
-		{"exited is asleep", stateExited, ErrAsleep},
-		{"paused is asleep", statePaused, ErrAsleep},
-		{"created is asleep", stateCreated, ErrAsleep},
-		{"running is probed", stateRunning, nil},
+		{"exited is asleep", runtime.StateExited, ErrAsleep},
+		{"paused is asleep", runtime.StatePaused, ErrAsleep},
+		{"created is asleep", runtime.StateCreated, ErrAsleep},
+		{"running is probed", runtime.StateRunning, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			m, f := newFakeManager(t, Config{})
 			tpl := appListener(t)
 			if tc.state != "" {
-				f.put(ContainerName("a"), tc.state, map[string]string{LabelPort: itoa(tpl.Port)})
+				f.put(ContainerName("a"), tc.state, map[string]string{runtime.LabelPort: itoa(tpl.Port)})
 			}
 			_, err := m.EnsureWith(t.Context(), "a", tpl, Options{NoWake: true})
 			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
@@ -45,7 +47,7 @@ func TestEnsureNoWakeJoinsWakeInProgress(t *testing.T) {
 	m, f := newFakeManager(t, Config{})
 	tpl := appListener(t)
 	entered, gate := make(chan struct{}), make(chan struct{})
-	f.createHook = func(context.Context, ctrSpec) error {
+	f.createHook = func(context.Context, runtime.Spec) error {
 		close(entered)
 		<-gate
 		return nil
@@ -85,15 +87,15 @@ func TestEnsureOnCreate(t *testing.T) {
 	}{
 		{"create calls it", "", nil, 1, nil},
 		{"refusal stops the create", "", errQuota, 1, errQuota},
-		{"start does not", stateExited, nil, 0, nil},
-		{"unpause does not", statePaused, nil, 0, nil},
+		{"start does not", runtime.StateExited, nil, 0, nil},
+		{"unpause does not", runtime.StatePaused, nil, 0, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			m, f := newFakeManager(t, Config{})
 			tpl := appListener(t)
 			if tc.state != "" {
-				f.put(ContainerName("a"), tc.state, map[string]string{LabelPort: itoa(tpl.Port)})
+				f.put(ContainerName("a"), tc.state, map[string]string{runtime.LabelPort: itoa(tpl.Port)})
 			}
 			calls := 0
 			_, err := m.EnsureWith(t.Context(), "a", tpl, Options{OnCreate: func() error { calls++; return tc.hookErr }})

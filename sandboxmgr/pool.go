@@ -64,6 +64,7 @@ type poolState struct {
 	filling  map[string]int       // refills in flight, by template
 	failedAt map[string]time.Time // last failed refill, by template
 	kick     chan struct{}        // wakes the pool loop (cap 1)
+	replica  string               // names this manager among the replicas (runtime.Locks); set once
 }
 
 func newPoolState() poolState {
@@ -72,6 +73,7 @@ func newPoolState() poolState {
 		filling:  make(map[string]int),
 		failedAt: make(map[string]time.Time),
 		kick:     make(chan struct{}, 1),
+		replica:  randomHex(),
 	}
 }
 
@@ -133,7 +135,7 @@ func (m *Manager) fillPools(ctx context.Context) {
 		}
 		m.mu.Unlock()
 		for range need {
-			m.bg.Go(func() { m.fillOne(ctx, tpl) })
+			m.loops.bg.Go(func() { m.fillOne(ctx, tpl) })
 		}
 	}
 }
@@ -150,7 +152,7 @@ func (m *Manager) fillsPool(ctx context.Context) bool {
 	}
 	lctx, cancel := context.WithTimeout(ctx, poolLockTTL/2)
 	defer cancel()
-	held, err := m.caps.Locks.Hold(lctx, "pool", m.replicaID, poolLockTTL)
+	held, err := m.caps.Locks.Hold(lctx, "pool", m.pool.replica, poolLockTTL)
 	if err != nil && ctx.Err() == nil {
 		m.log.DebugContext(ctx, "pool lock", "err", err)
 	}
@@ -161,11 +163,11 @@ func (m *Manager) fillsPool(ctx context.Context) bool {
 // pool instances in list (owned; from a re-check that began at listed).
 // An entry added after listed (a refill that finished meanwhile) stays.
 // m.mu must be held.
-func (m *Manager) syncPoolLocked(list []ctrInfo, listed time.Time) {
+func (m *Manager) syncPoolLocked(list []runtime.Instance, listed time.Time) {
 	seen := make(map[string]map[string]bool)
 	for _, c := range list {
-		tpl := c.Labels[LabelPool]
-		if tpl == "" || c.State != stateRunning || !strings.HasPrefix(c.Name, poolPrefix(tpl)) {
+		tpl := c.Labels[runtime.LabelPool]
+		if tpl == "" || c.State != runtime.StateRunning || !strings.HasPrefix(c.Name, poolPrefix(tpl)) {
 			continue
 		}
 		if seen[tpl] == nil {
@@ -211,8 +213,8 @@ func (m *Manager) fillOne(ctx context.Context, tpl *config.Template) {
 		return
 	}
 	spec.Name = poolPrefix(tpl.Name) + randomHex()
-	delete(spec.Labels, LabelSandbox)
-	spec.Labels[LabelPool] = tpl.Name
+	delete(spec.Labels, runtime.LabelSandbox)
+	spec.Labels[runtime.LabelPool] = tpl.Name
 	spec.Labels[runtime.LabelPoolSpec] = poolSpec(spec)
 	log := m.log.With("pool", tpl.Name, "container", spec.Name)
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout(tpl))
@@ -226,7 +228,7 @@ func (m *Manager) fillOne(ctx context.Context, tpl *config.Template) {
 			log.WarnContext(ctx, "pool refill failed", "err", err)
 			if c.ID != "" { // what this refill created, nothing else
 				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-				_ = m.eng.Remove(rctx, c.ID)
+				_ = m.rt.Remove(rctx, c.ID)
 				rcancel()
 			}
 		}
@@ -241,23 +243,23 @@ func (m *Manager) fillOne(ctx context.Context, tpl *config.Template) {
 
 // createPool creates and starts spec within the start cap and returns it
 // inspected. Once created, the result carries its ID even on error.
-func (m *Manager) createPool(ctx context.Context, spec ctrSpec) (ctrInfo, error) {
+func (m *Manager) createPool(ctx context.Context, spec runtime.Spec) (runtime.Instance, error) {
 	release, err := m.acquireStart(ctx)
 	if err != nil {
-		return ctrInfo{}, err
+		return runtime.Instance{}, err
 	}
 	defer release()
 	if err := m.ensureNetwork(ctx); err != nil {
-		return ctrInfo{}, err
+		return runtime.Instance{}, err
 	}
-	id, err := m.eng.Create(ctx, spec)
+	id, err := m.rt.Create(ctx, spec)
 	if err != nil {
-		return ctrInfo{}, err
+		return runtime.Instance{}, err
 	}
-	if err := m.eng.Start(ctx, id); err != nil {
-		return ctrInfo{ID: id}, err
+	if err := m.rt.Start(ctx, id); err != nil {
+		return runtime.Instance{ID: id}, err
 	}
-	c, err := m.eng.Lookup(ctx, id)
+	c, err := m.rt.Lookup(ctx, id)
 	c.ID = id
 	if err == nil && c.IP == "" {
 		err = fmt.Errorf("pool container %s has no address on network %s", spec.Name, m.cfg.Network)
@@ -266,7 +268,7 @@ func (m *Manager) createPool(ctx context.Context, spec ctrSpec) (ctrInfo, error)
 }
 
 // claim binds a ready pool container of tpl to id by renaming it to
-// previewgate-<id>, and returns its ID. errNoPool if there is none; errNameTaken if the name
+// previewgate-<id>, and returns its ID. errNoPool if there is none; runtime.ErrNameTaken if the name
 // was taken meanwhile (the pool container goes back).
 func (m *Manager) claim(ctx context.Context, id string, tpl *config.Template) (string, error) {
 	spec, err := m.spec(id, tpl)
@@ -292,16 +294,16 @@ func (m *Manager) claim(ctx context.Context, id string, tpl *config.Template) (s
 			m.discardPool(pc) // made from an older template (hostile5)
 			continue
 		}
-		err := m.eng.Claim(ctx, pc.id, ContainerName(id))
+		err := m.rt.Claim(ctx, pc.id, m.name(id))
 		switch {
 		case err == nil:
 			return pc.id, nil // the caller refills the pool once the claim is answered
-		case errors.Is(err, errNameTaken):
+		case errors.Is(err, runtime.ErrNameTaken):
 			m.mu.Lock()
 			m.addPoolLocked(tpl.Name, pc)
 			m.mu.Unlock()
 			return "", err
-		case errors.Is(err, ErrNoContainer):
+		case errors.Is(err, runtime.ErrNotFound):
 			continue // removed behind our back
 		default:
 			return "", err
@@ -345,10 +347,10 @@ func (m *Manager) discardPool(pc poolCtr) {
 	if closed {
 		return
 	}
-	m.bg.Go(func() {
-		ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
+	m.loops.bg.Go(func() {
+		ctx, cancel := context.WithTimeout(m.loops.ctx, 30*time.Second)
 		defer cancel()
-		if err := m.eng.Remove(ctx, pc.id); err != nil && !errors.Is(err, ErrNoContainer) {
+		if err := m.rt.Remove(ctx, pc.id); err != nil && !errors.Is(err, runtime.ErrNotFound) {
 			m.log.WarnContext(ctx, "remove stale pool container", "container", pc.name, "err", err)
 		}
 	})
@@ -357,10 +359,10 @@ func (m *Manager) discardPool(pc poolCtr) {
 // adoptPool takes an unclaimed pool container found at Start (owned: it
 // came from listOwned) back into the pool if it runs; one that does not is
 // removed.
-func (m *Manager) adoptPool(ctx context.Context, c ctrInfo) {
-	tpl := c.Labels[LabelPool]
-	if c.State != stateRunning {
-		if err := m.eng.Remove(ctx, c.ID); err != nil && !errors.Is(err, ErrNoContainer) {
+func (m *Manager) adoptPool(ctx context.Context, c runtime.Instance) {
+	tpl := c.Labels[runtime.LabelPool]
+	if c.State != runtime.StateRunning {
+		if err := m.rt.Remove(ctx, c.ID); err != nil && !errors.Is(err, runtime.ErrNotFound) {
 			m.log.WarnContext(ctx, "remove stopped pool container", "container", c.Name, "err", err)
 		}
 		return
@@ -385,7 +387,7 @@ func randomHex() string {
 // everything in it but its name and labels, a valid label value on every
 // runtime. An instance made before the label existed has none and matches
 // nothing: it is removed when met, and the pool refills.
-func poolSpec(s ctrSpec) string {
+func poolSpec(s runtime.Spec) string {
 	s.Name, s.Labels = "", nil
 	b, _ := json.Marshal(s)
 	sum := sha256.Sum256(b)

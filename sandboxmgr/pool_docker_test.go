@@ -10,14 +10,14 @@ import (
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // poolContainers lists the unclaimed pool containers of template in scope.
 func (e *env) poolContainers(t *testing.T, scope, template string) []container.Summary {
 	t.Helper()
 	list, err := e.cli.ContainerList(t.Context(), container.ListOptions{All: true, Filters: filters.NewArgs(
-		filters.Arg("label", sandboxmgr.LabelPool+"="+template), filters.Arg("label", dockertest.LabelCase+"="+scope))})
+		filters.Arg("label", runtime.LabelPool+"="+template), filters.Arg("label", dockertest.LabelCase+"="+scope))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,12 +63,12 @@ func TestDockerWarmPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	get(t, ep)
-	c, err := e.cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id))
+	c, err := e.cli.ContainerInspect(t.Context(), e.name(id))
 	if err != nil {
 		t.Fatal(err)
 	}
 	started, _ := time.Parse(time.RFC3339Nano, c.State.StartedAt)
-	if !started.Before(t0) || c.Config.Labels[sandboxmgr.LabelPool] != tpl.Name {
+	if !started.Before(t0) || c.Config.Labels[runtime.LabelPool] != tpl.Name {
 		t.Errorf("got container started %v (request at %v) labels %v, want a pool container started before the request",
 			started, t0, c.Config.Labels)
 	}
@@ -82,7 +82,7 @@ func TestDockerWarmPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, err := e.cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id))
+	c2, err := e.cli.ContainerInspect(t.Context(), e.name(id))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // TestDockerPoolKeepsRequestEnv (hostile5): PUT /admin/sandboxes/{id}
@@ -37,13 +38,13 @@ func TestDockerPoolKeepsRequestEnv(t *testing.T) {
 	if _, err := m.EnsureWith(t.Context(), id, &mine, sandboxmgr.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := e.cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id))
+	c, err := e.cli.ContainerInspect(t.Context(), e.name(id))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(c.Config.Env, "GREETING=request") {
 		t.Errorf("sandbox made with env GREETING=request runs with %v (pool label %q): the request's env was dropped",
-			c.Config.Env, c.Config.Labels[sandboxmgr.LabelPool])
+			c.Config.Env, c.Config.Labels[runtime.LabelPool])
 	}
 
 	waitFor(t, "a full pool", func() bool { return m.PoolSize(tpl.Name) == 1 })
@@ -51,11 +52,11 @@ func TestDockerPoolKeepsRequestEnv(t *testing.T) {
 	if _, err := m.EnsureWith(t.Context(), id2, tpl, sandboxmgr.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	c2, err := e.cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id2))
+	c2, err := e.cli.ContainerInspect(t.Context(), e.name(id2))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c2.Config.Labels[sandboxmgr.LabelPool] != tpl.Name {
+	if c2.Config.Labels[runtime.LabelPool] != tpl.Name {
 		t.Errorf("a create with the template's own env did not claim from the pool (labels %v)", c2.Config.Labels)
 	}
 }
@@ -86,13 +87,13 @@ func TestDockerPoolFollowsReload(t *testing.T) {
 	if _, err := m.EnsureWith(t.Context(), id, &reloaded, sandboxmgr.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := e.cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id))
+	c, err := e.cli.ContainerInspect(t.Context(), e.name(id))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(c.Config.Env, "SECRET=rotated") {
 		t.Errorf("a sandbox made after the reload runs with %v (pool label %q), want SECRET=rotated",
-			c.Config.Env, c.Config.Labels[sandboxmgr.LabelPool])
+			c.Config.Env, c.Config.Labels[runtime.LabelPool])
 	}
 
 	// The pool refills with the reloaded template and is claimed again.
@@ -101,11 +102,11 @@ func TestDockerPoolFollowsReload(t *testing.T) {
 	if _, err := m.EnsureWith(t.Context(), id2, &reloaded, sandboxmgr.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	c2, err := e.cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id2))
+	c2, err := e.cli.ContainerInspect(t.Context(), e.name(id2))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c2.Config.Labels[sandboxmgr.LabelPool] != old.Name || !slices.Contains(c2.Config.Env, "SECRET=rotated") {
+	if c2.Config.Labels[runtime.LabelPool] != old.Name || !slices.Contains(c2.Config.Env, "SECRET=rotated") {
 		t.Errorf("after the refill: labels %v env %v, want a pool container with SECRET=rotated", c2.Config.Labels, c2.Config.Env)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 func waitPool(t *testing.T, m *Manager, tpl string, want int) {
@@ -29,7 +30,7 @@ func TestPoolClaimRefillRestart(t *testing.T) {
 		ReapEvery:     -1,
 	}
 	f := newFake()
-	m := newManager(cfg, nil, f)
+	m := New(cfg, f, nil, nil)
 	defer m.Close()
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -45,7 +46,7 @@ func TestPoolClaimRefillRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(c.ID, "id-previewgate-pool-fake-") || c.Labels[LabelPool] != "fake" {
+	if !strings.HasPrefix(c.ID, "id-previewgate-pool-fake-") || c.Labels[runtime.LabelPool] != "fake" {
 		t.Errorf("got container %s labels %v, want a claimed pool container", c.ID, c.Labels)
 	}
 	if charged != 1 {
@@ -56,7 +57,7 @@ func TestPoolClaimRefillRestart(t *testing.T) {
 	// A restarted manager adopts the claim by its name and the pool.
 	m.Close()
 	creates := f.creates.Load()
-	m2 := newManager(cfg, nil, f)
+	m2 := New(cfg, f, nil, nil)
 	defer m2.Close()
 	if err := m2.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -82,7 +83,7 @@ func TestPoolSkipsStaleImage(t *testing.T) {
 	m, f := newFakeManager(t, Config{ReapEvery: -1})
 	tpl := appListener(t)
 	tpl.Pool = 1
-	f.put("previewgate-pool-fake-old", stateRunning, map[string]string{LabelManaged: "true", LabelPool: "fake", LabelPort: itoa(tpl.Port)})
+	f.put("previewgate-pool-fake-old", runtime.StateRunning, map[string]string{runtime.LabelManaged: "true", runtime.LabelPool: "fake", runtime.LabelPort: itoa(tpl.Port)})
 	f.ctrs["previewgate-pool-fake-old"].Image = "fake:old"
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -94,7 +95,7 @@ func TestPoolSkipsStaleImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, _ := f.Lookup(t.Context(), ContainerName("x"))
-	if c.Labels[LabelPool] != "" {
+	if c.Labels[runtime.LabelPool] != "" {
 		t.Errorf("claimed a pool container of an older image")
 	}
 }

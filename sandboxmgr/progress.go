@@ -135,13 +135,9 @@ func Spans(marks []PhaseMark, from, to time.Time) []PhaseSpan {
 	return out
 }
 
-// Progress reports id's wake: PhaseReady if its endpoint is cached, else the
+// progress is sb's wake: PhaseReady if its endpoint is cached, else the
 // phase of the current (or last) wake.
-func (m *Manager) Progress(id string) Progress {
-	sb := m.lookup(id)
-	if sb == nil {
-		return Progress{}
-	}
+func (m *Manager) progress(sb *sandbox) Progress {
 	if sb.ep.Load() != nil {
 		return Progress{Phase: PhaseReady, Marks: sb.marksNow()}
 	}
@@ -154,10 +150,10 @@ func (m *Manager) Progress(id string) Progress {
 	return Progress{}
 }
 
-// Wake starts waking (or creating) id like EnsureWith, without waiting: the
-// caller follows it with Progress. The wake is owned by the manager; Close
-// cancels and waits for it.
-func (m *Manager) Wake(id string, tpl *config.Template, opts Options) {
+// wakeAsync starts waking (or creating) id like EnsureWith, without waiting:
+// the caller follows it in its Snapshot's Progress. The wake is owned by
+// the manager; Close cancels and waits for it.
+func (m *Manager) wakeAsync(id string, tpl *config.Template, opts Options) {
 	if !config.ValidID(id) {
 		return
 	}
@@ -168,9 +164,9 @@ func (m *Manager) Wake(id string, tpl *config.Template, opts Options) {
 	}
 	// Added under the read lock: Close sets closed under the write lock
 	// before it waits, so this Add happens before that Wait.
-	m.bg.Go(func() {
+	m.loops.bg.Go(func() {
 		// The wake itself is detached and shared; this only waits for it.
-		_, _ = m.EnsureWith(m.ctx, id, tpl, opts)
+		_, _ = m.EnsureWith(m.loops.ctx, id, tpl, opts)
 	})
 	if sb := m.sandboxes[id]; sb != nil && sb.ep.Load() == nil && sb.waking.Load() == 0 {
 		// Show "queued" at once, before the goroutine reaches the wake.

@@ -6,13 +6,15 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 func waitPhase(t *testing.T, m *Manager, id, want string) Progress {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		p := m.Progress(id)
+		p := progressOf(m, id)
 		if p.Phase == want {
 			return p
 		}
@@ -27,12 +29,12 @@ func TestWakeProgress(t *testing.T) {
 	m, f := newFakeManager(t, Config{ReapEvery: -1})
 	tpl := appListener(t)
 	gate := make(chan struct{})
-	f.createHook = func(context.Context, ctrSpec) error { <-gate; return nil }
-	m.Wake("a", tpl, Options{}) // returns at once
+	f.createHook = func(context.Context, runtime.Spec) error { <-gate; return nil }
+	m.Sandbox("a").Wake(tpl, Options{}) // returns at once
 	waitPhase(t, m, "a", PhaseCreating)
 	close(gate)
 	waitPhase(t, m, "a", PhaseReady)
-	if _, ok := m.Cached("a"); !ok {
+	if _, ok := cached(m, "a"); !ok {
 		t.Error("not cached after a ready wake")
 	}
 }
@@ -41,12 +43,12 @@ func TestWakeProgressFailed(t *testing.T) {
 	m, _ := newFakeManager(t, Config{ReapEvery: -1})
 	tpl := appListener(t)
 	tpl.Image = "" // cannot be created
-	m.Wake("a", tpl, Options{})
+	m.Sandbox("a").Wake(tpl, Options{})
 	p := waitPhase(t, m, "a", PhaseFailed)
 	if p.Err == nil {
 		t.Error("failed without an error")
 	}
-	if got := m.Progress("never"); !reflect.DeepEqual(got, Progress{}) {
+	if got := progressOf(m, "never"); !reflect.DeepEqual(got, Progress{}) {
 		t.Errorf("got %+v for an unknown id, want zero", got)
 	}
 }

@@ -3,10 +3,10 @@ package sandboxmgr
 import (
 	"context"
 	"errors"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // The idle reaper (#7). Per sandbox, from the activity the gateway reports
@@ -96,18 +96,18 @@ type reapPlan struct {
 func (m *Manager) planLocked(sb *sandbox, tpl *config.Template) reapPlan {
 	last := latest(sb.lastActive(), sb.startedAt, m.born)
 	switch sb.state {
-	case stateRunning:
+	case runtime.StateRunning:
 		p := reapPlan{act: reapIdle, at: last.Add(tpl.IdleTimeout.D()), from: last, limit: tpl.IdleTimeout.D()}
 		if sb.holds.Load() != 0 {
 			p = reapPlan{act: reapSockets, at: last.Add(tpl.MaxSocketIdle.D()), from: last, limit: tpl.MaxSocketIdle.D()}
 		}
-		// A per-sandbox keep-up (settings.go, within max_keep_up) puts
+		// A per-sandbox keep-up (package records, within max_keep_up) puts
 		// the stop off until it ends, traffic or not.
-		if keep := m.Settings(sb.id).KeepUpUntil; keep.After(p.at) {
+		if keep := m.keepUpUntil(sb.id); keep.After(p.at) {
 			p.at = keep
 		}
 		return p
-	case stateExited, statePaused:
+	case runtime.StateExited, runtime.StatePaused:
 		since := latest(last, sb.stoppedAt)
 		if !sb.stopRecorded.IsZero() {
 			// The runtime knows when it stopped (a kept workspace): no need
@@ -162,7 +162,7 @@ func (m *Manager) reapOne(ctx context.Context, sb *sandbox) {
 		}
 		// Act on the container found under the name only if it is ours,
 		// and by its ID (scope.go).
-		var c ctrInfo
+		var c runtime.Instance
 		if c, err = m.ownedByID(ctx, sb.id); err != nil {
 			break
 		}
@@ -170,20 +170,20 @@ func (m *Manager) reapOne(ctx context.Context, sb *sandbox) {
 			m.beforeStop(sb.id)
 		}
 		if act == reapIdle && tpl.IdleAction == config.IdlePause {
-			err = m.eng.Sleep(ctx, c.ID, runtime.SleepPause)
+			err = m.rt.Sleep(ctx, c.ID, runtime.SleepPause)
 			if err == nil {
-				m.setStopped(sb, statePaused)
+				m.setStopped(sb, runtime.StatePaused)
 			}
 		} else {
-			err = m.eng.Sleep(ctx, c.ID, runtime.SleepStop)
+			err = m.rt.Sleep(ctx, c.ID, runtime.SleepStop)
 			if err == nil {
-				m.setStopped(sb, stateExited)
+				m.setStopped(sb, runtime.StateExited)
 			}
 		}
 	case reapRemove:
 		err = m.remove(ctx, sb.id, false) // a request waiting on sb.op creates it anew
 	}
-	if errors.Is(err, ErrNoContainer) {
+	if errors.Is(err, runtime.ErrNotFound) {
 		m.setStopped(sb, "")
 		return
 	}

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
 // waitState polls Docker until id's container is in state want.
@@ -13,7 +12,7 @@ func (e *env) waitState(t *testing.T, id, want string, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		c, err := e.cli.ContainerInspect(t.Context(), sandboxmgr.ContainerName(id))
+		c, err := e.cli.ContainerInspect(t.Context(), e.name(id))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,8 +45,8 @@ func TestDockerIdleReaper(t *testing.T) {
 	if _, err := m.Ensure(t.Context(), id, tpl); err != nil {
 		t.Fatal(err)
 	}
-	m.Touch(id)
-	release := m.Hold(id)
+	m.Sandbox(id).Touch()
+	release := m.Sandbox(id).Hold()
 	time.Sleep(3 * time.Second) // past idle_timeout, with the socket open
 	e.waitState(t, id, "running", 0)
 	release()

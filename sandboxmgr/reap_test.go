@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // reapWorld is a manager over a fake engine holding one running sandbox "a"
@@ -15,10 +16,10 @@ func reapWorld(t *testing.T, tpl config.Template, beforeStop func(string)) (*Man
 	t.Helper()
 	tpl.Name = "t"
 	f := newFake()
-	f.put(ContainerName("a"), stateRunning, map[string]string{LabelManaged: "true", LabelSandbox: "a", LabelTemplate: "t"})
-	m := newManager(Config{
+	f.put(ContainerName("a"), runtime.StateRunning, map[string]string{runtime.LabelManaged: "true", runtime.LabelSandbox: "a", runtime.LabelTemplate: "t"})
+	m := New(Config{
 		Templates: func(name string) *config.Template { return map[string]*config.Template{"t": &tpl}[name] },
-	}, nil, f)
+	}, f, nil, nil)
 	m.SetListener(stopListener(beforeStop))
 	t.Cleanup(func() { m.Close() })
 	if err := m.Start(t.Context()); err != nil {
@@ -42,47 +43,47 @@ func TestReaper(t *testing.T) {
 		script func(t *testing.T, m *Manager, f *fakeEngine, stops func() []string)
 	}{
 		{"idle running is stopped", config.Template{IdleTimeout: dur(2 * time.Second)}, func(t *testing.T, m *Manager, f *fakeEngine, _ func() []string) {
-			m.Touch("a")
+			m.Sandbox("a").Touch()
 			time.Sleep(1500 * time.Millisecond)
-			m.Touch("a") // activity resets the clock
+			m.Sandbox("a").Touch() // activity resets the clock
 			time.Sleep(1500 * time.Millisecond)
-			wantState(t, f, stateRunning)
+			wantState(t, f, runtime.StateRunning)
 			time.Sleep(1500 * time.Millisecond)
-			wantState(t, f, stateExited)
-			if _, ok := m.Cached("a"); ok {
+			wantState(t, f, runtime.StateExited)
+			if _, ok := cached(m, "a"); ok {
 				t.Errorf("stopped sandbox still cached")
 			}
 		}},
 		{"idle pause", config.Template{IdleTimeout: dur(2 * time.Second), IdleAction: config.IdlePause}, func(t *testing.T, m *Manager, f *fakeEngine, _ func() []string) {
-			m.Touch("a")
+			m.Sandbox("a").Touch()
 			time.Sleep(3500 * time.Millisecond)
-			wantState(t, f, statePaused)
+			wantState(t, f, runtime.StatePaused)
 		}},
 		{"open socket keeps it until max_socket_idle", config.Template{IdleTimeout: dur(2 * time.Second), MaxSocketIdle: dur(time.Minute)},
 			func(t *testing.T, m *Manager, f *fakeEngine, stops func() []string) {
-				release := m.Hold("a")
+				release := m.Sandbox("a").Hold()
 				defer release()
 				time.Sleep(50 * time.Second)
-				wantState(t, f, stateRunning)
-				m.Touch("a") // an HTTP request resets the socket bound too
+				wantState(t, f, runtime.StateRunning)
+				m.Sandbox("a").Touch() // an HTTP request resets the socket bound too
 				time.Sleep(50 * time.Second)
-				wantState(t, f, stateRunning)
+				wantState(t, f, runtime.StateRunning)
 				if len(stops()) != 0 {
 					t.Errorf("got BeforeStop %v before max_socket_idle", stops())
 				}
 				time.Sleep(15 * time.Second)
-				wantState(t, f, stateExited)
+				wantState(t, f, runtime.StateExited)
 				if len(stops()) != 1 || (stops())[0] != "a" {
 					t.Errorf("got BeforeStop calls %v, want [a]", stops())
 				}
 			}},
 		{"released socket then idle", config.Template{IdleTimeout: dur(2 * time.Second)}, func(t *testing.T, m *Manager, f *fakeEngine, stops func() []string) {
-			release := m.Hold("a")
+			release := m.Sandbox("a").Hold()
 			time.Sleep(10 * time.Second)
-			wantState(t, f, stateRunning)
+			wantState(t, f, runtime.StateRunning)
 			release()
 			time.Sleep(3500 * time.Millisecond)
-			wantState(t, f, stateExited)
+			wantState(t, f, runtime.StateExited)
 			if len(stops()) != 0 {
 				t.Errorf("got BeforeStop %v for a plain idle stop", stops())
 			}
@@ -90,20 +91,20 @@ func TestReaper(t *testing.T) {
 		{"stopped is removed after remove_after", config.Template{IdleTimeout: dur(2 * time.Second), RemoveAfter: dur(time.Hour)},
 			func(t *testing.T, m *Manager, f *fakeEngine, _ func() []string) {
 				time.Sleep(3500 * time.Millisecond)
-				wantState(t, f, stateExited)
+				wantState(t, f, runtime.StateExited)
 				time.Sleep(59 * time.Minute)
-				wantState(t, f, stateExited)
+				wantState(t, f, runtime.StateExited)
 				time.Sleep(2 * time.Minute)
 				wantState(t, f, "")
-				if _, open := m.Activity("a"); open != 0 {
+				if _, open := m.activity("a"); open != 0 {
 					t.Errorf("removed sandbox still has holds")
 				}
 			}},
 		{"no activity since start counts from start", config.Template{IdleTimeout: dur(10 * time.Second)}, func(t *testing.T, m *Manager, f *fakeEngine, _ func() []string) {
 			time.Sleep(9 * time.Second)
-			wantState(t, f, stateRunning)
+			wantState(t, f, runtime.StateRunning)
 			time.Sleep(2 * time.Second)
-			wantState(t, f, stateExited)
+			wantState(t, f, runtime.StateExited)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -131,7 +132,7 @@ func TestReaperThenWake(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, f := reapWorld(t, config.Template{IdleTimeout: dur(2 * time.Second)}, nil)
 		time.Sleep(3500 * time.Millisecond)
-		wantState(t, f, stateExited)
+		wantState(t, f, runtime.StateExited)
 		// Wake without a network probe: mark it started the way Ensure does.
 		sb := m.lookup("a")
 		sb.op.Lock()
@@ -141,11 +142,11 @@ func TestReaperThenWake(t *testing.T) {
 		}
 		m.markRunning(sb)
 		time.Sleep(10 * time.Second) // a slow wake, far past idle_timeout
-		wantState(t, f, stateRunning)
+		wantState(t, f, runtime.StateRunning)
 		sb.waking.Add(-1)
 		sb.op.Unlock()
-		m.Touch("a")
+		m.Sandbox("a").Touch()
 		time.Sleep(1500 * time.Millisecond)
-		wantState(t, f, stateRunning)
+		wantState(t, f, runtime.StateRunning)
 	})
 }

@@ -2,7 +2,12 @@ package sandboxmgr
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // The bounded re-check (#21). Events (Docker) and the informer's watch
@@ -15,6 +20,23 @@ import (
 // That bounds how long a record can point at an address the runtime gave
 // to someone else by RecheckEvery plus one list call; addresses handed out
 // through this manager are never shared at all (instance.go).
+
+// trust is what says whether a cached endpoint may be handed out without
+// asking the runtime first (distrusted), and the re-check's own state.
+type trust struct {
+	// eventsDown: the events stream broke and no resync has followed
+	// since. No event would tell of a cached endpoint's container ending,
+	// and its address may pass to another sandbox's container, so Ensure
+	// checks a cached endpoint with the runtime before using it
+	// (stillServes).
+	eventsDown atomic.Bool
+	// watchBroken: when (unix ns) the Kubernetes watch last reported an
+	// error; 0 once a re-check after it succeeded.
+	watchBroken atomic.Int64
+	// recheckFailing: the last re-check failed (logged once).
+	recheckFailing atomic.Bool
+	checks         singleflight.Group // stillServes lookups, one per sandbox at a time
+}
 
 // recheckLoop runs recheck every Config.RecheckEvery until ctx ends.
 func (m *Manager) recheckLoop(ctx context.Context) {
@@ -33,7 +55,6 @@ func (m *Manager) recheckLoop(ctx context.Context) {
 			return
 		}
 		m.noteRecheck(ctx, err)
-		m.noteRecordsAge()
 	}
 }
 
@@ -41,11 +62,11 @@ func (m *Manager) recheckLoop(ctx context.Context) {
 // recovery: every period would flood the log, debug would hide it.
 func (m *Manager) noteRecheck(ctx context.Context, err error) {
 	switch {
-	case err != nil && !m.recheckFailing.Swap(true):
+	case err != nil && !m.trust.recheckFailing.Swap(true):
 		m.log.WarnContext(ctx, "re-check of cached sandboxes failed; cached endpoints are not confirmed until it succeeds", "err", err)
 	case err != nil:
 		m.log.DebugContext(ctx, "re-check of cached sandboxes failed", "err", err)
-	case m.recheckFailing.Swap(false):
+	case m.trust.recheckFailing.Swap(false):
 		m.log.InfoContext(ctx, "re-check of cached sandboxes succeeds again")
 	}
 }
@@ -59,22 +80,30 @@ func (m *Manager) recheck(ctx context.Context) error {
 	gen := m.gen // records seen after this know more than the list
 	m.mu.RUnlock()
 	// Records first: one whose sandbox the list below lacks was written
-	// before the list was taken (settings.go).
-	recorded, rerr := m.reloadRecords(ctx, began)
+	// before the list was taken (records.DropOrphans).
+	recorded, rerr := m.recs.Reload(ctx, began)
 	if rerr != nil {
-		m.log.DebugContext(ctx, "re-check of sandbox settings failed", "err", rerr) // noteRecordsAge says when it matters
+		m.log.DebugContext(ctx, "re-check of sandbox settings failed", "err", rerr) // Reload logs when it matters
 	}
 	list, err := m.listOwned(ctx)
 	if err != nil {
 		return err
 	}
-	byID := make(map[string]ctrInfo, len(list))
+	byID := make(map[string]runtime.Instance, len(list))
 	for _, c := range list {
-		if id, ok := idFromName(c.Name, c.Labels[LabelPool]); ok {
+		if id, ok := m.idFromName(c.Name, c.Labels[runtime.LabelPool]); ok {
 			byID[id] = c
 		}
 	}
-	m.dropOrphanRecords(ctx, recorded, byID)
+	m.recs.DropOrphans(ctx, recorded, func(id string) bool {
+		if _, ok := byID[id]; ok {
+			return true
+		}
+		m.mu.RLock()
+		sb := m.sandboxes[id]
+		m.mu.RUnlock()
+		return sb != nil && sb.waking.Load() > 0
+	})
 	var gone []string
 	m.mu.Lock()
 	if m.caps.SharedPool {
@@ -87,8 +116,8 @@ func (m *Manager) recheck(ctx context.Context) error {
 		if sb.seen > gen {
 			continue
 		}
-		sb.container, sb.state = c.ID, c.State
-		if t := c.Labels[LabelTemplate]; t != "" {
+		sb.container, sb.state, sb.name = c.ID, c.State, c.Name
+		if t := c.Labels[runtime.LabelTemplate]; t != "" {
 			sb.template = t
 		}
 	}
@@ -116,8 +145,8 @@ func (m *Manager) recheck(ctx context.Context) error {
 	}
 	m.mu.Unlock()
 	m.gone(gone...)
-	if at := m.watchBroken.Load(); at != 0 && began.Sub(time.Unix(0, at)) >= streamSettle {
-		m.watchBroken.CompareAndSwap(at, 0)
+	if at := m.trust.watchBroken.Load(); at != 0 && began.Sub(time.Unix(0, at)) >= streamSettle {
+		m.trust.watchBroken.CompareAndSwap(at, 0)
 	}
 	return nil
 }
@@ -126,8 +155,8 @@ func (m *Manager) recheck(ctx context.Context) error {
 // container behind ep, on ep's address. (A list carries no start time: a
 // restart of the same container keeps it this sandbox's, and the events or
 // the next wake retire the old run.)
-func confirms(c ctrInfo, ep *Endpoint) bool {
-	return c.State == stateRunning && c.ID == instanceContainer(ep.Instance) &&
+func confirms(c runtime.Instance, ep *Endpoint) bool {
+	return c.State == runtime.StateRunning && c.ID == instanceContainer(ep.Instance) &&
 		(c.IP == "" || c.IP == addrHost(ep.Addr))
 }
 
@@ -135,5 +164,5 @@ func confirms(c ctrInfo, ep *Endpoint) bool {
 // runtime before use: the events stream broke (Docker) or the watch
 // reported an error (Kubernetes) and no resync has followed.
 func (m *Manager) distrusted() bool {
-	return m.eventsDown.Load() || m.watchBroken.Load() != 0
+	return m.trust.eventsDown.Load() || m.trust.watchBroken.Load() != 0
 }

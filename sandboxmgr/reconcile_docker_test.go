@@ -6,7 +6,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // A gateway killed between create and start leaves a container that was
@@ -17,11 +17,11 @@ func TestDockerStartRemovesHalfMade(t *testing.T) {
 	id := newID()
 	tpl := testTemplate(t, nil)
 	labels := maps.Clone(e.cfg.Labels)
-	labels[sandboxmgr.LabelManaged] = "true"
-	labels[sandboxmgr.LabelSandbox] = id
-	labels[sandboxmgr.LabelTemplate] = tpl.Name
+	labels[runtime.LabelManaged] = "true"
+	labels[runtime.LabelSandbox] = id
+	labels[runtime.LabelTemplate] = tpl.Name
 	_, err := e.cli.ContainerCreate(t.Context(), &container.Config{Image: tpl.Image, Labels: labels},
-		&container.HostConfig{NetworkMode: "none"}, nil, nil, sandboxmgr.ContainerName(id))
+		&container.HostConfig{NetworkMode: "none"}, nil, nil, e.name(id))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,8 @@ package sandboxmgr
 import (
 	"testing"
 	"time"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 func TestStartRemovesHalfMade(t *testing.T) {
@@ -13,19 +15,19 @@ func TestStartRemovesHalfMade(t *testing.T) {
 		staleCreate time.Duration
 		wantKept    bool
 	}{
-		{"old created is removed", stateCreated, 5 * time.Minute, 0, false},
-		{"young created is kept (a create in flight)", stateCreated, 10 * time.Second, 0, true},
-		{"any age with negative bound", stateCreated, 0, -1, false},
-		{"exited is kept", stateExited, time.Hour, -1, true},
-		{"running is kept", stateRunning, time.Hour, -1, true},
+		{"old created is removed", runtime.StateCreated, 5 * time.Minute, 0, false},
+		{"young created is kept (a create in flight)", runtime.StateCreated, 10 * time.Second, 0, true},
+		{"any age with negative bound", runtime.StateCreated, 0, -1, false},
+		{"exited is kept", runtime.StateExited, time.Hour, -1, true},
+		{"running is kept", runtime.StateRunning, time.Hour, -1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFake()
-			m := newManager(Config{StaleCreate: tc.staleCreate, ReapEvery: -1}, nil, f)
+			m := New(Config{StaleCreate: tc.staleCreate, ReapEvery: -1}, f, nil, nil)
 			defer m.Close()
 			for _, name := range []string{ContainerName("a"), "previewgate-pool-t-x"} {
-				f.put(name, tc.state, map[string]string{LabelManaged: "true", LabelSandbox: "a"})
+				f.put(name, tc.state, map[string]string{runtime.LabelManaged: "true", runtime.LabelSandbox: "a"})
 				f.ctrs[name].Created = time.Now().Add(-tc.age)
 			}
 			if err := m.Start(t.Context()); err != nil {

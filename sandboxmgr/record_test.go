@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // TestEnsureDeadInstanceNotCachedOnReusedAddress (attack21): a sandbox
@@ -31,7 +32,7 @@ func TestEnsureDeadInstanceNotCachedOnReusedAddress(t *testing.T) {
 	port, _ := strconv.Atoi(ps)
 	tpl := &config.Template{Name: "fake", Image: "fake:latest", Port: port, Ready: config.Ready{Timeout: config.Duration(3 * time.Second)}}
 	m, f := newFakeManager(t, Config{Templates: func(string) *config.Template { return tpl }})
-	f.put(ContainerName("a"), stateExited, map[string]string{LabelPort: ps, LabelTemplate: "fake"})
+	f.put(ContainerName("a"), runtime.StateExited, map[string]string{runtime.LabelPort: ps, runtime.LabelTemplate: "fake"})
 
 	type result struct {
 		ep  Endpoint
@@ -42,12 +43,12 @@ func TestEnsureDeadInstanceNotCachedOnReusedAddress(t *testing.T) {
 		ep, err := m.Ensure(t.Context(), "a", tpl)
 		done <- result{ep, err}
 	}()
-	for f.state(ContainerName("a")) != stateRunning {
+	for f.state(ContainerName("a")) != runtime.StateRunning {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(50 * time.Millisecond) // A's app is being probed
 	// A's app exits; the address goes to B, whose app answers at once.
-	f.setState(ContainerName("a"), stateRunning, stateExited)
+	f.setState(ContainerName("a"), runtime.StateRunning, runtime.StateExited)
 	b, err := net.Listen("tcp", "127.0.0.1:"+ps)
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +67,7 @@ func TestEnsureDeadInstanceNotCachedOnReusedAddress(t *testing.T) {
 	if r.err == nil {
 		t.Fatalf("Ensure(a) returned endpoint %+v of a container that exited during its probe (its address answered for someone else)", r.ep)
 	}
-	if ep, ok := m.Cached("a"); ok {
+	if ep, ok := cached(m, "a"); ok {
 		t.Fatalf("cached endpoint %+v for an exited container", ep)
 	}
 }
@@ -80,7 +81,7 @@ type slowListEngine struct {
 	gate    chan struct{}
 }
 
-func (s *slowListEngine) List(ctx context.Context, labels map[string]string) ([]ctrInfo, error) {
+func (s *slowListEngine) List(ctx context.Context, labels map[string]string) ([]runtime.Instance, error) {
 	list, err := s.fakeEngine.List(ctx, labels)
 	s.first.Do(func() {
 		close(s.entered)
@@ -99,7 +100,7 @@ func (s *slowListEngine) List(ctx context.Context, labels map[string]string) ([]
 func TestRecheckKeepsWhatWasCachedAfterItsList(t *testing.T) {
 	tpl := appListener(t)
 	s := &slowListEngine{fakeEngine: newFake(), entered: make(chan struct{}), gate: make(chan struct{})}
-	m := newManager(Config{Templates: func(string) *config.Template { return tpl }, RecheckEvery: time.Hour}, nil, s)
+	m := New(Config{Templates: func(string) *config.Template { return tpl }, RecheckEvery: time.Hour}, s, nil, nil)
 	t.Cleanup(func() { m.Close() })
 	done := make(chan error, 1)
 	go func() { done <- m.recheck(context.Background()) }()
@@ -111,10 +112,10 @@ func TestRecheckKeepsWhatWasCachedAfterItsList(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := m.Cached("a"); !ok {
+	if _, ok := cached(m, "a"); !ok {
 		t.Errorf("the re-check dropped the endpoint of a sandbox cached after its list was taken")
 	}
-	if _, ok := m.Known("a"); !ok {
+	if _, ok := known(m, "a"); !ok {
 		t.Errorf("the re-check forgot the container of a sandbox created after its list was taken")
 	}
 }
@@ -135,7 +136,7 @@ func TestSandboxIDNeverNamesPoolContainer(t *testing.T) {
 		ReapEvery:     -1,
 	}
 	f := newFake()
-	m := newManager(cfg, nil, f)
+	m := New(cfg, f, nil, nil)
 	defer m.Close()
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -147,9 +148,9 @@ func TestSandboxIDNeverNamesPoolContainer(t *testing.T) {
 		poolName = name
 	}
 	f.mu.Unlock()
-	id := strings.TrimPrefix(poolName, "previewgate-")
+	id := strings.TrimPrefix(poolName, "previewgate-") // its name as an earlier version's: runtime.LegacyName(id)
 	ep, err := m.Ensure(t.Context(), id, tpl)
-	if err == nil && instanceContainer(ep.Instance) == "id-"+poolName {
+	if err == nil && instanceContainer(ep.Instance) == "id-"+poolName && f.state(poolName) != "" {
 		t.Errorf("sandbox %q is served by the unclaimed pool container %s", id, poolName)
 	}
 }

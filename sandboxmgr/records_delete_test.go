@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr/kube"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // deleteAtVersion: a record's deletion is conditional on the version its
@@ -16,7 +16,7 @@ import (
 // listed the record before a DELETE wrote its removal mark) gets
 // ErrConflict and the newer write stays: the mark must outlive it
 // (tombstone.go). It used to delete whatever was there.
-func deleteAtVersion(t *testing.T, rs runtime.Records, labels map[string]string) {
+func deleteAtVersion(t *testing.T, rs records.Store, labels map[string]string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	id := newID()
@@ -29,7 +29,7 @@ func deleteAtVersion(t *testing.T, rs runtime.Records, labels map[string]string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rs.DeleteRecord(ctx, id, v1, labels); !errors.Is(err, runtime.ErrConflict) {
+	if err := rs.DeleteRecord(ctx, id, v1, labels); !errors.Is(err, records.ErrConflict) {
 		t.Errorf("delete at the older version: got %v, want ErrConflict", err)
 	}
 	if list, err := rs.ListRecords(ctx, labels); err != nil || string(list[id].Data) != "mark" || list[id].Version != v2 {
@@ -46,6 +46,7 @@ func deleteAtVersion(t *testing.T, rs runtime.Records, labels map[string]string)
 	}
 }
 
+// The Docker runtime's records: the gateway's store in its data dir.
 // The Docker runtime's records: the gateway's store in its data dir.
 func TestDockerDeleteRecordAtVersion(t *testing.T) {
 	t.Parallel()

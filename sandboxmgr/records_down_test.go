@@ -5,7 +5,7 @@ import (
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 )
 
 // While the records fail (the store's disk broke, the engine answering),
@@ -13,12 +13,12 @@ import (
 // existed (tombstone.go); what needs one fails.
 // recordsDownEnv is a manager whose records can be made to fail, and
 // sandbox id made through it, stopped.
-func recordsDownEnv(t *testing.T) (*env, *dockertest.FailingRecords, *sandboxmgr.Manager, *config.Template, string) {
+func recordsDownEnv(t *testing.T) (*env, *dockertest.FailingRecords, *mgrtest.Manager, *config.Template, string) {
 	e := newEnv(t)
 	tpl := testTemplate(t, nil)
 	e.cfg.Templates = func(string) *config.Template { return tpl }
-	recs := &dockertest.FailingRecords{Records: e.cfg.Records}
-	e.cfg.Records = recs
+	recs := &dockertest.FailingRecords{Store: e.rt.Records}
+	e.rt.Records = recs
 	removeScoped(t, e, e.cfg.Labels) // registered first: runs after the manager closes
 	m := e.manager(t)
 	id := newID()
@@ -52,7 +52,7 @@ func TestDockerWakeWhileRecordsFail(t *testing.T) {
 // finds while records fail (its removal mark cannot be written, which the
 // log says). It used to fail on the mark and leave the sandbox running:
 // no sandbox could be removed through the API while, say, the disk
-// holding the engine's volumes was full.
+// holding the records was full.
 func TestDockerRemoveWhileRecordsFail(t *testing.T) {
 	t.Parallel()
 	e, recs, m, _, id := recordsDownEnv(t)

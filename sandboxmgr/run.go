@@ -53,99 +53,102 @@ type runner struct {
 // run returns the running container. Every container acted on was
 // inspected and found owned; calls take its ID, not the name another
 // container could take meanwhile.
-func (r *runner) run(ctx context.Context) (ctrInfo, error) {
+func (r *runner) run(ctx context.Context) (runtime.Instance, error) {
 	m := r.m
-	c, err := m.inspectOwned(ctx, r.name)
+	c, err := m.findID(ctx, r.id)
+	if err == nil {
+		r.name = c.Name // an earlier version's name, maybe: the instance keeps it
+	}
 	if err == nil && r.mayServe != nil {
 		// The instance's own template decides, before anything wakes.
-		if err := r.mayServe(c.Labels[LabelTemplate]); err != nil {
-			return ctrInfo{}, err
+		if err := r.mayServe(c.Labels[runtime.LabelTemplate]); err != nil {
+			return runtime.Instance{}, err
 		}
 	}
-	for err != nil || c.State != stateRunning {
+	for err != nil || c.State != runtime.StateRunning {
 		if rerr := r.removedMeanwhile(ctx); rerr != nil {
-			return ctrInfo{}, rerr
+			return runtime.Instance{}, rerr
 		}
-		if !r.marked && !errors.Is(err, ErrNoContainer) {
+		if !r.marked && !errors.Is(err, runtime.ErrNotFound) {
 			// Before the first action, never on the hot path (a container
 			// found running): the mark a DELETE left (tombstone.go). A
 			// missing container's create reads it in its clear (absent).
 			r.readMark(ctx)
 		}
-		if !r.subjectChecked && r.subjectMax > 0 && r.subject != "" && !errors.Is(err, ErrForeignContainer) &&
-			(errors.Is(err, ErrNoContainer) || err == nil && slices.Contains([]string{statePaused, stateExited, stateCreated}, c.State)) {
+		if !r.subjectChecked && r.subjectMax > 0 && r.subject != "" && !errors.Is(err, runtime.ErrForeign) &&
+			(errors.Is(err, runtime.ErrNotFound) || err == nil && slices.Contains([]string{runtime.StatePaused, runtime.StateExited, runtime.StateCreated}, c.State)) {
 			// About to make one more of the subject's sandboxes run.
 			r.subjectChecked = true
 			if lerr := r.m.checkSubject(ctx, r.subject, r.subjectMax); lerr != nil {
-				return ctrInfo{}, lerr
+				return runtime.Instance{}, lerr
 			}
 		}
 		switch {
-		case errors.Is(err, ErrForeignContainer):
+		case errors.Is(err, runtime.ErrForeign):
 			m.disown(r.id)
-			return ctrInfo{}, err
-		case errors.Is(err, ErrNoContainer):
+			return runtime.Instance{}, err
+		case errors.Is(err, runtime.ErrNotFound):
 			var final bool
 			if final, err = r.absent(ctx, false); final {
-				return ctrInfo{}, err
+				return runtime.Instance{}, err
 			}
 		case err != nil:
-			return ctrInfo{}, err
+			return runtime.Instance{}, err
 		case c.Kept && r.starts >= 2:
-			return ctrInfo{}, fmt.Errorf("%w: %w: the pods of %s ended right after start", ErrNotReady, errCrashLoop, r.name)
+			return runtime.Instance{}, fmt.Errorf("%w: %w: the pods of %s ended right after start", ErrNotReady, errCrashLoop, r.name)
 		case c.Kept:
 			// Kubernetes: the pod is gone, its workspace kept. A new pod
 			// on it is a wake of this sandbox, not a new one.
 			if r.tpl == nil {
-				r.tpl = m.cfg.Templates(c.Labels[LabelTemplate])
+				r.tpl = m.cfg.Templates(c.Labels[runtime.LabelTemplate])
 			}
 			var final bool
 			if final, err = r.absent(ctx, true); final {
-				return ctrInfo{}, err
+				return runtime.Instance{}, err
 			}
-		case c.State == statePaused:
+		case c.State == runtime.StatePaused:
 			r.action = "unpaused"
 			m.setPhase(r.sb, PhaseStarting, "")
-			err = m.eng.Resume(ctx, c.ID)
-		case c.State == stateExited && r.starts >= 2:
-			return ctrInfo{}, fmt.Errorf("%w: %w: container %s exited with code %d right after start", ErrNotReady, errCrashLoop, r.name, c.ExitCode)
-		case c.State == stateCreated && r.starts > 0:
+			err = m.rt.Resume(ctx, c.ID)
+		case c.State == runtime.StateExited && r.starts >= 2:
+			return runtime.Instance{}, fmt.Errorf("%w: %w: container %s exited with code %d right after start", ErrNotReady, errCrashLoop, r.name, c.ExitCode)
+		case c.State == runtime.StateCreated && r.starts > 0:
 			// Still "created" after a start: another caller's start (a
 			// replica that won the create) is in flight. Let it finish.
 			err = sleep(ctx, 20*time.Millisecond)
-		case c.State == stateCreated || c.State == stateExited:
+		case c.State == runtime.StateCreated || c.State == runtime.StateExited:
 			r.starts++
 			r.action = "started"
 			err = m.start(ctx, r.sb, c.ID)
-		case c.State == stateRestarting || c.State == stateRemoving:
+		case c.State == runtime.StateRestarting || c.State == runtime.StateRemoving:
 			err = sleep(ctx, 50*time.Millisecond)
 		default:
-			return ctrInfo{}, fmt.Errorf("container %s is %s (remove it to recreate)", r.name, c.State)
+			return runtime.Instance{}, fmt.Errorf("container %s is %s (remove it to recreate)", r.name, c.State)
 		}
-		if err != nil && !errors.Is(err, ErrNoContainer) {
+		if err != nil && !errors.Is(err, runtime.ErrNotFound) {
 			// Someone else may have changed it meanwhile (a start or
 			// unpause racing ours); it only matters if it is not running now.
-			if c2, ierr := m.inspectOwned(ctx, r.name); ierr == nil && c2.State == stateRunning {
+			if c2, ierr := m.inspectOwned(ctx, r.name); ierr == nil && c2.State == runtime.StateRunning {
 				c, err = c2, nil
 				continue
 			}
 			if rerr := r.removedMeanwhile(ctx); rerr != nil {
-				return ctrInfo{}, rerr // "marked for removal": a DELETE's, not a failure
+				return runtime.Instance{}, rerr // "marked for removal": a DELETE's, not a failure
 			}
 			if rerr := r.removedElsewhere(ctx); rerr != nil {
-				return ctrInfo{}, rerr // the same, on another replica
+				return runtime.Instance{}, rerr // the same, on another replica
 			}
-			return ctrInfo{}, err
+			return runtime.Instance{}, err
 		}
 		c, err = m.inspectOwned(ctx, r.name)
 	}
 	if err := r.removedMeanwhile(ctx); err != nil {
-		return ctrInfo{}, err
+		return runtime.Instance{}, err
 	}
 	// Running now, not yet handed out: a DELETE on another replica whose
 	// mark this read misses came after it, and its lookup finds c.
 	if err := r.removedElsewhere(ctx); err != nil {
-		return ctrInfo{}, err
+		return runtime.Instance{}, err
 	}
 	return c, nil
 }
@@ -160,7 +163,7 @@ func (r *runner) removedMeanwhile(ctx context.Context) error {
 		return nil
 	}
 	if c, err := r.m.inspectOwned(ctx, r.name); err == nil {
-		if err := r.m.eng.Remove(ctx, c.ID); err != nil && !errors.Is(err, ErrNoContainer) {
+		if err := r.m.rt.Remove(ctx, c.ID); err != nil && !errors.Is(err, runtime.ErrNotFound) {
 			r.log.WarnContext(ctx, "removing a container made while the sandbox was removed failed", "err", err)
 		}
 	}
@@ -177,10 +180,10 @@ func (r *runner) removedMeanwhile(ctx context.Context) error {
 func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) {
 	m, tpl := r.m, r.tpl
 	if tpl == nil {
-		return true, fmt.Errorf("%w (no template to create it from)", ErrNoContainer)
+		return true, fmt.Errorf("%w (no template to create it from)", runtime.ErrNotFound)
 	}
 	if r.noCreate && !kept {
-		return true, fmt.Errorf("%w (creating it takes a token or the API)", ErrNoContainer)
+		return true, fmt.Errorf("%w (creating it takes a token or the API)", runtime.ErrNotFound)
 	}
 	if r.markErr != nil {
 		// Without a baseline it could not tell a DELETE on another
@@ -211,7 +214,7 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 		var made string
 		if made, err = m.claim(ctx, r.id, tpl); err == nil {
 			r.action, r.claimed, r.made = "claimed from pool", true, made
-		} else if !errors.Is(err, errNameTaken) && !errors.Is(err, errNoPool) {
+		} else if !errors.Is(err, runtime.ErrNameTaken) && !errors.Is(err, errNoPool) {
 			r.log.WarnContext(ctx, "pool claim failed, creating", "err", err)
 			err = errNoPool
 		}
@@ -225,7 +228,7 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 			r.starts++
 		}
 	}
-	if errors.Is(err, errNameTaken) {
+	if errors.Is(err, runtime.ErrNameTaken) {
 		// Another caller owns the name and is creating it: wait for that
 		// container, never make a second. Docker reserves the name before
 		// the container can be inspected, so give the other create a
@@ -241,8 +244,8 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 
 // awaitApp records running container c as id's current run, waits until
 // its app is ready and caches its endpoint.
-func (m *Manager) awaitApp(ctx context.Context, sb *sandbox, tpl *config.Template, c ctrInfo) (Endpoint, error) {
-	id, name := sb.id, ContainerName(sb.id)
+func (m *Manager) awaitApp(ctx context.Context, sb *sandbox, tpl *config.Template, c runtime.Instance) (Endpoint, error) {
+	id, name := sb.id, c.Name
 	eff := m.effectiveTemplate(tpl, c)
 	if c.IP == "" {
 		return Endpoint{}, fmt.Errorf("container %s has no address on network %s", name, m.cfg.Network)
@@ -251,7 +254,7 @@ func (m *Manager) awaitApp(ctx context.Context, sb *sandbox, tpl *config.Templat
 	if inst == "" {
 		return Endpoint{}, fmt.Errorf("container %s is running but reports no start time", name)
 	}
-	ep := Endpoint{ID: id, Addr: endpointAddr(c, eff.Port), Template: c.Labels[LabelTemplate], Instance: inst}
+	ep := Endpoint{ID: id, Addr: endpointAddr(c, eff.Port), Template: c.Labels[runtime.LabelTemplate], Instance: inst}
 	m.mu.Lock()
 	gone := []string{m.observeLocked(sb, c)} // a run we handed out before is over
 	// The address is this run's from now on, before the app answers on it:
@@ -265,11 +268,11 @@ func (m *Manager) awaitApp(ctx context.Context, sb *sandbox, tpl *config.Templat
 	stopLogs := m.watchLogs(ctx, sb, c.ID) // shown live on the waiting page
 	defer stopLogs()
 	err := waitReady(ctx, ep.Addr, eff.Ready.Path, func(ctx context.Context) error {
-		now, err := m.eng.Lookup(ctx, c.ID)
+		now, err := m.rt.Lookup(ctx, c.ID)
 		switch {
 		case err != nil:
 			return err
-		case now.State == stateExited || now.State == stateDead:
+		case now.State == runtime.StateExited || now.State == runtime.StateDead:
 			return fmt.Errorf("%w: %w: container %s %s with code %d", ErrNotReady, errExited, name, now.State, now.ExitCode)
 		case now.Name != name:
 			return fmt.Errorf("%w: container %s was renamed to %s while starting", ErrNotReady, name, now.Name)
@@ -284,9 +287,9 @@ func (m *Manager) awaitApp(ctx context.Context, sb *sandbox, tpl *config.Templat
 	// left its address to whichever container the runtime started next,
 	// and that one's app may be what answered: look once more before the
 	// endpoint is handed out (attack21).
-	if now, err := m.eng.Lookup(ctx, c.ID); err != nil {
+	if now, err := m.rt.Lookup(ctx, c.ID); err != nil {
 		return Endpoint{}, err
-	} else if now.State != stateRunning || instanceOf(now) != inst || now.IP != "" && now.IP != c.IP {
+	} else if now.State != runtime.StateRunning || instanceOf(now) != inst || now.IP != "" && now.IP != c.IP {
 		return Endpoint{}, fmt.Errorf("%w: %w: container %s ended while its app was probed (%s)", ErrNotReady, errExited, name, now.State)
 	}
 	m.mu.Lock()
@@ -314,11 +317,11 @@ func coldStartKind(action string) string {
 
 // effectiveTemplate is the template to probe c with: tpl, else the one c was
 // created from, else defaults.
-func (m *Manager) effectiveTemplate(tpl *config.Template, c ctrInfo) *config.Template {
+func (m *Manager) effectiveTemplate(tpl *config.Template, c runtime.Instance) *config.Template {
 	if tpl != nil {
 		return tpl
 	}
-	if t := m.cfg.Templates(c.Labels[LabelTemplate]); t != nil {
+	if t := m.cfg.Templates(c.Labels[runtime.LabelTemplate]); t != nil {
 		return t
 	}
 	return &config.Template{}
@@ -332,7 +335,7 @@ func (m *Manager) start(ctx context.Context, sb *sandbox, ctr string) error {
 	}
 	defer release()
 	m.setPhase(sb, PhaseStarting, "")
-	if err := m.eng.Start(ctx, ctr); err != nil {
+	if err := m.rt.Start(ctx, ctr); err != nil {
 		return err
 	}
 	m.markRunning(sb)
@@ -345,9 +348,9 @@ func (m *Manager) refreshStates(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	states := make(map[string]ctrInfo, len(list))
+	states := make(map[string]runtime.Instance, len(list))
 	for _, c := range list {
-		if id, ok := idFromName(c.Name, c.Labels[LabelPool]); ok {
+		if id, ok := m.idFromName(c.Name, c.Labels[runtime.LabelPool]); ok {
 			states[id] = c
 		}
 	}
@@ -356,7 +359,7 @@ func (m *Manager) refreshStates(ctx context.Context) error {
 	for id, sb := range m.sandboxes {
 		sb.state = states[id].State
 		switch {
-		case sb.state != stateRunning:
+		case sb.state != runtime.StateRunning:
 			if sb.ep.Load() != nil || sb.last != nil && sb.state == "" {
 				gone = append(gone, m.dropLocked(sb))
 			}

@@ -2,6 +2,7 @@ package sandboxmgr
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -14,7 +15,7 @@ import (
 // The manager's scope (#13, #21). Every container (or pod) the manager
 // creates carries previewgate.managed=true, its Config.Labels (the
 // gateway's --label, the config's scope as previewgate.instance, the
-// development default's per-data-dir instance id) and LabelScope, a stamp
+// development default's per-data-dir instance id) and runtime.LabelScope, a stamp
 // of exactly those labels. A manager owns a container only if it carries
 // its stamp and every one of its labels: a gateway without labels owns only
 // containers made without any, never those of a gateway that has some.
@@ -25,7 +26,7 @@ import (
 // A container named previewgate-<id> that the manager does not own belongs
 // to someone else, another gateway or a user: it is never started,
 // unpaused, paused, stopped, removed, renamed, listed, reaped, adopted or
-// proxied to, and Ensure on its name fails with ErrForeignContainer, whose
+// proxied to, and Ensure on its name fails with runtime.ErrForeign, whose
 // text says whose it is and what to do. The name collision is reported,
 // never "fixed" by removing the container.
 //
@@ -34,38 +35,19 @@ import (
 // container takes the ID of one whose labels were checked (labels are
 // immutable) or that this manager created.
 
-// scopeStamp is the LabelScope value of a gateway with labels l
-// (runtime.ScopeStamp: the Docker runtime names its scope lock by it too).
-func scopeStamp(l map[string]string) string { return runtime.ScopeStamp(l) }
-
 // scopeLabels selects the containers this manager may own: the runtime
 // filters lists and events by them, and owns decides.
 func (m *Manager) scopeLabels() map[string]string {
 	l := make(map[string]string, len(m.cfg.Labels)+1)
 	maps.Copy(l, m.cfg.Labels)
-	l[LabelManaged] = "true"
-	return l
-}
-
-// sharedLabels label what every gateway on the runtime uses alike, the
-// sandboxes' network (or NetworkPolicy) and built images: the scope
-// labels without the instance, so that removing one gateway's sandboxes
-// by its instance label leaves what another scope's gateway uses (a
-// newcomer walk, #24, removed the other gateway's network that way).
-func (m *Manager) sharedLabels() map[string]string {
-	l := m.scopeLabels()
-	delete(l, LabelInstance)
+	l[runtime.LabelManaged] = "true"
 	return l
 }
 
 // createLabels are the labels of every container this manager creates.
-func (m *Manager) createLabels() map[string]string {
-	l := m.scopeLabels()
-	l[LabelScope] = m.stamp
-	return l
-}
+func (m *Manager) createLabels() map[string]string { return runtime.Scoped(m.cfg.Labels) }
 
-// ForeignError is the ErrForeignContainer a manager returns: the name is
+// ForeignError is the runtime.ErrForeign a manager returns: the name is
 // on a container it does not own. Scope is the owning gateway's scope
 // (its previewgate.instance label), "" when it is not known by a name.
 type ForeignError struct {
@@ -76,17 +58,17 @@ type ForeignError struct {
 	// Record names the sandbox's record (settings, links) that outlives
 	// its container: a ConfigMap of that name (Kubernetes). Removing the
 	// container alone leaves it in this id's way. "" when the container
-	// names no sandbox, or its records are kept by its gateway
-	// (Config.Records: Docker's data dir), in nobody else's way.
+	// names no sandbox, or records are kept per scope (Config.RecordName
+	// nil: a Docker gateway's data dir), in nobody else's way.
 	Record string
 }
 
 func (e *ForeignError) Error() string {
 	if !e.Managed {
-		return fmt.Sprintf("container %s: %v: %s; remove or rename it if nobody needs it", e.Container, ErrForeignContainer, e.Why)
+		return fmt.Sprintf("container %s: %v: %s; remove or rename it if nobody needs it", e.Container, runtime.ErrForeign, e.Why)
 	}
 	return fmt.Sprintf("container %s: %v: %s; serve it from a gateway of that scope, or remove %s if nobody needs it",
-		e.Container, ErrForeignContainer, e.Why, e.Removable())
+		e.Container, runtime.ErrForeign, e.Why, e.Removable())
 }
 
 // Removable names what an operator removes to free the id: the container,
@@ -99,24 +81,24 @@ func (e *ForeignError) Removable() string {
 	return "the container " + e.Container + " and its record (the ConfigMap " + e.Record + ")"
 }
 
-func (e *ForeignError) Unwrap() error { return ErrForeignContainer }
+func (e *ForeignError) Unwrap() error { return runtime.ErrForeign }
 
 // owns returns nil if this manager owns c, else a *ForeignError saying
 // whose it is and what to do about it.
-func (m *Manager) owns(c ctrInfo) error {
+func (m *Manager) owns(c runtime.Instance) error {
 	why := m.foreign(c.Labels)
 	if why == "" {
 		return nil
 	}
-	fe := &ForeignError{Container: c.Name, Why: why, Managed: c.Labels[LabelManaged] == "true"}
+	fe := &ForeignError{Container: c.Name, Why: why, Managed: c.Labels[runtime.LabelManaged] == "true"}
 	// Only a container previewgate made has an owning gateway; one that
 	// carries this gateway's own scope label names no other scope (the
 	// preview's page told the user to open it through "that" gateway).
-	if inst := c.Labels[LabelInstance]; fe.Managed && inst != m.cfg.Labels[LabelInstance] {
+	if inst := c.Labels[runtime.LabelInstance]; fe.Managed && inst != m.cfg.Labels[runtime.LabelInstance] {
 		fe.Scope = inst
 	}
-	if id := c.Labels[LabelSandbox]; fe.Managed && config.ValidID(id) && m.cfg.Records == nil {
-		fe.Record = runtime.RecordName(id)
+	if id := c.Labels[runtime.LabelSandbox]; fe.Managed && config.ValidID(id) && m.cfg.RecordName != nil {
+		fe.Record = m.cfg.RecordName(id)
 	}
 	return fe
 }
@@ -125,18 +107,18 @@ func (m *Manager) owns(c ctrInfo) error {
 // it is). Label values are named only for the instance label (a scope's
 // name): other labels may hold an operator's values.
 func (m *Manager) foreign(l map[string]string) string {
-	if l[LabelManaged] != "true" {
-		return "it was not made by previewgate (no " + LabelManaged + "=true label)"
+	if l[runtime.LabelManaged] != "true" {
+		return "it was not made by previewgate (no " + runtime.LabelManaged + "=true label)"
 	}
 	owner := "another gateway's scope"
-	switch inst := l[LabelInstance]; {
-	case inst != "" && inst == m.cfg.Labels[LabelInstance]:
+	switch inst := l[runtime.LabelInstance]; {
+	case inst != "" && inst == m.cfg.Labels[runtime.LabelInstance]:
 		owner = fmt.Sprintf("another gateway of the scope %q with other labels (--label)", inst)
 	case inst != "":
-		owner = fmt.Sprintf("the gateway scope %q (config scope: %s, or --label %s=%s)", inst, inst, LabelInstance, inst)
+		owner = fmt.Sprintf("the gateway scope %q (config scope: %s, or --label %s=%s)", inst, inst, runtime.LabelInstance, inst)
 	}
-	stamp, stamped := l[LabelScope]
-	if stamped && stamp != m.stamp || !stamped && len(m.cfg.Labels) == 0 && l[LabelInstance] != "" {
+	stamp, stamped := l[runtime.LabelScope]
+	if stamped && stamp != m.stamp || !stamped && len(m.cfg.Labels) == 0 && l[runtime.LabelInstance] != "" {
 		return "it belongs to " + owner
 	}
 	var missing []string
@@ -152,28 +134,50 @@ func (m *Manager) foreign(l map[string]string) string {
 	return fmt.Sprintf("it belongs to %s (it lacks this gateway's label %s)", owner, strings.Join(missing, ", "))
 }
 
+// name is the name of sandbox id's instance when this manager makes it
+// (runtime.Name: no other scope's sandbox of id has it).
+func (m *Manager) name(id string) string { return runtime.Name(m.stamp, id) }
+
+// findID inspects sandbox id's instance, under its name, else under the
+// name versions before scoped names gave it (runtime.LegacyName): one
+// made there by this scope is its sandbox's still, adopted as it is.
+// What holds the legacy name and is not this manager's (another scope's
+// sandbox of the same id, a warm pool container) is none of its business:
+// then, as with nothing there, runtime.ErrNotFound, and a create makes
+// the sandbox under its own name. Errors are inspectOwned's.
+func (m *Manager) findID(ctx context.Context, id string) (runtime.Instance, error) {
+	c, err := m.inspectOwned(ctx, m.name(id))
+	if !errors.Is(err, runtime.ErrNotFound) {
+		return c, err
+	}
+	if lc, lerr := m.inspectOwned(ctx, runtime.LegacyName(id)); lerr == nil {
+		return lc, nil
+	}
+	return c, err
+}
+
 // inspectOwned inspects container name (or ID) and checks that this
-// manager owns it: ErrNoContainer if missing, ErrForeignContainer if it is
+// manager owns it: runtime.ErrNotFound if missing, runtime.ErrForeign if it is
 // someone else's.
-func (m *Manager) inspectOwned(ctx context.Context, name string) (ctrInfo, error) {
-	c, err := m.eng.Lookup(ctx, name)
+func (m *Manager) inspectOwned(ctx context.Context, name string) (runtime.Instance, error) {
+	c, err := m.rt.Lookup(ctx, name)
 	if err != nil {
-		return ctrInfo{}, err
+		return runtime.Instance{}, err
 	}
 	if c.Name == "" {
 		c.Name = name
 	}
 	if err := m.owns(c); err != nil {
-		return ctrInfo{}, err
+		return runtime.Instance{}, err
 	}
 	// A sandbox's name must find that sandbox's container: "pool-<template>-<hex>"
 	// is a valid id, and its name is a warm pool container's (Docker), or
 	// finds the pod of whichever sandbox claimed it (Kubernetes, where a
 	// claimed pod keeps its pool name) (attack21).
-	if id, ok := strings.CutPrefix(name, "previewgate-"); ok && config.ValidID(id) {
+	if id, ok := runtime.SandboxOf(name); ok && config.ValidID(id) {
 		n := strings.TrimPrefix(c.Name, "/")
-		if pool := c.Labels[LabelPool]; n != name || pool != "" && strings.HasPrefix(n, poolPrefix(pool)) {
-			return ctrInfo{}, &ForeignError{Container: name, Managed: true,
+		if pool := c.Labels[runtime.LabelPool]; n != name || pool != "" && strings.HasPrefix(n, poolPrefix(pool)) {
+			return runtime.Instance{}, &ForeignError{Container: name, Managed: true,
 				Why: "it is a warm pool container or another sandbox's, never sandbox " + id + "'s; use another id"}
 		}
 	}
@@ -183,12 +187,12 @@ func (m *Manager) inspectOwned(ctx context.Context, name string) (ctrInfo, error
 // listOwned lists the containers this manager owns. The runtime filters by
 // the scope labels; owns then leaves out other scopes' containers (and
 // keeps an engine that ignored a filter from widening the scope).
-func (m *Manager) listOwned(ctx context.Context) ([]ctrInfo, error) {
-	list, err := m.eng.List(ctx, m.scopeLabels())
+func (m *Manager) listOwned(ctx context.Context) ([]runtime.Instance, error) {
+	list, err := m.rt.List(ctx, m.scopeLabels())
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(list, func(c ctrInfo) bool { return m.owns(c) != nil }), nil
+	return slices.DeleteFunc(list, func(c runtime.Instance) bool { return m.owns(c) != nil }), nil
 }
 
 // disown forgets what the manager knew about sandbox id after its name was

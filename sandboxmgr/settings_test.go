@@ -11,8 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/sandboxmgr"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
+	"github.com/previewgate/previewgate/links"
+	"github.com/previewgate/previewgate/records"
 )
 
 // Per-sandbox settings kept by the runtime (#23), on the real engine and
@@ -31,7 +32,7 @@ import (
 // (idle_timeout 1h) until the keep-up is in place, and only then turns to
 // a 2 s idle timeout, so no reaper stops the sandbox before the keep-up
 // phase, however slow the phases before it run.
-func settingsTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpls *atomic.Pointer[config.Template], recheck time.Duration, records func(id string) int) {
+func settingsTwoReplicas(t *testing.T, a, b *mgrtest.Manager, tpls *atomic.Pointer[config.Template], recheck time.Duration, countRecords func(id string) int) {
 	ctx := t.Context()
 	id := newID()
 	tpl := new(*tpls.Load())
@@ -45,10 +46,10 @@ func settingsTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpls *atomic.Po
 	// version guards it).
 	var wg sync.WaitGroup
 	for i := range 8 {
-		m := []*sandboxmgr.Manager{a, b}[i%2]
+		m := []*mgrtest.Manager{a, b}[i%2]
 		wg.Go(func() {
-			_, err := m.UpdateSettings(ctx, id, func(s *sandboxmgr.Settings) error {
-				s.Links = append(s.Links, sandboxmgr.Link{ID: fmt.Sprintf("l%d", i), Expires: time.Now().Add(time.Hour)})
+			_, err := m.Records.Update(ctx, id, func(s *records.Settings) error {
+				s.Links = append(s.Links, links.Link{ID: fmt.Sprintf("l%d", i), Expires: time.Now().Add(time.Hour)})
 				return nil
 			})
 			if err != nil {
@@ -57,26 +58,26 @@ func settingsTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpls *atomic.Po
 		})
 	}
 	wg.Wait()
-	if s, err := b.LoadSettings(ctx, id); err != nil || len(s.Links) != 8 {
+	if s, err := b.Records.Load(ctx, id); err != nil || len(s.Links) != 8 {
 		t.Fatalf("after 8 concurrent writes over two replicas: %d links (%v), want 8", len(s.Links), err)
 	}
 
 	yes := true
-	if _, err := a.UpdateSettings(ctx, id, func(s *sandboxmgr.Settings) error { s.Public = &yes; return nil }); err != nil {
+	if _, err := a.Records.Update(ctx, id, func(s *records.Settings) error { s.Public = &yes; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	took := waitUntil(t, 3*recheck+5*time.Second, "b sees public", func() bool { p := b.Settings(id).Public; return p != nil && *p })
+	took := waitUntil(t, 3*recheck+5*time.Second, "b sees public", func() bool { s, _ := b.Records.Settings(id); return s.Public != nil && *s.Public })
 	t.Logf("a setting made on one replica seen by the other after %v (re-check every %v)", took, recheck)
 
 	// Keep-up set on a: no traffic for five idle timeouts, still running.
 	keep := time.Now().Add(time.Minute).Truncate(time.Second)
-	if _, err := a.UpdateSettings(ctx, id, func(s *sandboxmgr.Settings) error {
+	if _, err := a.Records.Update(ctx, id, func(s *records.Settings) error {
 		s.KeepUpUntil = keep
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 3*recheck+5*time.Second, "b sees the keep-up", func() bool { return !b.Settings(id).KeepUpUntil.IsZero() })
+	waitUntil(t, 3*recheck+5*time.Second, "b sees the keep-up", func() bool { s, _ := b.Records.Settings(id); return !s.KeepUpUntil.IsZero() })
 	if st := state(t, a, id); st != "running" {
 		t.Fatalf("before the idle timeout turns short: state %q, want running", st)
 	}
@@ -101,13 +102,13 @@ func settingsTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpls *atomic.Po
 	if !found {
 		t.Errorf("b's list lacks %s", id)
 	}
-	if _, err := a.UpdateSettings(ctx, id, func(s *sandboxmgr.Settings) error { s.KeepUpUntil = time.Time{}; return nil }); err != nil {
+	if _, err := a.Records.Update(ctx, id, func(s *records.Settings) error { s.KeepUpUntil = time.Time{}; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	took = waitUntil(t, 60*time.Second, "stopped once the keep-up ended", func() bool { return state(t, a, id) != "running" })
 	t.Logf("stopped %v after the keep-up ended (idle_timeout %v)", took, tpl.IdleTimeout.D())
 
-	if n := records(id); n != 1 {
+	if n := countRecords(id); n != 1 {
 		t.Fatalf("records kept for the sandbox: %d, want 1", n)
 	}
 	if err := b.Remove(ctx, id); err != nil {
@@ -115,15 +116,15 @@ func settingsTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpls *atomic.Po
 	}
 	// The settings and links go; a removal mark stays for a while
 	// (tombstone.go).
-	if n := records(id); n != 1 {
+	if n := countRecords(id); n != 1 {
 		t.Errorf("records left after remove: %d, want 1 (the removal mark)", n)
 	}
-	if s, err := a.LoadSettings(ctx, id); err != nil || s.Public != nil || !s.KeepUpUntil.IsZero() || len(s.Links) != 0 {
+	if s, err := a.Records.Load(ctx, id); err != nil || s.Public != nil || !s.KeepUpUntil.IsZero() || len(s.Links) != 0 {
 		t.Errorf("settings after remove: %+v %v, want none", s, err)
 	}
 }
 
-func state(t *testing.T, m *sandboxmgr.Manager, id string) string {
+func state(t *testing.T, m *mgrtest.Manager, id string) string {
 	t.Helper()
 	list, err := m.List(t.Context())
 	if err != nil {
@@ -163,7 +164,7 @@ func TestDockerSettingsTwoReplicas(t *testing.T) {
 	e.cfg.ReapEvery = -1 // a only serves: b's reaper must see a's keep-up
 	a := e.manager(t)
 	settingsTwoReplicas(t, a, b, &tpls, e.cfg.RecheckEvery, func(id string) int {
-		list, err := e.cfg.Records.ListRecords(context.Background(), map[string]string{runtime.LabelRecord: id})
+		list, err := e.rt.Records.ListRecords(context.Background(), map[string]string{records.LabelRecord: id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +188,7 @@ func TestKubernetesSettingsTwoReplicas(t *testing.T) {
 	cfg.ReapEvery = -1 // a only serves: b's reaper must see a's keep-up
 	a := e.manager(t, cfg)
 	settingsTwoReplicas(t, a, b, &tpls, cfg.RecheckEvery, func(id string) int {
-		list, err := e.cs.CoreV1().ConfigMaps(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: runtime.LabelRecord + "=" + id})
+		list, err := e.cs.CoreV1().ConfigMaps(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: records.LabelRecord + "=" + id})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,8 +2,9 @@ package sandboxmgr
 
 import (
 	"context"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"time"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Activity every replica can see (#15). Touch and Hold record what this
@@ -12,7 +13,7 @@ import (
 // the reaper stops a sandbox that looks idle here, it asks the runtime for
 // the latest activity any replica could have caused. On Kubernetes each
 // replica writes the sandbox Lease's renewTime from its own view, at most
-// once per KubeConfig.ActivityEvery or a quarter of the template's idle
+// once per kube.Config.ActivityEvery or a quarter of the template's idle
 // timeout, whichever is shorter, per sandbox (flushLoop), and the reaper
 // reads it back (one GET per idle decision). A wake that made a sandbox
 // ready records that moment, so a slow re-create is not judged idle from
@@ -47,17 +48,18 @@ func (m *Manager) flushLoop(ctx context.Context, rec runtime.Activity) {
 		now := m.now()
 		m.mu.RLock()
 		var due []*sandbox
+		var names []string
 		for _, sb := range m.sandboxes {
-			if sb.state == stateRunning && sb.lastActivity.Load() > sb.flushed.Load() &&
+			if sb.state == runtime.StateRunning && sb.lastActivity.Load() > sb.flushed.Load() &&
 				now.Sub(time.Unix(0, sb.flushedAt.Load())) >= m.recordPeriodLocked(sb, rec) {
-				due = append(due, sb)
+				due, names = append(due, sb), append(names, m.nameLocked(sb))
 			}
 		}
 		m.mu.RUnlock()
-		for _, sb := range due {
+		for i, sb := range due {
 			at := sb.lastActivity.Load()
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err := rec.RecordActivity(rctx, sb.id, time.Unix(0, at))
+			err := rec.RecordActivity(rctx, names[i], time.Unix(0, at))
 			cancel()
 			if err != nil {
 				if ctx.Err() == nil {
@@ -94,7 +96,7 @@ func (m *Manager) sharedIdle(ctx context.Context, sb *sandbox, limit time.Durati
 		return true
 	}
 	m.mu.RLock()
-	c := ctrInfo{ID: sb.container, Name: ContainerName(sb.id)}
+	c := runtime.Instance{ID: sb.container, Name: m.nameLocked(sb)}
 	m.mu.RUnlock()
 	at, err := sa.LastActivity(ctx, sb.id, c)
 	if err != nil {

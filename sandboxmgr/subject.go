@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Per-subject running caps (#24, 9): a sandbox created for a token subject
-// carries LabelSubject, and a wake that would run one more of a subject's
+// carries runtime.LabelSubject, and a wake that would run one more of a subject's
 // sandboxes first counts that subject's running instances in the
 // runtime's list, which every replica shares.
 
@@ -27,7 +29,7 @@ func (e *SubjectLimitError) Error() string {
 
 func (e *SubjectLimitError) Unwrap() error { return ErrSubjectLimit }
 
-// SubjectKey is LabelSubject's value for subject: a digest, so any subject
+// SubjectKey is runtime.LabelSubject's value for subject: a digest, so any subject
 // (an email, a URL) is a valid label value on every runtime and is not
 // shown in plain text on the instance.
 func SubjectKey(subject string) string {
@@ -39,14 +41,14 @@ func SubjectKey(subject string) string {
 // more running instances of this manager's scope made for subject.
 func (m *Manager) checkSubject(ctx context.Context, subject string, max int) error {
 	labels := m.scopeLabels()
-	labels[LabelSubject] = SubjectKey(subject)
-	list, err := m.eng.List(ctx, labels)
+	labels[runtime.LabelSubject] = SubjectKey(subject)
+	list, err := m.rt.List(ctx, labels)
 	if err != nil {
 		return fmt.Errorf("count the subject's sandboxes: %w", err)
 	}
 	n := 0
 	for _, c := range list {
-		if m.owns(c) == nil && c.Labels[LabelSubject] == labels[LabelSubject] && c.State == stateRunning {
+		if m.owns(c) == nil && c.Labels[runtime.LabelSubject] == labels[runtime.LabelSubject] && c.State == runtime.StateRunning {
 			n++
 		}
 	}

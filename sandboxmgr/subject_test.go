@@ -15,7 +15,7 @@ import (
 func TestSubjectMaxRunning(t *testing.T) {
 	t.Parallel()
 	m, f := newFakeManager(t, Config{})
-	replica := newManager(Config{}, nil, f) // another gateway on the same engine
+	replica := New(Config{}, f, nil, nil) // another gateway on the same engine
 	t.Cleanup(func() { replica.Close() })
 	tpl := appListener(t)
 	opts := func(sub string) Options { return Options{Subject: sub, SubjectMaxRunning: 2} }
@@ -25,8 +25,8 @@ func TestSubjectMaxRunning(t *testing.T) {
 			t.Fatalf("alice's %s: %v", id, err)
 		}
 	}
-	if got := f.ctrs[ContainerName("a")].Labels[LabelSubject]; got != SubjectKey("alice") || got == "alice" {
-		t.Errorf("got label %s=%q, want alice's digest", LabelSubject, got)
+	if got := f.ctrs[ContainerName("a")].Labels[runtime.LabelSubject]; got != SubjectKey("alice") || got == "alice" {
+		t.Errorf("got label %s=%q, want alice's digest", runtime.LabelSubject, got)
 	}
 	_, err := replica.EnsureWith(t.Context(), "c", tpl, opts("alice"))
 	var sl *SubjectLimitError
@@ -46,7 +46,7 @@ func TestSubjectMaxRunning(t *testing.T) {
 	if err := f.Sleep(t.Context(), "id-"+ContainerName("b"), runtime.SleepStop); err != nil {
 		t.Fatal(err)
 	}
-	m.Forget("b", "")
+	m.Sandbox("b").Forget("")
 	if _, err := replica.EnsureWith(t.Context(), "c", tpl, opts("alice")); err != nil {
 		t.Fatalf("alice's c after b stopped: got %v, want it created", err)
 	}

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
@@ -21,7 +23,7 @@ import (
 // managers on one runtime are two replicas that share nothing else.
 // running counts the instances of id that run (or are being made);
 // records counts what the runtime keeps as id's record.
-func removalTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpl *config.Template, recheck time.Duration, running, records func(id string) int) {
+func removalTwoReplicas(t *testing.T, a, b *mgrtest.Manager, tpl *config.Template, recheck time.Duration, running, records func(id string) int) {
 	ctx := t.Context()
 
 	// A DELETE on a while b creates the sandbox: a finds no container yet
@@ -34,10 +36,10 @@ func removalTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpl *config.Temp
 		delErr = a.Remove(ctx, id)
 		return nil
 	}})
-	if delErr != nil && !errors.Is(delErr, sandboxmgr.ErrNoContainer) {
+	if delErr != nil && !errors.Is(delErr, runtime.ErrNotFound) {
 		t.Fatalf("DELETE on a while b creates: %v", delErr)
 	}
-	if !errors.Is(err, sandboxmgr.ErrNoContainer) || !strings.Contains(err.Error(), "removed while") {
+	if !errors.Is(err, runtime.ErrNotFound) || !strings.Contains(err.Error(), "removed while") {
 		t.Errorf("b's wake begun before a's DELETE: got %v, want ErrNoContainer saying it was removed while it started", err)
 	}
 	if n := running(id); n != 0 {
@@ -51,7 +53,7 @@ func removalTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpl *config.Temp
 	if n := records(id); n != 1 {
 		t.Errorf("records of %s after %v of re-checks: %d, want 1 (the removal mark)", id, 3*recheck, n)
 	}
-	if s, err := b.LoadSettings(ctx, id); err != nil || s.Public != nil || len(s.Links) != 0 {
+	if s, err := b.Records.Load(ctx, id); err != nil || s.Public != nil || len(s.Links) != 0 {
 		t.Errorf("settings of a removed sandbox: %+v %v, want none", s, err)
 	}
 
@@ -76,7 +78,7 @@ func removalTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpl *config.Temp
 	id2 := newID()
 	var aerr error
 	_, err = b.EnsureWith(ctx, id2, tpl, sandboxmgr.Options{OnCreate: func() error {
-		if err := a.Remove(ctx, id2); err != nil && !errors.Is(err, sandboxmgr.ErrNoContainer) {
+		if err := a.Remove(ctx, id2); err != nil && !errors.Is(err, runtime.ErrNotFound) {
 			t.Errorf("DELETE on a: %v", err)
 		}
 		_, aerr = a.Ensure(ctx, id2, tpl)
@@ -85,7 +87,7 @@ func removalTwoReplicas(t *testing.T, a, b *sandboxmgr.Manager, tpl *config.Temp
 	if aerr != nil {
 		t.Fatalf("a's create after its DELETE: %v", aerr)
 	}
-	if !errors.Is(err, sandboxmgr.ErrNoContainer) {
+	if !errors.Is(err, runtime.ErrNotFound) {
 		t.Errorf("b's wake begun before a's DELETE: got %v, want ErrNoContainer", err)
 	}
 	if n := running(id2); n != 1 {
@@ -104,7 +106,7 @@ func TestDockerRemovalTwoReplicas(t *testing.T) {
 	removalTwoReplicas(t, a, b, tpl, e.cfg.RecheckEvery, func(id string) int {
 		return len(e.containers(t, id))
 	}, func(id string) int {
-		list, err := e.cfg.Records.ListRecords(context.Background(), map[string]string{runtime.LabelRecord: id})
+		list, err := e.rt.Records.ListRecords(context.Background(), map[string]string{records.LabelRecord: id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +142,7 @@ func TestKubernetesRemovalTwoReplicas(t *testing.T) {
 	removalTwoReplicas(t, a, b, tpl, cfg.RecheckEvery, func(id string) int {
 		return len(e.pods(t, id))
 	}, func(id string) int {
-		list, err := e.cs.CoreV1().ConfigMaps(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: runtime.LabelRecord + "=" + id})
+		list, err := e.cs.CoreV1().ConfigMaps(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: records.LabelRecord + "=" + id})
 		if err != nil {
 			t.Fatal(err)
 		}

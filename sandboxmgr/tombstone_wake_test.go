@@ -14,6 +14,7 @@ import (
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr/docker"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
@@ -25,20 +26,20 @@ import (
 // start or unpause is done and the wake has not yet checked for a DELETE
 // on another replica (runner.removedElsewhere).
 type afterWake struct {
-	engine
+	runtime.Runtime
 	mu    sync.Mutex // guards woken and after
 	woken string     // container started or unpaused, its lookup not yet seen
 	after func()
 }
 
 func (e *afterWake) Start(ctx context.Context, id string) error {
-	err := e.engine.Start(ctx, id)
+	err := e.Runtime.Start(ctx, id)
 	e.woke(id, err)
 	return err
 }
 
 func (e *afterWake) Resume(ctx context.Context, id string) error {
-	err := e.engine.Resume(ctx, id)
+	err := e.Runtime.Resume(ctx, id)
 	e.woke(id, err)
 	return err
 }
@@ -51,11 +52,11 @@ func (e *afterWake) woke(id string, err error) {
 	}
 }
 
-func (e *afterWake) Lookup(ctx context.Context, name string) (ctrInfo, error) {
-	c, err := e.engine.Lookup(ctx, name)
+func (e *afterWake) Lookup(ctx context.Context, name string) (runtime.Instance, error) {
+	c, err := e.Runtime.Lookup(ctx, name)
 	e.mu.Lock()
 	var f func()
-	if err == nil && e.woken != "" && c.ID == e.woken && c.State == stateRunning && name != c.ID {
+	if err == nil && e.woken != "" && c.ID == e.woken && c.State == runtime.StateRunning && name != c.ID {
 		f, e.after, e.woken = e.after, nil, ""
 	}
 	e.mu.Unlock()
@@ -69,7 +70,7 @@ func (e *afterWake) Lookup(ctx context.Context, name string) (ctrInfo, error) {
 // replica B's wake starts a stopped container (or unpauses a paused one)
 // holds, as it does for a create (TestDockerRemovalTwoReplicas): the
 // DELETE lands once B's start or unpause is done and before B hands the
-// sandbox out; B's wake fails with ErrNoContainer saying the sandbox was
+// sandbox out; B's wake fails with runtime.ErrNotFound saying the sandbox was
 // removed while it started (the admin API's 404), and nothing of the
 // sandbox runs once both answered. Two managers on one engine are two
 // replicas that share nothing else. Without B's check after its start
@@ -77,14 +78,14 @@ func (e *afterWake) Lookup(ctx context.Context, name string) (ctrInfo, error) {
 // failed with the probe's lookup error ("no such sandbox"), not saying
 // it was removed.
 func TestDockerWakeRemovedOnAnotherReplica(t *testing.T) {
-	cli, cfg, tpl := dockerReplicas(t)
+	cli, cfg, tpl, store := dockerReplicas(t)
 	labels := cfg.Labels
-	replica := func(wrap func(engine) engine) *Manager { return dockerReplica(t, cfg, wrap) }
+	replica := func(wrap func(runtime.Runtime) runtime.Runtime) *Manager { return dockerReplica(t, cfg, store, wrap) }
 	hooked := &afterWake{}
-	a := replica(func(e engine) engine { return e })
-	b := replica(func(e engine) engine { hooked.engine = e; return hooked })
+	a := replica(func(e runtime.Runtime) runtime.Runtime { return e })
+	b := replica(func(e runtime.Runtime) runtime.Runtime { hooked.Runtime = e; return hooked })
 	running := func(id string) int {
-		f := filters.NewArgs(filters.Arg("label", LabelSandbox+"="+id))
+		f := filters.NewArgs(filters.Arg("label", runtime.LabelSandbox+"="+id))
 		for k, v := range labels {
 			f.Add("label", k+"="+v)
 		}
@@ -124,7 +125,7 @@ func TestDockerWakeRemovedOnAnotherReplica(t *testing.T) {
 				t.Errorf("DELETE on A once B's wake woke the container: %v, want nil (it finds and removes it)", delErr)
 			}
 			if !errors.Is(err, errRemovedMeanwhile) {
-				t.Errorf("B's wake begun before A's DELETE: got %v, want ErrNoContainer saying it was removed while it started", err)
+				t.Errorf("B's wake begun before A's DELETE: got %v, want runtime.ErrNotFound saying it was removed while it started", err)
 			}
 			if n := running(id); n != 0 {
 				t.Errorf("after A's DELETE and B's wake answered: %d containers of %s, want none", n, id)
@@ -133,20 +134,20 @@ func TestDockerWakeRemovedOnAnotherReplica(t *testing.T) {
 	}
 }
 
-// countedRecords counts the reads of one sandbox's record (loadRecord).
+// countedRecords counts the reads of one sandbox's record.
 type countedRecords struct {
-	runtime.Records
+	records.Store
 	mu    sync.Mutex     // guards reads
 	reads map[string]int // by sandbox id
 }
 
-func (c *countedRecords) ListRecords(ctx context.Context, labels map[string]string) (map[string]runtime.Record, error) {
-	if id := labels[runtime.LabelRecord]; id != "" {
+func (c *countedRecords) ListRecords(ctx context.Context, labels map[string]string) (map[string]records.Record, error) {
+	if id := labels[records.LabelRecord]; id != "" {
 		c.mu.Lock()
 		c.reads[id]++
 		c.mu.Unlock()
 	}
-	return c.Records.ListRecords(ctx, labels)
+	return c.Store.ListRecords(ctx, labels)
 }
 
 func (c *countedRecords) take(id string) int {
@@ -165,11 +166,10 @@ func (c *countedRecords) take(id string) int {
 // times: the baseline and the clear were two reads back to back. Every
 // read is an API call on Kubernetes (docs/kubernetes.md).
 func TestDockerWakeRecordReads(t *testing.T) {
-	_, cfg, tpl := dockerReplicas(t)
+	_, cfg, tpl, store := dockerReplicas(t)
 	cfg.RecheckEvery = -1 // its list of every record is no wake's
-	rec := &countedRecords{Records: cfg.Records, reads: map[string]int{}}
-	cfg.Records = rec
-	m := dockerReplica(t, cfg, func(e engine) engine { return e })
+	rec := &countedRecords{Store: store, reads: map[string]int{}}
+	m := dockerReplica(t, cfg, rec, func(e runtime.Runtime) runtime.Runtime { return e })
 	ctx := t.Context()
 	id := dockertest.UniqueID("reads")
 	for _, step := range []struct {
@@ -197,8 +197,11 @@ func TestDockerWakeRecordReads(t *testing.T) {
 
 // dockerReplicas is the setup of tests with several managers on the real
 // engine, each a replica: a client, their config (a scope of their own,
-// removed with its containers when t ends) and a template.
-func dockerReplicas(t *testing.T) (*client.Client, Config, *config.Template) {
+// removed with its containers when t ends), a template and their records
+// store. One store: a Docker engine is served by one gateway per scope,
+// and managers sharing its store stand in for Kubernetes replicas sharing
+// the API server.
+func dockerReplicas(t *testing.T) (*client.Client, Config, *config.Template, records.Store) {
 	cli := dockertest.Client(t) // skips under -short
 	labels := dockertest.ScopedLabels()
 	t.Cleanup(func() { // registered first: runs after the managers close
@@ -216,24 +219,21 @@ func dockerReplicas(t *testing.T) (*client.Client, Config, *config.Template) {
 	tpl := &config.Template{Name: "testapp", Image: dockertest.TestAppImage(t), Port: 3000,
 		Memory: 64 << 20, CPUs: 0.5, Pids: 64, ReadOnly: true,
 		Ready: config.Ready{Path: "/", Timeout: config.Duration(30 * time.Second)}}
-	// One records store: a Docker engine is served by one gateway per
-	// scope, and managers sharing its store stand in for Kubernetes
-	// replicas sharing the API server.
-	cfg := Config{Network: dockertest.Network(t), Labels: labels, ReapEvery: -1, Records: dockertest.Records(t),
+	cfg := Config{Network: dockertest.Network(t), Labels: labels, ReapEvery: -1,
 		Templates: func(string) *config.Template { return tpl }}
-	return cli, cfg, tpl
+	return cli, cfg, tpl, dockertest.Records(t)
 }
 
 // dockerReplica starts a manager of cfg on the real engine, reached
-// through wrap; it is closed when t ends.
-func dockerReplica(t *testing.T, cfg Config, wrap func(engine) engine) *Manager {
+// through wrap, its records in store; it is closed when t ends.
+func dockerReplica(t *testing.T, cfg Config, store records.Store, wrap func(runtime.Runtime) runtime.Runtime) *Manager {
 	t.Helper()
 	rt, err := docker.New(docker.Options{Network: cfg.Network, DialTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	m := newManager(cfg, log, wrap(rt))
+	m := New(cfg, wrap(rt), testRecords(store, cfg), log)
 	t.Cleanup(func() { m.Close() })
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatalf("Start: %v", err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Ensure returns the endpoint of sandbox id, waking (start/unpause) or
@@ -17,10 +18,10 @@ import (
 // all concurrent callers for id share one wake, which runs detached from
 // ctx and is bounded by tpl's ready timeout; each caller waits only as long
 // as its own ctx allows. tpl may be nil when the caller only wants an
-// existing sandbox: then a missing container is ErrNoContainer.
+// existing sandbox: then a missing container is runtime.ErrNotFound.
 //
-// Errors wrap ErrInvalidID, ErrNoContainer, ErrUnavailable, ErrCapacity,
-// ErrNotReady, ErrNoImage, ErrForeignContainer (the name is on a container
+// Errors wrap ErrInvalidID, runtime.ErrNotFound, runtime.ErrUnavailable, ErrCapacity,
+// ErrNotReady, runtime.ErrNoImage, runtime.ErrForeign (the name is on a container
 // this manager does not own; it is left alone), or ctx's error.
 func (m *Manager) Ensure(ctx context.Context, id string, tpl *config.Template) (Endpoint, error) {
 	return m.EnsureWith(ctx, id, tpl, Options{})
@@ -36,7 +37,7 @@ type Options struct {
 	// does not keep a sandbox awake all night (#7).
 	NoWake bool
 	// Subject is who the wake is for (a token's sub; "" for none). A
-	// container created for it carries LabelSubject (SubjectKey).
+	// container created for it carries runtime.LabelSubject (SubjectKey).
 	Subject string
 	// SubjectMaxRunning, with Subject, bounds how many of the subject's
 	// sandboxes run: a wake that would create, claim, start or unpause
@@ -53,7 +54,7 @@ type Options struct {
 	// quotas here. In a shared wake only the caller that started it counts.
 	OnCreate func() error
 	// NoCreate: a missing sandbox is not created (nor claimed from the
-	// pool); Ensure fails with ErrNoContainer. The gateway sets it for
+	// pool); Ensure fails with runtime.ErrNotFound. The gateway sets it for
 	// requests without a token: public means "reachable without a token",
 	// never "anyone may create" (#21).
 	NoCreate bool
@@ -136,13 +137,13 @@ func (m *Manager) mayJoin(ctx context.Context, id string) error {
 	if sb := m.lookup(id); sb != nil && sb.waking.Load() > 0 {
 		return nil
 	}
-	c, err := m.inspectOwned(ctx, ContainerName(id))
+	c, err := m.findID(ctx, id)
 	switch {
-	case errors.Is(err, ErrNoContainer):
+	case errors.Is(err, runtime.ErrNotFound):
 		return fmt.Errorf("sandbox %s: %w (no container)", id, ErrAsleep)
 	case err != nil:
 		return fmt.Errorf("sandbox %s: %w", id, err)
-	case c.State == stateRunning:
+	case c.State == runtime.StateRunning:
 		return nil
 	}
 	if sb := m.lookup(id); sb != nil && sb.waking.Load() > 0 {
@@ -158,23 +159,23 @@ func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Templ
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		return Endpoint{}, fmt.Errorf("sandbox %s: manager closed: %w", id, ErrUnavailable)
+		return Endpoint{}, fmt.Errorf("sandbox %s: manager closed: %w", id, runtime.ErrUnavailable)
 	}
-	m.wg.Add(1)
+	m.loops.wg.Add(1)
 	sb := m.sandboxLocked(id) // the record this wake passes down
 	// Under m.mu, as Remove counts: a Remove either sees this wake in
 	// flight and stops it, or came before it and does not.
 	sb.waking.Add(1)
 	removals := sb.removals.Load()
 	m.mu.Unlock()
-	defer m.wg.Done()
+	defer m.loops.wg.Done()
 	defer sb.waking.Add(-1)
 	sb.op.Lock() // a reaper stop in progress finishes first
 	defer sb.op.Unlock()
 
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
-	defer context.AfterFunc(m.ctx, func() { cancel(context.Canceled) })()
+	defer context.AfterFunc(m.loops.ctx, func() { cancel(context.Canceled) })()
 	clock := startReadyClock(readyTimeout(tpl), func() { cancel(errReadyTimeout) })
 	defer clock.stop()
 	ctx = context.WithValue(ctx, readyClockKey{}, clock)
@@ -188,13 +189,13 @@ func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Templ
 	}
 	defer func() { m.setFailed(sb, err) }()
 	switch {
-	case m.ctx.Err() != nil:
-		err = fmt.Errorf("manager closed: %w: %w", ErrUnavailable, err)
+	case m.loops.ctx.Err() != nil:
+		err = fmt.Errorf("manager closed: %w: %w", runtime.ErrUnavailable, err)
 	case context.Cause(ctx) == errReadyTimeout &&
-		!errors.Is(err, ErrNotReady) && !errors.Is(err, ErrCapacity) && !errors.Is(err, ErrUnavailable):
+		!errors.Is(err, ErrNotReady) && !errors.Is(err, ErrCapacity) && !errors.Is(err, runtime.ErrUnavailable):
 		err = fmt.Errorf("%w: %w: %w", ErrNotReady, errReadyTimeout, err)
 	}
-	if m.ctx.Err() == nil {
+	if m.loops.ctx.Err() == nil {
 		err = m.explainFailure(id, err, context.Cause(ctx) == errReadyTimeout)
 	}
 	return Endpoint{}, fmt.Errorf("sandbox %s: %w", id, err)
@@ -260,7 +261,7 @@ func readyTimeout(tpl *config.Template) time.Duration {
 func (m *Manager) wake(ctx context.Context, sb *sandbox, tpl *config.Template, opts Options, removals int64) (Endpoint, error) {
 	log := m.log.With("sandbox", sb.id)
 	t0 := m.now()
-	r := runner{m: m, sb: sb, id: sb.id, name: ContainerName(sb.id), tpl: tpl, onCreate: opts.OnCreate, noCreate: opts.NoCreate,
+	r := runner{m: m, sb: sb, id: sb.id, name: m.name(sb.id), tpl: tpl, onCreate: opts.OnCreate, noCreate: opts.NoCreate,
 		subject: opts.Subject, subjectMax: opts.SubjectMaxRunning,
 		mayServe: opts.MayServe, meta: opts.Metadata, log: log, action: "found running", removals: removals}
 	c, err := r.run(ctx)

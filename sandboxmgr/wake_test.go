@@ -3,13 +3,15 @@ package sandboxmgr
 import (
 	"context"
 	"errors"
-	"runtime"
+	goruntime "runtime"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/docker"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 func TestEnsureByState(t *testing.T) {
@@ -20,17 +22,17 @@ func TestEnsureByState(t *testing.T) {
 		wantStarts  int64
 	}{
 		{"missing creates", "", 1, 1},
-		{"created starts", stateCreated, 0, 1},
-		{"exited starts", stateExited, 0, 1},
-		{"paused unpauses", statePaused, 0, 0},
-		{"running is used", stateRunning, 0, 0},
+		{"created starts", runtime.StateCreated, 0, 1},
+		{"exited starts", runtime.StateExited, 0, 1},
+		{"paused unpauses", runtime.StatePaused, 0, 0},
+		{"running is used", runtime.StateRunning, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			m, f := newFakeManager(t, Config{})
 			tpl := appListener(t)
 			if tc.state != "" {
-				f.put(ContainerName("a"), tc.state, map[string]string{LabelPort: itoa(tpl.Port), LabelTemplate: "fake"})
+				f.put(ContainerName("a"), tc.state, map[string]string{runtime.LabelPort: itoa(tpl.Port), runtime.LabelTemplate: "fake"})
 			}
 			ep, err := m.Ensure(t.Context(), "a", tpl)
 			if err != nil {
@@ -39,7 +41,7 @@ func TestEnsureByState(t *testing.T) {
 			if want := "127.0.0.1:" + itoa(tpl.Port); ep.Addr != want {
 				t.Errorf("got addr %q, want %q", ep.Addr, want)
 			}
-			if got := f.state(ContainerName("a")); got != stateRunning {
+			if got := f.state(ContainerName("a")); got != runtime.StateRunning {
 				t.Errorf("got state %q, want running", got)
 			}
 			if got := f.creates.Load(); got != tc.wantCreates {
@@ -64,7 +66,7 @@ func TestEnsureSharesOneWake(t *testing.T) {
 	m, f := newFakeManager(t, Config{})
 	tpl := appListener(t)
 	gate := make(chan struct{})
-	f.createHook = func(ctx context.Context, _ ctrSpec) error {
+	f.createHook = func(ctx context.Context, _ runtime.Spec) error {
 		<-gate
 		return nil
 	}
@@ -94,7 +96,7 @@ func TestEnsureCallerGivingUpDoesNotCancelWake(t *testing.T) {
 	m, f := newFakeManager(t, Config{})
 	tpl := appListener(t)
 	gate := make(chan struct{})
-	f.createHook = func(ctx context.Context, _ ctrSpec) error {
+	f.createHook = func(ctx context.Context, _ runtime.Spec) error {
 		select {
 		case <-gate:
 			return nil
@@ -125,9 +127,9 @@ func TestEnsureNameTakenAdoptsOtherContainer(t *testing.T) {
 	m, f := newFakeManager(t, Config{})
 	tpl := appListener(t)
 	// Another replica wins the name between our inspect and our create.
-	f.createHook = func(_ context.Context, s ctrSpec) error {
-		f.put(s.Name, stateCreated, s.Labels)
-		return errNameTaken
+	f.createHook = func(_ context.Context, s runtime.Spec) error {
+		f.put(s.Name, runtime.StateCreated, s.Labels)
+		return runtime.ErrNameTaken
 	}
 	ep, err := m.Ensure(t.Context(), "a", tpl)
 	if err != nil {
@@ -139,7 +141,7 @@ func TestEnsureNameTakenAdoptsOtherContainer(t *testing.T) {
 	if got := f.creates.Load(); got != 0 {
 		t.Errorf("got %d creates by us, want 0", got)
 	}
-	if got := f.state(ContainerName("a")); got != stateRunning {
+	if got := f.state(ContainerName("a")); got != runtime.StateRunning {
 		t.Errorf("got state %q, want running", got)
 	}
 }
@@ -153,15 +155,15 @@ func TestEnsureErrors(t *testing.T) {
 		want  error
 	}{
 		{name: "invalid id", id: "Bad_ID", want: ErrInvalidID},
-		{name: "no template, no container", id: "a", nilT: true, want: ErrNoContainer},
-		{name: "image missing", id: "a", want: ErrNoImage, setup: func(_ *Manager, f *fakeEngine) {
-			f.createHook = func(context.Context, ctrSpec) error { return ErrNoImage }
+		{name: "no template, no container", id: "a", nilT: true, want: runtime.ErrNotFound},
+		{name: "image missing", id: "a", want: runtime.ErrNoImage, setup: func(_ *Manager, f *fakeEngine) {
+			f.createHook = func(context.Context, runtime.Spec) error { return runtime.ErrNoImage }
 		}},
-		{name: "docker down", id: "a", want: ErrUnavailable, setup: func(_ *Manager, f *fakeEngine) {
-			f.createHook = func(context.Context, ctrSpec) error { return ErrUnavailable }
+		{name: "docker down", id: "a", want: runtime.ErrUnavailable, setup: func(_ *Manager, f *fakeEngine) {
+			f.createHook = func(context.Context, runtime.Spec) error { return runtime.ErrUnavailable }
 		}},
 		{name: "max running", id: "a", want: ErrCapacity, setup: func(m *Manager, f *fakeEngine) {
-			f.put(ContainerName("other"), stateRunning, map[string]string{LabelManaged: "true", LabelSandbox: "other"})
+			f.put(ContainerName("other"), runtime.StateRunning, map[string]string{runtime.LabelManaged: "true", runtime.LabelSandbox: "other"})
 			if err := m.Start(context.Background()); err != nil {
 				panic(err)
 			}
@@ -191,9 +193,9 @@ func (e exitsAtOnce) Start(context.Context, string) error { e.starts.Add(1); ret
 
 func TestEnsureCrashLoopIsNotRetriedForever(t *testing.T) {
 	f := newFake()
-	m := newManager(Config{}, nil, exitsAtOnce{f})
+	m := New(Config{}, exitsAtOnce{f}, nil, nil)
 	defer m.Close()
-	f.put(ContainerName("a"), stateExited, nil)
+	f.put(ContainerName("a"), runtime.StateExited, nil)
 	_, err := m.Ensure(t.Context(), "a", appListener(t))
 	if !errors.Is(err, ErrNotReady) {
 		t.Fatalf("got %v, want ErrNotReady", err)
@@ -221,7 +223,7 @@ func TestForget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Forget("a", "10.0.0.1:1") // a stale address: keep the entry
+	m.Sandbox("a").Forget("10.0.0.1:1") // a stale address: keep the entry
 	before := f.inspect.Load()
 	if _, err := m.Ensure(t.Context(), "a", tpl); err != nil {
 		t.Fatal(err)
@@ -229,7 +231,7 @@ func TestForget(t *testing.T) {
 	if got := f.inspect.Load() - before; got != 0 {
 		t.Errorf("got %d inspects after forgetting another addr, want 0", got)
 	}
-	m.Forget("a", ep.Addr)
+	m.Sandbox("a").Forget(ep.Addr)
 	if _, err := m.Ensure(t.Context(), "a", tpl); err != nil {
 		t.Fatal(err)
 	}
@@ -241,9 +243,9 @@ func TestForget(t *testing.T) {
 func TestStartAdoptsAndStopRemove(t *testing.T) {
 	m, f := newFakeManager(t, Config{Labels: map[string]string{"scope": "x"}})
 	tpl := appListener(t)
-	labels := map[string]string{LabelManaged: "true", LabelSandbox: "a", LabelTemplate: "fake", LabelPort: itoa(tpl.Port), "scope": "x"}
-	f.put(ContainerName("a"), stateRunning, labels)
-	f.put(ContainerName("b"), stateRunning, map[string]string{LabelManaged: "true", LabelSandbox: "b"}) // out of scope
+	labels := map[string]string{runtime.LabelManaged: "true", runtime.LabelSandbox: "a", runtime.LabelTemplate: "fake", runtime.LabelPort: itoa(tpl.Port), "scope": "x"}
+	f.put(m.name("a"), runtime.StateRunning, labels)
+	f.put(m.name("b"), runtime.StateRunning, map[string]string{runtime.LabelManaged: "true", runtime.LabelSandbox: "b"}) // out of scope
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +253,7 @@ func TestStartAdoptsAndStopRemove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list) != 1 || list[0].ID != "a" || list[0].State != stateRunning {
+	if len(list) != 1 || list[0].ID != "a" || list[0].State != runtime.StateRunning {
 		t.Fatalf("got list %+v, want only a, running", list)
 	}
 	before := f.inspect.Load()
@@ -264,7 +266,7 @@ func TestStartAdoptsAndStopRemove(t *testing.T) {
 	if err := m.Stop(t.Context(), "a"); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.state(ContainerName("a")); got != stateExited {
+	if got := f.state(m.name("a")); got != runtime.StateExited {
 		t.Errorf("got state %q after Stop, want exited", got)
 	}
 	if _, err := m.Ensure(t.Context(), "a", nil); err != nil {
@@ -274,8 +276,8 @@ func TestStartAdoptsAndStopRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, op := range []func(context.Context, string) error{m.Stop, m.Remove} {
-		if err := op(t.Context(), "a"); !errors.Is(err, ErrNoContainer) {
-			t.Errorf("got %v, want ErrNoContainer", err)
+		if err := op(t.Context(), "a"); !errors.Is(err, runtime.ErrNotFound) {
+			t.Errorf("got %v, want runtime.ErrNotFound", err)
 		}
 	}
 }
@@ -285,16 +287,17 @@ func TestCloseRefusesNewWakes(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Ensure(t.Context(), "a", appListener(t)); !errors.Is(err, ErrUnavailable) {
-		t.Errorf("got %v, want ErrUnavailable", err)
+	if _, err := m.Ensure(t.Context(), "a", appListener(t)); !errors.Is(err, runtime.ErrUnavailable) {
+		t.Errorf("got %v, want runtime.ErrUnavailable", err)
 	}
 }
 
 func TestUnreachableDocker(t *testing.T) {
-	m, err := New(Config{Host: "unix:///nonexistent/docker.sock"}, nil)
+	rt, err := docker.New(docker.Options{Host: "unix:///nonexistent/docker.sock", DialTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
+	m := New(Config{}, rt, nil, nil)
 	defer m.Close()
 	for name, op := range map[string]func() error{
 		"ping":   func() error { return m.Ping(t.Context()) },
@@ -302,8 +305,8 @@ func TestUnreachableDocker(t *testing.T) {
 		"ensure": func() error { _, err := m.Ensure(t.Context(), "a", appListener(t)); return err },
 		"list":   func() error { _, err := m.List(t.Context()); return err },
 	} {
-		if err := op(); !errors.Is(err, ErrUnavailable) {
-			t.Errorf("%s: got %v, want ErrUnavailable", name, err)
+		if err := op(); !errors.Is(err, runtime.ErrUnavailable) {
+			t.Errorf("%s: got %v, want runtime.ErrUnavailable", name, err)
 		}
 	}
 }
@@ -320,7 +323,7 @@ func TestCapacityRecountsFromDocker(t *testing.T) {
 		t.Fatalf("got %v, want ErrCapacity", err)
 	}
 	// a stops behind the manager's back (docker stop): room again.
-	f.setState(ContainerName("a"), "", stateExited)
+	f.setState(ContainerName("a"), "", runtime.StateExited)
 	if _, err := m.Ensure(t.Context(), "b", tpl); err != nil {
 		t.Fatalf("got %v after a stopped, want room for b", err)
 	}
@@ -334,7 +337,7 @@ func holdCreates(f *fakeEngine, ids ...string) (entered chan struct{}, release f
 		gates[ContainerName(id)] = make(chan struct{})
 	}
 	entered = make(chan struct{}, len(ids))
-	f.createHook = func(_ context.Context, s ctrSpec) error {
+	f.createHook = func(_ context.Context, s runtime.Spec) error {
 		if gate := gates[s.Name]; gate != nil {
 			entered <- struct{}{}
 			<-gate
@@ -355,8 +358,8 @@ func TestStartSlots(t *testing.T) {
 	go func() { _, err := m.Ensure(t.Context(), "a", tpl); errs <- err }()
 	<-entered // a holds the only slot
 	go func() { _, err := m.Ensure(t.Context(), "b", tpl); errs <- err }()
-	for len(m.queued) == 0 { // b waits in the queue
-		runtime.Gosched()
+	for len(m.starts.queued) == 0 { // b waits in the queue
+		goruntime.Gosched()
 	}
 	if _, err := m.Ensure(t.Context(), "c", tpl); !errors.Is(err, ErrCapacity) {
 		t.Errorf("c: got %v, want ErrCapacity (queue full)", err)

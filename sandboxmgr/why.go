@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Why a sandbox is awake (#23): what keeps a running sandbox up and when
@@ -15,42 +16,42 @@ import (
 type Awake struct {
 	// Reasons, in words, each a fact: open sockets, the last request, the
 	// runtime's shared activity, a keep-up time.
-	Reasons []string `json:"reasons"`
+	Reasons []string
 	// Summary is the main reason in a few words, for tables.
-	Summary     string `json:"summary"`
-	OpenSockets int    `json:"open_sockets"`
+	Summary     string
+	OpenSockets int
 	// LastActivity is the latest request or socket activity this replica
 	// knows of, its own or (SharedActivity) another replica's.
-	LastActivity time.Time `json:"last_activity,omitzero"`
+	LastActivity time.Time
 	// SharedActivity is the latest activity the runtime's shared signal
 	// reported (another replica's traffic: a Kubernetes Lease), when the
 	// reaper last asked; zero if it never reported any.
-	SharedActivity time.Time `json:"shared_activity,omitzero"`
+	SharedActivity time.Time
 	// KeepUntil is a per-sandbox keep-up time (#23 settings); zero: none.
-	KeepUntil time.Time `json:"keep_until,omitzero"`
+	KeepUntil time.Time
 	// IdleFrom is the moment idleness counts from, and Rule the setting
 	// (idle_timeout, max_socket_idle) that applies, LimitSeconds its value.
-	IdleFrom     time.Time `json:"idle_from"`
-	Rule         string    `json:"rule"`
-	LimitSeconds float64   `json:"limit_seconds"`
+	IdleFrom     time.Time
+	Rule         string
+	LimitSeconds float64
 	// StopsAt is the earliest the reaper acts (at its first round after
 	// it, every ReapEvery), with Action "stop" or "pause", unless a request
 	// comes first. With a shared signal the reaper asks the runtime first,
 	// and another replica's traffic moves it.
-	StopsAt time.Time `json:"stops_at,omitzero"`
-	Action  string    `json:"action,omitempty"`
+	StopsAt time.Time
+	Action  string
 }
 
 // awake explains sb if it is running; nil otherwise.
 func (m *Manager) awake(sb *sandbox) *Awake {
 	m.mu.RLock()
-	running, tplName, started := sb.state == stateRunning, sb.template, sb.startedAt
+	running, tplName, started := sb.state == runtime.StateRunning, sb.template, sb.startedAt
 	m.mu.RUnlock()
 	if !running {
 		return nil
 	}
 	now := m.now()
-	a := &Awake{OpenSockets: int(sb.holds.Load()), LastActivity: sb.lastActive(), KeepUntil: m.Settings(sb.id).KeepUpUntil}
+	a := &Awake{OpenSockets: int(sb.holds.Load()), LastActivity: sb.lastActive(), KeepUntil: m.keepUpUntil(sb.id)}
 	if n := sb.sharedAt.Load(); n != 0 {
 		a.SharedActivity = time.Unix(0, n)
 	}

@@ -4,20 +4,23 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/previewgate/previewgate/certs"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/gateway"
 	"github.com/previewgate/previewgate/metrics"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr"
 	"github.com/previewgate/previewgate/sandboxmgr/docker"
+	"github.com/previewgate/previewgate/sandboxmgr/kube"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"github.com/previewgate/previewgate/traffic"
 )
 
-// The gateway's parts, built in order: the runtime and manager, the
-// gateway, certificates, the config watcher; listen.go opens the
-// listeners.
+// The gateway's parts, built in order: the runtime and its records, the
+// manager, the gateway, certificates, the config watcher; listen.go opens
+// the listeners.
 
 // App is one running gateway: what Serve builds, in the order it builds
 // it, and how it stops.
@@ -30,6 +33,10 @@ type App struct {
 
 	store   *config.Store
 	metrics *metrics.Metrics
+	labels  map[string]string    // the gateway's scope (--label, config scope)
+	caps    runtime.Capabilities // what the runtime can do beyond the manager's verbs
+	images  runtime.Images       // caps.Images: nil where the runtime pulls
+	recs    *records.Records     // per-sandbox settings and share links
 	mgr     *sandboxmgr.Manager
 	traffic *traffic.Recorder // this replica's per-sandbox request log
 	gw      *gateway.Gateway
@@ -51,39 +58,62 @@ func (a *App) close() {
 	}
 }
 
-// buildRuntime makes the metrics, the sandbox manager and the gateway, and
-// starts the manager. Both report to the metrics; the gateway listens to the
-// manager (1001 closes, pooled connections of a gone instance) and proxies
-// through it.
+// newRuntime makes the runtime the config names (lazily: it does not fail
+// when the Docker engine or the API server is down) and the store that
+// keeps its sandboxes' records. Kubernetes keeps them as ConfigMaps. A
+// Docker engine is served by one gateway per scope, which keeps them in
+// its data dir: Own takes them, and the scope on the engine, before the
+// gateway serves (refused while a live gateway of the scope serves
+// elsewhere); close gives both up after the manager closed.
+func (a *App) newRuntime(ctx context.Context, labels map[string]string) (runtime.Runtime, records.Store, error) {
+	cfg := a.cfg
+	if cfg.Runtime.Kind == config.RuntimeKubernetes {
+		rk := cfg.Runtime.Kubernetes
+		rt, err := kube.New(kube.Config{Namespace: rk.Namespace, Kubeconfig: rk.Kubeconfig, InCluster: rk.InCluster,
+			GatewayLabels: rk.Labels(), GatewayNamespace: rk.GatewayNamespace, GatewayCIDRs: rk.GatewayCIDRs,
+			Egress: rk.Egress, EgressAllow: rk.EgressAllow,
+			RunAsUser: rk.RunAsUser, ActivityEvery: rk.ActivityEvery.D(), Log: a.log.With("component", "sandboxmgr")}, labels)
+		if err != nil {
+			return nil, nil, err
+		}
+		return rt, rt, nil
+	}
+	own, err := docker.Own(ctx, docker.OwnOptions{Host: cfg.Docker.Host, DataDir: cfg.DataDir, Labels: labels,
+		Lost: func(err error) {
+			select {
+			case a.errc <- err: // serve ends with it
+			default: // serve is ending already
+			}
+		}}, a.log.With("component", "docker"))
+	if err != nil {
+		return nil, nil, err
+	}
+	a.closers = append(a.closers, own.Close)
+	// A dead engine is reported in a second rather than the SDK's 10.
+	rt, err := docker.New(docker.Options{Host: cfg.Docker.Host, Network: cfg.Docker.Network, DialTimeout: time.Second})
+	if err != nil {
+		return nil, nil, err
+	}
+	return rt, own.Records, nil
+}
+
+// buildRuntime makes the metrics, the runtime and its records, the sandbox
+// manager and the gateway, and starts the manager. Both report to the
+// metrics; the gateway listens to the manager (1001 closes, pooled
+// connections of a gone instance) and proxies through it.
 func (a *App) buildRuntime(ctx context.Context, labels map[string]string) error {
 	cfg := a.cfg
 	a.store = config.NewStore(cfg)
 	a.metrics = metrics.New()
-	var records runtime.Records // nil: the runtime's own (Kubernetes)
-	if cfg.Runtime.Kind == "" || cfg.Runtime.Kind == config.RuntimeDocker {
-		own, err := docker.Own(ctx, docker.OwnOptions{Host: cfg.Docker.Host, DataDir: cfg.DataDir, Labels: labels,
-			Lost: func(err error) {
-				select {
-				case a.errc <- err: // serve ends with it
-				default: // serve is ending already
-				}
-			}}, a.log.With("component", "docker"))
-		if err != nil {
-			return err
-		}
-		a.closers = append(a.closers, own.Close)
-		records = own.Records
+	a.labels = labels
+	rt, store, err := a.newRuntime(ctx, labels)
+	if err != nil {
+		return err
 	}
-	rk := cfg.Runtime.Kubernetes
-	mgr, err := sandboxmgr.New(sandboxmgr.Config{
-		Host:    cfg.Docker.Host,
-		Network: cfg.Docker.Network,
-		Runtime: cfg.Runtime.Kind,
-		Records: records,
-		Kubernetes: sandboxmgr.KubeConfig{Namespace: rk.Namespace, Kubeconfig: rk.Kubeconfig, InCluster: rk.InCluster,
-			GatewayLabels: rk.Labels(), GatewayNamespace: rk.GatewayNamespace, GatewayCIDRs: rk.GatewayCIDRs,
-			Egress: rk.Egress, EgressAllow: rk.EgressAllow,
-			RunAsUser: rk.RunAsUser, ActivityEvery: rk.ActivityEvery.D()},
+	a.caps = rt.Capabilities()
+	a.images = a.caps.Images
+	mcfg := sandboxmgr.Config{
+		Network:             cfg.Docker.Network,
 		Labels:              labels,
 		MaxConcurrentStarts: cfg.Limits.MaxConcurrentStarts,
 		StartQueue:          cfg.Limits.StartQueue,
@@ -98,16 +128,19 @@ func (a *App) buildRuntime(ctx context.Context, labels map[string]string) error 
 			return out
 		},
 		Observer: a.metrics,
-	}, a.log.With("component", "sandboxmgr"))
-	if err != nil {
-		return err
 	}
+	if cfg.Runtime.Kind == config.RuntimeKubernetes {
+		mcfg.RecordName = records.Name // a ConfigMap per sandbox id, whatever its scope
+	}
+	a.recs = records.New(store, records.Options{Labels: runtime.Scoped(labels), RecheckEvery: sandboxmgr.DefaultRecheckEvery,
+		LongestWake: mcfg.LongestWake, Log: a.log.With("component", "records")})
+	mgr := sandboxmgr.New(mcfg, rt, a.recs, a.log.With("component", "sandboxmgr"))
 	a.mgr = mgr
 	a.closers = append(a.closers, func() { mgr.Close() })
 	tlsOn := cfg.TLS.Mode != config.TLSOff
 	replica, _ := os.Hostname() // a pod's name on Kubernetes
 	a.traffic = traffic.New(traffic.Options{Replica: replica})
-	a.gw, err = gateway.New(cfg, mgr, gateway.Options{TLS: tlsOn, Metrics: a.metrics, Traffic: a.traffic}, a.log.With("component", "gateway"))
+	a.gw, err = gateway.New(cfg, mgr, gateway.Options{TLS: tlsOn, Metrics: a.metrics, Traffic: a.traffic, Records: a.recs}, a.log.With("component", "gateway"))
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,7 +19,7 @@ import (
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/demoapp"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // The development default's helpers: the printed URL, the demo image, the
@@ -52,10 +53,16 @@ func usesDemoImage(c *config.Config) bool {
 	return false
 }
 
+// errPulls: the runtime pulls its images (Kubernetes); it builds none.
+var errPulls = errors.New("this runtime pulls its images from a registry and cannot build one; push the image where the cluster pulls from")
+
 // ensureDemoImage builds the demo template's image from this very binary
-// when the engine does not have it yet.
-func ensureDemoImage(ctx context.Context, mgr *sandboxmgr.Manager, log *slog.Logger) error {
-	ok, err := mgr.HasImage(ctx, config.DemoImage)
+// when the engine does not have it yet, labelled with labels.
+func ensureDemoImage(ctx context.Context, images runtime.Images, labels map[string]string, log *slog.Logger) error {
+	if images == nil {
+		return fmt.Errorf("build %s: %w", config.DemoImage, errPulls)
+	}
+	ok, err := images.Has(ctx, config.DemoImage)
 	if err != nil || ok {
 		return err
 	}
@@ -68,7 +75,7 @@ func ensureDemoImage(ctx context.Context, mgr *sandboxmgr.Manager, log *slog.Log
 		return err
 	}
 	log.Info("building demo image", "image", config.DemoImage)
-	return mgr.BuildImage(ctx, config.DemoImage, tarball)
+	return images.Build(ctx, config.DemoImage, tarball, labels)
 }
 
 // devInstanceID returns the id kept in dataDir/instance-id, making it on

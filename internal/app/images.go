@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/docker"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // startImageWorker runs prepareImages for reloaded configs, one at a time
@@ -56,7 +57,7 @@ func (a *App) queueImages(c *config.Config) {
 // engine lacks it, then warns about any other image the engine lacks.
 func (a *App) prepareImages(ctx context.Context, cfg *config.Config) {
 	if usesDemoImage(cfg) {
-		if err := ensureDemoImage(ctx, a.mgr, a.log); err != nil {
+		if err := ensureDemoImage(ctx, a.images, runtime.Shared(a.labels), a.log); err != nil {
 			a.log.Warn("demo image not available", "err", err)
 		}
 	}
@@ -69,7 +70,7 @@ func (a *App) prepareImages(ctx context.Context, cfg *config.Config) {
 func (a *App) warnMissingImages(cfg *config.Config) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	missing, err := a.mgr.MissingImages(ctx, sortedTemplates(cfg))
+	missing, err := missingImages(ctx, a.images, sortedTemplates(cfg))
 	if err != nil {
 		a.log.Debug("template images not checked", "err", err)
 	}
@@ -90,18 +91,39 @@ func WarnMissingImages(cfg *config.Config, path string, stderr io.Writer) {
 	if cfg.Runtime.Kind == config.RuntimeKubernetes {
 		return // the kubelet pulls
 	}
-	mgr, err := sandboxmgr.New(sandboxmgr.Config{Host: cfg.Docker.Host, DialTimeout: 2 * time.Second}, nil)
+	rt, err := docker.New(docker.Options{Host: cfg.Docker.Host, DialTimeout: 2 * time.Second})
 	if err != nil {
 		return
 	}
-	defer mgr.Close()
+	defer rt.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	missing, err := mgr.MissingImages(ctx, imagesToCheck(cfg))
+	missing, err := missingImages(ctx, rt.Capabilities().Images, imagesToCheck(cfg))
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: note: template images not checked: %v\n", path, err)
 	}
 	for _, m := range missing {
 		fmt.Fprintf(stderr, "%s: warning: template %s is not on the Docker engine; its sandboxes cannot start\n", path, m)
 	}
+}
+
+// missingImages returns "template: image" for each of tpls whose image the
+// runtime does not have, in template order: a sandbox of such a template
+// cannot start (the engine pulls nothing). A runtime without
+// Capabilities.Images pulls its images itself: none are reported there.
+func missingImages(ctx context.Context, images runtime.Images, tpls []*config.Template) ([]string, error) {
+	var out []string
+	for _, t := range tpls {
+		if images == nil || t == nil || t.Image == "" {
+			continue
+		}
+		ok, err := images.Has(ctx, t.Image)
+		if err != nil {
+			return out, fmt.Errorf("image %s: %w", t.Image, err)
+		}
+		if !ok {
+			out = append(out, t.Name+": image "+t.Image)
+		}
+	}
+	return out, nil
 }

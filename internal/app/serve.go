@@ -8,7 +8,8 @@
 // It is wiring only. It must never hold a rule of its own (routing,
 // access, limits, hosts, algorithms belong to the packages it wires;
 // config's rules.go holds the one definition), never talk to Docker,
-// Kubernetes or a CA except through sandboxmgr and certs, never read the
+// Kubernetes or a CA except through the runtime it makes
+// (sandboxmgr/docker, sandboxmgr/kube) and certs, never read the
 // environment (the CLI hands it Options), and never overwrite a file
 // (the development key and instance id are only ever created, O_EXCL).
 package app
@@ -30,7 +31,7 @@ import (
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/certs"
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Options are serve's command line as the CLI read it.
@@ -162,11 +163,11 @@ func scope(cfg *config.Config, dev bool, given map[string]string, log *slog.Logg
 		labels = map[string]string{}
 	}
 	switch {
-	case labels[sandboxmgr.LabelInstance] != "":
+	case labels[runtime.LabelInstance] != "":
 	case cfg.Scope != "":
 		// Replicas sharing the file share the scope (#21).
-		labels[sandboxmgr.LabelInstance] = cfg.Scope
-		log.Info("gateway scope from the config", "label", sandboxmgr.LabelInstance+"="+cfg.Scope)
+		labels[runtime.LabelInstance] = cfg.Scope
+		log.Info("gateway scope from the config", "label", runtime.LabelInstance+"="+cfg.Scope)
 	case dev:
 		// Without it a development gateway would own every previewgate
 		// container on the engine, another developer's gateway's too (#13).
@@ -174,8 +175,8 @@ func scope(cfg *config.Config, dev bool, given map[string]string, log *slog.Logg
 		if err != nil {
 			return nil, err
 		}
-		labels[sandboxmgr.LabelInstance] = inst
-		log.Info("development gateway scoped to its data dir", "label", sandboxmgr.LabelInstance+"="+inst, "data_dir", cfg.DataDir)
+		labels[runtime.LabelInstance] = inst
+		log.Info("development gateway scoped to its data dir", "label", runtime.LabelInstance+"="+inst, "data_dir", cfg.DataDir)
 	}
 	return labels, nil
 }

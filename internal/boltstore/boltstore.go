@@ -1,5 +1,5 @@
 // Package boltstore keeps a Docker gateway's per-sandbox records (settings,
-// share links, removal marks: runtime.Records) in one bbolt file in its
+// share links, removal marks: records.Store) in one bbolt file in its
 // data dir, File. It promises:
 //
 //   - One process at a time: the file carries bbolt's exclusive flock, so a
@@ -7,7 +7,7 @@
 //     the first one exits, however it exits (the kernel drops the lock).
 //   - Every write is one transaction, durable when it returns; a write
 //     whose prev is no longer the record's version changes nothing
-//     (runtime.ErrConflict).
+//     (records.ErrConflict).
 //   - Versions never repeat in a file, even for a record deleted and made
 //     again, so a writer holding a version read before a delete cannot
 //     write over the record made after it.
@@ -36,7 +36,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
+	"github.com/previewgate/previewgate/records"
 )
 
 // File is the records file's name in the data dir.
@@ -131,11 +131,11 @@ type stored struct {
 }
 
 // ListRecords returns every record carrying all of labels, by sandbox id.
-func (s *Store) ListRecords(ctx context.Context, labels map[string]string) (map[string]runtime.Record, error) {
+func (s *Store) ListRecords(ctx context.Context, labels map[string]string) (map[string]records.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	out := make(map[string]runtime.Record)
+	out := make(map[string]records.Record)
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketRecords).ForEach(func(k, v []byte) error {
 			r, err := decode(k, v)
@@ -143,7 +143,7 @@ func (s *Store) ListRecords(ctx context.Context, labels map[string]string) (map[
 				return err
 			}
 			if hasLabels(r.Labels, labels) {
-				out[idOf(k)] = runtime.Record{Data: r.Data, Version: strconv.FormatUint(r.Version, 10)}
+				out[idOf(k)] = records.Record{Data: r.Data, Version: strconv.FormatUint(r.Version, 10)}
 			}
 			return nil
 		})
@@ -157,8 +157,8 @@ func (s *Store) ListRecords(ctx context.Context, labels map[string]string) (map[
 // PutRecord writes id's record (under labels) if its version is still
 // prev ("": there is none).
 func (s *Store) PutRecord(ctx context.Context, id, prev string, data []byte, labels map[string]string) (string, error) {
-	if len(data) > runtime.MaxRecord {
-		return "", fmt.Errorf("record %s: %w", id, runtime.ErrRecordSize)
+	if len(data) > records.MaxRecord {
+		return "", fmt.Errorf("record %s: %w", id, records.ErrRecordSize)
 	}
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -167,7 +167,7 @@ func (s *Store) PutRecord(ctx context.Context, id, prev string, data []byte, lab
 	if l == nil {
 		l = map[string]string{}
 	}
-	l[runtime.LabelRecord] = id
+	l[records.LabelRecord] = id
 	key := recordKey(id, l)
 	var version uint64
 	err := s.db.Update(func(tx *bolt.Tx) error {
@@ -181,7 +181,7 @@ func (s *Store) PutRecord(ctx context.Context, id, prev string, data []byte, lab
 			cur = strconv.FormatUint(r.Version, 10)
 		}
 		if cur != prev {
-			return fmt.Errorf("record %s: %w", id, runtime.ErrConflict)
+			return fmt.Errorf("record %s: %w", id, records.ErrConflict)
 		}
 		var err error
 		if version, err = b.NextSequence(); err != nil {
@@ -219,7 +219,7 @@ func (s *Store) DeleteRecord(ctx context.Context, id, prev string, labels map[st
 				continue
 			}
 			if prev != "" && strconv.FormatUint(r.Version, 10) != prev {
-				return fmt.Errorf("record %s: %w", id, runtime.ErrConflict)
+				return fmt.Errorf("record %s: %w", id, records.ErrConflict)
 			}
 			doomed = append(doomed, slices.Clone(k))
 		}
@@ -269,4 +269,4 @@ func hasLabels(got, want map[string]string) bool {
 	return true
 }
 
-var _ runtime.Records = (*Store)(nil)
+var _ records.Store = (*Store)(nil)

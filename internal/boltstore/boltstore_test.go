@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
+	"github.com/previewgate/previewgate/records"
 )
 
 func open(t testing.TB, dir string) *Store {
@@ -33,7 +33,7 @@ var (
 
 // with is l plus the record label of id, as the manager's Put passes it.
 func with(l map[string]string, id string) map[string]string {
-	out := map[string]string{runtime.LabelRecord: id}
+	out := map[string]string{records.LabelRecord: id}
 	for k, v := range l {
 		out[k] = v
 	}
@@ -51,17 +51,17 @@ func TestRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := put("x", "", "again", scopeA); !errors.Is(err, runtime.ErrConflict) {
+	if _, err := put("x", "", "again", scopeA); !errors.Is(err, records.ErrConflict) {
 		t.Errorf("create over an existing record: got %v, want ErrConflict", err)
 	}
 	v2, err := put("x", v1, "two", scopeA)
 	if err != nil || v2 == v1 {
 		t.Fatalf("update at %s: got %q %v, want a new version", v1, v2, err)
 	}
-	if _, err := put("x", v1, "stale", scopeA); !errors.Is(err, runtime.ErrConflict) {
+	if _, err := put("x", v1, "stale", scopeA); !errors.Is(err, records.ErrConflict) {
 		t.Errorf("update at a stale version: got %v, want ErrConflict", err)
 	}
-	if _, err := put("y", "7", "never made", scopeA); !errors.Is(err, runtime.ErrConflict) {
+	if _, err := put("y", "7", "never made", scopeA); !errors.Is(err, records.ErrConflict) {
 		t.Errorf("update of a missing record: got %v, want ErrConflict", err)
 	}
 	// Another scope's record of the same id neither blocks nor shows.
@@ -78,11 +78,11 @@ func TestRecords(t *testing.T) {
 	if list, _ := s.ListRecords(ctx, with(scopeA, "y")); len(list) != 0 {
 		t.Errorf("records of y: got %v, want none", list)
 	}
-	if _, err := s.PutRecord(ctx, "big", "", make([]byte, runtime.MaxRecord+1), scopeA); !errors.Is(err, runtime.ErrRecordSize) {
+	if _, err := s.PutRecord(ctx, "big", "", make([]byte, records.MaxRecord+1), scopeA); !errors.Is(err, records.ErrRecordSize) {
 		t.Errorf("a record past MaxRecord: got %v, want ErrRecordSize", err)
 	}
 
-	if err := s.DeleteRecord(ctx, "x", v1, scopeA); !errors.Is(err, runtime.ErrConflict) {
+	if err := s.DeleteRecord(ctx, "x", v1, scopeA); !errors.Is(err, records.ErrConflict) {
 		t.Errorf("delete at a stale version: got %v, want ErrConflict", err)
 	}
 	if err := s.DeleteRecord(ctx, "x", v2, scopeA); err != nil {
@@ -100,7 +100,7 @@ func TestRecords(t *testing.T) {
 	if err != nil || v3 == v1 || v3 == v2 {
 		t.Fatalf("x made again: got %q %v, want a version other than %s and %s", v3, err, v1, v2)
 	}
-	if _, err := put("x", v1, "ghost", scopeA); !errors.Is(err, runtime.ErrConflict) {
+	if _, err := put("x", v1, "ghost", scopeA); !errors.Is(err, records.ErrConflict) {
 		t.Errorf("write at a version from before the delete: got %v, want ErrConflict", err)
 	}
 }
@@ -201,7 +201,7 @@ func FuzzRecords(f *testing.F) {
 				err := s.DeleteRecord(ctx, id, prev, scopes[sc])
 				switch {
 				case exists && prev != "" && prev != cur.version:
-					if !errors.Is(err, runtime.ErrConflict) {
+					if !errors.Is(err, records.ErrConflict) {
 						t.Fatalf("op %d: delete %s at stale %s (current %s): got %v, want ErrConflict", i, key, prev, cur.version, err)
 					}
 				case err != nil:
@@ -213,7 +213,7 @@ func FuzzRecords(f *testing.F) {
 				data := fmt.Sprintf("d%d", i)
 				v, err := s.PutRecord(ctx, id, prev, []byte(data), with(scopes[sc], id))
 				if prev != cur.version {
-					if !errors.Is(err, runtime.ErrConflict) {
+					if !errors.Is(err, records.ErrConflict) {
 						t.Fatalf("op %d: put %s at %q (current %q): got %q %v, want ErrConflict", i, key, prev, cur.version, v, err)
 					}
 				} else {

@@ -11,7 +11,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 )
 
 func TestMain(m *testing.M) { dockertest.Main(m) }
@@ -27,7 +27,7 @@ func removeSandboxesAtEnd(t *testing.T, ids ...string) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		for _, id := range ids {
-			ctr, err := cli.ContainerInspect(ctx, sandboxmgr.ContainerName(id))
+			ctr, err := cli.ContainerInspect(ctx, mgrtest.ContainerOf(ctx, cli, id))
 			if err != nil || ctr.Config == nil || ctr.Config.Labels[dockertest.LabelRun] != dockertest.RunID() {
 				continue // none, or not ours
 			}

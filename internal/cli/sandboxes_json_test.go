@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // TestSandboxesJSONErrors: with --json, every sandboxes subcommand that
@@ -66,7 +66,7 @@ func TestSandboxesJSONErrors(t *testing.T) {
 			}
 		})
 	}
-	if n := len(dockertest.Containers(t, dockertest.Client(t), sandboxmgr.LabelSandbox+"="+id)); n != 0 {
+	if n := len(dockertest.Containers(t, dockertest.Client(t), runtime.LabelSandbox+"="+id)); n != 0 {
 		t.Errorf("refused calls made %d containers", n)
 	}
 }

@@ -9,13 +9,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/previewgate/previewgate/internal/app"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 const (
@@ -30,13 +31,16 @@ const (
 // returns the config file and the admin listener's address.
 func startCLIGateway(t *testing.T, ids ...string) (cfgFile, adminAddr string) {
 	t.Helper()
-	return startScopedCLIGateway(t, dockertest.ScopedLabels(), ids...)
+	cfgFile, adminAddr, _ = startScopedCLIGateway(t, dockertest.ScopedLabels(), t.TempDir(), ids...)
+	return cfgFile, adminAddr
 }
 
-// startScopedCLIGateway is startCLIGateway with the scope labels given:
-// two gateways with the same ones share their sandboxes (replicas, or a
-// restart).
-func startScopedCLIGateway(t *testing.T, scope map[string]string, ids ...string) (cfgFile, adminAddr string) {
+// startScopedCLIGateway is startCLIGateway with the scope labels and the
+// data dir given; stop ends the gateway before t does. A Docker engine is
+// served by one gateway per scope, its records in its data dir: a second
+// gateway of the scope is a restart, on the same data dir once the first
+// stopped (started while the first serves, it would wait as a standby).
+func startScopedCLIGateway(t *testing.T, scope map[string]string, dataDir string, ids ...string) (cfgFile, adminAddr string, stop func()) {
 	t.Helper()
 	dockertest.Client(t)
 	image := dockertest.TestAppImage(t)
@@ -47,6 +51,7 @@ func startScopedCLIGateway(t *testing.T, scope map[string]string, ids ...string)
 	os.WriteFile(cfgFile, []byte(fmt.Sprintf(`
 domain: preview.localhost
 listen: {http: %q, admin: %q}
+data_dir: %q
 admin_token: %s
 api_tokens: [{token: %s, scopes: [sandboxes]}]
 docker: {network: %q}
@@ -57,7 +62,7 @@ auth:
 default_template: app
 templates:
   app: {image: %q, ready: {path: /, timeout: 20s}, allow_env: [GREETING, CRASH]}
-`, freePort(t), adminAddr, cliAdminToken, cliAPIToken, network, image)), 0o600)
+`, freePort(t), adminAddr, dataDir, cliAdminToken, cliAPIToken, network, image)), 0o600)
 	cfg, _, err := app.Load(cfgFile)
 	if err != nil {
 		t.Fatal(err)
@@ -69,11 +74,15 @@ templates:
 		cancel()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cancel()
-		a.Stop()
-	})
-	return cfgFile, adminAddr
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			a.Stop()
+		})
+	}
+	t.Cleanup(stop)
+	return cfgFile, adminAddr, stop
 }
 
 // cli runs previewgate with args in the test process.
@@ -238,7 +247,7 @@ func TestSandboxesCLIErrors(t *testing.T) {
 			}
 		})
 	}
-	if n := len(dockertest.Containers(t, dockertest.Client(t), sandboxmgr.LabelSandbox+"="+id)); n != 0 {
+	if n := len(dockertest.Containers(t, dockertest.Client(t), runtime.LabelSandbox+"="+id)); n != 0 {
 		t.Errorf("refused calls made %d containers", n)
 	}
 }

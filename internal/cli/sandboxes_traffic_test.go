@@ -39,7 +39,7 @@ func listBy(t *testing.T, adminAddr string, metadata map[string]string) map[stri
 
 // TestSandboxTrafficMetadataPause: against a gateway running in the test
 // process on the real engine (#23): metadata set at create filters the
-// list (also on a second gateway that rebuilt everything from the
+// list (also on a restarted gateway that rebuilt everything from the
 // runtime), bad metadata is a 400; a concurrent load on three sandboxes is
 // counted exactly per sandbox, requests without a valid token are not
 // recorded at all, and no query string reaches the log; the list says why
@@ -47,8 +47,8 @@ func listBy(t *testing.T, adminAddr string, metadata map[string]string) map[stri
 // resume through the CLI, and a paused sandbox is woken by a request.
 func TestSandboxTrafficMetadataPause(t *testing.T) {
 	ids := []string{dockertest.UniqueID("tra"), dockertest.UniqueID("trb"), dockertest.UniqueID("trc")}
-	scope := dockertest.ScopedLabels()
-	cfgFile, adminAddr := startScopedCLIGateway(t, scope, ids...)
+	scope, dataDir := dockertest.ScopedLabels(), t.TempDir()
+	cfgFile, adminAddr, stop := startScopedCLIGateway(t, scope, dataDir, ids...)
 	cfg, _, err := app.Load(cfgFile)
 	if err != nil {
 		t.Fatal(err)
@@ -231,11 +231,12 @@ func TestSandboxTrafficMetadataPause(t *testing.T) {
 		t.Errorf("pause of a stopped sandbox: exit %d %q, want 1 and not running", code, errs)
 	}
 
-	// A second gateway (a restart, or another replica) rebuilds the
-	// metadata from the runtime; it recorded no traffic of its own.
-	_, admin2 := startScopedCLIGateway(t, scope)
+	// A restarted gateway rebuilds the metadata from the runtime; it
+	// recorded no traffic of its own.
+	stop()
+	_, admin2, _ := startScopedCLIGateway(t, scope, dataDir)
 	got = listBy(t, admin2, map[string]string{"user": "alice"})
 	if len(got) != 2 || got[ids[0]].Metadata["team"] != "x" || got[ids[0]].Traffic != nil {
-		t.Errorf("second gateway, user=alice: got %+v, want %s and %s with their metadata and no traffic here", got, ids[0], ids[2])
+		t.Errorf("restarted gateway, user=alice: got %+v, want %s and %s with their metadata and no traffic here", got, ids[0], ids[2])
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
-	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // The CLI does what the API does for a backend (#23, the platform walk):
@@ -26,9 +26,9 @@ func TestSandboxesCLIUpEnvAndSet(t *testing.T) {
 		t.Fatalf("up --env GREETING=hi: exit %d %s", code, errs)
 	}
 	dc := dockertest.Client(t)
-	c := dockertest.OnlyContainer(t, dc, sandboxmgr.LabelSandbox+"="+id)
+	c := dockertest.OnlyContainer(t, dc, runtime.LabelSandbox+"="+id)
 	ins, err := dc.ContainerInspect(context.Background(), c.ID)
-	if err != nil || !slices.Contains(ins.Config.Env, "GREETING=hi") || ins.Config.Labels[sandboxmgr.LabelMetaPrefix+"user"] != "u42" {
+	if err != nil || !slices.Contains(ins.Config.Env, "GREETING=hi") || ins.Config.Labels[runtime.LabelMetaPrefix+"user"] != "u42" {
 		t.Errorf("container env %v, labels %v (%v): want GREETING=hi and metadata user=u42", ins.Config.Env, ins.Config.Labels, err)
 	}
 	// A second up finds it: told that its flags did not apply.
@@ -57,7 +57,7 @@ func TestSandboxesCLIUpEnvAndSet(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, "env_not_allowed") {
 		t.Errorf("up --env NOPE=1: exit %d %q, want 1 and env_not_allowed", code, errs)
 	}
-	if n := len(dockertest.Containers(t, dc, sandboxmgr.LabelSandbox+"="+refused)); n != 0 {
+	if n := len(dockertest.Containers(t, dc, runtime.LabelSandbox+"="+refused)); n != 0 {
 		t.Errorf("a refused up made %d containers", n)
 	}
 }

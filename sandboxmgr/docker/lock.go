@@ -96,7 +96,7 @@ func lockScope(ctx context.Context, cli *client.Client, labels map[string]string
 	if lost == nil {
 		lost = func(error) {}
 	}
-	stamp := runtime.ScopeStamp(labels)
+	stamp := runtime.Stamp(labels)
 	host, _ := os.Hostname()
 	l := &scopeLock{cli: cli, name: "previewgate-lock-" + stamp, pingPrefix: "previewgate-ping-" + stamp + "-",
 		scope: cmp.Or(labels[runtime.LabelInstance], stamp), owner: owner, nonce: randomHex(8), log: log, lost: lost,

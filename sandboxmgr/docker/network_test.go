@@ -49,7 +49,7 @@ func networksNamed(t *testing.T, name string) []string {
 // and returns the ID of the network it joined.
 func create(t *testing.T, ctx context.Context, rt *Runtime, image, net string) string {
 	t.Helper()
-	id, err := rt.Create(ctx, runtime.Spec{Name: runtime.ContainerName(dockertest.UniqueID("net")), Image: image, Network: net, Labels: dockertest.Labels()})
+	id, err := rt.Create(ctx, runtime.Spec{Name: runtime.Name(runtime.Stamp(dockertest.Labels()), dockertest.UniqueID("net")), Image: image, Network: net, Labels: dockertest.Labels()})
 	if err != nil {
 		t.Fatalf("create on network %s: %v", net, err)
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/internal/boltstore"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
+	"github.com/previewgate/previewgate/records"
 )
 
 // A Docker engine is served by one gateway per scope (DESIGN.md
@@ -28,8 +28,8 @@ type OwnOptions struct {
 // Ownership is what a gateway serves alone: its records and its scope.
 type Ownership struct {
 	// Records keep per-sandbox settings, share links and removal marks
-	// (sandboxmgr.Config.Records).
-	Records runtime.Records
+	// (records.New over it).
+	Records records.Store
 	store   *boltstore.Store
 	lock    *scopeLock
 }

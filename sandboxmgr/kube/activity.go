@@ -4,38 +4,40 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// RecordActivity writes at into the renewTime of sandbox id's Lease (a merge
-// patch: one call, no read). Replicas write their own latest view, so the
-// value may step back by at most ActivityEvery; the reaper's margin is
-// idle_timeout, far longer.
-func (e *Runtime) RecordActivity(ctx context.Context, id string, at time.Time) error {
+// RecordActivity writes at into the renewTime of the Lease of the sandbox
+// named name (a merge patch: one call, no read). Replicas write their own
+// latest view, so the value may step back by at most ActivityEvery; the
+// reaper's margin is idle_timeout, far longer.
+func (e *Runtime) RecordActivity(ctx context.Context, name string, at time.Time) error {
 	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"renewTime": metav1.NewMicroTime(at)}})
 	if err != nil {
 		return err
 	}
-	_, err = e.cs.CoordinationV1().Leases(e.ns).Patch(ctx, runtime.ContainerName(id), types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = e.cs.CoordinationV1().Leases(e.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil // stopped meanwhile
 	}
-	return kclassify("record activity "+id, err, nil)
+	return kclassify("record activity "+name, err, nil)
 }
 
 // RecordEvery is how often a replica publishes a sandbox's activity.
 func (e *Runtime) RecordEvery() time.Duration { return e.kc.ActivityEvery }
 
-// LastActivity reads the renewTime of sandbox id's Lease.
-func (e *Runtime) LastActivity(ctx context.Context, id string, _ runtime.Instance) (time.Time, error) {
-	l, err := e.cs.CoordinationV1().Leases(e.ns).Get(ctx, runtime.ContainerName(id), metav1.GetOptions{})
+// LastActivity reads the renewTime of the Lease of sandbox id's instance
+// inst (named like it).
+func (e *Runtime) LastActivity(ctx context.Context, _ string, inst runtime.Instance) (time.Time, error) {
+	l, err := e.cs.CoordinationV1().Leases(e.ns).Get(ctx, inst.Name, metav1.GetOptions{})
 	if err != nil {
-		return time.Time{}, kclassify("get lease "+runtime.ContainerName(id), err, runtime.ErrNotFound)
+		return time.Time{}, kclassify("get lease "+inst.Name, err, runtime.ErrNotFound)
 	}
 	switch {
 	case l.Spec.RenewTime != nil:

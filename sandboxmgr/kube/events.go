@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"fmt"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"sync"
 	"time"
 
@@ -13,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Events runs an informer on the scoped pods and reports their changes as

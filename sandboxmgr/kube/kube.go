@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"log/slog"
 	"maps"
 	"net"
@@ -28,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // The Kubernetes runtime (#15). A sandbox is a Pod; the API server is the
@@ -35,10 +35,12 @@ import (
 // wake, single-flight, start slots, readiness and reaper run unchanged on
 // top of kubeEngine, which maps the engine interface onto the API:
 //
-//   - A sandbox's pod is named previewgate-<id>, carries the manager's scope
-//     labels, and runs once (restartPolicy Never): "stop" deletes it, and
-//     the next wake creates it again. Pause is a stop; Unpause never happens.
-//   - Every sandbox also has a Lease named previewgate-<id>. Creating it is
+//   - A sandbox's pod is named as the manager names it (runtime.Name: its
+//     scope's stamp and its id; an earlier version's, runtime.LegacyName,
+//     is found and used as it is), carries the manager's scope labels, and
+//     runs once (restartPolicy Never): "stop" deletes it, and the next wake
+//     creates it again. Pause is a stop; Unpause never happens.
+//   - Every sandbox also has a Lease named like its pod. Creating it is
 //     the cluster-wide lock on the id (AlreadyExists is the race signal, as a
 //     pod name or a Docker container name is); its holderIdentity names the
 //     pod that serves the sandbox, and its renewTime is the sandbox's last
@@ -50,7 +52,8 @@ import (
 //   - A container "ID" is "<pod name>/<pod UID>": every call that acts on a
 //     pod checks its UID (a delete uses a UID precondition), never acting on
 //     another pod that took the name meanwhile. The "name" of a claimed pool
-//     pod is its sandbox's, previewgate-<id>, so the manager finds it there.
+//     pod is its sandbox's (kept in its annotation previewgate.name), so the
+//     manager finds it there.
 //   - Start waits on a watch of the one pod until it runs; Events is an
 //     informer on the scoped pods, translated to the events the Docker
 //     runtime reports.
@@ -58,8 +61,12 @@ import (
 //     by a stop and deleted by a remove (kube_workspace.go).
 
 // LabelClaimed marks a warm pool pod claimed for a sandbox (Kubernetes
-// labels can change; Docker's cannot, so the Docker runtime renames).
-const LabelClaimed = "previewgate.claimed"
+// labels can change; Docker's cannot, so the Docker runtime renames), and
+// annName names the sandbox it now is (no label value holds every name).
+const (
+	LabelClaimed = "previewgate.claimed"
+	annName      = "previewgate.name"
+)
 
 // Config configures the Kubernetes runtime (Config.Runtime "kubernetes").
 type Config struct {
@@ -221,10 +228,14 @@ func splitKubeID(s string) (name string, uid types.UID) {
 }
 
 // logicalName is the container name the manager knows pod by: its
-// sandbox's for a claimed pool pod, else its own.
+// sandbox's for a claimed pool pod (the name of one claimed before names
+// were scoped is the legacy one), else its own.
 func logicalName(pod *corev1.Pod) string {
 	if id := pod.Labels[LabelClaimed]; id != "" {
-		return runtime.ContainerName(id)
+		if n := pod.Annotations[annName]; n != "" {
+			return n
+		}
+		return runtime.LegacyName(id)
 	}
 	return pod.Name
 }
@@ -302,8 +313,8 @@ func (e *Runtime) Lookup(ctx context.Context, name string) (runtime.Instance, er
 	if err == nil {
 		return podInfo(pod), nil
 	}
-	sbx, isSandbox := strings.CutPrefix(name, "previewgate-")
-	if !errors.Is(err, runtime.ErrNotFound) || strings.Contains(name, "/") || !isSandbox || !validID(sbx) {
+	sbx, isSandbox := runtime.SandboxOf(name)
+	if !errors.Is(err, runtime.ErrNotFound) || strings.Contains(name, "/") || !isSandbox || !config.ValidID(sbx) {
 		return runtime.Instance{}, err
 	}
 	if pod := e.claimedPod(ctx, sbx, name); pod != nil {
@@ -313,10 +324,10 @@ func (e *Runtime) Lookup(ctx context.Context, name string) (runtime.Instance, er
 	return e.keptWorkspace(ctx, name, "")
 }
 
-// claimedPod returns the pool pod claimed for sandbox sbx, named by its
-// lease; nil if there is none (or it cannot be told).
+// claimedPod returns the pool pod claimed for sandbox sbx (named name),
+// named by its lease; nil if there is none (or it cannot be told).
 func (e *Runtime) claimedPod(ctx context.Context, sbx, name string) *corev1.Pod {
-	holder, _, err := e.leaseHolder(ctx, sbx)
+	holder, _, err := e.leaseHolder(ctx, name)
 	if err != nil || holder == "" || holder == name {
 		return nil
 	}
@@ -345,11 +356,11 @@ func (e *Runtime) Create(ctx context.Context, s runtime.Spec) (string, error) {
 	if s.Labels[runtime.LabelPool] == "" {
 		// A sandbox: take the id's lock first (a pool claim takes it too).
 		id := s.Labels[runtime.LabelSandbox]
-		err := e.createLease(ctx, id, s.Name)
+		err := e.createLease(ctx, s.Name, id, s.Name)
 		if errors.Is(err, runtime.ErrNameTaken) {
 			var ok bool
-			if ok, err = e.takeStaleLease(ctx, id, s.Name); err == nil && !ok {
-				err = fmt.Errorf("lease %s: %w", runtime.ContainerName(id), runtime.ErrNameTaken)
+			if ok, err = e.takeStaleLease(ctx, s.Name, id, s.Name); err == nil && !ok {
+				err = fmt.Errorf("lease %s: %w", s.Name, runtime.ErrNameTaken)
 			}
 		}
 		if err != nil {

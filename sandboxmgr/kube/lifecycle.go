@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // A pod's life on Kubernetes: Start waits for the kubelet to run it; a
@@ -122,27 +123,27 @@ func (e *Runtime) deletePod(ctx context.Context, pod *corev1.Pod) error {
 	if id == "" {
 		return nil
 	}
-	return e.deleteLease(ctx, id, pod.Name)
+	return e.deleteLease(ctx, logicalName(pod), pod.Name)
 }
 
-// deleteLease deletes id's lease if it still names holder. The delete is
+// deleteLease deletes lease (a sandbox's) if it still names holder. The delete is
 // guarded by the lease's resourceVersion, so a lease another pod took
 // meanwhile stays; an activity write that changed it in between (a
 // replica's renewTime patch) makes the delete answer 409, and it is tried
 // again with the new version rather than dropped (#26: leases outlived
 // their pods).
-func (e *Runtime) deleteLease(ctx context.Context, id, holder string) error {
+func (e *Runtime) deleteLease(ctx context.Context, lease, holder string) error {
 	for range 5 {
-		cur, rv, err := e.leaseHolder(ctx, id)
+		cur, rv, err := e.leaseHolder(ctx, lease)
 		if err != nil || cur != holder {
 			return nil // gone already, or another pod's now
 		}
-		err = e.cs.CoordinationV1().Leases(e.ns).Delete(ctx, runtime.ContainerName(id), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		err = e.cs.CoordinationV1().Leases(e.ns).Delete(ctx, lease, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
 			return nil
 		case !apierrors.IsConflict(err):
-			return kclassify("delete lease "+runtime.ContainerName(id), err, nil)
+			return kclassify("delete lease "+lease, err, nil)
 		}
 	}
 	return nil // still changing: the sweep deletes it once its pod is gone (sweep.go)

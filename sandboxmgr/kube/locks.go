@@ -2,27 +2,31 @@ package kube
 
 import (
 	"context"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"maps"
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // LabelLock marks a Lease that is a replicas' lock (runtime.Locks), not a
 // sandbox's: the sweep leaves it alone.
 const LabelLock = "previewgate.lock"
 
-// Hold takes or renews the Lease previewgate.lock.<key> for holder (#26:
-// one replica fills the warm pool for the whole deployment). Every write
-// is guarded by the Lease's resourceVersion, so two replicas never both
+// Hold takes or renews the Lease previewgate.lock.<scope stamp>.<key> for
+// holder (#26: one replica fills the warm pool for the whole deployment;
+// each gateway scope in the namespace has its own lock, so one scope's
+// replicas never keep another's from filling its pool). Every write is
+// guarded by the Lease's resourceVersion, so two replicas never both
 // think they hold it.
 func (e *Runtime) Hold(ctx context.Context, key, holder string, ttl time.Duration) (bool, error) {
-	// A dot: no sandbox's Lease (previewgate-<id>, ids have none) can
-	// have this name; "previewgate-lock-pool" was sandbox lock-pool's.
-	name := "previewgate.lock." + key
+	// Dots: no sandbox's Lease (runtime.Name, LegacyName: ids have none)
+	// can have this name; "previewgate-lock-pool" was sandbox
+	// lock-pool's.
+	name := "previewgate.lock." + runtime.Stamp(e.base) + "." + key
 	leases := e.cs.CoordinationV1().Leases(e.ns)
 	now := metav1.NowMicro()
 	l, err := leases.Get(ctx, name, metav1.GetOptions{})

@@ -3,10 +3,11 @@ package kube
 import (
 	"context"
 	"fmt"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"io"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Logs writes the app container's output of pod id to w: the last tail

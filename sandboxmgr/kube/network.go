@@ -136,7 +136,7 @@ func (e *Runtime) Isolate(ctx context.Context, name string, lbls map[string]stri
 // the shared activity, workspaces as PersistentVolumeClaims, and pod logs
 // through the API server (which asks the node's kubelet).
 func (e *Runtime) Capabilities() runtime.Capabilities {
-	return runtime.Capabilities{Activity: e, Logs: e, Workspaces: true, Locks: e, SharedPool: true, Records: e}
+	return runtime.Capabilities{Activity: e, Logs: e, Workspaces: true, Locks: e, SharedPool: true}
 }
 
 // Close releases nothing: client-go's clients hold no resources to close.

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // The warm pool on Kubernetes: a claim takes the sandbox's Lease first
@@ -21,23 +20,23 @@ import (
 
 // Claim binds pool pod container to the sandbox named name.
 func (e *Runtime) Claim(ctx context.Context, container, name string) error {
-	id, ok := strings.CutPrefix(name, "previewgate-")
+	id, ok := runtime.SandboxOf(name)
 	if !ok || !config.ValidID(id) {
 		return fmt.Errorf("claim %s: not a sandbox name", name)
 	}
 	podName, _ := splitKubeID(container)
-	err := e.createLease(ctx, id, podName)
+	err := e.createLease(ctx, name, id, podName)
 	if errors.Is(err, runtime.ErrNameTaken) {
 		var ok bool
-		if ok, err = e.takeStaleLease(ctx, id, podName); err == nil && !ok {
+		if ok, err = e.takeStaleLease(ctx, name, id, podName); err == nil && !ok {
 			err = fmt.Errorf("lease %s: %w", name, runtime.ErrNameTaken)
 		}
 	}
 	if err != nil {
 		return err
 	}
-	if err := e.bindPool(ctx, container, id); err != nil {
-		if lerr := e.deleteLease(context.WithoutCancel(ctx), id, podName); lerr != nil {
+	if err := e.bindPool(ctx, container, id, name); err != nil {
+		if lerr := e.deleteLease(context.WithoutCancel(ctx), name, podName); lerr != nil {
 			err = errors.Join(err, lerr)
 		}
 		return err
@@ -45,9 +44,9 @@ func (e *Runtime) Claim(ctx context.Context, container, name string) error {
 	return nil
 }
 
-// bindPool labels pool pod container as sandbox id's; ErrNoContainer if
-// it is gone or another replica claimed it first.
-func (e *Runtime) bindPool(ctx context.Context, container, id string) error {
+// bindPool labels pool pod container as sandbox id's (named name);
+// ErrNotFound if it is gone or another replica claimed it first.
+func (e *Runtime) bindPool(ctx context.Context, container, id, name string) error {
 	for attempt := 0; ; attempt++ {
 		p, err := e.podByID(ctx, container)
 		if err != nil {
@@ -63,6 +62,10 @@ func (e *Runtime) bindPool(ctx context.Context, container, id string) error {
 		}
 		p.Labels[LabelClaimed] = id
 		p.Labels[runtime.LabelSandbox] = id
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[annName] = name
 		// Update carries the resourceVersion read above: of two replicas
 		// claiming this pod, one gets a conflict.
 		_, err = e.cs.CoreV1().Pods(e.ns).Update(ctx, p, metav1.UpdateOptions{})

@@ -10,10 +10,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// Records on Kubernetes (runtime.Records): one ConfigMap per sandbox,
+// Records on Kubernetes (records.Store): one ConfigMap per sandbox,
 // previewgate-rec-<id> in the sandbox namespace, labelled with the
 // gateway's scope and the sandbox id, its bytes under the key "record".
 // Not an annotation on the sandbox's Lease: the Lease goes with the pod,
@@ -23,42 +24,42 @@ import (
 const recordKey = "record"
 
 // ListRecords returns every record carrying labels.
-func (e *Runtime) ListRecords(ctx context.Context, labels map[string]string) (map[string]runtime.Record, error) {
+func (e *Runtime) ListRecords(ctx context.Context, labels map[string]string) (map[string]records.Record, error) {
 	sel := maps.Clone(labels)
 	if sel == nil {
 		sel = map[string]string{}
 	}
 	list, err := e.cs.CoreV1().ConfigMaps(e.ns).List(ctx, metav1.ListOptions{
-		LabelSelector: k8slabels.SelectorFromSet(sel).String() + "," + runtime.LabelRecord})
+		LabelSelector: k8slabels.SelectorFromSet(sel).String() + "," + records.LabelRecord})
 	if apierrors.IsForbidden(err) {
 		return nil, fmt.Errorf("list records (per-sandbox settings): the gateway's Role lacks configmaps (deploy/kubernetes/rbac.yaml): %w", err)
 	}
 	if err != nil {
 		return nil, kclassify("list records", err, nil)
 	}
-	out := make(map[string]runtime.Record, len(list.Items))
+	out := make(map[string]records.Record, len(list.Items))
 	for _, cm := range list.Items {
-		id := cm.Labels[runtime.LabelRecord]
-		if id == "" || cm.Name != runtime.RecordName(id) {
+		id := cm.Labels[records.LabelRecord]
+		if id == "" || cm.Name != records.Name(id) {
 			continue
 		}
-		out[id] = runtime.Record{Data: []byte(cm.Data[recordKey]), Version: cm.ResourceVersion}
+		out[id] = records.Record{Data: []byte(cm.Data[recordKey]), Version: cm.ResourceVersion}
 	}
 	return out, nil
 }
 
 // PutRecord creates id's ConfigMap (prev "") or updates it at version prev.
 func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, labels map[string]string) (string, error) {
-	if len(data) > runtime.MaxRecord {
-		return "", fmt.Errorf("record %s: %w", id, runtime.ErrRecordSize)
+	if len(data) > records.MaxRecord {
+		return "", fmt.Errorf("record %s: %w", id, records.ErrRecordSize)
 	}
 	l := maps.Clone(labels)
 	if l == nil {
 		l = map[string]string{}
 	}
-	l[runtime.LabelRecord] = id
+	l[records.LabelRecord] = id
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: runtime.RecordName(id), Labels: l, ResourceVersion: prev},
+		ObjectMeta: metav1.ObjectMeta{Name: records.Name(id), Labels: l, ResourceVersion: prev},
 		Data:       map[string]string{recordKey: string(data)},
 	}
 	cms := e.cs.CoreV1().ConfigMaps(e.ns)
@@ -75,11 +76,11 @@ func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, l
 		// (its sandbox's pod removed by hand), which no retry gets past.
 		if other, gerr := cms.Get(ctx, cm.Name, metav1.GetOptions{}); gerr == nil && !hasLabels(other.Labels, labels) {
 			return "", fmt.Errorf("record %s: ConfigMap %s (scope %q): %w; remove it if that gateway no longer needs sandbox %s",
-				id, cm.Name, other.Labels[runtime.LabelInstance], runtime.ErrForeignRecord, id)
+				id, cm.Name, other.Labels[runtime.LabelInstance], records.ErrForeignRecord, id)
 		}
-		return "", fmt.Errorf("record %s: %w", id, runtime.ErrConflict)
+		return "", fmt.Errorf("record %s: %w", id, records.ErrConflict)
 	case apierrors.IsConflict(err), prev != "" && apierrors.IsNotFound(err):
-		return "", fmt.Errorf("record %s: %w", id, runtime.ErrConflict)
+		return "", fmt.Errorf("record %s: %w", id, records.ErrConflict)
 	case err != nil:
 		return "", kclassify("write record "+cm.Name, err, nil)
 	}
@@ -90,7 +91,7 @@ func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, l
 // at version prev (any version if prev is "").
 func (e *Runtime) DeleteRecord(ctx context.Context, id, prev string, labels map[string]string) error {
 	cms := e.cs.CoreV1().ConfigMaps(e.ns)
-	name := runtime.RecordName(id)
+	name := records.Name(id)
 	cm, err := cms.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -110,7 +111,7 @@ func (e *Runtime) DeleteRecord(ctx context.Context, id, prev string, labels map[
 	case apierrors.IsNotFound(err):
 		return nil
 	case apierrors.IsConflict(err):
-		return fmt.Errorf("record %s: %w", id, runtime.ErrConflict)
+		return fmt.Errorf("record %s: %w", id, records.ErrConflict)
 	}
 	return kclassify("delete record "+name, err, nil)
 }
@@ -125,4 +126,4 @@ func hasLabels(got, want map[string]string) bool {
 	return true
 }
 
-var _ runtime.Records = (*Runtime)(nil)
+var _ records.Store = (*Runtime)(nil)

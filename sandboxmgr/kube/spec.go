@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"errors"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"maps"
 	"strings"
 	"time"
@@ -14,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // The Kubernetes runtime's pod spec and the per-sandbox Lease that locks a
@@ -114,10 +115,12 @@ func resourceMilli(n int64) *resource.Quantity {
 
 func intOrString(port int) intstr.IntOrString { return intstr.FromInt32(int32(port)) }
 
-func (e *Runtime) createLease(ctx context.Context, id, holder string) error {
+// createLease creates sandbox id's lease (named like its pod) naming
+// holder; ErrNameTaken if it exists.
+func (e *Runtime) createLease(ctx context.Context, lease, id, holder string) error {
 	now := metav1.NowMicro()
 	l := &coordv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: runtime.ContainerName(id), Namespace: e.ns, Labels: e.leaseLabels(id)},
+		ObjectMeta: metav1.ObjectMeta{Name: lease, Namespace: e.ns, Labels: e.leaseLabels(id)},
 		Spec:       coordv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &now, RenewTime: &now},
 	}
 	_, err := e.cs.CoordinationV1().Leases(e.ns).Create(ctx, l, metav1.CreateOptions{})
@@ -134,15 +137,15 @@ func (e *Runtime) leaseLabels(id string) map[string]string {
 	return l
 }
 
-// leaseHolder returns the pod named by id's lease ("" if there is no lease)
+// leaseHolder returns the pod named by lease ("" if there is no lease)
 // and the lease's resourceVersion.
-func (e *Runtime) leaseHolder(ctx context.Context, id string) (holder, rv string, err error) {
-	l, err := e.cs.CoordinationV1().Leases(e.ns).Get(ctx, runtime.ContainerName(id), metav1.GetOptions{})
+func (e *Runtime) leaseHolder(ctx context.Context, lease string) (holder, rv string, err error) {
+	l, err := e.cs.CoordinationV1().Leases(e.ns).Get(ctx, lease, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return "", "", nil
 	}
 	if err != nil {
-		return "", "", kclassify("get lease "+runtime.ContainerName(id), err, nil)
+		return "", "", kclassify("get lease "+lease, err, nil)
 	}
 	if l.Spec.HolderIdentity != nil {
 		holder = *l.Spec.HolderIdentity
@@ -150,20 +153,21 @@ func (e *Runtime) leaseHolder(ctx context.Context, id string) (holder, rv string
 	return holder, l.ResourceVersion, nil
 }
 
-// takeStaleLease makes id's existing lease name holder if the pod it names
-// is not serving id: true if the lease names holder now. A pod is bound
-// (claimed, or created under its own name) before or right after its lease
-// is written, so a lease naming a missing or unbound pool pod was left by
-// a gateway that died mid-claim or mid-delete. A lease naming a pod
-// previewgate-<id> that does not exist yet may be a create in flight: a
-// claimer leaves it for leaseCreateGrace.
-func (e *Runtime) takeStaleLease(ctx context.Context, id, holder string) (bool, error) {
-	l, err := e.cs.CoordinationV1().Leases(e.ns).Get(ctx, runtime.ContainerName(id), metav1.GetOptions{})
+// takeStaleLease makes sandbox id's existing lease (named lease, like the
+// sandbox's pod) name holder if the pod it names is not serving id: true
+// if the lease names holder now. A pod is bound (claimed, or created under
+// its own name) before or right after its lease is written, so a lease
+// naming a missing or unbound pool pod was left by a gateway that died
+// mid-claim or mid-delete. A lease naming the sandbox's own pod that does
+// not exist yet may be a create in flight: a claimer leaves it for
+// leaseCreateGrace.
+func (e *Runtime) takeStaleLease(ctx context.Context, lease, id, holder string) (bool, error) {
+	l, err := e.cs.CoordinationV1().Leases(e.ns).Get(ctx, lease, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false, nil // deleted meanwhile: the caller's retry creates it
 	}
 	if err != nil {
-		return false, kclassify("get lease "+runtime.ContainerName(id), err, nil)
+		return false, kclassify("get lease "+lease, err, nil)
 	}
 	cur := ""
 	if l.Spec.HolderIdentity != nil {
@@ -172,7 +176,7 @@ func (e *Runtime) takeStaleLease(ctx context.Context, id, holder string) (bool, 
 	if cur == holder {
 		return true, nil
 	}
-	if cur == runtime.ContainerName(id) {
+	if cur == lease {
 		// Only a pool claimer gets here (creators share that holder name).
 		// A create in flight writes its lease a moment before its pod: a
 		// young lease without its pod is that, not a dead creator, and
@@ -201,7 +205,7 @@ func (e *Runtime) takeStaleLease(ctx context.Context, id, holder string) (bool, 
 	return err == nil, kclassify("take lease "+l.Name, err, nil)
 }
 
-// leaseCreateGrace is how long a lease may name a pod previewgate-<id>
+// leaseCreateGrace is how long a lease may name its sandbox's own pod
 // that does not exist before a pool claimer takes it over: the two API
 // calls of a create take milliseconds; longer means the creator died.
 const leaseCreateGrace = 30 * time.Second

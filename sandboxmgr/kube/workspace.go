@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"maps"
 	"strings"
 	"time"
@@ -14,10 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Workspaces on Kubernetes (#15). A sandbox whose template has a workspace
-// gets a PersistentVolumeClaim named like its pod, previewgate-<id>, with
+// gets a PersistentVolumeClaim named like its pod (runtime.Name), with
 // the pod's labels (so the manager's scope and the tests' cleanup cover
 // it), mounted at the template's path in every pod of the sandbox:
 //

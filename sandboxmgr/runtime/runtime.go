@@ -1,13 +1,13 @@
-// Package runtime holds the words the sandbox manager and its runtimes
-// share: an Instance (one container or pod of a sandbox, as the runtime
-// reports it), a Spec to create one, the Events a runtime watches, the
-// labels every instance carries, the errors a runtime returns, and the
-// Capabilities a runtime declares. The manager (package sandboxmgr) owns
-// the interface a runtime implements and never asks a runtime for a
-// capability by type assertion; a runtime (sandboxmgr/docker,
-// sandboxmgr/kube) imports this package and neither the manager nor
-// another runtime. Instance IDs are opaque here: each runtime packs what
-// it needs into them (a Docker container ID, "<pod>/<uid>").
+// Package runtime is the seam between the sandbox manager and a runtime:
+// the Runtime interface, in the manager's words, and the words it speaks:
+// an Instance (one container or pod of a sandbox, as the runtime reports
+// it), a Spec to create one, the Events a runtime watches, the labels
+// every instance carries, the errors a runtime returns, and the
+// Capabilities a runtime declares beyond Runtime. A runtime
+// (sandboxmgr/docker, sandboxmgr/kube) imports this package and neither
+// the manager nor another runtime; the serve wiring makes one and hands
+// it to sandboxmgr.New. Instance IDs are opaque here: each runtime packs
+// what it needs into them (a Docker container ID, "<pod>/<uid>").
 package runtime
 
 import (
@@ -21,12 +21,48 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/previewgate/previewgate/config"
 )
 
-// Errors a runtime returns, wrapped with context. The manager re-exports
-// them under its own names (sandboxmgr.ErrNoContainer, ...).
+// Runtime is what the manager asks of a runtime: look an instance up,
+// list them, create, start, resume, put to sleep, claim from the pool,
+// remove, isolate the sandboxes' network, watch. What a runtime can do
+// beyond it is declared in Capabilities, never found by type assertion.
+// Every method honors ctx; connection failures wrap ErrUnavailable. Calls
+// that act on an instance take the ID of one the manager created or
+// looked up and found owned (sandboxmgr's scope.go).
+type Runtime interface {
+	Ping(ctx context.Context) error
+	// Lookup returns the instance named name (or with that ID);
+	// ErrNotFound if missing. A sandbox of which only its kept workspace
+	// is left comes back Kept, as does List's entry for it.
+	Lookup(ctx context.Context, name string) (Instance, error)
+	// List returns every instance (any state) carrying all of labels.
+	List(ctx context.Context, labels map[string]string) ([]Instance, error)
+	// Create creates (does not start) an instance and returns its ID;
+	// ErrNameTaken if the name is in use, ErrNoImage if the image is
+	// missing (runtimes with Capabilities.Images), ErrNoNetwork if the
+	// network Isolate made is gone.
+	Create(ctx context.Context, spec Spec) (id string, err error)
+	Start(ctx context.Context, id string) error  // ErrNotFound if missing
+	Resume(ctx context.Context, id string) error // undoes a SleepPause; ErrNotFound if missing
+	Sleep(ctx context.Context, id string, mode SleepMode) error
+	// Claim binds pool instance id to name (a sandbox's); ErrNameTaken if
+	// name is in use, ErrNotFound if the instance is gone.
+	Claim(ctx context.Context, id, name string) error
+	Remove(ctx context.Context, id string) error // force; ErrNotFound if missing
+	// Isolate makes the sandboxes' network (name) exist: no traffic
+	// between sandboxes, only the gateway in.
+	Isolate(ctx context.Context, network string, labels map[string]string) error
+	// Watch follows changes of instances carrying labels, calling fn for
+	// each in order, from since (zero: from now). It blocks until the
+	// stream breaks (the error says why) or ctx ends.
+	Watch(ctx context.Context, since time.Time, labels map[string]string, fn func(Event)) error
+	Capabilities() Capabilities
+	Close() error
+}
+
+// Errors a runtime returns, wrapped with context; the manager passes
+// them on as they are.
 var (
 	// ErrUnavailable: the runtime (Docker Engine, API server) cannot be
 	// reached. Connection failures wrap it.
@@ -77,10 +113,10 @@ const (
 	LabelMetaPrefix = "previewgate.meta."
 )
 
-// ScopeStamp is the LabelScope value of a gateway with labels l: a digest
-// of them, so it is a valid label value (and name part) on every runtime
-// whatever they hold, and equal exactly for equal scopes.
-func ScopeStamp(l map[string]string) string {
+// Stamp is the LabelScope value of a gateway with labels l: a digest of
+// them, so it is a valid label value on every runtime whatever they hold,
+// and equal exactly for equal scopes.
+func Stamp(l map[string]string) string {
 	h := sha256.New()
 	for _, k := range slices.Sorted(maps.Keys(l)) {
 		if k == LabelManaged || k == LabelScope {
@@ -91,18 +127,64 @@ func ScopeStamp(l map[string]string) string {
 	return "s" + hex.EncodeToString(h.Sum(nil))[:15]
 }
 
-// ContainerName is the name of sandbox id's instance. The name is unique
-// in a runtime, which makes it the lock between racing creators.
-func ContainerName(id string) string { return "previewgate-" + id }
-
-// SandboxOf returns the sandbox id an instance name previewgate-<id>
-// stands for.
-func SandboxOf(name string) (string, bool) {
-	id, ok := strings.CutPrefix(strings.TrimPrefix(name, "/"), "previewgate-")
-	if !ok || !config.ValidID(id) {
-		return "", false
+// Scoped returns the labels of everything a gateway with labels l makes
+// (instances, records): l, LabelManaged and l's Stamp.
+func Scoped(l map[string]string) map[string]string {
+	out := maps.Clone(l)
+	if out == nil {
+		out = make(map[string]string, 2)
 	}
-	return id, true
+	out[LabelManaged] = "true"
+	out[LabelScope] = Stamp(l)
+	return out
+}
+
+// Shared returns the labels of what every gateway on a runtime uses alike
+// (the sandboxes' network or NetworkPolicy, built images), for a gateway
+// with labels l: l and LabelManaged without LabelInstance, so that
+// removing one gateway's sandboxes by its instance label leaves what
+// another scope's gateway uses.
+func Shared(l map[string]string) map[string]string {
+	out := maps.Clone(l)
+	if out == nil {
+		out = make(map[string]string, 1)
+	}
+	out[LabelManaged] = "true"
+	delete(out, LabelInstance)
+	return out
+}
+
+// Name is the name of sandbox id's instance in the scope stamped stamp
+// (Stamp): "pg-<stamp>-<id>". The name is unique in a runtime, which makes
+// it the lock between racing creators of one scope; a stamp has one
+// length, so no two (stamp, id) pairs give one name, and none gives an
+// earlier version's name (LegacyName, which no scope's new instances
+// take) or a pool instance's: two gateway scopes' sandboxes of one id are
+// two instances. At most 75 bytes for the longest id (55): a Docker name,
+// a Kubernetes pod, claim and Lease name (a pod's hostname is the first
+// 63); no label value holds it.
+func Name(stamp, id string) string { return namePrefix + stamp + "-" + id }
+
+// LegacyName is the name versions before scoped names gave sandbox id's
+// instance, in every scope: "previewgate-<id>". Such an instance is still
+// its sandbox's: the manager finds it there and adopts it as it is.
+func LegacyName(id string) string { return legacyPrefix + id }
+
+const (
+	namePrefix   = "pg-"
+	legacyPrefix = "previewgate-"
+	stampLen     = 16 // len(Stamp(...))
+)
+
+// SandboxOf returns the sandbox id an instance name stands for, in either
+// form (Name, LegacyName); unchecked: the caller checks it is an id, and
+// the instance's labels say whose it is.
+func SandboxOf(name string) (string, bool) {
+	name = strings.TrimPrefix(name, "/")
+	if rest, ok := strings.CutPrefix(name, namePrefix); ok && len(rest) > stampLen+1 && rest[0] == 's' && rest[stampLen] == '-' {
+		return rest[stampLen+1:], true
+	}
+	return strings.CutPrefix(name, legacyPrefix)
 }
 
 // Instance states, in Docker's words (a Kubernetes runtime maps pod
@@ -239,10 +321,6 @@ type Capabilities struct {
 	// take a claimed container over; its one gateway per scope claims
 	// alone.)
 	SharedPool bool
-	// Records keep per-sandbox settings and share links where every
-	// replica sees them; nil: the runtime has no such store (Docker: its
-	// gateway keeps them in its data dir, sandboxmgr.Config.Records).
-	Records Records
 }
 
 // Locks are leases the replicas of one deployment share.
@@ -278,8 +356,9 @@ type Activity interface {
 	// RecordEvery is how often a replica publishes its own view with
 	// RecordActivity; 0: never.
 	RecordEvery() time.Duration
-	// RecordActivity publishes this replica's latest activity of id.
-	RecordActivity(ctx context.Context, id string, at time.Time) error
+	// RecordActivity publishes this replica's latest activity of the
+	// sandbox whose instance is named name.
+	RecordActivity(ctx context.Context, name string, at time.Time) error
 }
 
 // Sleep waits d or until ctx ends (its error then).

@@ -17,9 +17,7 @@ import (
 // cut the events stream, which is what a client sees when its stream to
 // dockerd breaks while the rest of the API still answers, or stall it: the
 // stream stays open and says nothing (a hung engine, a silent partition),
-// which a client cannot tell from a quiet one. It can also refuse a part
-// of the API (RefuseVolumes): the runtime's records failing while the
-// rest answers.
+// which a client cannot tell from a quiet one.
 type EventsProxy struct {
 	// Host is the proxy's address as a Docker host ("unix:///…").
 	Host string

@@ -8,12 +8,12 @@ import (
 	"testing"
 
 	"github.com/previewgate/previewgate/internal/boltstore"
-	"github.com/previewgate/previewgate/sandboxmgr/runtime"
+	"github.com/previewgate/previewgate/records"
 )
 
 // Records opens a records store in a directory of t's own, closed when t
 // ends: what the serve wiring gives a Docker gateway's manager
-// (sandboxmgr.Config.Records), since the engine keeps no records.
+// (records.New over it), since the engine keeps no records.
 func Records(t testing.TB) *boltstore.Store {
 	t.Helper()
 	s, err := boltstore.Open(context.Background(), t.TempDir(), slog.New(slog.DiscardHandler))
@@ -24,11 +24,11 @@ func Records(t testing.TB) *boltstore.Store {
 	return s
 }
 
-// FailingRecords passes every call on to its Records until Fail(true),
+// FailingRecords passes every call on to its Store until Fail(true),
 // then fails every call until Fail(false): a records store whose disk
 // broke, for tests of what still works while records fail.
 type FailingRecords struct {
-	runtime.Records
+	records.Store
 	down atomic.Bool
 }
 
@@ -37,23 +37,23 @@ func (f *FailingRecords) Fail(on bool) { f.down.Store(on) }
 
 var errRecordsDown = errors.New("records refused by the test")
 
-func (f *FailingRecords) ListRecords(ctx context.Context, labels map[string]string) (map[string]runtime.Record, error) {
+func (f *FailingRecords) ListRecords(ctx context.Context, labels map[string]string) (map[string]records.Record, error) {
 	if f.down.Load() {
 		return nil, errRecordsDown
 	}
-	return f.Records.ListRecords(ctx, labels)
+	return f.Store.ListRecords(ctx, labels)
 }
 
 func (f *FailingRecords) PutRecord(ctx context.Context, id, prev string, data []byte, labels map[string]string) (string, error) {
 	if f.down.Load() {
 		return "", errRecordsDown
 	}
-	return f.Records.PutRecord(ctx, id, prev, data, labels)
+	return f.Store.PutRecord(ctx, id, prev, data, labels)
 }
 
 func (f *FailingRecords) DeleteRecord(ctx context.Context, id, prev string, labels map[string]string) error {
 	if f.down.Load() {
 		return errRecordsDown
 	}
-	return f.Records.DeleteRecord(ctx, id, prev, labels)
+	return f.Store.DeleteRecord(ctx, id, prev, labels)
 }

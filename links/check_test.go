@@ -10,22 +10,21 @@ import (
 
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
-	"github.com/previewgate/previewgate/sandboxmgr"
 )
 
-// records is a Records whose copy is fresh or not; refresh, if set, is
-// what a reload finds. It counts reloads.
-type records struct {
-	kept     sandboxmgr.Settings
+// fakeRecords is a Records whose copy is fresh or not; refresh, if set,
+// is what a reload finds. It counts reloads.
+type fakeRecords struct {
+	kept     []Link
 	fresh    bool
-	refresh  *sandboxmgr.Settings
+	refresh  *[]Link
 	reloads  int
 	reloaded bool // a reload makes the copy fresh
 }
 
-func (f *records) FreshSettings(string) (sandboxmgr.Settings, bool) { return f.kept, f.fresh }
+func (f *fakeRecords) Links(string) ([]Link, bool) { return f.kept, f.fresh }
 
-func (f *records) RefreshSettings(context.Context, string) (sandboxmgr.Settings, bool) {
+func (f *fakeRecords) RefreshLinks(context.Context, string) ([]Link, bool) {
 	f.reloads++
 	if f.refresh != nil {
 		f.kept = *f.refresh
@@ -46,13 +45,13 @@ func verifier(t *testing.T) *auth.Verifier {
 }
 
 // mint returns a link token expiring at exp and its record.
-func mint(t *testing.T, exp time.Time, port int, path string) (string, sandboxmgr.Link) {
+func mint(t *testing.T, exp time.Time, port int, path string) (string, Link) {
 	t.Helper()
-	id, tok, digest, err := auth.NewLink(exp)
+	id, tok, digest, err := newToken(exp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tok, sandboxmgr.Link{ID: id, Digest: digest, Port: port, Path: path, Expires: exp}
+	return tok, Link{ID: id, Digest: digest, Port: port, Path: path, Expires: exp}
 }
 
 func get(path string) *http.Request {
@@ -71,31 +70,31 @@ func TestCheck(t *testing.T) {
 	revoked := l
 	revoked.Revoked = now
 	forged := l
-	forged.Digest = auth.LinkDigest(other)
+	forged.Digest = Digest(other)
 	for _, c := range []struct {
 		name string
-		recs []sandboxmgr.Link
+		recs []Link
 		tok  string
 		r    *http.Request
 		tg   Target
 		want error
 	}{
-		{"grants under its path", []sandboxmgr.Link{l}, tok, get("/docs/a"), target, nil},
-		{"garbage", []sandboxmgr.Link{l}, "not-a-link", get("/docs"), target, ErrInvalid},
-		{"unknown", []sandboxmgr.Link{l}, other, get("/docs"), target, ErrInvalid},
-		{"digest mismatch", []sandboxmgr.Link{forged}, tok, get("/docs"), target, ErrInvalid},
-		{"revoked", []sandboxmgr.Link{revoked}, tok, get("/docs"), target, ErrRevoked},
-		{"expired record", []sandboxmgr.Link{lPast}, past, get("/"), target, ErrExpired},
+		{"grants under its path", []Link{l}, tok, get("/docs/a"), target, nil},
+		{"garbage", []Link{l}, "not-a-link", get("/docs"), target, ErrInvalid},
+		{"unknown", []Link{l}, other, get("/docs"), target, ErrInvalid},
+		{"digest mismatch", []Link{forged}, tok, get("/docs"), target, ErrInvalid},
+		{"revoked", []Link{revoked}, tok, get("/docs"), target, ErrRevoked},
+		{"expired record", []Link{lPast}, past, get("/"), target, ErrExpired},
 		{"expired, pruned", nil, past, get("/"), target, ErrExpired},
-		{"other path", []sandboxmgr.Link{l}, tok, get("/docsx"), target, ErrScope},
-		{"dot segment out", []sandboxmgr.Link{l}, tok, get("/docs/%2e%2e/admin"), target, ErrScope},
-		{"other port", []sandboxmgr.Link{l}, tok, get("/docs"), Target{Sandbox: "a", Port: 8000}, ErrScope},
-		{"status stream", []sandboxmgr.Link{l}, tok, get("/_previewgate/status"), Target{Sandbox: "a", Port: 3000, AnyPath: true}, nil},
-		{"no sandbox", []sandboxmgr.Link{l}, tok, get("/docs"), Target{Port: 3000}, ErrInvalid},
+		{"other path", []Link{l}, tok, get("/docsx"), target, ErrScope},
+		{"dot segment out", []Link{l}, tok, get("/docs/%2e%2e/admin"), target, ErrScope},
+		{"other port", []Link{l}, tok, get("/docs"), Target{Sandbox: "a", Port: 8000}, ErrScope},
+		{"status stream", []Link{l}, tok, get("/_previewgate/status"), Target{Sandbox: "a", Port: 3000, AnyPath: true}, nil},
+		{"no sandbox", []Link{l}, tok, get("/docs"), Target{Port: 3000}, ErrInvalid},
 		{"no sandbox, expired token", nil, past, get("/"), Target{Port: 3000}, ErrExpired},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			recs := &records{kept: sandboxmgr.Settings{Links: c.recs}, fresh: true}
+			recs := &fakeRecords{kept: c.recs, fresh: true}
 			exp, err := Check(c.r, v, recs, c.tg, c.tok)
 			if !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
 				t.Fatalf("err %v, want %v", err, c.want)
@@ -116,17 +115,17 @@ func TestCheck(t *testing.T) {
 func TestCheckReloads(t *testing.T) {
 	v := verifier(t)
 	tok, l := mint(t, time.Now().Add(time.Hour), 3000, "/")
-	minted := sandboxmgr.Settings{Links: []sandboxmgr.Link{l}}
+	minted := []Link{l}
 
-	recs := &records{fresh: true, refresh: &minted}
+	recs := &fakeRecords{fresh: true, refresh: &minted}
 	if _, err := Check(get("/"), v, recs, target, tok); err != nil || recs.reloads != 1 {
 		t.Errorf("minted elsewhere: err %v after %d reloads, want a grant after 1", err, recs.reloads)
 	}
-	recs = &records{kept: minted}
+	recs = &fakeRecords{kept: minted}
 	if _, err := Check(get("/"), v, recs, target, tok); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("stale copy: err %v, want ErrUnavailable", err)
 	}
-	recs = &records{kept: minted, reloaded: true}
+	recs = &fakeRecords{kept: minted, reloaded: true}
 	if _, err := Check(get("/"), v, recs, target, tok); err != nil || recs.reloads != 1 {
 		t.Errorf("stale copy reloaded: err %v after %d reloads, want a grant after 1", err, recs.reloads)
 	}
@@ -137,7 +136,7 @@ func TestCheckReloads(t *testing.T) {
 func TestCheckUpgradeOrigin(t *testing.T) {
 	v := verifier(t)
 	tok, l := mint(t, time.Now().Add(time.Hour), 3000, "/")
-	recs := &records{kept: sandboxmgr.Settings{Links: []sandboxmgr.Link{l}}, fresh: true}
+	recs := &fakeRecords{kept: []Link{l}, fresh: true}
 	up := Target{Sandbox: "a", Port: 3000, Upgrade: true}
 	for origin, want := range map[string]error{
 		"http://sandbox-a.example.com": nil,
@@ -163,7 +162,7 @@ func TestGrantCookies(t *testing.T) {
 	tossed, _ := mint(t, now.Add(time.Hour), 3000, "/")
 	gone, lGone := mint(t, now.Add(time.Hour), 3000, "/")
 	lGone.Revoked = now
-	recs := &records{kept: sandboxmgr.Settings{Links: []sandboxmgr.Link{l, lGone}}, fresh: true}
+	recs := &fakeRecords{kept: []Link{l, lGone}, fresh: true}
 	cookies := func(vals ...string) *http.Request {
 		r := get("/")
 		for _, c := range vals {
@@ -189,7 +188,7 @@ func TestCheckUpgradeProtocol(t *testing.T) {
 	v := verifier(t)
 	docs, lDocs := mint(t, time.Now().Add(time.Hour), 3000, "/docs")
 	root, lRoot := mint(t, time.Now().Add(time.Hour), 3000, "/")
-	recs := &records{kept: sandboxmgr.Settings{Links: []sandboxmgr.Link{lDocs, lRoot}}, fresh: true}
+	recs := &fakeRecords{kept: []Link{lDocs, lRoot}, fresh: true}
 	up := Target{Sandbox: "a", Port: 3000, Upgrade: true}
 	for _, tt := range []struct {
 		tok, upgrade string

@@ -1,4 +1,4 @@
-package auth
+package links
 
 import (
 	"net/http"
@@ -8,21 +8,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/config"
 )
 
 func TestLinkMintParseMatch(t *testing.T) {
 	t.Parallel()
 	exp := time.Now().Add(10 * time.Minute).Truncate(time.Second)
-	id, tok, digest, err := NewLink(exp)
+	id, tok, digest, err := newToken(exp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gotID, gotExp, ok := ParseLink(tok)
+	gotID, gotExp, ok := parse(tok)
 	if !ok || gotID != id || !gotExp.Equal(exp) {
-		t.Fatalf("ParseLink: got %q %v %v, want %q %v", gotID, gotExp, ok, id, exp)
+		t.Fatalf("parse: got %q %v %v, want %q %v", gotID, gotExp, ok, id, exp)
 	}
-	if !LinkMatches(tok, digest) {
+	if !matches(tok, digest) {
 		t.Error("the token does not match its own digest")
 	}
 	if strings.Contains(digest, tok[len(tok)-20:]) {
@@ -37,11 +38,11 @@ func TestLinkMintParseMatch(t *testing.T) {
 		"not hex id":      "lzzzzzzzzzzzz.tp4scv.abc",
 		"negative expiry": id + ".-1.abc",
 	} {
-		if LinkMatches(bad, digest) {
+		if matches(bad, digest) {
 			t.Errorf("%s: matches", name)
 		}
-		if _, _, ok := ParseLink(bad); ok && name != "another secret" && name != "another expiry" {
-			t.Errorf("%s: ParseLink accepted %q", name, bad)
+		if _, _, ok := parse(bad); ok && name != "another secret" && name != "another expiry" {
+			t.Errorf("%s: parse accepted %q", name, bad)
 		}
 	}
 }
@@ -89,22 +90,22 @@ func TestRequestWithin(t *testing.T) {
 // spelling) and the cookie (both names) while keeping the app's own.
 func TestLinkStripAndExchange(t *testing.T) {
 	t.Parallel()
-	v, err := NewVerifier(config.Auth{Audience: "previewgate", Keys: []config.Key{{KID: "k1", Alg: "HS256", Secret: "0123456789abcdef0123456789abcdef"}}}, true)
+	v, err := auth.NewVerifier(config.Auth{Audience: "previewgate", Keys: []config.Key{{KID: "k1", Alg: "HS256", Secret: "0123456789abcdef0123456789abcdef"}}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer v.Close()
 	r := httptest.NewRequest("GET", "https://sandbox-a.example/docs?a=1&previewgate_link=TOK&b=2", nil)
-	tok, fromQuery, ok := v.Link(r)
+	tok, fromQuery, ok := Find(r, v)
 	if !ok || !fromQuery || tok != "TOK" {
-		t.Fatalf("Link: got %q %v %v", tok, fromQuery, ok)
+		t.Fatalf("Find: got %q %v %v", tok, fromQuery, ok)
 	}
 	w := httptest.NewRecorder()
-	v.ExchangeLink(w, r, tok, time.Now().Add(time.Minute))
+	Exchange(w, r, v, tok, time.Now().Add(time.Minute))
 	c := w.Result().Cookies()
 	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/docs?a=1&b=2" || len(c) != 1 ||
 		c[0].Name != "__Host-previewgate_link" || c[0].Domain != "" || !c[0].HttpOnly || !c[0].Secure {
-		t.Fatalf("ExchangeLink: %d %q %v", w.Code, w.Header().Get("Location"), c)
+		t.Fatalf("Exchange: %d %q %v", w.Code, w.Header().Get("Location"), c)
 	}
 	out := httptest.NewRequest("GET", "https://sandbox-a.example/docs?previewgate%5Flink=TOK&x=1", nil)
 	out.Header.Set("Cookie", "app=1; __Host-previewgate_link=TOK; previewgate_link=TOK2")
@@ -115,27 +116,27 @@ func TestLinkStripAndExchange(t *testing.T) {
 	ws := httptest.NewRequest("GET", "https://sandbox-a.example/?previewgate_link=TOK", nil)
 	ws.Header.Set("Upgrade", "websocket")
 	ws.Header.Set("Connection", "Upgrade")
-	if _, _, ok := v.Link(ws); ok {
+	if _, _, ok := Find(ws, v); ok {
 		t.Error("a WebSocket upgrade's query link was taken (it cannot follow the exchange)")
 	}
 }
 
 // FuzzParseLink: link tokens come from any client; parsing never panics,
 // never accepts what it cannot read back, and bounds its work.
-func FuzzParseLink(f *testing.F) {
-	_, tok, _, _ := NewLink(time.Now().Add(time.Hour))
+func FuzzParse(f *testing.F) {
+	_, tok, _, _ := newToken(time.Now().Add(time.Hour))
 	for _, s := range []string{tok, "", ".", "..", "l000000000000.1.x", "l000000000000.zzzzzzzzzzzzzzzzzz.x", strings.Repeat(".", 200)} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		id, exp, ok := ParseLink(s)
+		id, exp, ok := parse(s)
 		if !ok {
 			return
 		}
-		if len(s) > maxLinkToken || !strings.HasPrefix(s, id+".") || exp.Unix() <= 0 {
+		if len(s) > maxToken || !strings.HasPrefix(s, id+".") || exp.Unix() <= 0 {
 			t.Fatalf("accepted %q as %q %v", s, id, exp)
 		}
-		_ = LinkMatches(s, LinkDigest(s))
+		_ = matches(s, Digest(s))
 		_ = PathWithin(s, id)
 	})
 }

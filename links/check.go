@@ -1,0 +1,143 @@
+package links
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/previewgate/previewgate/auth"
+)
+
+// Records is where the request path reads a sandbox's links (package
+// records implements it).
+type Records interface {
+	// Links are id's links as this replica holds them (no store call),
+	// and whether that copy is recent enough to grant access on.
+	Links(id string) ([]Link, bool)
+	// RefreshLinks reloads them, at most once a second per sandbox.
+	RefreshLinks(ctx context.Context, id string) ([]Link, bool)
+}
+
+// Why a link was refused (besides auth.ErrOrigin, for an upgrade from
+// another origin).
+var (
+	ErrInvalid     = errors.New("share link not valid")
+	ErrExpired     = errors.New("share link expired")
+	ErrRevoked     = errors.New("share link revoked")
+	ErrScope       = errors.New("share link for another port or path")
+	ErrUnavailable = errors.New("share link records not fresh")
+)
+
+// Target is what a request addresses, as a link check needs it.
+type Target struct {
+	// Sandbox is the existing sandbox the request is for; "" for anything
+	// else (a fixed upstream, a sandbox the manager does not know or whose
+	// template is gone), which no link opens.
+	Sandbox string
+	// Port is the port addressed: the host's, else the template's.
+	Port int
+	// AnyPath: the gateway's own status stream, under no app path; a link
+	// that may wake the sandbox may follow its wake.
+	AnyPath bool
+	// Upgrade: a protocol upgrade (WebSocket), whose Origin must be
+	// allowed.
+	Upgrade bool
+}
+
+// Check checks link token tok for request r to tg; it returns the link's
+// expiry, or why it does not open tg.
+func Check(r *http.Request, v *auth.Verifier, recs Records, tg Target, tok string) (time.Time, error) {
+	id, claimed, ok := parse(tok)
+	if !ok {
+		return time.Time{}, ErrInvalid
+	}
+	now := time.Now()
+	if tg.Sandbox == "" {
+		// Answered as an unknown link of an existing sandbox is (promise 2).
+		if !claimed.After(now) {
+			return time.Time{}, ErrExpired
+		}
+		return time.Time{}, ErrInvalid
+	}
+	ls, fresh := recs.Links(tg.Sandbox)
+	l, found := find(ls, id)
+	if (!found || !fresh) && claimed.After(now) {
+		ls, fresh = recs.RefreshLinks(r.Context(), tg.Sandbox)
+		l, found = find(ls, id)
+	}
+	switch {
+	case !fresh && claimed.After(now):
+		// Revoked on another replica, maybe: grant nothing on an old copy.
+		return time.Time{}, ErrUnavailable
+	case found && !matches(tok, l.Digest):
+		return time.Time{}, ErrInvalid
+	case found && !l.Revoked.IsZero():
+		return time.Time{}, ErrRevoked
+	case found && !l.Expires.After(now), !found && !claimed.After(now):
+		// An expired link is pruned from the record at its next change;
+		// its token still says when it ended.
+		return time.Time{}, ErrExpired
+	case !found:
+		return time.Time{}, ErrInvalid
+	}
+	if l.Port != tg.Port || !RequestWithin(r.URL, l.Path) && !tg.AnyPath {
+		return time.Time{}, ErrScope
+	}
+	if tg.Upgrade && l.Path != "/" && !onlyWebSocket(r) {
+		return time.Time{}, ErrScope // promise 5
+	}
+	if tg.Upgrade && !v.OriginAllowed(r) {
+		return time.Time{}, fmt.Errorf("%w: share link cookie", auth.ErrOrigin)
+	}
+	return l.Expires, nil
+}
+
+// Grant is Check for the link in r's query (fromQuery), else for each
+// link cookie r carries, the first that opens tg winning (a cookie tossed
+// by another sandbox's page: without TLS the cookie has no __Host-
+// prefix, so a page of another sandbox can set one of that name for the
+// whole domain, and it must not shadow the user's own); if none does, the
+// first refusal that is not ErrInvalid, else the first.
+func Grant(r *http.Request, v *auth.Verifier, recs Records, tg Target, tok string, fromQuery bool) (time.Time, error) {
+	exp, first := Check(r, v, recs, tg, tok)
+	if first == nil || fromQuery {
+		return exp, first
+	}
+	best := first
+	for _, c := range auth.Cookies(nil, r, v.LinkCookieName()) {
+		if c == tok {
+			continue
+		}
+		exp, err := Check(r, v, recs, tg, c)
+		if err == nil {
+			return exp, nil
+		}
+		if errors.Is(best, ErrInvalid) {
+			best = err
+		}
+	}
+	return time.Time{}, best
+}
+
+// onlyWebSocket reports whether r asks to switch to WebSocket and to no
+// other protocol (an HTTP/2 extended CONNECT for websocket included).
+func onlyWebSocket(r *http.Request) bool {
+	if r.Method == http.MethodConnect {
+		return strings.EqualFold(r.Header.Get(":protocol"), "websocket")
+	}
+	up := r.Header["Upgrade"]
+	return len(up) == 1 && strings.EqualFold(strings.TrimSpace(up[0]), "websocket")
+}
+
+// find returns the link of ls with id.
+func find(ls []Link, id string) (Link, bool) {
+	for _, l := range ls {
+		if l.ID == id {
+			return l, true
+		}
+	}
+	return Link{}, false
+}

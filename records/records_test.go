@@ -1,0 +1,101 @@
+package records
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/previewgate/previewgate/links"
+)
+
+// TestUpdateConcurrent: writers racing on one record (two replicas'
+// caches on one store) lose nothing: the version guards each write.
+func TestUpdateConcurrent(t *testing.T) {
+	st := newMem()
+	a, b := New(st, Options{}), New(st, Options{})
+	var wg sync.WaitGroup
+	for i := range 16 {
+		r := []*Records{a, b}[i%2]
+		wg.Go(func() {
+			_, err := r.Update(t.Context(), "x", func(s *Settings) error {
+				s.Links = append(s.Links, links.Link{ID: fmt.Sprintf("l%d", i), Expires: time.Now().Add(time.Hour)})
+				return nil
+			})
+			if err != nil {
+				t.Errorf("writer %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if s, err := b.Load(t.Context(), "x"); err != nil || len(s.Links) != 16 {
+		t.Fatalf("after 16 concurrent writes: %d links (%v), want 16", len(s.Links), err)
+	}
+}
+
+// TestSettingsFreshness: a copy read from the store within staleAfter
+// re-check periods grants; an older one does not, until a reload of that
+// record (Refresh) or of all (Reload) succeeds. Without periodic
+// re-checks every copy is fresh; with no store there is nothing to grant
+// and nothing stale.
+func TestSettingsFreshness(t *testing.T) {
+	st := newMem()
+	r := New(st, Options{RecheckEvery: time.Second})
+	now := time.Now()
+	r.now = func() time.Time { return now }
+	if _, fresh := r.Settings("x"); fresh {
+		t.Error("before any read: fresh, want stale")
+	}
+	if _, err := r.Reload(t.Context(), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, fresh := r.Settings("x"); !fresh {
+		t.Error("right after a reload: stale, want fresh")
+	}
+	now = now.Add(staleAfter*time.Second + time.Millisecond)
+	if _, fresh := r.Settings("x"); fresh {
+		t.Error("a reload older than the bound: fresh, want stale")
+	}
+	if _, fresh := r.Refresh(t.Context(), "x"); !fresh {
+		t.Error("after a refresh of the record: stale, want fresh")
+	}
+	if _, fresh := r.Settings("y"); fresh {
+		t.Error("another record, not refreshed: fresh, want stale")
+	}
+	if _, fresh := New(st, Options{}).Settings("x"); !fresh {
+		t.Error("without periodic re-checks: stale, want fresh")
+	}
+	var none *Records
+	if s, fresh := none.Settings("x"); !fresh || s.Public != nil {
+		t.Errorf("no records: %+v %v, want empty and fresh", s, fresh)
+	}
+	if _, err := none.Update(context.Background(), "x", func(*Settings) error { return nil }); err != ErrNoRecords {
+		t.Errorf("a change without records: %v, want ErrNoRecords", err)
+	}
+}
+
+// TestAddLinkRoom: a link is added only while the record keeps room to
+// revoke every link, set public and a keep-up, and keep a removal mark.
+func TestAddLinkRoom(t *testing.T) {
+	var s Settings
+	for i := range links.MaxLinks {
+		l := links.Link{ID: fmt.Sprintf("l%011d", i), Digest: fmt.Sprintf("%064d", i), Path: "/" + fmt.Sprintf("%0511d", i), Port: 65535,
+			Created: time.Now(), Expires: time.Now().Add(time.Hour)}
+		if err := addLink(&s, l); err != nil {
+			t.Fatalf("link %d: %v", i, err)
+		}
+	}
+	if err := addLink(&s, links.Link{ID: "one-more"}); err == nil {
+		t.Errorf("link %d: got nil, want ErrTooManyLinks", links.MaxLinks+1)
+	}
+	worst := s
+	no := false
+	worst.Public, worst.KeepUpUntil = &no, time.Now()
+	for i := range worst.Links {
+		worst.Links[i].Revoked = time.Now()
+	}
+	if b, err := encode(worst, &mark{ID: newMarkID(), At: time.Now()}); err != nil || len(b) > MaxRecord {
+		t.Errorf("a full record, every link revoked: %d bytes (%v), want at most %d", len(b), err, MaxRecord)
+	}
+}

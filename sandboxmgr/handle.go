@@ -1,0 +1,177 @@
+package sandboxmgr
+
+import (
+	"context"
+	"sync"
+
+	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/records"
+)
+
+// Handle is one sandbox as a request sees it: one read of what the
+// manager knows of it (Snapshot), and what a request does to it (Ensure,
+// Wake, Touch, Hold, Forget). Manager.Sandbox returns it without a
+// runtime call; the sandbox's record implements it, so the handle of a
+// sandbox the manager knows costs no allocation. A warm request reads
+// one Snapshot, Ensures (a cached endpoint: no runtime call), and Touches
+// when it ends (Holds instead while a stream is open).
+//
+// A handle outlives nothing: after a Remove its record is dropped, and
+// Touch, Hold and Wake go to the id's record of the moment.
+//
+// Identity confirmation belongs here (DESIGN.md "Identity is confirmed"):
+// a method that, given the endpoint a new upstream connection was just
+// made to, asks the runtime (read after the connection was made) whether
+// the address still belongs to the endpoint's instance, before the
+// connection carries a request. Until it lands, a new connection trusts
+// the endpoint Ensure returned; recheck.go says what bounds that.
+type Handle interface {
+	// Snapshot reads, at once and with no runtime call, what the manager
+	// knows of the sandbox.
+	Snapshot() Snapshot
+	// Ensure is Manager.EnsureWith for this sandbox; the endpoint it
+	// returns counts as activity (as Touch).
+	Ensure(ctx context.Context, tpl *config.Template, opts Options) (Endpoint, error)
+	// Wake starts Ensure without waiting (Snapshot's Progress follows
+	// it). The manager owns the wake; Close cancels and waits for it.
+	Wake(tpl *config.Template, opts Options)
+	// Touch records activity.
+	Touch()
+	// Hold marks a long-lived connection (WebSocket, SSE) until release is
+	// called; calling release more than once is harmless. Opening and
+	// closing both count as activity.
+	Hold() (release func())
+	// Forget drops the cached endpoint if it is still at addr (a dial
+	// there failed), so the next Ensure asks the runtime, and reports its
+	// instance gone (Listener.InstanceGone).
+	Forget(addr string)
+}
+
+// Snapshot is what the manager knows of one sandbox at one moment.
+type Snapshot struct {
+	// Exists: the manager knows an instance of the sandbox (from a wake,
+	// the adoption at Start, an event or the re-check); Template is the
+	// one that instance was made from, read from its own labels ("" if
+	// they name none). Every decision about an existing sandbox reads it;
+	// a token's template only picks one for a sandbox not made yet.
+	Exists   bool
+	Template string
+	// Settings are the sandbox's own settings and share links as this
+	// replica's records hold them; Fresh: recent enough to grant access
+	// on (package records).
+	Settings records.Settings
+	Fresh    bool
+	// Endpoint is the sandbox's cached ready endpoint, if Ready. It says
+	// where the app was ready; Ensure hands it out (checking it first
+	// while the runtime's events are in doubt).
+	Endpoint Endpoint
+	Ready    bool
+	// Progress is where its wake stands (PhaseReady when Ready).
+	Progress Progress
+}
+
+// Sandbox returns sandbox id's handle. It makes no runtime call, and
+// keeps nothing for an id it does not know until the handle wakes or
+// touches it.
+func (m *Manager) Sandbox(id string) Handle {
+	if sb := m.lookup(id); sb != nil {
+		return sb
+	}
+	return absent{m: m, id: id}
+}
+
+func (sb *sandbox) Snapshot() Snapshot {
+	m := sb.m
+	var s Snapshot
+	m.mu.RLock()
+	s.Exists, s.Template = sb.container != "", sb.template
+	m.mu.RUnlock()
+	s.Settings, s.Fresh = m.recs.Settings(sb.id)
+	if ep := sb.ep.Load(); ep != nil {
+		s.Endpoint, s.Ready = *ep, true
+	}
+	s.Progress = m.progress(sb)
+	return s
+}
+
+func (sb *sandbox) Ensure(ctx context.Context, tpl *config.Template, opts Options) (Endpoint, error) {
+	ep, err := sb.m.EnsureWith(ctx, sb.id, tpl, opts)
+	if err == nil {
+		sb.live().Touch()
+	}
+	return ep, err
+}
+
+func (sb *sandbox) Wake(tpl *config.Template, opts Options) { sb.m.wakeAsync(sb.id, tpl, opts) }
+
+func (sb *sandbox) Touch() {
+	sb = sb.live()
+	sb.lastActivity.Store(sb.m.now().UnixNano())
+}
+
+func (sb *sandbox) Hold() (release func()) {
+	sb = sb.live()
+	sb.holds.Add(1)
+	sb.lastActivity.Store(sb.m.now().UnixNano())
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			sb.holds.Add(-1)
+			sb.lastActivity.Store(sb.m.now().UnixNano())
+		})
+	}
+}
+
+func (sb *sandbox) Forget(addr string) {
+	m := sb.m
+	var gone string
+	m.mu.Lock()
+	if sb.last != nil && sb.last.Addr == addr {
+		gone = m.dropLocked(sb)
+	}
+	m.mu.Unlock()
+	m.gone(gone)
+}
+
+// live is sb, or the record of its id now if sb was dropped (a Remove)
+// since its handle was taken.
+func (sb *sandbox) live() *sandbox {
+	if !sb.dropped.Load() {
+		return sb
+	}
+	return sb.m.sandboxFor(sb.id)
+}
+
+// absent is the handle of a sandbox the manager has no record of: it
+// makes one only when asked to act.
+type absent struct {
+	m  *Manager
+	id string
+}
+
+func (a absent) Snapshot() Snapshot {
+	if sb := a.m.lookup(a.id); sb != nil {
+		return sb.Snapshot()
+	}
+	var s Snapshot
+	s.Settings, s.Fresh = a.m.recs.Settings(a.id)
+	return s
+}
+
+func (a absent) Ensure(ctx context.Context, tpl *config.Template, opts Options) (Endpoint, error) {
+	ep, err := a.m.EnsureWith(ctx, a.id, tpl, opts)
+	if err == nil {
+		a.m.sandboxFor(a.id).Touch()
+	}
+	return ep, err
+}
+
+func (a absent) Wake(tpl *config.Template, opts Options) { a.m.wakeAsync(a.id, tpl, opts) }
+func (a absent) Touch()                                  { a.m.sandboxFor(a.id).Touch() }
+func (a absent) Hold() func()                            { return a.m.sandboxFor(a.id).Hold() }
+
+func (a absent) Forget(addr string) {
+	if sb := a.m.lookup(a.id); sb != nil {
+		sb.Forget(addr)
+	}
+}
