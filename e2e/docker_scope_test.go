@@ -34,24 +34,6 @@ import (
 
 const adminToken = "e2e-admin-token-0123456789"
 
-// buildGateway builds the binary (go build at the module root, wherever
-// the test runs from) into a directory of t's own. Called before any
-// deadline starts.
-func buildGateway(t *testing.T) string {
-	t.Helper()
-	mod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "previewgate")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Dir = filepath.Dir(strings.TrimSpace(string(mod)))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // gw is one gateway's config: a scope, a data dir, its listeners.
 type gw struct {
 	scope, dataDir, network, image string
@@ -203,7 +185,7 @@ func networksNamed(t *testing.T, name string) int {
 func TestDockerOneGatewayPerScope(t *testing.T) {
 	t.Parallel()
 	image := dockertest.TestAppImage(t)
-	bin := buildGateway(t)
+	bin := buildBinary(t)
 
 	t.Run("one scope", func(t *testing.T) {
 		net := dockertest.Network(t)
@@ -299,7 +281,7 @@ func TestDockerOneGatewayPerScope(t *testing.T) {
 func TestDockerStandbyTakesOver(t *testing.T) {
 	t.Parallel()
 	image := dockertest.TestAppImage(t)
-	bin := buildGateway(t)
+	bin := buildBinary(t)
 	g := newGW(t, "e2e-"+dockertest.RunID()+"-standby", t.TempDir(), dockertest.Network(t), image)
 
 	first := start(t, bin, g)

@@ -130,12 +130,14 @@ type gatewayProc struct {
 	done   chan error
 }
 
+// startProc starts bin in a directory of t's own, so that a default
+// data_dir (./previewgate-data) never lands in the repository.
 func startProc(t *testing.T, bin string, args ...string) *gatewayProc {
 	t.Helper()
-	return startProcIn(t, "", bin, args...)
+	return startProcIn(t, t.TempDir(), bin, args...)
 }
 
-// startProcIn starts bin in dir ("" for the test's own directory).
+// startProcIn starts bin in dir.
 func startProcIn(t *testing.T, dir, bin string, args ...string) *gatewayProc {
 	t.Helper()
 	p := &gatewayProc{cmd: exec.Command(bin, args...), stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
