@@ -16,15 +16,6 @@ import (
 	"github.com/previewgate/previewgate/internal/wire"
 )
 
-// The lean HTTP/1.1 loop (#9). It serves only requests it understands
-// completely — GET, HEAD or OPTIONS, HTTP/1.1, origin-form target, one
-// valid Host, no body or body framing, no upgrade, no Expect, no
-// Connection options but keep-alive/close — that the Lean hook takes (for
-// the gateway: anything but a stream).
-// Anything else, including anything malformed, is handed to net/http
-// unanswered, with every byte read so far, so net/http's checks and error
-// answers apply there.
-
 const (
 	h1BufSize  = 4 << 10  // read buffer per connection
 	h1MaxHead  = 16 << 10 // longer heads go to net/http
