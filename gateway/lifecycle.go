@@ -45,10 +45,8 @@ func mayWake(r *http.Request) bool {
 	return mode == "navigate" && !isUpgrade(r)
 }
 
-// errQuota: the subject created too many sandboxes in the last hour.
-var errQuota = errors.New("create quota exceeded")
-
-// quotaError carries when the subject may create again.
+// quotaError: the subject created too many sandboxes in the last hour; it
+// carries when the subject may create again.
 type quotaError struct {
 	limit int
 	retry time.Duration
@@ -57,8 +55,6 @@ type quotaError struct {
 func (e *quotaError) Error() string {
 	return fmt.Sprintf("%d creates in the last hour; next in %s", e.limit, e.retry.Round(time.Second))
 }
-
-func (e *quotaError) Unwrap() error { return errQuota }
 
 // lifecycleError maps the lifecycle's own failures (ErrAsleep, the create
 // quota) to statuses; nil for anything else. ensureError tries it first.

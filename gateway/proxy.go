@@ -178,7 +178,7 @@ func isTimeout(err error) bool {
 func (p *proxy) reensure(ctx context.Context, t *target) error {
 	h := p.g.sb.Sandbox(t.sandbox)
 	if t.port == 0 {
-		p.instanceGone(t.poolKey())
+		p.pool.CloseInstance(t.poolKey())
 		h.Forget(t.addr)
 	}
 	ep, err := h.Ensure(ctx, t.tpl, sandboxmgr.Options{})
@@ -195,10 +195,6 @@ func (p *proxy) reensure(ctx context.Context, t *target) error {
 	t.addr, t.instance = addr, ep.Instance
 	return nil
 }
-
-// instanceGone closes every pooled connection to a container instance
-// that stopped, died, paused or was replaced.
-func (p *proxy) instanceGone(instance string) { p.pool.CloseInstance(instance) }
 
 func isDialError(err error) bool {
 	var op *net.OpError
