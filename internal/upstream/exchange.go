@@ -70,10 +70,7 @@ var ErrUnanswered = errors.New("kept-alive connection failed before any answer")
 // Exchange sends req on a connection of the pool and reads the final
 // response head, while the body (if any) goes out beside it. Only the
 // returned response's Body.Close (which Release calls when the caller did
-// not) can return that connection to the pool, and it does so only when
-// the request body went out whole, the response body was read exactly to
-// its end with no error, the response allows reuse and nothing more is
-// buffered (invariant 3): no caller can pool a connection mid-body.
+// not) can return that connection to the pool (invariant 3).
 //
 // ctx bounds the whole exchange, bodies included: when it ends the
 // connection's deadline is set in the past, and the connection is closed,

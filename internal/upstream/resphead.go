@@ -21,9 +21,7 @@ import (
 // Header map is reused between responses. Framing, Content-Length checks,
 // trailers and connection reuse follow net/http (ReadResponse and
 // readTransfer) exactly; the few heads it accepts and we refuse are listed
-// at ErrHeadTooLarge. A head longer than the connection's read buffer is
-// copied out of it (readLongHead): the rare long head allocates, the
-// common one does not.
+// at ErrHeadTooLarge.
 type Response struct {
 	Status int
 	Header http.Header
