@@ -152,7 +152,7 @@ func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 		// the upgrade handshake, a final head or a 1xx.
 		herr = &httpError{Status: http.StatusBadGateway, Code: "upstream_head_too_large",
 			Msg: fmt.Sprintf("The app sent a response head (status line and headers) larger than %d KiB.", upstream.MaxResponseHead>>10), Err: err}
-	case isTimeout(err):
+	case wire.IsTimeout(err):
 		herr = &httpError{Status: http.StatusGatewayTimeout, Code: "upstream_timeout",
 			Msg: "The app did not answer in time.", Err: err}
 	default:
@@ -160,11 +160,6 @@ func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 			Msg: "The app refused or broke the connection.", Err: err}
 	}
 	p.g.fail(w, r, herr)
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // reensure is the answer to a failed dial to a sandbox: its container

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -246,7 +245,7 @@ func (c *h1conn) watchIfSlow(now time.Time) {
 		// buffer for the loop; endWatch's deadline ends the read.
 		n, err := c.conn.Read(c.buf[c.end:])
 		c.end += n
-		if err != nil && !isTimeout(err) {
+		if err != nil && !wire.IsTimeout(err) {
 			c.cancel() // the client left: end the handler's context
 		}
 	}()
@@ -267,15 +266,15 @@ func (c *h1conn) endWatch() {
 	}
 }
 
-// dateNow caches the Date header line for the current second.
+// dateNow caches dateLine for the current second.
 var dateNow atomic.Pointer[dateEntry]
 
 type dateEntry struct {
 	sec  int64
-	line string // "Date: <IMF-fixdate>\r\n"
+	line string
 }
 
-// dateLine returns the Date header line for now.
+// dateLine returns the line "Date: <IMF-fixdate>\r\n" for now.
 func dateLine(now time.Time) string {
 	sec := now.Unix()
 	if d := dateNow.Load(); d != nil && d.sec == sec {
@@ -284,9 +283,4 @@ func dateLine(now time.Time) string {
 	d := &dateEntry{sec: sec, line: "Date: " + now.UTC().Format(http.TimeFormat) + "\r\n"}
 	dateNow.Store(d)
 	return d.line
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }

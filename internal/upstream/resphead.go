@@ -48,8 +48,7 @@ type Response struct {
 // repair them; we reject).
 var (
 	// ErrHeadTooLarge: a response head (final or interim) longer than
-	// MaxResponseHead, on every path (RoundTrip wraps net/http's own
-	// refusal in it).
+	// MaxResponseHead.
 	ErrHeadTooLarge = fmt.Errorf("response head larger than %d KiB", MaxResponseHead>>10)
 	errObsFold      = errors.New("header line folded onto the next (obs-fold)")
 	errSpaceInName  = wire.ErrSpaceInName
