@@ -51,8 +51,7 @@ func (t *target) poolKey() string {
 
 // proxy is the one reverse proxy: every request but an upgrade goes
 // through upstream.Pool's exchange (direct.go), upgrades through
-// internal/tunnel (upgrade.go). Its connections are pooled per container
-// instance, so that none is ever handed from one container to another.
+// internal/tunnel (upgrade.go).
 type proxy struct {
 	g    *Gateway
 	pool *upstream.Pool
@@ -148,8 +147,8 @@ func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 	case r.Context().Err() != nil:
 		herr = &httpError{Status: statusClientClosed, Code: "client_closed", Err: err}
 	case errors.Is(err, upstream.ErrHeadTooLarge):
-		// The same answer on every path (#21): the direct path, ReverseProxy,
-		// the upgrade handshake, a final head or a 1xx.
+		// The same answer on every path (#21): the exchange or the upgrade
+		// handshake, a final head or a 1xx.
 		herr = &httpError{Status: http.StatusBadGateway, Code: "upstream_head_too_large",
 			Msg: fmt.Sprintf("The app sent a response head (status line and headers) larger than %d KiB.", upstream.MaxResponseHead>>10), Err: err}
 	case wire.IsTimeout(err):
