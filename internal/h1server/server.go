@@ -212,13 +212,9 @@ func isTemporaryAccept(err error) bool {
 }
 
 // serveConn terminates TLS if configured, then runs the lean loop or hands
-// the connection to net/http.
-//
-// A connection's first request head is due ReadHeaderTimeout after
-// accept, TLS handshake included, whoever serves it (#13): the lean loop
-// reads it under that deadline, and a connection handed to net/http
-// before it is complete (HTTP/2, a head too long for the lean loop, a
-// server without one) is watched until it is (watchHead).
+// the connection to net/http. Its first head is due as invariant 3 says:
+// the lean loop reads under that deadline, and a connection handed over
+// before its head is complete is watched until it is (watchHead).
 func (s *Server) serveConn(c net.Conn, lim *ConnLimiter, key netip.Addr) {
 	defer s.wg.Done()
 	c = wire.NewRawConn(c, s.writeTimeout)
