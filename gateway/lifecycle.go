@@ -33,10 +33,9 @@ func (g *Gateway) ensureOptions(r *http.Request, d *decision) sandboxmgr.Options
 	return opts
 }
 
-// mayWake reports whether r may wake a sleeping sandbox: a top-level or
-// frame navigation, or a client that sends no Sec-Fetch-* headers at all
-// (curl, API clients, old browsers). Background fetches, WebSocket upgrades
-// from browsers and anything else with Sec-Fetch metadata may not.
+// mayWake reports whether r may wake a sleeping sandbox (ensureOptions): a
+// navigation, or a client that sends no Sec-Fetch-* headers at all (curl,
+// API clients, old browsers).
 func mayWake(r *http.Request) bool {
 	mode := headerValue(r.Header, "Sec-Fetch-Mode")
 	if mode == "" && headerValue(r.Header, "Sec-Fetch-Site") == "" && headerValue(r.Header, "Sec-Fetch-Dest") == "" {
