@@ -16,9 +16,8 @@ import (
 // sandbox once (its handle's Snapshot: record, settings, endpoint, all
 // from memory) and returns everything the request path then carries out:
 // where the request goes, under which template, who is asking and how
-// they got in, or the answer that ends it. Every front end calls it from
-// ServeHTTP (the lean HTTP/1.1 loop, net/http's HTTP/1.1 and HTTP/2);
-// admit, ensure and proxy read the decision and decide nothing again, and
+// they got in, or the answer that ends it. ServeHTTP calls it; admit,
+// ensure and proxy read the decision and decide nothing again, and
 // act on the sandbox through the handle decide took: a warm request asks
 // the manager three times (Snapshot, Ensure, then Touch at its end or
 // Hold while a stream is open; TestWarmRequestManagerCalls counts them).

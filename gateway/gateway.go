@@ -101,8 +101,10 @@ func New(cfg *config.Config, sb Sandboxes, opts Options, log *slog.Logger) (*Gat
 	g.draining, g.drain = context.WithCancel(context.Background())
 	g.proxy = newProxy(g)
 	g.limit = newLimiter()
-	g.metrics = orNoMetrics(opts.Metrics)
-	g.traffic = opts.Traffic
+	g.metrics, g.traffic = opts.Metrics, opts.Traffic
+	if g.metrics == nil {
+		g.metrics = noMetrics{}
+	}
 	if g.traffic == nil {
 		g.traffic = noTraffic{}
 	}
@@ -214,7 +216,7 @@ func (g *Gateway) BeforeStop(id string) { g.CloseSockets(id) }
 // InstanceGone closes every pooled upstream connection to a container
 // instance (sandboxmgr.Endpoint.Instance) that stopped, died, paused or was
 // replaced; the sandbox manager reports them.
-func (g *Gateway) InstanceGone(instance string) { g.proxy.instanceGone(instance) }
+func (g *Gateway) InstanceGone(instance string) { g.proxy.pool.CloseInstance(instance) }
 
 // Close starts draining: upgraded connections are cancelled, and Close waits
 // for them to end. Call it after http.Server.Shutdown, which does not wait

@@ -80,8 +80,8 @@ func portError(rt route, tpl *config.Template) *httpError {
 
 // Serves reports whether host is one the gateway answers for: a configured
 // route, sandbox-<valid id>.<domain> or <port>-sandbox-<valid id>.<domain>
-// of the live config. It is the
-// on-demand TLS decision: no certificate is requested for anything else.
+// of the live config. It is the on-demand TLS decision: no certificate is
+// requested for anything else.
 // Non-ASCII names are refused before any case folding (the Kelvin sign
 // lower-cases to "k").
 func (g *Gateway) Serves(host string) bool {

@@ -33,10 +33,9 @@ func (g *Gateway) ensureOptions(r *http.Request, d *decision) sandboxmgr.Options
 	return opts
 }
 
-// mayWake reports whether r may wake a sleeping sandbox: a top-level or
-// frame navigation, or a client that sends no Sec-Fetch-* headers at all
-// (curl, API clients, old browsers). Background fetches, WebSocket upgrades
-// from browsers and anything else with Sec-Fetch metadata may not.
+// mayWake reports whether r may wake a sleeping sandbox (ensureOptions): a
+// navigation, or a client that sends no Sec-Fetch-* headers at all (curl,
+// API clients, old browsers).
 func mayWake(r *http.Request) bool {
 	mode := headerValue(r.Header, "Sec-Fetch-Mode")
 	if mode == "" && headerValue(r.Header, "Sec-Fetch-Site") == "" && headerValue(r.Header, "Sec-Fetch-Dest") == "" {
@@ -45,10 +44,8 @@ func mayWake(r *http.Request) bool {
 	return mode == "navigate" && !isUpgrade(r)
 }
 
-// errQuota: the subject created too many sandboxes in the last hour.
-var errQuota = errors.New("create quota exceeded")
-
-// quotaError carries when the subject may create again.
+// quotaError: the subject created too many sandboxes in the last hour; it
+// carries when the subject may create again.
 type quotaError struct {
 	limit int
 	retry time.Duration
@@ -57,8 +54,6 @@ type quotaError struct {
 func (e *quotaError) Error() string {
 	return fmt.Sprintf("%d creates in the last hour; next in %s", e.limit, e.retry.Round(time.Second))
 }
-
-func (e *quotaError) Unwrap() error { return errQuota }
 
 // lifecycleError maps the lifecycle's own failures (ErrAsleep, the create
 // quota) to statuses; nil for anything else. ensureError tries it first.

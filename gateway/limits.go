@@ -185,15 +185,6 @@ func (l *limiter) tooManySockets(reason, msg string) *httpError {
 		Msg: msg, RetryAfter: 5}
 }
 
-// openSockets reports the open upgraded connections for sandbox (if not
-// empty) or for the client address ip.
-func (l *limiter) openSockets(sandbox string, ip netip.Addr) int {
-	if sandbox != "" {
-		return l.sockets.Count(socketKey{sandbox: sandbox})
-	}
-	return l.sockets.Count(socketKey{ip: wire.IPKey(ip)})
-}
-
 // admitExchange counts a proxied exchange (a request, or a WebSocket for
 // its whole life) against limits.connections_per_ip for its client and
 // limits.max_connections in all (#13). The connection caps alone do not

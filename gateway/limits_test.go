@@ -356,3 +356,12 @@ func BenchmarkLimiterAllow(b *testing.B) {
 		})
 	})
 }
+
+// openSockets reports the open upgraded connections for sandbox (if not
+// empty) or for the client address ip.
+func (l *limiter) openSockets(sandbox string, ip netip.Addr) int {
+	if sandbox != "" {
+		return l.sockets.Count(socketKey{sandbox: sandbox})
+	}
+	return l.sockets.Count(socketKey{ip: wire.IPKey(ip)})
+}

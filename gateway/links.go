@@ -12,13 +12,8 @@ import (
 // Share links at the gateway (#23). Package links decides whether a link
 // opens a request (its record, the record's freshness, its port and
 // path); the gateway says what the link is checked against and what the
-// user is told. A link never creates a sandbox; it may wake a stopped
-// one, like a token (policy.go). Its failures answer a page (JSON for API
-// clients) that says what happened: 410 link_expired or link_revoked, 403
-// link_scope (another port or path), 401 link_invalid, 503
-// link_unavailable (this replica's records are stale); 403 forbidden for
-// an upgrade (a WebSocket) from another origin than the preview's own or
-// an allowed one, as for a token cookie (auth Check).
+// user is told (linkError: a page, or JSON for API clients). A link never
+// creates a sandbox; it may wake a stopped one, like a token (policy.go).
 
 // linkGrant checks the share link tok, from r's query (fromQuery) or else
 // r's link cookies (links.Grant), for route rt whose own template is
@@ -38,7 +33,8 @@ func (g *Gateway) linkGrant(r *http.Request, v *auth.Verifier, rt route, pol pol
 	return exp, nil
 }
 
-// linkError is the answer to a link links.Grant refused.
+// linkError is the answer to a link links.Grant refused; an upgrade from
+// a foreign origin is refused as for a token cookie (auth.ErrOrigin).
 func linkError(err error) *httpError {
 	switch {
 	case errors.Is(err, auth.ErrOrigin):

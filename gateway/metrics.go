@@ -27,11 +27,3 @@ func (noMetrics) Rejected(string)                          {}
 func (noMetrics) AuthFailed(string)                        {}
 func (noMetrics) WebSocketOpened()                         {}
 func (noMetrics) WebSocketClosed()                         {}
-
-// orNoMetrics is m, or noMetrics when m is nil.
-func orNoMetrics(m Metrics) Metrics {
-	if m == nil {
-		return noMetrics{}
-	}
-	return m
-}

@@ -51,8 +51,7 @@ func (t *target) poolKey() string {
 
 // proxy is the one reverse proxy: every request but an upgrade goes
 // through upstream.Pool's exchange (direct.go), upgrades through
-// internal/tunnel (upgrade.go). Its connections are pooled per container
-// instance, so that none is ever handed from one container to another.
+// internal/tunnel (upgrade.go).
 type proxy struct {
 	g    *Gateway
 	pool *upstream.Pool
@@ -148,11 +147,11 @@ func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 	case r.Context().Err() != nil:
 		herr = &httpError{Status: statusClientClosed, Code: "client_closed", Err: err}
 	case errors.Is(err, upstream.ErrHeadTooLarge):
-		// The same answer on every path (#21): the direct path, ReverseProxy,
-		// the upgrade handshake, a final head or a 1xx.
+		// The same answer on every path (#21): the exchange or the upgrade
+		// handshake, a final head or a 1xx.
 		herr = &httpError{Status: http.StatusBadGateway, Code: "upstream_head_too_large",
 			Msg: fmt.Sprintf("The app sent a response head (status line and headers) larger than %d KiB.", upstream.MaxResponseHead>>10), Err: err}
-	case isTimeout(err):
+	case wire.IsTimeout(err):
 		herr = &httpError{Status: http.StatusGatewayTimeout, Code: "upstream_timeout",
 			Msg: "The app did not answer in time.", Err: err}
 	default:
@@ -160,11 +159,6 @@ func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 			Msg: "The app refused or broke the connection.", Err: err}
 	}
 	p.g.fail(w, r, herr)
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // reensure is the answer to a failed dial to a sandbox: its container
@@ -178,7 +172,7 @@ func isTimeout(err error) bool {
 func (p *proxy) reensure(ctx context.Context, t *target) error {
 	h := p.g.sb.Sandbox(t.sandbox)
 	if t.port == 0 {
-		p.instanceGone(t.poolKey())
+		p.pool.CloseInstance(t.poolKey())
 		h.Forget(t.addr)
 	}
 	ep, err := h.Ensure(ctx, t.tpl, sandboxmgr.Options{})
@@ -195,10 +189,6 @@ func (p *proxy) reensure(ctx context.Context, t *target) error {
 	t.addr, t.instance = addr, ep.Instance
 	return nil
 }
-
-// instanceGone closes every pooled connection to a container instance
-// that stopped, died, paused or was replaced.
-func (p *proxy) instanceGone(instance string) { p.pool.CloseInstance(instance) }
 
 func isDialError(err error) bool {
 	var op *net.OpError

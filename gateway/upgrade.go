@@ -160,7 +160,6 @@ func (p *proxy) dialUpgrade(ctx context.Context, out *http.Request, t *target) (
 }
 
 // CloseSockets closes the WebSockets proxied to sandbox id with 1001 (going
-// away), e.g. before the reaper stops it. It returns how many it closed.
-// It does not block on clients (tunnel.Registry.CloseAll), so a caller
-// holding a lock (the reaper's BeforeStop) is never wedged by one (#13).
+// away), without blocking on clients (tunnel.Registry.CloseAll), and
+// returns how many it closed.
 func (g *Gateway) CloseSockets(id string) int { return g.sockets.CloseAll(id) }

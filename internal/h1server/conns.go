@@ -153,10 +153,7 @@ func peerOf(c net.Conn) netip.Addr {
 	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 		return wire.NormAddr(ta.AddrPort().Addr())
 	}
-	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
-		return wire.NormAddr(ap.Addr())
-	}
-	return netip.IPv4Unspecified()
+	return wire.PeerAddr(c.RemoteAddr().String())
 }
 
 // errBodyTooSlow ends a request body that does not arrive fast enough.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -15,15 +14,6 @@ import (
 
 	"github.com/previewgate/previewgate/internal/wire"
 )
-
-// The lean HTTP/1.1 loop (#9). It serves only requests it understands
-// completely — GET, HEAD or OPTIONS, HTTP/1.1, origin-form target, one
-// valid Host, no body or body framing, no upgrade, no Expect, no
-// Connection options but keep-alive/close — that the Lean hook takes (for
-// the gateway: anything but a stream).
-// Anything else, including anything malformed, is handed to net/http
-// unanswered, with every byte read so far, so net/http's checks and error
-// answers apply there.
 
 const (
 	h1BufSize  = 4 << 10  // read buffer per connection
@@ -255,7 +245,7 @@ func (c *h1conn) watchIfSlow(now time.Time) {
 		// buffer for the loop; endWatch's deadline ends the read.
 		n, err := c.conn.Read(c.buf[c.end:])
 		c.end += n
-		if err != nil && !isTimeout(err) {
+		if err != nil && !wire.IsTimeout(err) {
 			c.cancel() // the client left: end the handler's context
 		}
 	}()
@@ -276,15 +266,15 @@ func (c *h1conn) endWatch() {
 	}
 }
 
-// dateNow caches the Date header line for the current second.
+// dateNow caches dateLine for the current second.
 var dateNow atomic.Pointer[dateEntry]
 
 type dateEntry struct {
 	sec  int64
-	line string // "Date: <IMF-fixdate>\r\n"
+	line string
 }
 
-// dateLine returns the Date header line for now.
+// dateLine returns the line "Date: <IMF-fixdate>\r\n" for now.
 func dateLine(now time.Time) string {
 	sec := now.Unix()
 	if d := dateNow.Load(); d != nil && d.sec == sec {
@@ -293,9 +283,4 @@ func dateLine(now time.Time) string {
 	d := &dateEntry{sec: sec, line: "Date: " + now.UTC().Format(http.TimeFormat) + "\r\n"}
 	dateNow.Store(d)
 	return d.line
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }

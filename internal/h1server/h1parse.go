@@ -276,31 +276,20 @@ func hasPrefix(b []byte, p string) bool { return len(b) >= len(p) && string(b[:l
 // close; other options name hop-by-hop headers, which net/http handles.
 func connectionOptions(v []byte, closeConn bool) (bool, bool) {
 	for len(v) > 0 {
-		i := 0
-		for i < len(v) && v[i] != ',' {
-			i++
-		}
-		tok := v[:i]
-		for len(tok) > 0 && (tok[0] == ' ' || tok[0] == '\t') {
-			tok = tok[1:]
-		}
-		for len(tok) > 0 && (tok[len(tok)-1] == ' ' || tok[len(tok)-1] == '\t') {
-			tok = tok[:len(tok)-1]
-		}
-		switch {
+		var tok []byte
+		tok, v, _ = bytes.Cut(v, comma)
+		switch tok = wire.TrimOWS(tok); {
 		case wire.EqualFold(tok, "close"):
 			closeConn = true
 		case wire.EqualFold(tok, "keep-alive"), len(tok) == 0:
 		default:
 			return closeConn, false
 		}
-		if i == len(v) {
-			break
-		}
-		v = v[i+1:]
 	}
 	return closeConn, true
 }
+
+var comma = []byte{','}
 
 // validHost accepts what a DNS name or IP literal with a port may contain;
 // anything else goes to net/http, which knows the exact rules.

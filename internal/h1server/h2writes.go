@@ -121,14 +121,10 @@ func (sw *streamWriter) begin(n int) {
 	units := time.Duration(max(1, (n+watchUnit-1)/watchUnit))
 	now := time.Now()
 	ss := sw.set
-	draining := ss.draining.Load()
-	if draining {
-		sw.due.Store(now.Add(units * ss.drainTimeout).UnixNano())
-		return
-	}
 	sw.due.Store(now.Add(units * ss.timeout).UnixNano())
 	if ss.draining.Load() {
-		// The drain began meanwhile and may have passed this due by.
+		// Draining, or the drain began meanwhile and may have passed this
+		// due by.
 		sw.due.Store(now.Add(units * ss.drainTimeout).UnixNano())
 	}
 }

@@ -16,17 +16,12 @@ import (
 	"github.com/previewgate/previewgate/internal/wire"
 )
 
-// Server serves a handler over HTTP/1.1 and HTTP/2, in plain text or TLS.
-//
-// Plain keep-alive HTTP/1.1 requests for a running sandbox, the gateway's
-// hot path, are served by a lean connection loop (h1.go): one goroutine per
-// connection that parses the request head in place and writes the response
-// straight to the socket, without net/http's per-request background read,
-// context and buffers (#9). Everything else — HTTP/2, upgrades, request
-// bodies, HTTP/1.0, unusual framing, other handlers — goes to the embedded
-// net/http server, handed over with the bytes already read, so net/http's
-// behaviour is what clients see there. Once handed over, a connection stays
-// with net/http.
+// Server serves a handler over HTTP/1.1 and HTTP/2, in plain text or TLS:
+// the lean loop (h1.go: one goroutine per connection, the head parsed in
+// place, the answer written straight to the socket, without net/http's
+// per-request background read, context and buffers, #9) for what the
+// package doc's invariant 1 allows, net/http for the rest. Once handed
+// over, a connection stays with net/http.
 type Server struct {
 	// HTTP serves what the lean loop hands over; its timeouts and header
 	// limit apply to the lean loop too. Its ConnState hook is the Server's.
@@ -38,13 +33,9 @@ type Server struct {
 	// listeners should share one, and the admin listener has none.
 	Conns *ConnLimiter
 
-	// Lean is the switch, and says which requests the lean loop serves:
-	// nil turns it off and every connection goes to net/http. For each
-	// plain bodiless HTTP/1.1 request (the parser has checked the
-	// framing) it reports whether the lean loop serves it; else the
-	// connection is handed to net/http with the bytes read so far. It
-	// reads the request's head only: the handler decides what the request
-	// is for, whichever loop serves it. Set it before Serve.
+	// Lean says which requests the parser took (invariant 1) the lean loop
+	// serves; false hands the connection to net/http. nil turns the lean
+	// loop off. It reads the request's head only; set it before Serve.
 	Lean func(r *http.Request) bool
 
 	log *slog.Logger
@@ -221,13 +212,9 @@ func isTemporaryAccept(err error) bool {
 }
 
 // serveConn terminates TLS if configured, then runs the lean loop or hands
-// the connection to net/http.
-//
-// A connection's first request head is due ReadHeaderTimeout after
-// accept, TLS handshake included, whoever serves it (#13): the lean loop
-// reads it under that deadline, and a connection handed to net/http
-// before it is complete (HTTP/2, a head too long for the lean loop, a
-// server without one) is watched until it is (watchHead).
+// the connection to net/http. Its first head is due as invariant 3 says:
+// the lean loop reads under that deadline, and a connection handed over
+// before its head is complete is watched until it is (watchHead).
 func (s *Server) serveConn(c net.Conn, lim *ConnLimiter, key netip.Addr) {
 	defer s.wg.Done()
 	c = wire.NewRawConn(c, s.writeTimeout)

@@ -19,14 +19,11 @@
 //   - tokens never reach the sandbox: the access check strips its cookie,
 //     the Authorization header and ?access_token= (Tokens.Stripped,
 //     auth.Verifier's);
-//   - the Host is the host mode's (Mode): in the local mode
-//     localhost:<app port>, and an upgrade's own Origin becomes
-//     http://localhost:<app port>; in preserve the client's; in rewrite
-//     the sandbox's address; a fixed upstream gets its own (empty: the
-//     URL's).
-//     It is the only Host sent: a "host" field an HTTP/2 client sends
-//     besides :authority stays in r.Header and is dropped (#24), or a dev
-//     server's host check would see two.
+//   - the Host (and an upgrade's own Origin) is the host mode's (Mode,
+//     hostmode.go); a fixed upstream gets its own. It is the only Host
+//     sent: a "host" field an HTTP/2 client sends besides :authority
+//     stays in r.Header and is dropped (#24), or a dev server's host
+//     check would see two.
 //
 // Which mode a sandbox gets is the gateway's decision (its template's
 // host_header); this package holds no config and decides no access.
@@ -81,10 +78,7 @@ func (h Host) Head(r *http.Request, addr string, tok Tokens) (hostPfx, host, que
 			break
 		}
 		hostPfx, host = LocalhostPrefix, port
-		// Only an Origin recognized as the preview's own, and only on an
-		// upgrade (the HMR socket a dev server guards): a plain request's
-		// Origin stays, since Next.js compares a Server Action's Origin
-		// with X-Forwarded-Host, the real host.
+		// An upgrade's own Origin only (hostmode.go).
 		if v := r.Header["Upgrade"]; len(v) > 0 && v[0] != "" && tok.OwnOrigin(r) {
 			stripped.Set("Origin", []string{"http://" + LocalhostPrefix + port}) // one of wire.MaxEdits: 3 token headers and this
 		}

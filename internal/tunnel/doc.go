@@ -3,8 +3,9 @@
 // decided to proxy them: the handshake on the sandbox side, the switch on
 // the client side (Writer.Take: hijack, the 101, the bytes either side
 // sent early; TestTake), the splice of the two sockets, and the registry
-// that closes them with a WebSocket 1001 close frame. It decides no policy (which upgrades are allowed, to
-// where, how many); the gateway does (gateway/upgrade.go, limits.go).
+// that closes them with a WebSocket 1001 close frame. It decides no policy
+// (which upgrades are allowed, to where, how many); the gateway does
+// (gateway/upgrade.go, limits.go).
 //
 // Its promises, each tested with a peer that breaks it (the gateway's
 // sockets_test.go, stuckws_docker_test.go, writetimeout_test.go):

@@ -37,10 +37,8 @@ const WriteTimeout = 30 * time.Second
 // socket; a client that does not take 4 bytes in this time gets none.
 const goAwayTimeout = time.Second
 
-// socketConn wraps a hijacked client connection. Every Write has a
-// deadline (WriteTimeout), and no lock is held across one: goAway
-// never waits for a writer, so closing a sandbox's sockets takes bounded
-// time whatever the clients do (#13).
+// socketConn wraps a hijacked client connection (invariants 1 and 4: no
+// lock is held across a Write, and goAway never waits for a writer).
 //
 // The close frame is sent only between writes, never inside one: when
 // goAway finds a write in progress it cuts that write short (a past write
@@ -120,11 +118,9 @@ func (c *socketConn) sendGoAway() {
 	c.Conn.Write(closeFrame1001)
 }
 
-// CloseAll closes every socket under key ("" means all) with 1001. It
-// returns at once, whatever the clients do: a client that stopped reading
-// is cut, not waited for, so a caller holding a lock (the reaper's
-// BeforeStop) is never wedged by one (#13). The sockets end within
-// goAwayTimeout. It returns how many it closed.
+// CloseAll closes every socket under key ("" means all) with 1001 and
+// returns how many it closed, at once (invariant 4): a caller holding a
+// lock (the reaper's BeforeStop) is never wedged by a client.
 func (s *Registry) CloseAll(key string) int {
 	s.mu.Lock()
 	var list []*socketConn

@@ -27,9 +27,8 @@ const HandshakeTimeout = 30 * time.Second
 // whatever out holds; no Go default User-Agent is added), and reads the
 // final answer within HandshakeTimeout, handing 1xx answers other than 101
 // to interim. The heads are read by upstream's reader, within its bounds
-// (upstream.MaxResponseHead each, upstream.MaxInterim interim ones): an
-// app cannot make the gateway buffer an endless header (#13), and a head
-// fits here exactly when it fits on the exchange (#21). A 101 to
+// (invariant 2): a head fits here exactly when it fits on the exchange
+// (#21). A 101 to
 // another protocol than asked for is an error (the response released):
 // the client would be handed bytes of a protocol it did not ask for. Any
 // other answer is the caller's to pass on. Bytes after the head that the
@@ -59,9 +58,8 @@ func Handshake(back net.Conn, out *http.Request, protocol string, interim func(*
 }
 
 // Splice copies both ways until either side ends, then closes both. It
-// runs one direction on a new goroutine and the other on its own. Every
-// write either way has a deadline (WriteTimeout), so a peer that
-// stops reading ends the pair instead of holding it. It returns the bytes
+// runs one direction on a new goroutine and the other on its own, every
+// write under WriteTimeout (invariant 1). It returns the bytes
 // written each way: in from the client to back, out from back to the
 // client (the early bytes ForwardBuffered wrote not included).
 func Splice(client, back net.Conn) (in, out int64) {
@@ -118,11 +116,9 @@ const pumpBufSize = 16 << 10
 
 var pumpBufs = sync.Pool{New: func() any { return new([pumpBufSize]byte) }}
 
-// pump copies src to dst and returns how many bytes dst took. On a plain TCP source it waits for readability
-// holding no buffer and borrows one from a pool for each read, so an idle
-// socket costs no buffer memory. Other sources (TLS) read into a small
-// buffer of their own. Each write to dst has a deadline of
-// WriteTimeout (a *socketConn sets its own).
+// pump copies src to dst and returns how many bytes dst took. A plain TCP
+// source is read as invariant 3 says; others (TLS) into a small buffer of
+// their own. Each write to dst has a deadline of WriteTimeout.
 func pump(dst, src net.Conn) (int64, error) {
 	var written int64 // bytes dst took
 	wait := wire.ReadableWaiter(src)

@@ -83,19 +83,9 @@
 //
 // It must never decide policy (which requests go where, statuses, retries
 // beyond "may be sent again") nor know about sandboxes beyond an opaque
-// instance key. The gateway's policy on top of these invariants
-// (gateway/direct.go, proxy.go, upgrade.go), tested in the same files:
-//
-//   - Retry: a request that failed with ErrUnanswered is sent once more on
-//     a fresh connection when it is a GET, HEAD or OPTIONS; a failed dial
-//     to a sandbox re-ensures it once and dials again, whatever the
-//     method (nothing was sent). Never otherwise.
-//   - 101: to a request without Upgrade it is a 502 and that connection is
-//     closed. An upgrade request (gateway/upgrade.go) takes a 101 as its
-//     switch and anything else as an ordinary response.
-//   - Other 1xx (103 Early Hints, 100 Continue and the like): relayed to
-//     the client with their end-to-end headers only, at most MaxInterim of
-//     them, then the exchange fails (502).
+// instance key. The gateway's policy on top of these invariants (retries,
+// a 101 nobody asked for, relaying 1xx) is documented and tested where it
+// lives: gateway/direct.go's forward, upgrade.go.
 //
 // One path, measured: BenchmarkLeanChain and BenchmarkHandlerChain found
 // no case where a second client (httputil.ReverseProxy on net/http's

@@ -70,10 +70,7 @@ var ErrUnanswered = errors.New("kept-alive connection failed before any answer")
 // Exchange sends req on a connection of the pool and reads the final
 // response head, while the body (if any) goes out beside it. Only the
 // returned response's Body.Close (which Release calls when the caller did
-// not) can return that connection to the pool, and it does so only when
-// the request body went out whole, the response body was read exactly to
-// its end with no error, the response allows reuse and nothing more is
-// buffered (invariant 3): no caller can pool a connection mid-body.
+// not) can return that connection to the pool (invariant 3).
 //
 // ctx bounds the whole exchange, bodies included: when it ends the
 // connection's deadline is set in the past, and the connection is closed,
@@ -180,15 +177,10 @@ func (req *Request) interim() func(*Response) {
 }
 
 // Close ends the body's use of its connection (a response of Exchange;
-// for others it does nothing). The connection goes back to the pool only
-// when the request body went out whole, the response body ended exactly
-// at its framing with no error (a caller that stops early, or a read that
-// failed, closes it), the response allows another exchange (not
-// Connection: close, not delimited by EOF, not a 101), the exchange's
-// context has not ended, and nothing more is buffered (invariant 3; put
-// checks the last). A request body still going out is cut: the
-// connection closes, and Close waits until its sending stopped. Close is
-// idempotent.
+// for others it does nothing): the connection goes back to the pool only
+// as invariant 3 says (put checks that nothing more is buffered). A
+// request body still going out is cut: the connection closes, and Close
+// waits until its sending stopped. Close is idempotent.
 func (b *Body) Close() error {
 	resp := b.resp
 	if resp == nil || resp.conn == nil {

@@ -29,13 +29,3 @@ func ForwardInterim(w http.ResponseWriter, status int, header http.Header) {
 		}
 	}
 }
-
-// CopyEndToEnd copies src's end-to-end headers into dst.
-func CopyEndToEnd(dst, src http.Header) {
-	conn := wire.ConnectionTokens(src)
-	for k, vv := range src {
-		if !wire.HopByHop(k, conn) {
-			dst[k] = vv
-		}
-	}
-}

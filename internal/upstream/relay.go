@@ -3,13 +3,20 @@ package upstream
 import (
 	"net/http"
 	"strings"
+
+	"github.com/previewgate/previewgate/internal/wire"
 )
 
 // RelayHeader copies resp's end-to-end headers into h, the client's
 // response header, and announces the trailers resp declared in h's
 // Trailer. The caller may then add its own before Relay writes them.
 func RelayHeader(h http.Header, resp *Response) {
-	CopyEndToEnd(h, resp.Header)
+	conn := wire.ConnectionTokens(resp.Header)
+	for k, vv := range resp.Header {
+		if !wire.HopByHop(k, conn) {
+			h[k] = vv
+		}
+	}
 	if len(resp.Trailer) > 0 {
 		names := make([]string, 0, len(resp.Trailer))
 		for k := range resp.Trailer {

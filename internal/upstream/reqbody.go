@@ -14,21 +14,11 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
-// How a request body travels (invariant 8), as net/http's Transport
-// sends one: the head first, then the body on a goroutine the exchange
-// owns while the exchange reads the answer, so an answer that comes
-// before the body was read (or without reading it) reaches the client at
-// once. A failed Exchange, or the response's Body.Close, ends the body
-// (closing the connection if it still goes out) and waits for it: the
-// client's body is never read after its exchange.
-//
-// A connection whose body did not go out whole is never reused (the app
-// may read the rest as a next request). A body held for 100 Continue goes
-// out anyway when a final answer came first on a connection that stays
-// open, and is dropped when the answer closes it. A failed read of the
-// client's body (too slow, over max_body, the client gone) ends the
-// exchange at once, its error first; so does a failed write to the app
-// (it stopped reading: WriteTimeout) unless its answer has come.
+// How a request body travels: invariant 8, as net/http's Transport sends
+// one. Besides: a body held for 100 Continue goes out anyway when a final
+// answer came first on a connection that stays open, and is dropped when
+// the answer closes it; a failed write to the app (it stopped reading:
+// WriteTimeout) ends the exchange at once unless its answer has come.
 
 // ExpectContinueTimeout is how long a body waits for the app's 100
 // Continue before it is sent anyway (net/http's Transport's setting here

@@ -21,9 +21,7 @@ import (
 // Header map is reused between responses. Framing, Content-Length checks,
 // trailers and connection reuse follow net/http (ReadResponse and
 // readTransfer) exactly; the few heads it accepts and we refuse are listed
-// at ErrHeadTooLarge. A head longer than the connection's read buffer is
-// copied out of it (readLongHead): the rare long head allocates, the
-// common one does not.
+// at ErrHeadTooLarge.
 type Response struct {
 	Status int
 	Header http.Header
@@ -50,8 +48,7 @@ type Response struct {
 // repair them; we reject).
 var (
 	// ErrHeadTooLarge: a response head (final or interim) longer than
-	// MaxResponseHead, on every path (RoundTrip wraps net/http's own
-	// refusal in it).
+	// MaxResponseHead.
 	ErrHeadTooLarge = fmt.Errorf("response head larger than %d KiB", MaxResponseHead>>10)
 	errObsFold      = errors.New("header line folded onto the next (obs-fold)")
 	errSpaceInName  = wire.ErrSpaceInName

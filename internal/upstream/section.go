@@ -61,11 +61,8 @@ func parseFields(sec []byte, lines int, h http.Header) error {
 		if nl < 0 {
 			return errors.New("unterminated header section")
 		}
-		line := s[:nl]
+		line := strings.TrimSuffix(s[:nl], "\r")
 		s = s[nl+1:]
-		if len(line) > 0 && line[len(line)-1] == '\r' {
-			line = line[:len(line)-1]
-		}
 		if line == "" {
 			return nil
 		}

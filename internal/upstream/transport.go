@@ -59,9 +59,7 @@ type Conn struct {
 // sent again only when it did not.
 func (c *Conn) Answered() bool { return c.nread > 0 }
 
-// Read reads from the connection, counting bytes so that a failed exchange
-// can tell whether the upstream answered anything (only a silent failure on
-// a reused connection may be retried).
+// Read reads from the connection, counting bytes for Answered.
 func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.Net.Read(p)
 	c.nread += int64(n)
@@ -85,8 +83,7 @@ func newPool(writeTimeout time.Duration) *Pool {
 // get returns an idle connection of req's instance to its address
 // (reused: true), or dials one; req.Fresh always dials. An instance's idle
 // connections to its other ports are never handed out for addr (invariant
-// 1). Only Exchange takes connections, and only Body.Close gives them
-// back.
+// 1).
 func (t *Pool) get(ctx context.Context, req *Request) (c *Conn, reused bool, err error) {
 	instance, addr, fresh := req.Instance, req.Addr, req.Fresh
 	now := time.Now()

@@ -6,28 +6,6 @@ import (
 	"strings"
 )
 
-// ClientIP returns the address a request came from: the socket peer, or,
-// when the peer is one of the trusted proxies, the right-most address in
-// X-Forwarded-For (or, without that header, RFC 7239 Forwarded "for=") that
-// is not itself a trusted proxy. Headers from untrusted peers are ignored
-// entirely: anyone can send them.
-//
-// The walk goes from the right because each proxy appends what it saw; only
-// the entries our own proxies appended can be believed. A malformed entry
-// (or Forwarded's "unknown" / obfuscated node) stops the walk and the last
-// address that parsed wins, so garbage cannot smuggle a chosen address in.
-//
-// X-Forwarded-For is preferred when both headers are present because it is
-// what common proxies (nginx, ELBs, CDNs) set; a proxy in front of the
-// gateway that sets only Forwarded must not pass a client's X-Forwarded-For
-// through unchanged.
-//
-// The result is always a valid address without zone, IPv4 unmapped; an
-// unparsable peer (not a TCP socket) reads as 0.0.0.0.
-func ClientIP(r *http.Request, trusted []netip.Prefix) netip.Addr {
-	return ClientIPFrom(PeerAddr(r.RemoteAddr), r, trusted)
-}
-
 // Addrs holds a request's socket peer and client address once parsed,
 // for a request path that needs them in several places (the gateway: its
 // rate limits, exchange cap and traffic log; #25). The zero value is
@@ -45,7 +23,8 @@ func (a *Addrs) Peer(r *http.Request) netip.Addr {
 	return a.peer
 }
 
-// Client is ClientIP(r, trusted); trusted must not change between calls.
+// Client is ClientIPFrom(a.Peer(r), r, trusted); trusted must not change
+// between calls.
 func (a *Addrs) Client(r *http.Request, trusted []netip.Prefix) netip.Addr {
 	if !a.haveClient {
 		a.client, a.haveClient = ClientIPFrom(a.Peer(r), r, trusted), true
@@ -53,9 +32,24 @@ func (a *Addrs) Client(r *http.Request, trusted []netip.Prefix) netip.Addr {
 	return a.client
 }
 
-// ClientIPFrom is ClientIP for a request whose RemoteAddr a caller has
-// parsed already (PeerAddr), so that a request that needs both parses it
-// once.
+// ClientIPFrom returns the address a request came from: peer (its parsed
+// RemoteAddr, PeerAddr), or, when peer is one of the trusted proxies, the
+// right-most address in X-Forwarded-For (or, without that header, RFC 7239
+// Forwarded "for=") that is not itself a trusted proxy. Headers from untrusted peers are ignored
+// entirely: anyone can send them.
+//
+// The walk goes from the right because each proxy appends what it saw; only
+// the entries our own proxies appended can be believed. A malformed entry
+// (or Forwarded's "unknown" / obfuscated node) stops the walk and the last
+// address that parsed wins, so garbage cannot smuggle a chosen address in.
+//
+// X-Forwarded-For is preferred when both headers are present because it is
+// what common proxies (nginx, ELBs, CDNs) set; a proxy in front of the
+// gateway that sets only Forwarded must not pass a client's X-Forwarded-For
+// through unchanged.
+//
+// The result is always a valid address without zone, IPv4 unmapped; an
+// unparsable peer (not a TCP socket) reads as 0.0.0.0.
 func ClientIPFrom(peer netip.Addr, r *http.Request, trusted []netip.Prefix) netip.Addr {
 	if !isTrusted(peer, trusted) {
 		return peer

@@ -7,6 +7,11 @@ import (
 	"testing"
 )
 
+// ClientIP is ClientIPFrom for r's own RemoteAddr.
+func ClientIP(r *http.Request, trusted []netip.Prefix) netip.Addr {
+	return ClientIPFrom(PeerAddr(r.RemoteAddr), r, trusted)
+}
+
 func TestClientIP(t *testing.T) {
 	t.Parallel()
 	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}

@@ -1,11 +1,18 @@
 package wire
 
 import (
+	"context"
 	"errors"
 	"net"
 	"os"
 	"time"
 )
+
+// IsTimeout reports a deadline that passed: a context's or a socket's.
+func IsTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
 
 // idleReadableByDeadline is IdleReadable for connections without a socket
 // to peek at: a read with a deadline in the past returns at once, with a

@@ -124,7 +124,7 @@ func lower(ch byte) byte {
 }
 
 // TrimOWS drops leading and trailing spaces and tabs (HTTP's OWS).
-func TrimOWS(s string) string {
+func TrimOWS[T string | []byte](s T) T {
 	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
 		s = s[1:]
 	}
