@@ -202,9 +202,6 @@ type Option func(*Verifier)
 // The default discards.
 func WithLogger(l *slog.Logger) Option { return func(v *Verifier) { v.log = l } }
 
-// withClock injects the time source (tests).
-func withClock(now func() time.Time) Option { return func(v *Verifier) { v.now = now } }
-
 // NewVerifier builds a verifier from cfg (reads key files, starts JWKS
 // refresh if configured). tls says whether previews are served over TLS
 // (cookie name and Secure handling). Close releases background work.

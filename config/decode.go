@@ -28,12 +28,6 @@ func Load(path string) (*Config, error) {
 	return Parse(path, data)
 }
 
-// Validate loads the file at path and returns its problems, if any.
-func Validate(path string) error {
-	_, err := Load(path)
-	return err
-}
-
 // Parse decodes and validates data, naming it name in errors. ${VAR} and
 // ${VAR:-default} in scalar values expand from the environment. The result
 // has defaults applied and Path set to name. Data larger than MaxSize or

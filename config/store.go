@@ -26,9 +26,6 @@ func (s *Store) Load() *Config { return s.p.Load() }
 // Store makes c the current config.
 func (s *Store) Store(c *Config) { s.p.Store(c) }
 
-// Swap makes c the current config and returns the previous one.
-func (s *Store) Swap(c *Config) *Config { return s.p.Swap(c) }
-
 // restartOnly lists the settings a running gateway cannot change, by
 // their keys in the file: their listeners, state, Docker client and
 // certificate manager are built once at start.

@@ -95,9 +95,6 @@ func NewWatcher(cfg WatcherConfig, log *slog.Logger) (*Watcher, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("config watcher: no store")
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, fmt.Errorf("config watcher: %w", err)
@@ -123,13 +120,6 @@ func NewWatcher(cfg WatcherConfig, log *slog.Logger) (*Watcher, error) {
 	w.fw, w.target = fw, target // before the loop starts: it reads them
 	go w.loop()
 	return w, nil
-}
-
-// newWatcher is a running Watcher on events fed by hand (tests).
-func newWatcher(cfg WatcherConfig, log *slog.Logger, events <-chan fsnotify.Event, errs <-chan error) *Watcher {
-	w := buildWatcher(cfg, log, events, errs)
-	go w.loop()
-	return w
 }
 
 func buildWatcher(cfg WatcherConfig, log *slog.Logger, events <-chan fsnotify.Event, errs <-chan error) *Watcher {

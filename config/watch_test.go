@@ -560,3 +560,10 @@ func TestWatcherFollowsLinkedFile(t *testing.T) {
 		t.Fatalf("editor's rename over the linked file: got %s, max_running %d, want success and 12", got, store.Load().Limits.MaxRunning)
 	}
 }
+
+// newWatcher is a running Watcher on events fed by hand.
+func newWatcher(cfg WatcherConfig, log *slog.Logger, events <-chan fsnotify.Event, errs <-chan error) *Watcher {
+	w := buildWatcher(cfg, log, events, errs)
+	go w.loop()
+	return w
+}
