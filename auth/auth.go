@@ -296,14 +296,14 @@ func (v *Verifier) CookieName() string { return v.cookieName }
 // preview's own origin or one in allowed_origins (cross-site WebSocket
 // hijacking of HMR sockets); header-authenticated upgrades need no origin.
 func (v *Verifier) Check(r *http.Request, id string) (Result, error) {
-	upgrade := isWebSocket(r)
+	upgrade := IsWebSocket(r)
 	var best *Error
 	try := func(raw string, src Source) (Result, bool) {
 		claims, err := v.verify(r.Context(), raw)
 		if err == nil && claims.Sandbox != id && claims.Sandbox != "*" {
 			err = &Error{Reason: "wrong sandbox", kind: ErrForbidden}
 		}
-		if err == nil && src == FromCookie && upgrade && !v.originAllowed(r) {
+		if err == nil && src == FromCookie && upgrade && !v.OriginAllowed(r) {
 			err = &Error{Reason: "origin not allowed", kind: ErrOrigin,
 				err: fmt.Errorf("origin %q", truncate(r.Header.Get("Origin"), 100))}
 		}

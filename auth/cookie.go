@@ -118,7 +118,7 @@ func removeAccessToken(rawQuery string) string {
 		var pair string
 		pair, q, _ = strings.Cut(q, "&")
 		k, _, _ := strings.Cut(pair, "=")
-		if isAccessTokenKey(k) || isLinkKey(k) {
+		if isQueryKey(k, accessTokenParam) || isQueryKey(k, LinkParam) {
 			continue // a share link's token too (package links)
 		}
 		if b.Len() > 0 {
