@@ -145,7 +145,6 @@ type field struct {
 	zeroIsDefault bool
 }
 
-// fieldCache maps each config struct type to its fields by yaml key.
 var fieldCache sync.Map // reflect.Type -> map[string]field
 
 // fieldsOf maps yaml keys to fields, flattening ",inline" fields.

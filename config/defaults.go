@@ -188,7 +188,6 @@ func (c *Config) Template(name string) *Template {
 	return c.Templates[name]
 }
 
-// setDefault sets *p to v if it is zero.
 func setDefault[T comparable](p *T, v T) {
 	var zero T
 	if *p == zero {

@@ -26,10 +26,6 @@ func LoadPartial(path string) (c *Config, unset []string, err error) {
 	return c, unset, err
 }
 
-// CheckAddr checks a listener address given outside a file (serve --http):
-// host:port or :port, port 1-65535.
-func CheckAddr(addr string) error { return checkAddr(addr) }
-
 // ValidDomain reports whether d is a domain a config may serve under:
 // a lowercase DNS name without a wildcard or trailing dot.
 func ValidDomain(d string) bool { return validHostname(d) }

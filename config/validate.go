@@ -85,8 +85,9 @@ func (d *decoder) validateDomains(c *Config) {
 	}
 }
 
-// checkAddr validates a listen address "host:port" or ":port".
-func checkAddr(addr string) error {
+// CheckAddr checks a listener address, in the file or given outside it
+// (serve --http): host:port or :port, port 1-65535.
+func CheckAddr(addr string) error {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("invalid address %q (want host:port or :port)", addr)
@@ -107,7 +108,7 @@ func (d *decoder) validateListen(c *Config) {
 		if a.name == "https" && c.TLS.Mode == TLSOff || a.name == "metrics" && *a.p == "" {
 			continue // unused
 		}
-		if err := checkAddr(*a.p); err != nil {
+		if err := CheckAddr(*a.p); err != nil {
 			d.fail(err.Error(), "listen."+a.name, "listen")
 			continue
 		}

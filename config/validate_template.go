@@ -3,20 +3,14 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
 )
 
 func (d *decoder) validateTemplates(c *Config) {
-	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range c.Templates {
-			if !yield(n) {
-				return
-			}
-		}
-	})
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(c.Templates)) {
 		t, tp := c.Templates[name], "templates."+name
 		if !validName(name) {
 			d.failKey(fmt.Sprintf("invalid template name %q (letters, digits, _ . -)", name), tp)

@@ -36,7 +36,7 @@ func (d *decoder) validateTLS(c *Config) {
 			r := &a.RFC2136
 			if r.Server == "" {
 				d.fail("strategy wildcard needs acme.rfc2136.server (DNS-01)", "tls.acme.strategy")
-			} else if err := checkAddr(r.Server); err != nil {
+			} else if err := CheckAddr(r.Server); err != nil {
 				d.fail(err.Error(), "tls.acme.rfc2136.server")
 			}
 			if r.TSIGKey == "" || r.TSIGSecret == "" {

@@ -96,7 +96,6 @@ func (s *staged) discard() {
 	os.Remove(s.tmp)
 }
 
-// stage writes data to a new synced file beside path.
 func stage(path string, data []byte, mode fs.FileMode, owner fs.FileInfo) (_ *staged, err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
