@@ -232,7 +232,6 @@ func (l *limitedIssuer) Issue(ctx context.Context, csr *x509.CertificateRequest)
 	return l.ACMEIssuer.Issue(ctx, csr)
 }
 
-// splitPort splits "host:port" into its host and numeric port.
 func splitPort(addr string) (string, int, error) {
 	host, p, err := net.SplitHostPort(addr)
 	if err != nil {

@@ -82,7 +82,6 @@ type Manager struct {
 	closeOnce sync.Once
 }
 
-// source is one TLS mode.
 type source interface {
 	getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// handleHTTP answers an ACME HTTP-01 challenge; false if r is not one.
