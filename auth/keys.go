@@ -18,7 +18,6 @@ import (
 	"github.com/previewgate/previewgate/config"
 )
 
-// minRSABits is the smallest accepted RSA modulus.
 const minRSABits = 2048
 
 // staticKey is one configured key with its own parser: the parser's

@@ -80,8 +80,7 @@ func New() *Metrics {
 		Help: "Open proxied WebSocket connections."})
 	m.certEvents = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "previewgate_certificate_events_total",
 		Help: "Certificate events (obtained, renewed, failed)."}, []string{"event"})
-	m.reg.MustRegister(m.wakePhases)
-	m.reg.MustRegister(m.requests, m.proxyTime, m.rejections, m.reloads, m.authFails, m.coldStarts, m.coldTime,
+	m.reg.MustRegister(m.wakePhases, m.requests, m.proxyTime, m.rejections, m.reloads, m.authFails, m.coldStarts, m.coldTime,
 		m.websockets, m.certEvents, &stateCollector{m: m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{"success", "failure"} {
