@@ -63,29 +63,14 @@ func (w *Watcher) commit(gen uint64, c *Config, restart []string, commit, drop f
 		w.log.Debug("config superseded by a newer one before it went live")
 		return restart, nil
 	}
-	old := w.cfg.Store.Load()
-	if w.cfg.Apply != nil {
-		if err := w.cfg.Apply(c); err != nil {
-			drop()
-			if file != nil {
-				file.discard()
-			}
-			return nil, fmt.Errorf("apply config: %w", err)
-		}
-	}
 	if file != nil {
 		if err := file.publish(); err != nil {
-			err = fmt.Errorf("write config: %w", err)
 			drop()
-			if w.cfg.Apply != nil {
-				if rerr := w.cfg.Apply(old); rerr != nil {
-					w.log.Error("config: re-applying the old config failed", "err", rerr)
-				}
-			}
-			return nil, err
+			return nil, fmt.Errorf("write config: %w", err)
 		}
 	}
 	commit()
+	old := w.cfg.Store.Load()
 	if sum != nil {
 		w.lastSum, w.haveSum = *sum, true
 	}

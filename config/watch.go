@@ -35,11 +35,6 @@ type WatcherConfig struct {
 	// not block. drop releases a preparation that was overtaken by a newer
 	// config and never committed. An error fails the reload.
 	Prepare func(*Config) (commit, drop func(), err error)
-	// Apply, if set, is called with a new valid config before it is stored,
-	// under the watcher's lock (Apply calls never overlap), after Prepare's
-	// commit. An error fails the reload and nothing is stored. It must not
-	// do network or disk I/O: that belongs in Prepare (#25).
-	Apply func(*Config) error
 	// OnResult, if set, is called with ResultSuccess or ResultFailure after
 	// each reload attempt (for metrics). Unchanged files are not attempts.
 	OnResult func(result string)
@@ -80,8 +75,7 @@ type Watcher struct {
 	done   chan struct{}
 	once   sync.Once
 
-	// mu guards lastSum, gen and live, and serializes commits, Apply
-	// calls and stores. It is never held across I/O: files are read and
+	// mu guards lastSum, gen and live, and serializes commits and stores. It is never held across I/O: files are read and
 	// written, and Prepare runs, outside it (#25).
 	mu      sync.Mutex
 	lastSum [sha256.Size]byte
