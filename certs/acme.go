@@ -23,7 +23,7 @@ import (
 const acmeTLS1Protocol = "acme-tls/1"
 
 // ErrIssueRateLimited is the error of an on-demand issuance refused by
-// Config.IssueRate. The CA was not contacted.
+// TLS.ACME.IssuePerHour. The CA was not contacted.
 var ErrIssueRateLimited = errors.New("certificate issuance rate limited")
 
 // errHostNotAllowed is returned to certmagic for hosts Config.Decide rejects.
@@ -162,7 +162,7 @@ func (s *acmeSource) onDemand(cfg Config, tmpl certmagic.ACMEIssuer) {
 	// restart must not spend the issuance budget on reloading.
 	s.magic.Issuers = []certmagic.Issuer{&limitedIssuer{
 		ACMEIssuer: s.issuer,
-		budget:     &hourly{max: cfg.IssuePerHour, now: time.Now},
+		budget:     &hourly{max: cfg.TLS.ACME.IssuePerHour, now: time.Now},
 	}}
 }
 

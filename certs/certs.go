@@ -57,13 +57,11 @@ type Config struct {
 	// Worth, in on-demand mode, says whether a host Decide approves is
 	// worth a certificate: a route's host, a sandbox that exists or was
 	// announced (#24, 7). A host it refuses gets one only if TLS.ACME.Ask
-	// approves. Nil means every host Decide approves.
+	// approves. Nil means every host Decide approves. Orders sent to the
+	// CA in any hour, renewals included, are bounded by
+	// TLS.ACME.IssuePerHour (zero means 20); a handshake over it fails
+	// without contacting the CA.
 	Worth func(host string) bool
-	// IssuePerHour bounds certificate orders sent to the CA in on-demand
-	// mode in any hour, renewals included; a handshake over it fails
-	// without contacting the CA. Set by config (tls.acme.issue_per_hour);
-	// zero means 20.
-	IssuePerHour int
 
 	// ReloadInterval is how often files mode checks the certificate files.
 	// Zero means 1s.
@@ -113,11 +111,8 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 	if cfg.Decide == nil {
 		cfg.Decide = SandboxHostDecider(cfg.Domains, nil)
 	}
-	if cfg.IssuePerHour == 0 {
-		cfg.IssuePerHour = cfg.TLS.ACME.IssuePerHour
-	}
-	if cfg.IssuePerHour == 0 {
-		cfg.IssuePerHour = 20
+	if cfg.TLS.ACME.IssuePerHour == 0 {
+		cfg.TLS.ACME.IssuePerHour = 20
 	}
 	if cfg.ReloadInterval == 0 {
 		cfg.ReloadInterval = time.Second
