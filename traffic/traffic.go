@@ -230,14 +230,6 @@ func (e *entry) request() Request {
 	return q
 }
 
-// Len is how many sandboxes are tracked now.
-func (r *Recorder) Len() int {
-	if r == nil {
-		return 0
-	}
-	return r.cache.Len()
-}
-
 // Forget drops id's record (the sandbox was removed).
 func (r *Recorder) Forget(id string) {
 	if r != nil {
