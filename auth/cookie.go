@@ -30,21 +30,12 @@ func cookieNames(configured string, tls bool) (base, name string) {
 	return base, base
 }
 
-// Exchange answers a request whose URL carries a token: 303 to the same
-// URL without access_token. Call it, instead of serving the request, when
-// res.Exchange is set. When the query token is what verified (res.Source
-// == FromQuery) it also becomes the cookie, replacing an older one; when
-// only the cookie verified, the redirect sets nothing, because the query
-// token is not one we would hand back to the browser.
-//
-// The redirect keeps the path and every other query parameter in order,
-// byte for byte. The response carries Cache-Control: no-store and
-// Referrer-Policy: no-referrer so the token is neither cached nor sent on.
-// The cookie is host-only, Path=/, HttpOnly, Secure (browsers accept Secure
-// from http://localhost too), and expires with the token. A cross-site
-// iframe (Sec-Fetch-Dest: iframe, Sec-Fetch-Site: cross-site) gets
-// SameSite=None; Partitioned so it works where third-party cookies are
-// blocked; anything else gets SameSite=Lax.
+// Exchange answers a request whose URL carries a token (call it, instead
+// of serving the request, when res.Exchange is set) with Redirect. When
+// the query token is what verified (res.Source == FromQuery) it also
+// becomes the cookie, replacing an older one, and the cookie expires with
+// the token; when only the cookie verified, the redirect sets nothing,
+// because the query token is not one we would hand back to the browser.
 func (v *Verifier) Exchange(w http.ResponseWriter, r *http.Request, res Result) {
 	var c *http.Cookie
 	if res.Source == FromQuery {
@@ -59,12 +50,16 @@ func (v *Verifier) Exchange(w http.ResponseWriter, r *http.Request, res Result) 
 }
 
 // Redirect answers r, a navigation whose URL carries a credential (a
-// token, a share link): 303 to the same URL without it (redirectTarget),
-// Cache-Control: no-store and Referrer-Policy: no-referrer, setting c
-// (nil: nothing) with the attributes every cookie of the gateway has:
-// host-only, Path=/, HttpOnly, Secure, and SameSite=Lax, or SameSite=None;
-// Partitioned inside a cross-site frame. c's name, value and expiry are
-// the caller's.
+// token, a share link): 303 to the same URL without it (redirectTarget:
+// the path and every other query parameter kept in order, byte for byte),
+// with Cache-Control: no-store and Referrer-Policy: no-referrer so the
+// credential is neither cached nor sent on, setting c (nil: nothing) with
+// the attributes every cookie of the gateway has: host-only, Path=/,
+// HttpOnly, Secure (browsers accept Secure from http://localhost too), and
+// SameSite=Lax, or SameSite=None; Partitioned inside a cross-site frame
+// (Sec-Fetch-Dest: iframe, Sec-Fetch-Site: cross-site), so it works where
+// third-party cookies are blocked. c's name, value and expiry are the
+// caller's.
 func (v *Verifier) Redirect(w http.ResponseWriter, r *http.Request, c *http.Cookie) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")

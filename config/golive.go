@@ -9,12 +9,10 @@ import (
 	"strings"
 )
 
-// A reload and a replace go live the same way: prepare (Check, the
-// restart-only settings kept, Prepare) without the watcher's lock, then
-// commit under it, in the order they began.
-
 // prepare runs Check, keeps the restart-only settings of the running
-// config in c and runs Prepare, without the lock. commit and drop are never nil.
+// config in c and runs Prepare, without the lock: a reload and a replace
+// go live the same way, then commit under it, in the order they began.
+// commit and drop are never nil.
 func (w *Watcher) prepare(c *Config) (restart []string, commit, drop func(), err error) {
 	if w.cfg.Check != nil {
 		if err := w.cfg.Check(c); err != nil {
