@@ -25,7 +25,3 @@ func LoadPartial(path string) (c *Config, unset []string, err error) {
 	})
 	return c, unset, err
 }
-
-// ValidDomain reports whether d is a domain a config may serve under:
-// a lowercase DNS name without a wildcard or trailing dot.
-func ValidDomain(d string) bool { return validHostname(d) }

@@ -24,11 +24,11 @@ func ValidID(id string) bool { return len(id) <= MaxIDLen && dnsLabel(id) }
 // scope): a DNS label, so it is a valid Docker and Kubernetes label value.
 func ValidScope(s string) bool { return dnsLabel(s) }
 
-// validHostname reports whether h is a lowercase DNS hostname: dot-separated
-// labels of letters, digits and inner hyphens, at most 253 bytes, no trailing
-// dot and no wildcard. It is also a Kubernetes object name (an RFC 1123
-// subdomain).
-func validHostname(h string) bool {
+// ValidHostname reports whether h is a lowercase DNS hostname, such as a
+// domain a config may serve under: dot-separated labels of letters, digits
+// and inner hyphens, at most 253 bytes, no trailing dot and no wildcard.
+// It is also a Kubernetes object name (an RFC 1123 subdomain).
+func ValidHostname(h string) bool {
 	if len(h) > 253 {
 		return false
 	}

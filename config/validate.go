@@ -74,7 +74,7 @@ func (d *decoder) validateDomains(c *Config) {
 		h := strings.ToLower(strings.TrimSpace(c.Domains[i]))
 		c.Domains[i] = h
 		switch {
-		case !validHostname(h):
+		case !ValidHostname(h):
 			d.fail(fmt.Sprintf("invalid domain %q: not a hostname", h), at, "domain")
 		case len(h) > 253-64:
 			d.fail(fmt.Sprintf("domain %q is too long for sandbox-<id>.%s", h, h), at, "domain")
@@ -162,7 +162,7 @@ func (d *decoder) validateRoutes(c *Config) {
 		switch {
 		case r.Host == "":
 			d.fail("route needs a host", rp+".host", rp)
-		case !validHostname(r.Host):
+		case !ValidHostname(r.Host):
 			d.fail(fmt.Sprintf("invalid host %q: not a hostname", r.Host), rp+".host")
 		case hosts[r.Host]:
 			d.fail(fmt.Sprintf("duplicate route host %q", r.Host), rp+".host")

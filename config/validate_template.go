@@ -103,7 +103,7 @@ func (d *decoder) validateWorkspace(c *Config, t *Template, tp string) {
 	if err := checkMountPath(w.Path, t.ReadOnly); err != nil {
 		d.fail(err.Error(), wp+".path", wp)
 	}
-	if w.StorageClass != "" && !validHostname(w.StorageClass) {
+	if w.StorageClass != "" && !ValidHostname(w.StorageClass) {
 		d.fail(fmt.Sprintf("invalid storage_class %q (a DNS subdomain: lowercase letters, digits, - and .)", w.StorageClass), wp+".storage_class", wp)
 	}
 	if t.Pool > 0 {
