@@ -44,12 +44,6 @@ type acmeSource struct {
 
 func newACME(cfg Config, log *slog.Logger) (*acmeSource, error) {
 	a := cfg.TLS.ACME
-	if a.Strategy == "" {
-		a.Strategy = config.StrategyOnDemand
-	}
-	if a.CA == "" {
-		a.CA = certmagic.LetsEncryptProductionCA
-	}
 	if len(cfg.Domains) == 0 && a.Strategy == config.StrategyWildcard {
 		return nil, errors.New("wildcard strategy needs at least one domain")
 	}

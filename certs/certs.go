@@ -31,20 +31,19 @@ import (
 	"github.com/previewgate/previewgate/config"
 )
 
-// Config configures a Manager. The zero value of every field but TLS and
-// Domains works.
+// Config configures a Manager. TLS, DataDir and the addresses are set by
+// config (defaults applied); the other fields' zero values work.
 type Config struct {
 	TLS     config.TLS
 	Domains []string // sandbox-<id>.<domain> hosts are served for each
 
 	// DataDir holds certmagic's storage and the local CA.
-	// Zero means "previewgate-data".
 	DataDir string
 
 	// HTTPAddr and HTTPSAddr are the listener addresses. The ACME solvers
 	// need their ports (HTTP-01 is answered by HTTPHandler, TLS-ALPN-01 by
 	// TLSConfig), and the redirect to HTTPS names the HTTPS port when it is
-	// not 443. Zero means ":80" and ":443".
+	// not 443.
 	HTTPAddr  string
 	HTTPSAddr string
 
@@ -99,15 +98,6 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("component", "certs", "tls_mode", cfg.TLS.Mode)
-	if cfg.DataDir == "" {
-		cfg.DataDir = "previewgate-data"
-	}
-	if cfg.HTTPAddr == "" {
-		cfg.HTTPAddr = ":80"
-	}
-	if cfg.HTTPSAddr == "" {
-		cfg.HTTPSAddr = ":443"
-	}
 	if cfg.Decide == nil {
 		cfg.Decide = SandboxHostDecider(cfg.Domains, nil)
 	}
