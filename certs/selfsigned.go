@@ -1,7 +1,6 @@
 package certs
 
 import (
-	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -42,28 +41,21 @@ const (
 )
 
 // ExportCA returns the PEM certificate of the local CA kept in dataDir, for
-// `previewgate ca export`. It creates the CA if dataDir has none yet, so the
-// CA can be trusted before the gateway first starts.
+// `previewgate ca export`. It never creates one: a fresh CA that no server
+// uses would hide a mistyped data_dir.
 func ExportCA(dataDir string) ([]byte, error) {
-	// Load only: creating a CA here would hide a mistyped data_dir behind a
-	// fresh CA that no server uses.
-	certPEM, err := os.ReadFile(filepath.Join(dataDir, "ca", caCertName))
-	if errors.Is(err, fs.ErrNotExist) {
+	ca, err := loadOrCreateCA(dataDir, false)
+	if errors.Is(err, errNoCA) {
 		return nil, fmt.Errorf("certs: no local CA in %s (run serve with tls.mode self-signed and this data_dir first)", filepath.Join(dataDir, "ca"))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("certs: %w", err)
 	}
-	ca, err := loadOrCreateCA(dataDir)
-	if err != nil {
-		return nil, fmt.Errorf("certs: %w", err)
-	}
-	out := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})
-	if !bytes.Equal(bytes.TrimSpace(certPEM), bytes.TrimSpace(out)) {
-		return nil, fmt.Errorf("certs: local CA in %s changed while reading it", dataDir)
-	}
-	return out, nil
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw}), nil
 }
+
+// errNoCA: dataDir holds no local CA certificate.
+var errNoCA = errors.New("no local CA")
 
 type localCA struct {
 	cert *x509.Certificate
@@ -71,11 +63,15 @@ type localCA struct {
 }
 
 // loadOrCreateCA reads <dataDir>/ca/ca.{crt,key} or, when the certificate is
-// missing, creates an ECDSA P-256 CA valid for 10 years.
-func loadOrCreateCA(dataDir string) (*localCA, error) {
+// missing, creates an ECDSA P-256 CA valid for 10 years (errNoCA unless
+// create).
+func loadOrCreateCA(dataDir string, create bool) (*localCA, error) {
 	dir := filepath.Join(dataDir, "ca")
 	certPEM, err := os.ReadFile(filepath.Join(dir, caCertName))
 	if errors.Is(err, fs.ErrNotExist) {
+		if !create {
+			return nil, errNoCA
+		}
 		return createCA(dir)
 	}
 	if err != nil {
@@ -191,7 +187,7 @@ func newSelfSigned(cfg Config, log *slog.Logger) (*selfSignedSource, error) {
 	if len(cfg.Domains) == 0 {
 		return nil, errors.New("at least one domain is required")
 	}
-	ca, err := loadOrCreateCA(cfg.DataDir)
+	ca, err := loadOrCreateCA(cfg.DataDir, true)
 	if err != nil {
 		return nil, err
 	}
