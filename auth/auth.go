@@ -17,6 +17,7 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -213,7 +214,7 @@ func NewVerifier(cfg config.Auth, tls bool, opts ...Option) (*Verifier, error) {
 		log:       slog.New(slog.DiscardHandler),
 		now:       time.Now,
 		tls:       tls,
-		aud:       cfg.Audience,
+		aud:       cmp.Or(cfg.Audience, config.DefaultAudience),
 		issuers:   make(map[string]bool, len(cfg.Issuers)),
 		origins:   make(map[string]bool, len(cfg.AllowedOrigins)),
 		keys:      make(map[string]*staticKey, len(cfg.Keys)),
@@ -221,9 +222,6 @@ func NewVerifier(cfg config.Auth, tls bool, opts ...Option) (*Verifier, error) {
 	}
 	for _, o := range opts {
 		o(v)
-	}
-	if v.aud == "" {
-		v.aud = config.DefaultAudience
 	}
 	for _, iss := range cfg.Issuers {
 		v.issuers[iss] = true

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -66,14 +67,8 @@ func Mint(key config.Key, o MintOptions) (string, error) {
 		now = time.Now()
 	}
 	now = now.Truncate(time.Second)
-	ttl := o.TTL
-	if ttl == 0 {
-		ttl = DefaultTTL
-	}
-	aud := o.Audience
-	if aud == "" {
-		aud = config.DefaultAudience
-	}
+	ttl := cmp.Or(o.TTL, DefaultTTL)
+	aud := cmp.Or(o.Audience, config.DefaultAudience)
 	c := Claims{
 		RegisteredClaims: jwt.RegisteredClaims{
 			Subject:   o.Subject,

@@ -18,6 +18,7 @@
 package certs
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -101,12 +102,8 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 	if cfg.Decide == nil {
 		cfg.Decide = SandboxHostDecider(cfg.Domains, nil)
 	}
-	if cfg.TLS.ACME.IssuePerHour == 0 {
-		cfg.TLS.ACME.IssuePerHour = 20
-	}
-	if cfg.ReloadInterval == 0 {
-		cfg.ReloadInterval = time.Second
-	}
+	cfg.TLS.ACME.IssuePerHour = cmp.Or(cfg.TLS.ACME.IssuePerHour, 20)
+	cfg.ReloadInterval = cmp.Or(cfg.ReloadInterval, time.Second)
 
 	m := &Manager{cfg: cfg}
 	var err error
