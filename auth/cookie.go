@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"cmp"
 	"net/http"
 	"net/url"
 	"strings"
@@ -21,9 +22,7 @@ func cookieNames(configured string, tls bool) (base, name string) {
 	for _, p := range []string{hostPrefix, "__Secure-"} {
 		base = strings.TrimPrefix(base, p)
 	}
-	if base == "" {
-		base = DefaultCookieName
-	}
+	base = cmp.Or(base, DefaultCookieName)
 	if tls {
 		return base, hostPrefix + base
 	}

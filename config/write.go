@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -98,10 +99,7 @@ func (s *staged) discard() {
 
 func stage(path string, data []byte, mode fs.FileMode, owner fs.FileInfo) (_ *staged, err error) {
 	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	f, err := os.CreateTemp(cmp.Or(dir, "."), "."+base+".tmp-*")
 	if err != nil {
 		return nil, err
 	}
