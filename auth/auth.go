@@ -77,16 +77,13 @@ const (
 	FromQuery
 )
 
+var sourceNames = [...]string{FromNone: "none", FromHeader: "header", FromCookie: "cookie", FromQuery: "query"}
+
 func (s Source) String() string {
-	switch s {
-	case FromHeader:
-		return "header"
-	case FromCookie:
-		return "cookie"
-	case FromQuery:
-		return "query"
+	if s < 0 || int(s) >= len(sourceNames) {
+		return "none"
 	}
-	return "none"
+	return sourceNames[s]
 }
 
 // Claims are the token claims previewgate understands.
@@ -354,17 +351,11 @@ func (v *Verifier) Check(r *http.Request, id string) (Result, error) {
 	return Result{}, best
 }
 
-func rank(e *Error) int {
-	switch e.kind {
-	case ErrOrigin:
-		return 4
-	case ErrForbidden:
-		return 3
-	case ErrExpired:
-		return 2
-	}
-	return 1
-}
+// failureRank orders Check's failures by how telling they are; any other
+// ranks 1 (invalid).
+var failureRank = map[error]int{ErrOrigin: 4, ErrForbidden: 3, ErrExpired: 2}
+
+func rank(e *Error) int { return max(1, failureRank[e.kind]) }
 
 func truncate(s string, n int) string {
 	if len(s) > n {
