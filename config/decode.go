@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"os"
@@ -173,6 +174,9 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
+// scalarKinds names a scalar by its tag in messages; any other is a string.
+var scalarKinds = map[string]string{intTag: "an integer", floatTag: "a number", boolTag: "a boolean", nullTag: "null"}
+
 func kindName(n *node) string {
 	switch n.kind {
 	case mappingNode:
@@ -180,17 +184,7 @@ func kindName(n *node) string {
 	case sequenceNode:
 		return "a list"
 	case scalarNode:
-		switch n.tag {
-		case intTag:
-			return "an integer"
-		case floatTag:
-			return "a number"
-		case boolTag:
-			return "a boolean"
-		case nullTag:
-			return "null"
-		}
-		return "a string"
+		return cmp.Or(scalarKinds[n.tag], "a string")
 	}
 	return "something else"
 }
