@@ -13,12 +13,10 @@ import (
 	"github.com/goccy/go-yaml/token"
 )
 
-// Hidden values are the secrets (admin_token, auth.keys[].secret,
-// tls.acme.rfc2136.tsig_secret) and the templates' env values: env often
-// carries API keys and database URLs. GET /admin/config shows each
-// non-empty one as Redacted. So that its output can be edited and sent back
-// with PUT /admin/config (#13), a hidden value written as Redacted in a
-// config sent to ParseUpdate stands for the running one.
+// Hidden values are the Secret fields (admin_token, api_tokens[].token,
+// auth.keys[].secret, tls.acme.rfc2136.tsig_secret) and the templates' env
+// values: env often carries API keys and database URLs. GET /admin/config
+// shows each non-empty one as Redacted, which ParseUpdate takes back (#13).
 
 // envKey names an env value: the map's path, NUL, the variable (template
 // names may contain dots; NUL is in neither).
@@ -75,8 +73,8 @@ func (c *Config) KeepCodeSecrets() {
 }
 
 // Redacted returns the effective config (defaults applied) as YAML, with
-// every non-empty secret and template env value shown as "REDACTED". It is
-// what GET /admin/config shows; ParseUpdate takes it back.
+// every non-empty secret and template env value shown as "REDACTED": what
+// GET /admin/config shows where RedactedSource cannot keep the file's text.
 func (c *Config) Redacted() ([]byte, error) {
 	cp := *c
 	if cp.TLS.Mode == TLSOff {
