@@ -33,14 +33,9 @@ const (
 	DefaultActivityEvery = 10 * time.Second
 	// Share links (#23): a link's lifetime unless asked, and the most it
 	// may be asked; a sandbox's keep-up, at most, unless its template says.
-	DefaultLinkTTL      = time.Hour
-	DefaultMaxLinkTTL   = 24 * time.Hour
-	DefaultMaxKeepUp    = 4 * time.Hour
-	defaultMaxStarts    = 4
-	defaultStartQueue   = 64
-	defaultMaxRunning   = 50
-	defaultReadyTimeout = 60 * time.Second
-	defaultQueueTimeout = 30 * time.Second
+	DefaultLinkTTL    = time.Hour
+	DefaultMaxLinkTTL = 24 * time.Hour
+	DefaultMaxKeepUp  = 4 * time.Hour
 )
 
 // DefaultLimits returns the limits of a file that sets none.
@@ -110,10 +105,10 @@ func (c *Config) ApplyDefaults() {
 		t.applyDefaults()
 	}
 	l := &c.Limits
-	setDefault(&l.MaxConcurrentStarts, defaultMaxStarts)
-	setDefault(&l.StartQueue, defaultStartQueue)
-	setDur(&l.StartQueueTimeout, defaultQueueTimeout)
-	setDefault(&l.MaxRunning, defaultMaxRunning)
+	setDefault(&l.MaxConcurrentStarts, 4)
+	setDefault(&l.StartQueue, 64)
+	setDur(&l.StartQueueTimeout, 30*time.Second)
+	setDefault(&l.MaxRunning, 50)
 	// On by default (#13): otherwise one subject with a sbx "*" token can
 	// take every max_running slot. Half of max_running, so that within an
 	// hour one subject can take at most half of the slots. Unlimited is an
@@ -170,7 +165,7 @@ func (t *Template) applyDefaults() {
 	setDefault(&t.Memory, 1<<30)
 	setDefault(&t.CPUs, 1)
 	setDefault(&t.Pids, 512)
-	setDur(&t.Ready.Timeout, defaultReadyTimeout)
+	setDur(&t.Ready.Timeout, 60*time.Second)
 	setDur(&t.IdleTimeout, 15*time.Minute)
 	setDefault(&t.IdleAction, IdleStop)
 	setDur(&t.MaxSocketIdle, time.Hour)
