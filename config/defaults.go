@@ -31,11 +31,6 @@ const (
 	DefaultGatewayLabel  = "app.kubernetes.io/name=previewgate"
 	DefaultRunAsUser     = 1000
 	DefaultActivityEvery = 10 * time.Second
-	// Share links (#23): a link's lifetime unless asked, and the most it
-	// may be asked; a sandbox's keep-up, at most, unless its template says.
-	DefaultLinkTTL    = time.Hour
-	DefaultMaxLinkTTL = 24 * time.Hour
-	DefaultMaxKeepUp  = 4 * time.Hour
 )
 
 // DefaultLimits returns the limits of a file that sets none.
@@ -86,8 +81,8 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&c.TLS.ACME.IssuePerHour, 20)
 	setDefault(&c.TLS.ACME.CA, "https://acme-v02.api.letsencrypt.org/directory")
 	setDefault(&c.TLS.ACME.RFC2136.TSIGAlg, "hmac-sha256")
-	setDur(&c.Auth.LinkTTL, DefaultLinkTTL)
-	setDur(&c.Auth.MaxLinkTTL, DefaultMaxLinkTTL)
+	setDur(&c.Auth.LinkTTL, time.Hour)
+	setDur(&c.Auth.MaxLinkTTL, 24*time.Hour)
 	setDefault(&c.Auth.Audience, DefaultAudience)
 	setDefault(&c.Docker.Network, DefaultNetwork)
 	setDefault(&c.Docker.Replicas, 1)
@@ -170,7 +165,7 @@ func (t *Template) applyDefaults() {
 	setDefault(&t.IdleAction, IdleStop)
 	setDur(&t.MaxSocketIdle, time.Hour)
 	setDur(&t.RemoveAfter, 24*time.Hour)
-	setDur(&t.MaxKeepUp, DefaultMaxKeepUp)
+	setDur(&t.MaxKeepUp, 4*time.Hour)
 	setDefault(&t.ColdStart, ColdStartWaitingPage)
 	setDefault(&t.HostHeader, HostLocal)
 	setDefault(&t.MaxBodyBytes, 100<<20)
