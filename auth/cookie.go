@@ -141,9 +141,10 @@ func (v *Verifier) Strip(out *http.Request) {
 }
 
 // Stripped is Strip for a proxy that writes r's header lines itself: it
-// returns the token-carrying headers (TokenHeaders) Strip changes, as
-// Strip leaves them (nil lines: removed), and r's raw query without the
-// token, and changes nothing in r. Strip is Stripped applied.
+// returns the token-carrying headers (Cookie, Authorization, Referer)
+// Strip changes, as Strip leaves them (nil lines: removed), and r's raw
+// query without the token, and changes nothing in r. Strip is Stripped
+// applied.
 func (v *Verifier) Stripped(r *http.Request) (e wire.Edits, query string) {
 	if lines := r.Header["Cookie"]; len(lines) > 0 {
 		if kept, changed := v.stripCookies(lines); changed {
@@ -201,9 +202,6 @@ func (v *Verifier) stripAuthorization(vals []string) (kept []string, changed boo
 	}
 	return kept, len(kept) != len(vals)
 }
-
-// TokenHeaders are the headers Strip may change.
-var TokenHeaders = [...]string{"Cookie", "Authorization", "Referer"}
 
 // stripCookieLine removes our cookies from one Cookie header line. It
 // reports whether anything was removed; if not, line is returned as is.
