@@ -74,7 +74,7 @@ func (w *Watcher) commit(gen uint64, c *Config, restart []string, commit, drop f
 	}
 	w.live = gen
 	w.cfg.Store.Store(c)
-	w.report(ResultSuccess)
+	w.cfg.OnResult(ResultSuccess)
 	w.logChanges(msg, Changed(old, c), restart)
 	return restart, nil
 }
@@ -97,13 +97,7 @@ func (w *Watcher) logChanges(msg string, changed, restart []string) {
 }
 
 func (w *Watcher) fail(err error) error {
-	w.report(ResultFailure)
+	w.cfg.OnResult(ResultFailure)
 	w.log.LogAttrs(context.Background(), slog.LevelError, "config reload failed, keeping the running config", slog.String("err", err.Error()))
 	return err
-}
-
-func (w *Watcher) report(result string) {
-	if w.cfg.OnResult != nil {
-		w.cfg.OnResult(result)
-	}
 }

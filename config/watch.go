@@ -120,6 +120,12 @@ func buildWatcher(cfg WatcherConfig, log *slog.Logger, events <-chan fsnotify.Ev
 	if cfg.Debounce <= 0 {
 		cfg.Debounce = 200 * time.Millisecond
 	}
+	if cfg.Override == nil {
+		cfg.Override = func(*Config) {}
+	}
+	if cfg.OnResult == nil {
+		cfg.OnResult = func(string) {}
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -217,7 +223,7 @@ func (w *Watcher) reload(force bool) error {
 	if err != nil {
 		return w.fail(err)
 	}
-	w.override(c)
+	w.cfg.Override(c)
 	if live := w.cfg.Store.Load(); !force && len(Changed(live, c)) == 0 {
 		// Rewritten with the same settings (comments, order, a
 		// restart-only edit taken back): not a reload, nothing to say
@@ -264,12 +270,6 @@ func (w *Watcher) keepText(gen uint64, live, c *Config) bool {
 	return true
 }
 
-func (w *Watcher) override(c *Config) {
-	if w.cfg.Override != nil {
-		w.cfg.Override(c)
-	}
-}
-
 // Replace validates data as the new content of the file, applies it, writes
 // it atomically (keeping a .bak) and stores it: the admin PUT. A secret or
 // env value written as REDACTED keeps the running one (ParseUpdate), and
@@ -281,7 +281,7 @@ func (w *Watcher) Replace(data []byte) ([]string, error) {
 	if err != nil {
 		return nil, err // a rejected PUT is the caller's to report, not a reload failure
 	}
-	w.override(c)
+	w.cfg.Override(c)
 	restart, commit, drop, err := w.prepare(c)
 	if err != nil {
 		return nil, err
