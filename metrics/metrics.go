@@ -97,7 +97,7 @@ var sandboxStateDesc = prometheus.NewDesc("previewgate_sandboxes", "Sandboxes by
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- sandboxStateDesc }
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	f := c.m.states.Load()
-	if f == nil {
+	if f == nil || *f == nil {
 		return
 	}
 	for state, n := range (*f)() {
@@ -216,13 +216,7 @@ func labelValue(reason string) string {
 
 // SandboxStates sets the source of the sandboxes-by-state gauge
 // (sandboxmgr.Manager.States), read at each scrape; nil means none.
-func (m *Metrics) SandboxStates(f func() map[string]int) {
-	if f == nil {
-		m.states.Store(nil)
-		return
-	}
-	m.states.Store(&f)
-}
+func (m *Metrics) SandboxStates(f func() map[string]int) { m.states.Store(&f) }
 
 // Handler serves the Prometheus exposition of m's registry.
 func (m *Metrics) Handler() http.Handler {
