@@ -97,10 +97,7 @@ func dropShadowed(errs ErrorList, n int, also map[Pos]bool) ErrorList {
 	if n == 0 || n == len(errs) {
 		return errs
 	}
-	at := maps.Clone(also)
-	if at == nil {
-		at = make(map[Pos]bool, n)
-	}
+	at := maps.Clone(also) // never nil: decodeOnly makes it
 	for _, e := range errs[:n] {
 		at[Pos{e.Line, e.Col}] = true
 	}
@@ -117,7 +114,7 @@ func dropShadowed(errs ErrorList, n int, also map[Pos]bool) ErrorList {
 // bounds error comes back as err; decode errors are left in d.errs.
 func decodeOnly(name string, data []byte, lookup func(string) (string, bool)) (*Config, *decoder, error) {
 	d := &decoder{file: name, lookup: lookup, locs: map[string]loc{}, budget: maxNodes, hidden: map[string]*node{},
-		reads: map[*token.Token]int{}}
+		reads: map[*token.Token]int{}, unexpanded: map[Pos]bool{}, expanded: map[string]string{}}
 	tks, pm := checkBounds(data)
 	if pm != nil {
 		d.errAt(pm.Pos, "%s", pm.msg)
