@@ -127,7 +127,7 @@ func checkKeyType(alg string, key any) error {
 		if !ok {
 			return fmt.Errorf("%s needs an ECDSA key, got %T", alg, key)
 		}
-		want := curveOfSize(m.CurveBits)
+		want := curveOfSize[m.CurveBits]
 		if want == nil {
 			return fmt.Errorf("unsupported alg %q: no curve of %d bits", alg, m.CurveBits)
 		}
@@ -144,16 +144,9 @@ func checkKeyType(alg string, key any) error {
 	return nil
 }
 
-// curveOfSize is the NIST curve of bits bits (P-256, P-384 or P-521), the
-// one an ES* signing method names by its CurveBits; nil if none.
-func curveOfSize(bits int) elliptic.Curve {
-	for _, c := range []elliptic.Curve{elliptic.P256(), elliptic.P384(), elliptic.P521()} {
-		if c.Params().BitSize == bits {
-			return c
-		}
-	}
-	return nil
-}
+// curveOfSize is the NIST curve an ES* signing method names by its
+// CurveBits.
+var curveOfSize = map[int]elliptic.Curve{256: elliptic.P256(), 384: elliptic.P384(), 521: elliptic.P521()}
 
 // ParsePublicKeyPEM reads the first public key in PEM data: PKIX "PUBLIC
 // KEY", PKCS#1 "RSA PUBLIC KEY", or the key of a "CERTIFICATE".
