@@ -41,11 +41,9 @@ func (w *Watcher) prepare(c *Config) (restart []string, commit, drop func(), err
 }
 
 // commit makes c live unless a newer reload or replace (by gen; 0 means
-// now) already did, in which case the preparation is dropped and c is not stored. sum,
-// if set, is the file content c was read from.
-//
-// file, if set, is the replace's staged file: renamed into place with
-// the commit, or removed.
+// now) already did: then the preparation is dropped, file (a replace's
+// staged file, if set) removed and c not stored; else file is renamed into
+// place with the commit. sum, if set, is the file content c was read from.
 func (w *Watcher) commit(gen uint64, c *Config, restart []string, commit, drop func(), msg string, sum *[sha256.Size]byte, file *staged) ([]string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

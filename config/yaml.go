@@ -24,9 +24,9 @@ import (
 // takes port: "3000" into an int, truncates port: 3000.7 to 3000 and stops
 // at the first error (the docs promise every error of a file in one run,
 // with "did you mean"), and on the widest mapping the bound lets through
-// it takes 1.0 s where parsing and decoding here take 0.3 s. Strict
-// scalars through its unmarshalers would need a wrapper type for every int
-// and bool of Config. So the decoder reads each scalar with its YAML tag
+// it takes 1.0 s and 113 MB where parsing and decoding here take 0.3 s and
+// 124 MB. Strict scalars through its unmarshalers would need a wrapper
+// type for every int and bool of Config. So the decoder reads each scalar with its YAML tag
 // (Duration, ByteSize and URL through scalarParser: "15" without a unit
 // is refused at its position), and records each value's position by YAML
 // path for validation, the numbers written as 0 (refuseDefaultedZeros)
