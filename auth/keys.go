@@ -38,9 +38,6 @@ func (k *staticKey) keyfunc(t *jwt.Token) (any, error) {
 	return k.key, nil
 }
 
-// isHMAC and the JWKS algorithms come from config, the one list (#14).
-var isHMAC = config.IsHMAC
-
 func (v *Verifier) parserFor(algs ...string) *jwt.Parser {
 	return jwt.NewParser(
 		jwt.WithValidMethods(algs),
@@ -65,7 +62,7 @@ func verifyKey(k config.Key) (any, error) {
 	if jwt.GetSigningMethod(k.Alg) == nil || k.Alg == "none" {
 		return nil, fmt.Errorf("unsupported alg %q", k.Alg)
 	}
-	if isHMAC(k.Alg) {
+	if config.IsHMAC(k.Alg) {
 		if k.PublicKeyFile != "" || k.PrivateKeyFile != "" {
 			return nil, fmt.Errorf("%s takes a secret, not key files", k.Alg)
 		}
@@ -227,7 +224,7 @@ func KeyFileProblems(a config.Auth) []config.FileProblem {
 	var out []config.FileProblem
 	for i, k := range a.Keys {
 		at := fmt.Sprintf("auth.keys[%d].", i)
-		if isHMAC(k.Alg) {
+		if config.IsHMAC(k.Alg) {
 			continue // a secret, no file
 		}
 		if _, err := verifyKey(k); err != nil {
@@ -247,7 +244,7 @@ func KeyFileProblems(a config.Auth) []config.FileProblem {
 func MintKeyProblems(a config.Auth) []config.FileProblem {
 	var out []config.FileProblem
 	for i, k := range a.Keys {
-		if isHMAC(k.Alg) || k.PublicKeyFile == "" || k.PrivateKeyFile == "" {
+		if config.IsHMAC(k.Alg) || k.PublicKeyFile == "" || k.PrivateKeyFile == "" {
 			continue
 		}
 		if _, err := loadPrivateKey(k.PrivateKeyFile); err != nil {

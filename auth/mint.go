@@ -44,7 +44,7 @@ func Mint(key config.Key, o MintOptions) (string, error) {
 		return "", fmt.Errorf("mint: unsupported alg %q", key.Alg)
 	}
 	var signer any
-	if isHMAC(key.Alg) {
+	if config.IsHMAC(key.Alg) {
 		if n := config.HMACMinLen(key.Alg); len(key.Secret) < n {
 			return "", fmt.Errorf("mint: %s secret is %d bytes, need at least %d", key.Alg, len(key.Secret), n)
 		}
