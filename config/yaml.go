@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -178,14 +179,6 @@ func scalarView(out *node, n ast.Node, tag string) *node {
 		if tk == nil || tk.Type == token.ImplicitNullType {
 			out.value = ""
 		}
-	case *ast.BoolNode:
-		out.tag = boolTag
-	case *ast.IntegerNode:
-		out.tag = intTag
-	case *ast.FloatNode, *ast.InfinityNode, *ast.NanNode:
-		out.tag = floatTag
-	case *ast.MergeKeyNode:
-		out.tag = mergeTag
 	case *ast.StringNode:
 		out.tag, out.value = strTag, n.Value
 	case *ast.LiteralNode:
@@ -193,8 +186,8 @@ func scalarView(out *node, n ast.Node, tag string) *node {
 		if n.Value != nil {
 			out.value = n.Value.Value
 		}
-	default:
-		out.tag = "!" + n.Type().String() // refused by scalar as an unsupported tag
+	default: // a type of no core tag is refused by scalar as an unsupported tag
+		out.tag = cmp.Or(coreTags[n.Type()], "!"+n.Type().String())
 	}
 	if tag != "" {
 		out.tag, _ = strings.CutPrefix(tag, "tag:yaml.org,2002:")
@@ -204,6 +197,10 @@ func scalarView(out *node, n ast.Node, tag string) *node {
 	}
 	return out
 }
+
+// coreTags is the core tag of each scalar node type that its type alone gives.
+var coreTags = map[ast.NodeType]string{ast.BoolType: boolTag, ast.IntegerType: intTag, ast.FloatType: floatTag,
+	ast.InfinityType: floatTag, ast.NanType: floatTag, ast.MergeKeyType: mergeTag}
 
 // goccyParse runs the parser, turning a panic (a parser bug) into an error
 // so a bad file can never crash a reload.
