@@ -14,12 +14,10 @@ import (
 
 // The file format rests on goccy/go-yaml v1.19.2, its tokens and AST the
 // one document model: goccy scans and parses the file and places syntax
-// errors and every node at a line and a column; checkBounds (bound.go)
-// counts size, nesting and nodes on its tokens before its parser runs, as
-// the parser is quadratic in a block mapping's size (45,000 keys 25 s) and
-// superlinear in flow nesting while the scanner is linear; redaction,
-// RedactedSource and ParseUpdate's REDACTED splice its tokens (Origin keeps
-// each token's text as written, editTokens).
+// errors and every node at a line and a column; checkBounds counts size,
+// nesting and nodes on its tokens before its parser runs (bound.go says
+// why); redaction, RedactedSource and ParseUpdate's REDACTED splice its
+// tokens (Origin keeps each token's text as written, editTokens).
 //
 // Values are set by decode*.go, not by goccy's decoder: with Strict() it
 // takes port: "3000" into an int, truncates port: 3000.7 to 3000 and stops
