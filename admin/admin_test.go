@@ -53,7 +53,7 @@ func newLiveConfig(t *testing.T, sb admin.Sandboxes, content string) *liveConfig
 	t.Cleanup(l.gw.Close)
 	l.srv = httptest.NewServer(l.gw)
 	t.Cleanup(l.srv.Close)
-	l.watcher, err = config.NewWatcher(config.WatcherConfig{Path: l.path, Store: l.store, Apply: l.gw.Apply,
+	l.watcher, err = config.NewWatcher(config.WatcherConfig{Path: l.path, Store: l.store, Prepare: l.gw.Prepare,
 		Debounce: 50 * time.Millisecond, OnResult: m.ReloadResult}, testkit.Logger(t))
 	if err != nil {
 		t.Fatal(err)

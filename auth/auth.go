@@ -17,6 +17,7 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -76,16 +77,13 @@ const (
 	FromQuery
 )
 
+var sourceNames = [...]string{FromNone: "none", FromHeader: "header", FromCookie: "cookie", FromQuery: "query"}
+
 func (s Source) String() string {
-	switch s {
-	case FromHeader:
-		return "header"
-	case FromCookie:
-		return "cookie"
-	case FromQuery:
-		return "query"
+	if s < 0 || int(s) >= len(sourceNames) {
+		return "none"
 	}
-	return "none"
+	return sourceNames[s]
 }
 
 // Claims are the token claims previewgate understands.
@@ -202,9 +200,6 @@ type Option func(*Verifier)
 // The default discards.
 func WithLogger(l *slog.Logger) Option { return func(v *Verifier) { v.log = l } }
 
-// withClock injects the time source (tests).
-func withClock(now func() time.Time) Option { return func(v *Verifier) { v.now = now } }
-
 // NewVerifier builds a verifier from cfg (reads key files, starts JWKS
 // refresh if configured). tls says whether previews are served over TLS
 // (cookie name and Secure handling). Close releases background work.
@@ -216,7 +211,7 @@ func NewVerifier(cfg config.Auth, tls bool, opts ...Option) (*Verifier, error) {
 		log:       slog.New(slog.DiscardHandler),
 		now:       time.Now,
 		tls:       tls,
-		aud:       cfg.Audience,
+		aud:       cmp.Or(cfg.Audience, config.DefaultAudience),
 		issuers:   make(map[string]bool, len(cfg.Issuers)),
 		origins:   make(map[string]bool, len(cfg.AllowedOrigins)),
 		keys:      make(map[string]*staticKey, len(cfg.Keys)),
@@ -224,9 +219,6 @@ func NewVerifier(cfg config.Auth, tls bool, opts ...Option) (*Verifier, error) {
 	}
 	for _, o := range opts {
 		o(v)
-	}
-	if v.aud == "" {
-		v.aud = config.DefaultAudience
 	}
 	for _, iss := range cfg.Issuers {
 		v.issuers[iss] = true
@@ -299,14 +291,14 @@ func (v *Verifier) CookieName() string { return v.cookieName }
 // preview's own origin or one in allowed_origins (cross-site WebSocket
 // hijacking of HMR sockets); header-authenticated upgrades need no origin.
 func (v *Verifier) Check(r *http.Request, id string) (Result, error) {
-	upgrade := isWebSocket(r)
+	upgrade := IsWebSocket(r)
 	var best *Error
 	try := func(raw string, src Source) (Result, bool) {
 		claims, err := v.verify(r.Context(), raw)
 		if err == nil && claims.Sandbox != id && claims.Sandbox != "*" {
 			err = &Error{Reason: "wrong sandbox", kind: ErrForbidden}
 		}
-		if err == nil && src == FromCookie && upgrade && !v.originAllowed(r) {
+		if err == nil && src == FromCookie && upgrade && !v.OriginAllowed(r) {
 			err = &Error{Reason: "origin not allowed", kind: ErrOrigin,
 				err: fmt.Errorf("origin %q", truncate(r.Header.Get("Origin"), 100))}
 		}
@@ -359,17 +351,11 @@ func (v *Verifier) Check(r *http.Request, id string) (Result, error) {
 	return Result{}, best
 }
 
-func rank(e *Error) int {
-	switch e.kind {
-	case ErrOrigin:
-		return 4
-	case ErrForbidden:
-		return 3
-	case ErrExpired:
-		return 2
-	}
-	return 1
-}
+// failureRank orders Check's failures by how telling they are; any other
+// ranks 1 (invalid).
+var failureRank = map[error]int{ErrOrigin: 4, ErrForbidden: 3, ErrExpired: 2}
+
+func rank(e *Error) int { return max(1, failureRank[e.kind]) }
 
 func truncate(s string, n int) string {
 	if len(s) > n {

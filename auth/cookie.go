@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"cmp"
 	"net/http"
 	"net/url"
 	"strings"
@@ -21,30 +22,19 @@ func cookieNames(configured string, tls bool) (base, name string) {
 	for _, p := range []string{hostPrefix, "__Secure-"} {
 		base = strings.TrimPrefix(base, p)
 	}
-	if base == "" {
-		base = DefaultCookieName
-	}
+	base = cmp.Or(base, DefaultCookieName)
 	if tls {
 		return base, hostPrefix + base
 	}
 	return base, base
 }
 
-// Exchange answers a request whose URL carries a token: 303 to the same
-// URL without access_token. Call it, instead of serving the request, when
-// res.Exchange is set. When the query token is what verified (res.Source
-// == FromQuery) it also becomes the cookie, replacing an older one; when
-// only the cookie verified, the redirect sets nothing, because the query
-// token is not one we would hand back to the browser.
-//
-// The redirect keeps the path and every other query parameter in order,
-// byte for byte. The response carries Cache-Control: no-store and
-// Referrer-Policy: no-referrer so the token is neither cached nor sent on.
-// The cookie is host-only, Path=/, HttpOnly, Secure (browsers accept Secure
-// from http://localhost too), and expires with the token. A cross-site
-// iframe (Sec-Fetch-Dest: iframe, Sec-Fetch-Site: cross-site) gets
-// SameSite=None; Partitioned so it works where third-party cookies are
-// blocked; anything else gets SameSite=Lax.
+// Exchange answers a request whose URL carries a token (call it, instead
+// of serving the request, when res.Exchange is set) with Redirect. When
+// the query token is what verified (res.Source == FromQuery) it also
+// becomes the cookie, replacing an older one, and the cookie expires with
+// the token; when only the cookie verified, the redirect sets nothing,
+// because the query token is not one we would hand back to the browser.
 func (v *Verifier) Exchange(w http.ResponseWriter, r *http.Request, res Result) {
 	var c *http.Cookie
 	if res.Source == FromQuery {
@@ -59,12 +49,16 @@ func (v *Verifier) Exchange(w http.ResponseWriter, r *http.Request, res Result) 
 }
 
 // Redirect answers r, a navigation whose URL carries a credential (a
-// token, a share link): 303 to the same URL without it (redirectTarget),
-// Cache-Control: no-store and Referrer-Policy: no-referrer, setting c
-// (nil: nothing) with the attributes every cookie of the gateway has:
-// host-only, Path=/, HttpOnly, Secure, and SameSite=Lax, or SameSite=None;
-// Partitioned inside a cross-site frame. c's name, value and expiry are
-// the caller's.
+// token, a share link): 303 to the same URL without it (redirectTarget:
+// the path and every other query parameter kept in order, byte for byte),
+// with Cache-Control: no-store and Referrer-Policy: no-referrer so the
+// credential is neither cached nor sent on, setting c (nil: nothing) with
+// the attributes every cookie of the gateway has: host-only, Path=/,
+// HttpOnly, Secure (browsers accept Secure from http://localhost too), and
+// SameSite=Lax, or SameSite=None; Partitioned inside a cross-site frame
+// (Sec-Fetch-Dest: iframe, Sec-Fetch-Site: cross-site), so it works where
+// third-party cookies are blocked. c's name, value and expiry are the
+// caller's.
 func (v *Verifier) Redirect(w http.ResponseWriter, r *http.Request, c *http.Cookie) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
@@ -118,7 +112,7 @@ func removeAccessToken(rawQuery string) string {
 		var pair string
 		pair, q, _ = strings.Cut(q, "&")
 		k, _, _ := strings.Cut(pair, "=")
-		if isAccessTokenKey(k) || isLinkKey(k) {
+		if isQueryKey(k, accessTokenParam) || isQueryKey(k, LinkParam) {
 			continue // a share link's token too (package links)
 		}
 		if b.Len() > 0 {
@@ -147,9 +141,10 @@ func (v *Verifier) Strip(out *http.Request) {
 }
 
 // Stripped is Strip for a proxy that writes r's header lines itself: it
-// returns the token-carrying headers (TokenHeaders) Strip changes, as
-// Strip leaves them (nil lines: removed), and r's raw query without the
-// token, and changes nothing in r. Strip is Stripped applied.
+// returns the token-carrying headers (Cookie, Authorization, Referer)
+// Strip changes, as Strip leaves them (nil lines: removed), and r's raw
+// query without the token, and changes nothing in r. Strip is Stripped
+// applied.
 func (v *Verifier) Stripped(r *http.Request) (e wire.Edits, query string) {
 	if lines := r.Header["Cookie"]; len(lines) > 0 {
 		if kept, changed := v.stripCookies(lines); changed {
@@ -207,9 +202,6 @@ func (v *Verifier) stripAuthorization(vals []string) (kept []string, changed boo
 	}
 	return kept, len(kept) != len(vals)
 }
-
-// TokenHeaders are the headers Strip may change.
-var TokenHeaders = [...]string{"Cookie", "Authorization", "Referer"}
 
 // stripCookieLine removes our cookies from one Cookie header line. It
 // reports whether anything was removed; if not, line is returned as is.

@@ -416,3 +416,6 @@ func FuzzCookie(f *testing.F) {
 		}
 	})
 }
+
+// TokenHeaders are the headers Strip may change.
+var TokenHeaders = [...]string{"Cookie", "Authorization", "Referer"}

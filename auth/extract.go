@@ -72,7 +72,7 @@ func queryToken(rawQuery string) (string, bool) {
 			continue // every spelling of access_token starts with 'a' or an escape
 		}
 		k, val, _ := strings.Cut(pair, "=")
-		if !isAccessTokenKey(k) {
+		if !isQueryKey(k, accessTokenParam) {
 			continue
 		}
 		if u, err := url.QueryUnescape(val); err == nil {
@@ -85,11 +85,12 @@ func queryToken(rawQuery string) (string, bool) {
 	return "", false
 }
 
-// isAccessTokenKey reports whether a raw query key is access_token,
-// including percent-encoded spellings (access%5Ftoken), which Go's and
-// most frameworks' query parsers decode to the same name.
-func isAccessTokenKey(k string) bool {
-	const name = "access_token"
+const accessTokenParam = "access_token"
+
+// isQueryKey reports whether a raw query key is name, including
+// percent-encoded spellings (access%5Ftoken), which Go's and most
+// frameworks' query parsers decode to the same name.
+func isQueryKey(k, name string) bool {
 	if k == name {
 		return true
 	}
@@ -104,10 +105,10 @@ func isAccessTokenKey(k string) bool {
 	return err == nil && u == name
 }
 
-// isWebSocket reports a WebSocket upgrade: an Upgrade header naming
+// IsWebSocket reports a WebSocket upgrade: an Upgrade header naming
 // websocket (with or without Connection: upgrade, so nothing can slip past
 // by omitting it), or an HTTP/2 extended CONNECT for websocket (RFC 8441).
-func isWebSocket(r *http.Request) bool {
+func IsWebSocket(r *http.Request) bool {
 	for _, v := range r.Header["Upgrade"] {
 		for _, tok := range strings.Split(v, ",") {
 			if strings.EqualFold(textproto.TrimString(tok), "websocket") {
@@ -118,20 +119,18 @@ func isWebSocket(r *http.Request) bool {
 	return r.Method == http.MethodConnect && strings.EqualFold(r.Header.Get(":protocol"), "websocket")
 }
 
-// originAllowed reports whether a cookie-authenticated upgrade may proceed:
-// exactly one Origin header, equal to the preview's own origin or an
-// allowed one. Over TLS only https://host is our own origin; without TLS
-// (plain HTTP, or TLS terminated in front of us) both schemes are.
-func (v *Verifier) originAllowed(r *http.Request) bool {
+// OriginAllowed reports whether a cookie-authenticated upgrade may
+// proceed: exactly one Origin header, equal to the preview's own origin
+// (OwnOrigin) or an allowed one. A share link's cookie is held to the same
+// rule as a token's (cross-site WebSocket hijacking; another sandbox's
+// page is same-site).
+func (v *Verifier) OriginAllowed(r *http.Request) bool {
 	vals := r.Header["Origin"]
 	if len(vals) != 1 {
 		return false
 	}
 	o := normalizeOrigin(vals[0])
-	if o == "" || o == "null" {
-		return false
-	}
-	return v.origins[o] || v.ownOrigin(r.Host, o)
+	return v.ownOrigin(r.Host, o) || o != "" && o != "null" && v.origins[o]
 }
 
 // OwnOrigin reports whether r carries exactly one Origin header and it is

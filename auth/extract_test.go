@@ -264,7 +264,7 @@ func TestExtendedConnectIsUpgrade(t *testing.T) {
 	t.Parallel()
 	r := httptest.NewRequest(http.MethodConnect, "/", nil)
 	r.Header.Set(":protocol", "websocket")
-	if !isWebSocket(r) {
+	if !IsWebSocket(r) {
 		t.Fatalf("got false, want extended CONNECT websocket to be an upgrade")
 	}
 }

@@ -20,10 +20,6 @@ const (
 	jwksWaitMax         = 5 * time.Second
 )
 
-// withJWKSRefreshEvery sets the minimum interval between unknown-kid
-// refreshes (tests); zero means no limit.
-func withJWKSRefreshEvery(d time.Duration) Option { return func(v *Verifier) { v.jwksEvery = d } }
-
 // startJWKS fetches url once (a failure is logged, not fatal: the set is
 // fetched again hourly and on unknown kid) and starts the refresh
 // goroutine, which Close stops. keyfunc enforces the JWK's own "alg" when

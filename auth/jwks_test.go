@@ -204,3 +204,7 @@ func TestJWKSUnreachableAtStart(t *testing.T) {
 	v.Close()
 	v.Close() // idempotent
 }
+
+// withJWKSRefreshEvery sets the minimum interval between unknown-kid
+// refreshes; zero means no limit.
+func withJWKSRefreshEvery(d time.Duration) Option { return func(v *Verifier) { v.jwksEvery = d } }

@@ -18,7 +18,6 @@ import (
 	"github.com/previewgate/previewgate/config"
 )
 
-// minRSABits is the smallest accepted RSA modulus.
 const minRSABits = 2048
 
 // staticKey is one configured key with its own parser: the parser's
@@ -38,9 +37,6 @@ func (k *staticKey) keyfunc(t *jwt.Token) (any, error) {
 	}
 	return k.key, nil
 }
-
-// isHMAC and the JWKS algorithms come from config, the one list (#14).
-var isHMAC = config.IsHMAC
 
 func (v *Verifier) parserFor(algs ...string) *jwt.Parser {
 	return jwt.NewParser(
@@ -66,7 +62,7 @@ func verifyKey(k config.Key) (any, error) {
 	if jwt.GetSigningMethod(k.Alg) == nil || k.Alg == "none" {
 		return nil, fmt.Errorf("unsupported alg %q", k.Alg)
 	}
-	if isHMAC(k.Alg) {
+	if config.IsHMAC(k.Alg) {
 		if k.PublicKeyFile != "" || k.PrivateKeyFile != "" {
 			return nil, fmt.Errorf("%s takes a secret, not key files", k.Alg)
 		}
@@ -128,7 +124,7 @@ func checkKeyType(alg string, key any) error {
 		if !ok {
 			return fmt.Errorf("%s needs an ECDSA key, got %T", alg, key)
 		}
-		want := curveOfSize(m.CurveBits)
+		want := curveOfSize[m.CurveBits]
 		if want == nil {
 			return fmt.Errorf("unsupported alg %q: no curve of %d bits", alg, m.CurveBits)
 		}
@@ -145,16 +141,9 @@ func checkKeyType(alg string, key any) error {
 	return nil
 }
 
-// curveOfSize is the NIST curve of bits bits (P-256, P-384 or P-521), the
-// one an ES* signing method names by its CurveBits; nil if none.
-func curveOfSize(bits int) elliptic.Curve {
-	for _, c := range []elliptic.Curve{elliptic.P256(), elliptic.P384(), elliptic.P521()} {
-		if c.Params().BitSize == bits {
-			return c
-		}
-	}
-	return nil
-}
+// curveOfSize is the NIST curve an ES* signing method names by its
+// CurveBits.
+var curveOfSize = map[int]elliptic.Curve{256: elliptic.P256(), 384: elliptic.P384(), 521: elliptic.P521()}
 
 // ParsePublicKeyPEM reads the first public key in PEM data: PKIX "PUBLIC
 // KEY", PKCS#1 "RSA PUBLIC KEY", or the key of a "CERTIFICATE".
@@ -235,7 +224,7 @@ func KeyFileProblems(a config.Auth) []config.FileProblem {
 	var out []config.FileProblem
 	for i, k := range a.Keys {
 		at := fmt.Sprintf("auth.keys[%d].", i)
-		if isHMAC(k.Alg) {
+		if config.IsHMAC(k.Alg) {
 			continue // a secret, no file
 		}
 		if _, err := verifyKey(k); err != nil {
@@ -255,7 +244,7 @@ func KeyFileProblems(a config.Auth) []config.FileProblem {
 func MintKeyProblems(a config.Auth) []config.FileProblem {
 	var out []config.FileProblem
 	for i, k := range a.Keys {
-		if isHMAC(k.Alg) || k.PublicKeyFile == "" || k.PrivateKeyFile == "" {
+		if config.IsHMAC(k.Alg) || k.PublicKeyFile == "" || k.PrivateKeyFile == "" {
 			continue
 		}
 		if _, err := loadPrivateKey(k.PrivateKeyFile); err != nil {

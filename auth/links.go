@@ -1,10 +1,6 @@
 package auth
 
-import (
-	"net/http"
-	"net/url"
-	"strings"
-)
+import "net/http"
 
 // What auth keeps of share links (package links owns them whole): the
 // names a link travels under, so Strip removes them before a request
@@ -27,26 +23,4 @@ func (v *Verifier) LinkCookieName() string { return v.linkCookie }
 // TLS there is no __Host- prefix), and it must not shadow the user's own.
 func Cookies(dst []string, r *http.Request, name string) []string {
 	return cookieValues(dst, r.Header["Cookie"], name)
-}
-
-// IsWebSocket reports a WebSocket upgrade (isWebSocket).
-func IsWebSocket(r *http.Request) bool { return isWebSocket(r) }
-
-// OriginAllowed reports whether an upgrade that a cookie lets in comes
-// from the preview's own origin or an allowed one: a link cookie's
-// WebSocket is held to Check's rule for a token cookie's (cross-site
-// WebSocket hijacking; another sandbox's page is same-site).
-func (v *Verifier) OriginAllowed(r *http.Request) bool { return v.originAllowed(r) }
-
-// isLinkKey reports whether a raw query key is previewgate_link, in any
-// percent-encoded spelling.
-func isLinkKey(k string) bool {
-	if k == LinkParam {
-		return true
-	}
-	if len(k) <= len(LinkParam) || len(k) > 3*len(LinkParam) || strings.IndexByte(k, '%') < 0 {
-		return false
-	}
-	u, err := url.QueryUnescape(k)
-	return err == nil && u == LinkParam
 }

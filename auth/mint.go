@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -43,7 +44,7 @@ func Mint(key config.Key, o MintOptions) (string, error) {
 		return "", fmt.Errorf("mint: unsupported alg %q", key.Alg)
 	}
 	var signer any
-	if isHMAC(key.Alg) {
+	if config.IsHMAC(key.Alg) {
 		if n := config.HMACMinLen(key.Alg); len(key.Secret) < n {
 			return "", fmt.Errorf("mint: %s secret is %d bytes, need at least %d", key.Alg, len(key.Secret), n)
 		}
@@ -66,14 +67,8 @@ func Mint(key config.Key, o MintOptions) (string, error) {
 		now = time.Now()
 	}
 	now = now.Truncate(time.Second)
-	ttl := o.TTL
-	if ttl == 0 {
-		ttl = DefaultTTL
-	}
-	aud := o.Audience
-	if aud == "" {
-		aud = config.DefaultAudience
-	}
+	ttl := cmp.Or(o.TTL, DefaultTTL)
+	aud := cmp.Or(o.Audience, config.DefaultAudience)
 	c := Claims{
 		RegisteredClaims: jwt.RegisteredClaims{
 			Subject:   o.Subject,

@@ -390,3 +390,6 @@ func TestVerifyHonoursContext(t *testing.T) {
 		t.Fatalf("got %v, want success", err)
 	}
 }
+
+// withClock injects the time source.
+func withClock(now func() time.Time) Option { return func(v *Verifier) { v.now = now } }

@@ -23,7 +23,7 @@ import (
 const acmeTLS1Protocol = "acme-tls/1"
 
 // ErrIssueRateLimited is the error of an on-demand issuance refused by
-// Config.IssueRate. The CA was not contacted.
+// TLS.ACME.IssuePerHour. The CA was not contacted.
 var ErrIssueRateLimited = errors.New("certificate issuance rate limited")
 
 // errHostNotAllowed is returned to certmagic for hosts Config.Decide rejects.
@@ -44,12 +44,6 @@ type acmeSource struct {
 
 func newACME(cfg Config, log *slog.Logger) (*acmeSource, error) {
 	a := cfg.TLS.ACME
-	if a.Strategy == "" {
-		a.Strategy = config.StrategyOnDemand
-	}
-	if a.CA == "" {
-		a.CA = certmagic.LetsEncryptProductionCA
-	}
 	if len(cfg.Domains) == 0 && a.Strategy == config.StrategyWildcard {
 		return nil, errors.New("wildcard strategy needs at least one domain")
 	}
@@ -162,7 +156,7 @@ func (s *acmeSource) onDemand(cfg Config, tmpl certmagic.ACMEIssuer) {
 	// restart must not spend the issuance budget on reloading.
 	s.magic.Issuers = []certmagic.Issuer{&limitedIssuer{
 		ACMEIssuer: s.issuer,
-		budget:     &hourly{max: cfg.IssuePerHour, now: time.Now},
+		budget:     &hourly{max: cfg.TLS.ACME.IssuePerHour, now: time.Now},
 	}}
 }
 
@@ -232,7 +226,6 @@ func (l *limitedIssuer) Issue(ctx context.Context, csr *x509.CertificateRequest)
 	return l.ACMEIssuer.Issue(ctx, csr)
 }
 
-// splitPort splits "host:port" into its host and numeric port.
 func splitPort(addr string) (string, int, error) {
 	host, p, err := net.SplitHostPort(addr)
 	if err != nil {

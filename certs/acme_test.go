@@ -148,7 +148,7 @@ func TestOnDemandPebble(t *testing.T) {
 // serving (#24, 7: tls.acme.issue_per_hour).
 func TestOnDemandRateLimit(t *testing.T) {
 	t.Parallel()
-	s := startACMEWith(t, config.StrategyOnDemand, func(c *Config) { c.IssuePerHour = 1 })
+	s := startACMEWith(t, config.StrategyOnDemand, func(c *Config) { c.TLS.ACME.IssuePerHour = 1 })
 
 	first := "sandbox-first." + testDomain
 	s.get(t, first)

@@ -18,6 +18,7 @@
 package certs
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -31,20 +32,19 @@ import (
 	"github.com/previewgate/previewgate/config"
 )
 
-// Config configures a Manager. The zero value of every field but TLS and
-// Domains works.
+// Config configures a Manager. TLS, DataDir and the addresses are set by
+// config (defaults applied); the other fields' zero values work.
 type Config struct {
 	TLS     config.TLS
 	Domains []string // sandbox-<id>.<domain> hosts are served for each
 
 	// DataDir holds certmagic's storage and the local CA.
-	// Zero means "previewgate-data".
 	DataDir string
 
 	// HTTPAddr and HTTPSAddr are the listener addresses. The ACME solvers
 	// need their ports (HTTP-01 is answered by HTTPHandler, TLS-ALPN-01 by
 	// TLSConfig), and the redirect to HTTPS names the HTTPS port when it is
-	// not 443. Zero means ":80" and ":443".
+	// not 443.
 	HTTPAddr  string
 	HTTPSAddr string
 
@@ -57,13 +57,11 @@ type Config struct {
 	// Worth, in on-demand mode, says whether a host Decide approves is
 	// worth a certificate: a route's host, a sandbox that exists or was
 	// announced (#24, 7). A host it refuses gets one only if TLS.ACME.Ask
-	// approves. Nil means every host Decide approves.
+	// approves. Nil means every host Decide approves. Orders sent to the
+	// CA in any hour, renewals included, are bounded by
+	// TLS.ACME.IssuePerHour (zero means 20); a handshake over it fails
+	// without contacting the CA.
 	Worth func(host string) bool
-	// IssuePerHour bounds certificate orders sent to the CA in on-demand
-	// mode in any hour, renewals included; a handshake over it fails
-	// without contacting the CA. Set by config (tls.acme.issue_per_hour);
-	// zero means 20.
-	IssuePerHour int
 
 	// ReloadInterval is how often files mode checks the certificate files.
 	// Zero means 1s.
@@ -82,7 +80,6 @@ type Manager struct {
 	closeOnce sync.Once
 }
 
-// source is one TLS mode.
 type source interface {
 	getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// handleHTTP answers an ACME HTTP-01 challenge; false if r is not one.
@@ -102,27 +99,11 @@ func New(cfg Config, log *slog.Logger) (*Manager, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("component", "certs", "tls_mode", cfg.TLS.Mode)
-	if cfg.DataDir == "" {
-		cfg.DataDir = "previewgate-data"
-	}
-	if cfg.HTTPAddr == "" {
-		cfg.HTTPAddr = ":80"
-	}
-	if cfg.HTTPSAddr == "" {
-		cfg.HTTPSAddr = ":443"
-	}
 	if cfg.Decide == nil {
 		cfg.Decide = SandboxHostDecider(cfg.Domains, nil)
 	}
-	if cfg.IssuePerHour == 0 {
-		cfg.IssuePerHour = cfg.TLS.ACME.IssuePerHour
-	}
-	if cfg.IssuePerHour == 0 {
-		cfg.IssuePerHour = 20
-	}
-	if cfg.ReloadInterval == 0 {
-		cfg.ReloadInterval = time.Second
-	}
+	cfg.TLS.ACME.IssuePerHour = cmp.Or(cfg.TLS.ACME.IssuePerHour, 20)
+	cfg.ReloadInterval = cmp.Or(cfg.ReloadInterval, time.Second)
 
 	m := &Manager{cfg: cfg}
 	var err error

@@ -42,7 +42,6 @@ func FileProblems(t config.TLS) []config.FileProblem {
 // errKeyFile marks readPair's failures to read the key file.
 var errKeyFile = errors.New("read key")
 
-// readPair reads a certificate file and its key file.
 func readPair(certFile, keyFile string) (certPEM, keyPEM []byte, err error) {
 	if certPEM, err = os.ReadFile(certFile); err != nil {
 		return nil, nil, fmt.Errorf("read cert: %w", err)
@@ -53,7 +52,6 @@ func readPair(certFile, keyFile string) (certPEM, keyPEM []byte, err error) {
 	return certPEM, keyPEM, nil
 }
 
-// keyPair parses what readPair read.
 func keyPair(certFile, keyFile string, certPEM, keyPEM []byte) (tls.Certificate, error) {
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {

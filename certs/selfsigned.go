@@ -1,7 +1,6 @@
 package certs
 
 import (
-	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -42,27 +41,21 @@ const (
 )
 
 // ExportCA returns the PEM certificate of the local CA kept in dataDir, for
-// `previewgate ca export`. It creates the CA if dataDir has none yet, so the
-// CA can be trusted before the gateway first starts.
+// `previewgate ca export`. It never creates one: a fresh CA that no server
+// uses would hide a mistyped data_dir.
 func ExportCA(dataDir string) ([]byte, error) {
-	// Load only: creating a CA here would hide a mistyped data_dir behind a
-	// fresh CA that no server uses.
-	certPEM, err := os.ReadFile(filepath.Join(dataDir, "ca", caCertName))
-	if errors.Is(err, fs.ErrNotExist) {
+	ca, err := loadOrCreateCA(dataDir, false)
+	if errors.Is(err, errNoCA) {
 		return nil, fmt.Errorf("certs: no local CA in %s (run serve with tls.mode self-signed and this data_dir first)", filepath.Join(dataDir, "ca"))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("certs: %w", err)
 	}
-	ca, err := loadOrCreateCA(dataDir)
-	if err != nil {
-		return nil, fmt.Errorf("certs: %w", err)
-	}
-	if !bytes.Equal(bytes.TrimSpace(certPEM), bytes.TrimSpace(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw}))) {
-		return nil, fmt.Errorf("certs: local CA in %s changed while reading it", dataDir)
-	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw}), nil
 }
+
+// errNoCA: dataDir holds no local CA certificate.
+var errNoCA = errors.New("no local CA")
 
 type localCA struct {
 	cert *x509.Certificate
@@ -70,11 +63,15 @@ type localCA struct {
 }
 
 // loadOrCreateCA reads <dataDir>/ca/ca.{crt,key} or, when the certificate is
-// missing, creates an ECDSA P-256 CA valid for 10 years.
-func loadOrCreateCA(dataDir string) (*localCA, error) {
+// missing, creates an ECDSA P-256 CA valid for 10 years (errNoCA unless
+// create).
+func loadOrCreateCA(dataDir string, create bool) (*localCA, error) {
 	dir := filepath.Join(dataDir, "ca")
 	certPEM, err := os.ReadFile(filepath.Join(dir, caCertName))
 	if errors.Is(err, fs.ErrNotExist) {
+		if !create {
+			return nil, errNoCA
+		}
 		return createCA(dir)
 	}
 	if err != nil {
@@ -148,18 +145,12 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	defer os.Remove(f.Name())
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
+	cerr := f.Chmod(perm)
+	_, werr := f.Write(data)
+	if err = errors.Join(cerr, werr, f.Close()); err == nil {
+		err = os.Rename(f.Name(), path)
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
+	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
@@ -196,7 +187,7 @@ func newSelfSigned(cfg Config, log *slog.Logger) (*selfSignedSource, error) {
 	if len(cfg.Domains) == 0 {
 		return nil, errors.New("at least one domain is required")
 	}
-	ca, err := loadOrCreateCA(cfg.DataDir)
+	ca, err := loadOrCreateCA(cfg.DataDir, true)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +206,7 @@ func newSelfSigned(cfg Config, log *slog.Logger) (*selfSignedSource, error) {
 	for _, d := range cfg.Domains {
 		d = normalizeHost(d)
 		s.domains = append(s.domains, d)
-		if _, err := s.leafFor(d, []string{"*." + d, d}); err != nil {
+		if _, err := s.leafFor(d); err != nil {
 			return nil, err
 		}
 	}
@@ -228,7 +219,7 @@ func (s *selfSignedSource) getCertificate(hello *tls.ClientHelloInfo) (*tls.Cert
 	name := normalizeHost(hello.ServerName)
 	for _, d := range s.domains {
 		if name == d {
-			return s.leafFor(d, []string{"*." + d, d})
+			return s.leafFor(d)
 		}
 		if !strings.HasSuffix(name, "."+d) {
 			continue
@@ -236,22 +227,22 @@ func (s *selfSignedSource) getCertificate(hello *tls.ClientHelloInfo) (*tls.Cert
 		if !strings.Contains(d, ".") && s.decide(name) {
 			return s.hostLeaf(name)
 		}
-		return s.leafFor(d, []string{"*." + d, d})
+		return s.leafFor(d)
 	}
 	// Unknown or missing SNI: the first domain's leaf. The client will not
 	// accept it for another name, which is the right outcome.
-	return s.leafFor(s.domains[0], []string{"*." + s.domains[0], s.domains[0]})
+	return s.leafFor(s.domains[0])
 }
 
-// leafFor returns the current leaf of domain d, minting one if there is none
-// or it is due for renewal.
-func (s *selfSignedSource) leafFor(d string, names []string) (*tls.Certificate, error) {
+// leafFor returns the current leaf of domain d (for *.<d> and d), minting
+// one if there is none or it is due for renewal.
+func (s *selfSignedSource) leafFor(d string) (*tls.Certificate, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c := s.leafs[d]; c != nil && s.fresh(c) {
 		return c, nil
 	}
-	c, err := s.mint(names)
+	c, err := s.mint([]string{"*." + d, d})
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +268,6 @@ func (s *selfSignedSource) fresh(c *tls.Certificate) bool {
 	return s.now().Add(leafRenewBefore).Before(c.Leaf.NotAfter)
 }
 
-// mint signs a new ECDSA P-256 leaf for names with the local CA.
 func (s *selfSignedSource) mint(names []string) (*tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

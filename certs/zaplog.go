@@ -3,8 +3,8 @@ package certs
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
-	"sort"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -60,16 +60,11 @@ func (c slogCore) Write(e zapcore.Entry, fs []zapcore.Field) error {
 	for _, f := range fs {
 		f.AddTo(enc)
 	}
-	keys := make([]string, 0, len(enc.Fields))
-	for k := range enc.Fields {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	attrs := make([]slog.Attr, 0, len(keys)+1)
+	attrs := make([]slog.Attr, 0, len(enc.Fields)+1)
 	if e.LoggerName != "" {
 		attrs = append(attrs, slog.String("logger", e.LoggerName))
 	}
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(enc.Fields)) {
 		attrs = append(attrs, slog.Any(k, enc.Fields[k]))
 	}
 	c.log.LogAttrs(context.Background(), slogLevel(e.Level), e.Message, attrs...)

@@ -18,7 +18,6 @@ const (
 	APIScopeSandboxes = "sandboxes"
 )
 
-// validateAPITokens checks api_tokens.
 func (d *decoder) validateAPITokens(c *Config) {
 	for i := range c.APITokens {
 		t, tp := &c.APITokens[i], fmt.Sprintf("api_tokens[%d]", i)

@@ -47,7 +47,7 @@ type Config struct {
 	raw map[string]string
 	// rawSrc is, by the same keys, each hidden value's scalar as it stands
 	// in the file (quotes included), so a REDACTED sent back restores the
-	// file's own text (source.go).
+	// file's own text (redact.go).
 	rawSrc map[string]string
 	// src is the text this config was parsed from; nil when not parsed.
 	// GET /admin/config shows it, comments and layout kept (#24, 2).

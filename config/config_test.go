@@ -446,3 +446,25 @@ func TestWriteFileThroughSymlink(t *testing.T) {
 		}
 	}
 }
+
+// Validate loads the file at path and returns its problems, if any.
+func Validate(path string) error {
+	_, err := Load(path)
+	return err
+}
+
+// Swap makes c the current config and returns the previous one.
+func (s *Store) Swap(c *Config) *Config { return s.p.Swap(c) }
+
+// WriteFile replaces the file at path with data as Replace does (stageFile).
+func WriteFile(path string, data []byte) error {
+	s, err := stageFile(path, data)
+	if err != nil {
+		return err
+	}
+	if err := s.publish(); err != nil {
+		return fmt.Errorf("write config: %w", err)
+	}
+	syncDir(path)
+	return nil
+}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"os"
@@ -28,10 +29,25 @@ func Load(path string) (*Config, error) {
 	return Parse(path, data)
 }
 
-// Validate loads the file at path and returns its problems, if any.
-func Validate(path string) error {
-	_, err := Load(path)
-	return err
+// LoadPartial is Load for commands that use part of a file: token mint
+// needs the keys, not admin_token; healthcheck needs listen.admin. An
+// environment variable that is not set expands to the empty string
+// instead of failing the file, and is listed in unset, so a command whose
+// part came out invalid can say which variable it lacks. The gateway
+// itself always uses Load.
+func LoadPartial(path string) (c *Config, unset []string, err error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read config: %w", err)
+	}
+	c, err = parse(path, data, func(name string) (string, bool) {
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			unset = append(unset, name)
+		}
+		return v, true
+	})
+	return c, unset, err
 }
 
 // Parse decodes and validates data, naming it name in errors. ${VAR} and
@@ -81,10 +97,7 @@ func dropShadowed(errs ErrorList, n int, also map[Pos]bool) ErrorList {
 	if n == 0 || n == len(errs) {
 		return errs
 	}
-	at := maps.Clone(also)
-	if at == nil {
-		at = make(map[Pos]bool, n)
-	}
+	at := maps.Clone(also) // never nil: decodeOnly makes it
 	for _, e := range errs[:n] {
 		at[Pos{e.Line, e.Col}] = true
 	}
@@ -101,7 +114,7 @@ func dropShadowed(errs ErrorList, n int, also map[Pos]bool) ErrorList {
 // bounds error comes back as err; decode errors are left in d.errs.
 func decodeOnly(name string, data []byte, lookup func(string) (string, bool)) (*Config, *decoder, error) {
 	d := &decoder{file: name, lookup: lookup, locs: map[string]loc{}, budget: maxNodes, hidden: map[string]*node{},
-		reads: map[*token.Token]int{}}
+		reads: map[*token.Token]int{}, unexpanded: map[Pos]bool{}, expanded: map[string]string{}}
 	tks, pm := checkBounds(data)
 	if pm != nil {
 		d.errAt(pm.Pos, "%s", pm.msg)
@@ -179,6 +192,9 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
+// scalarKinds names a scalar by its tag in messages; any other is a string.
+var scalarKinds = map[string]string{intTag: "an integer", floatTag: "a number", boolTag: "a boolean", nullTag: "null"}
+
 func kindName(n *node) string {
 	switch n.kind {
 	case mappingNode:
@@ -186,17 +202,7 @@ func kindName(n *node) string {
 	case sequenceNode:
 		return "a list"
 	case scalarNode:
-		switch n.tag {
-		case intTag:
-			return "an integer"
-		case floatTag:
-			return "a number"
-		case boolTag:
-			return "a boolean"
-		case nullTag:
-			return "null"
-		}
-		return "a string"
+		return cmp.Or(scalarKinds[n.tag], "a string")
 	}
 	return "something else"
 }

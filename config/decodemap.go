@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"reflect"
 	"strings"
@@ -89,11 +90,7 @@ func (d *decoder) mergeSources(an ast.Node, path string, depth int) []entry {
 // which ApplyDefaults fills.
 func (d *decoder) decodeMapping(n *node, v reflect.Value, path string) {
 	if n.kind != mappingNode {
-		name := path
-		if name == "" {
-			name = "the document"
-		}
-		d.errAt(n.pos, "%s: expected a mapping, got %s", name, kindName(n))
+		d.errAt(n.pos, "%s: expected a mapping, got %s", cmp.Or(path, "the document"), kindName(n))
 		return
 	}
 	var fields map[string]field
@@ -145,7 +142,6 @@ type field struct {
 	zeroIsDefault bool
 }
 
-// fieldCache maps each config struct type to its fields by yaml key.
 var fieldCache sync.Map // reflect.Type -> map[string]field
 
 // fieldsOf maps yaml keys to fields, flattening ",inline" fields.

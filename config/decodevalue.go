@@ -48,7 +48,6 @@ func (d *decoder) decode(an ast.Node, v reflect.Value, path string) bool {
 	return len(d.errs) == errs
 }
 
-// decodeKind is decode by v's kind.
 func (d *decoder) decodeKind(an ast.Node, n *node, v reflect.Value, path string) {
 	switch t := v.Type(); t.Kind() {
 	case reflect.Pointer:
@@ -125,7 +124,6 @@ var basicKinds = map[reflect.Kind]struct {
 	reflect.Bool:    {[]string{boolTag, ""}, "true or false"},
 }
 
-// decodeBasic decodes an integer, a number or a boolean.
 func (d *decoder) decodeBasic(n *node, v reflect.Value, path string) {
 	s, tag, ok := d.scalar(n, path)
 	if !ok {

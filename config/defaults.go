@@ -31,16 +31,6 @@ const (
 	DefaultGatewayLabel  = "app.kubernetes.io/name=previewgate"
 	DefaultRunAsUser     = 1000
 	DefaultActivityEvery = 10 * time.Second
-	// Share links (#23): a link's lifetime unless asked, and the most it
-	// may be asked; a sandbox's keep-up, at most, unless its template says.
-	DefaultLinkTTL      = time.Hour
-	DefaultMaxLinkTTL   = 24 * time.Hour
-	DefaultMaxKeepUp    = 4 * time.Hour
-	defaultMaxStarts    = 4
-	defaultStartQueue   = 64
-	defaultMaxRunning   = 50
-	defaultReadyTimeout = 60 * time.Second
-	defaultQueueTimeout = 30 * time.Second
 )
 
 // DefaultLimits returns the limits of a file that sets none.
@@ -91,8 +81,8 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&c.TLS.ACME.IssuePerHour, 20)
 	setDefault(&c.TLS.ACME.CA, "https://acme-v02.api.letsencrypt.org/directory")
 	setDefault(&c.TLS.ACME.RFC2136.TSIGAlg, "hmac-sha256")
-	setDur(&c.Auth.LinkTTL, DefaultLinkTTL)
-	setDur(&c.Auth.MaxLinkTTL, DefaultMaxLinkTTL)
+	setDur(&c.Auth.LinkTTL, time.Hour)
+	setDur(&c.Auth.MaxLinkTTL, 24*time.Hour)
 	setDefault(&c.Auth.Audience, DefaultAudience)
 	setDefault(&c.Docker.Network, DefaultNetwork)
 	setDefault(&c.Docker.Replicas, 1)
@@ -110,10 +100,10 @@ func (c *Config) ApplyDefaults() {
 		t.applyDefaults()
 	}
 	l := &c.Limits
-	setDefault(&l.MaxConcurrentStarts, defaultMaxStarts)
-	setDefault(&l.StartQueue, defaultStartQueue)
-	setDur(&l.StartQueueTimeout, defaultQueueTimeout)
-	setDefault(&l.MaxRunning, defaultMaxRunning)
+	setDefault(&l.MaxConcurrentStarts, 4)
+	setDefault(&l.StartQueue, 64)
+	setDur(&l.StartQueueTimeout, 30*time.Second)
+	setDefault(&l.MaxRunning, 50)
 	// On by default (#13): otherwise one subject with a sbx "*" token can
 	// take every max_running slot. Half of max_running, so that within an
 	// hour one subject can take at most half of the slots. Unlimited is an
@@ -170,12 +160,12 @@ func (t *Template) applyDefaults() {
 	setDefault(&t.Memory, 1<<30)
 	setDefault(&t.CPUs, 1)
 	setDefault(&t.Pids, 512)
-	setDur(&t.Ready.Timeout, defaultReadyTimeout)
+	setDur(&t.Ready.Timeout, 60*time.Second)
 	setDur(&t.IdleTimeout, 15*time.Minute)
 	setDefault(&t.IdleAction, IdleStop)
 	setDur(&t.MaxSocketIdle, time.Hour)
 	setDur(&t.RemoveAfter, 24*time.Hour)
-	setDur(&t.MaxKeepUp, DefaultMaxKeepUp)
+	setDur(&t.MaxKeepUp, 4*time.Hour)
 	setDefault(&t.ColdStart, ColdStartWaitingPage)
 	setDefault(&t.HostHeader, HostLocal)
 	setDefault(&t.MaxBodyBytes, 100<<20)
@@ -188,7 +178,6 @@ func (c *Config) Template(name string) *Template {
 	return c.Templates[name]
 }
 
-// setDefault sets *p to v if it is zero.
 func setDefault[T comparable](p *T, v T) {
 	var zero T
 	if *p == zero {

@@ -56,25 +56,18 @@ func diffValue(a, b reflect.Value, path string, out *[]string) {
 		if !reflect.DeepEqual(a.Interface(), b.Interface()) {
 			*out = append(*out, path)
 		}
-	case reflect.Map:
-		if a.Len() == 0 && b.Len() == 0 {
-			return
-		}
-		keys := map[string]bool{}
+	case reflect.Map: // a key on one side only is added or removed
 		for _, k := range a.MapKeys() {
-			keys[k.String()] = true
+			if bv := b.MapIndex(k); bv.IsValid() {
+				diffValue(a.MapIndex(k), bv, join(path, k.String()), out)
+			} else {
+				*out = append(*out, join(path, k.String()))
+			}
 		}
 		for _, k := range b.MapKeys() {
-			keys[k.String()] = true
-		}
-		for k := range keys {
-			kv := reflect.ValueOf(k).Convert(a.Type().Key())
-			av, bv := a.MapIndex(kv), b.MapIndex(kv)
-			if !av.IsValid() || !bv.IsValid() {
-				*out = append(*out, join(path, k))
-				continue
+			if !a.MapIndex(k).IsValid() {
+				*out = append(*out, join(path, k.String()))
 			}
-			diffValue(av, bv, join(path, k), out)
 		}
 	default:
 		if !reflect.DeepEqual(a.Interface(), b.Interface()) {

@@ -28,14 +28,11 @@ type ErrorList []*Error
 
 // Error renders one "FILE:LINE:COL: message" per line.
 func (l ErrorList) Error() string {
-	var b strings.Builder
+	lines := make([]string, len(l))
 	for i, e := range l {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(e.Error())
+		lines[i] = e.Error()
 	}
-	return b.String()
+	return strings.Join(lines, "\n")
 }
 
 // Unwrap lets errors.As find an individual *Error.

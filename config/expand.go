@@ -32,18 +32,12 @@ func (d *decoder) scalar(n *node, path string) (string, string, bool) {
 	s, off, err := expand(n.value, d.lookup)
 	if err != nil {
 		d.errAt(exprPos(n, off), "%s: %v", path, err)
-		if d.unexpanded == nil {
-			d.unexpanded = map[Pos]bool{}
-		}
 		d.unexpanded[n.pos] = true
 		return "", "", false
 	}
 	if s != n.value {
 		tag = ""
 		if s != "" {
-			if d.expanded == nil {
-				d.expanded = map[string]string{}
-			}
 			d.expanded[s] = n.value
 		}
 	}

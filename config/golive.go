@@ -9,12 +9,10 @@ import (
 	"strings"
 )
 
-// A reload and a replace go live the same way: prepare (Check, the
-// restart-only settings kept, Prepare) without the watcher's lock, then
-// commit under it, in the order they began.
-
 // prepare runs Check, keeps the restart-only settings of the running
-// config in c and runs Prepare, without the lock. commit and drop are never nil.
+// config in c and runs Prepare, without the lock: a reload and a replace
+// go live the same way, then commit under it, in the order they began.
+// commit and drop are never nil.
 func (w *Watcher) prepare(c *Config) (restart []string, commit, drop func(), err error) {
 	if w.cfg.Check != nil {
 		if err := w.cfg.Check(c); err != nil {
@@ -43,11 +41,9 @@ func (w *Watcher) prepare(c *Config) (restart []string, commit, drop func(), err
 }
 
 // commit makes c live unless a newer reload or replace (by gen; 0 means
-// now) already did, in which case the preparation is dropped and c is not stored. sum,
-// if set, is the file content c was read from.
-//
-// file, if set, is the replace's staged file: renamed into place with
-// the commit, or removed.
+// now) already did: then the preparation is dropped, file (a replace's
+// staged file, if set) removed and c not stored; else file is renamed into
+// place with the commit. sum, if set, is the file content c was read from.
 func (w *Watcher) commit(gen uint64, c *Config, restart []string, commit, drop func(), msg string, sum *[sha256.Size]byte, file *staged) ([]string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -63,35 +59,20 @@ func (w *Watcher) commit(gen uint64, c *Config, restart []string, commit, drop f
 		w.log.Debug("config superseded by a newer one before it went live")
 		return restart, nil
 	}
-	old := w.cfg.Store.Load()
-	if w.cfg.Apply != nil {
-		if err := w.cfg.Apply(c); err != nil {
-			drop()
-			if file != nil {
-				file.discard()
-			}
-			return nil, fmt.Errorf("apply config: %w", err)
-		}
-	}
 	if file != nil {
 		if err := file.publish(); err != nil {
-			err = fmt.Errorf("write config: %w", err)
 			drop()
-			if w.cfg.Apply != nil {
-				if rerr := w.cfg.Apply(old); rerr != nil {
-					w.log.Error("config: re-applying the old config failed", "err", rerr)
-				}
-			}
-			return nil, err
+			return nil, fmt.Errorf("write config: %w", err)
 		}
 	}
 	commit()
+	old := w.cfg.Store.Load()
 	if sum != nil {
 		w.lastSum, w.haveSum = *sum, true
 	}
 	w.live = gen
 	w.cfg.Store.Store(c)
-	w.report(ResultSuccess)
+	w.cfg.OnResult(ResultSuccess)
 	w.logChanges(msg, Changed(old, c), restart)
 	return restart, nil
 }
@@ -114,13 +95,7 @@ func (w *Watcher) logChanges(msg string, changed, restart []string) {
 }
 
 func (w *Watcher) fail(err error) error {
-	w.report(ResultFailure)
+	w.cfg.OnResult(ResultFailure)
 	w.log.LogAttrs(context.Background(), slog.LevelError, "config reload failed, keeping the running config", slog.String("err", err.Error()))
 	return err
-}
-
-func (w *Watcher) report(result string) {
-	if w.cfg.OnResult != nil {
-		w.cfg.OnResult(result)
-	}
 }

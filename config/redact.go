@@ -13,12 +13,10 @@ import (
 	"github.com/goccy/go-yaml/token"
 )
 
-// Hidden values are the secrets (admin_token, auth.keys[].secret,
-// tls.acme.rfc2136.tsig_secret) and the templates' env values: env often
-// carries API keys and database URLs. GET /admin/config shows each
-// non-empty one as Redacted. So that its output can be edited and sent back
-// with PUT /admin/config (#13), a hidden value written as Redacted in a
-// config sent to ParseUpdate stands for the running one.
+// Hidden values are the Secret fields (admin_token, api_tokens[].token,
+// auth.keys[].secret, tls.acme.rfc2136.tsig_secret) and the templates' env
+// values: env often carries API keys and database URLs. GET /admin/config
+// shows each non-empty one as Redacted, which ParseUpdate takes back (#13).
 
 // envKey names an env value: the map's path, NUL, the variable (template
 // names may contain dots; NUL is in neither).
@@ -75,8 +73,8 @@ func (c *Config) KeepCodeSecrets() {
 }
 
 // Redacted returns the effective config (defaults applied) as YAML, with
-// every non-empty secret and template env value shown as "REDACTED". It is
-// what GET /admin/config shows; ParseUpdate takes it back.
+// every non-empty secret and template env value shown as "REDACTED": what
+// GET /admin/config shows where RedactedSource cannot keep the file's text.
 func (c *Config) Redacted() ([]byte, error) {
 	cp := *c
 	if cp.TLS.Mode == TLSOff {
@@ -276,3 +274,47 @@ func quotedAs(tk *token.Token, s string) string {
 // escapes (\n, \t, \xNN below 0x80, \uNNNN, \UNNNNNNNN) are YAML's too, and
 // s, text the decoder read, is valid UTF-8 (TestYAMLQuote).
 func yamlQuote(s string) string { return strconv.Quote(s) }
+
+// The config API shows and takes the file as written (#24, 2): GET
+// /admin/config is the text the live config was read from, comments,
+// order and layout kept, with each hidden value (see Redacted) replaced by
+// REDACTED in the same quoting; sent back, ParseUpdate restores each
+// REDACTED as the file wrote it, so a GET -> PUT round trip rewrites
+// nothing and an edit changes only the lines edited. Both edit goccy's
+// tokens (rewrite), the one document model of the file.
+
+// RedactedSource is the file text c was read from with every non-empty
+// hidden value shown as REDACTED. A config not read from text (the
+// embedded default), or one whose text cannot be kept (a hidden value in
+// a block scalar), is shown as Redacted shows it.
+func (c *Config) RedactedSource() ([]byte, error) {
+	if c.src == nil {
+		return c.Redacted()
+	}
+	// Tokens do not depend on ${VAR} values; any will do.
+	_, d, err := decodeOnly(c.Path, c.src, func(string) (string, bool) { return "set", true })
+	if err != nil || d.first == nil {
+		return c.Redacted()
+	}
+	texts := map[*token.Token]string{}
+	for _, n := range d.hidden {
+		if n.value == "" {
+			continue
+		}
+		if n.tk == nil {
+			return c.Redacted()
+		}
+		texts[n.tk] = quotedAs(n.tk, Redacted)
+	}
+	out, ok := editTokens(c.src, d.first, texts)
+	if !ok {
+		return c.Redacted() // the tokens do not give back the text: show the values instead
+	}
+	return out, nil
+}
+
+// scalarSource is a scalar token's text as the file has it: its Origin
+// without the blanks around it.
+func scalarSource(tk *token.Token) string {
+	return strings.TrimSpace(tk.Origin)
+}

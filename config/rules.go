@@ -24,11 +24,11 @@ func ValidID(id string) bool { return len(id) <= MaxIDLen && dnsLabel(id) }
 // scope): a DNS label, so it is a valid Docker and Kubernetes label value.
 func ValidScope(s string) bool { return dnsLabel(s) }
 
-// validHostname reports whether h is a lowercase DNS hostname: dot-separated
-// labels of letters, digits and inner hyphens, at most 253 bytes, no trailing
-// dot and no wildcard. It is also a Kubernetes object name (an RFC 1123
-// subdomain).
-func validHostname(h string) bool {
+// ValidHostname reports whether h is a lowercase DNS hostname, such as a
+// domain a config may serve under: dot-separated labels of letters, digits
+// and inner hyphens, at most 253 bytes, no trailing dot and no wildcard.
+// It is also a Kubernetes object name (an RFC 1123 subdomain).
+func ValidHostname(h string) bool {
 	if len(h) > 253 {
 		return false
 	}
@@ -81,32 +81,20 @@ func NormalizeHost(host string) (h string, ok bool) {
 	return h, true
 }
 
-// SandboxFromHost reads host, as NormalizeHost returns it, as
-// sandbox-<id>.<domain> for one of domains (lower-case, as a validated
-// config holds them). ok: it is one, with a valid id. malformed: it has
-// that shape (one label starting "sandbox-" under a domain) but the id is
-// not valid. Neither: the host is not a sandbox host. A port host
-// (SandboxPortFromHost) is neither here.
-func SandboxFromHost(host string, domains []string) (id string, ok, malformed bool) {
-	id, port, ok, malformed := SandboxPortFromHost(host, domains)
-	if port != 0 {
-		return "", false, false
-	}
-	return id, ok, malformed
-}
-
 // MaxLabelLen is the longest DNS label.
 const MaxLabelLen = 63
 
-// SandboxPortFromHost is SandboxFromHost that also reads a port host,
-// <port>-sandbox-<id>.<domain> (#22): one label, so the one wildcard
-// certificate covers it, with the port in decimal (1–65535, no leading
-// zero) first. A label that starts with a digit is never a plain
-// sandbox-<id>. port is 0 for a plain sandbox host, -1 for a port label
-// whose port is not valid (with malformed). malformed: the shape
-// is a sandbox host's but the id or port is not valid, or the label is
-// longer than MaxLabelLen (an id longer than PortIDMax(port) has no port
-// hosts; see PortLabelFits).
+// SandboxPortFromHost reads host, as NormalizeHost returns it, as
+// sandbox-<id>.<domain> for one of domains (lower-case, as a validated
+// config holds them), or as a port host, <port>-sandbox-<id>.<domain>
+// (#22): one label, so the one wildcard certificate covers it, with the
+// port in decimal (1–65535, no leading zero) first; a label that starts
+// with a digit is never a plain sandbox-<id>. port is 0 for a plain
+// sandbox host, -1 for a port label whose port is not valid. ok: it is
+// one, with a valid id. malformed: the shape is a sandbox host's but the
+// id or port is not valid, or the label is longer than MaxLabelLen (an id
+// longer than PortIDMax(port) has no port hosts). Neither: not a sandbox
+// host.
 func SandboxPortFromHost(host string, domains []string) (id string, port int, ok, malformed bool) {
 	for _, d := range domains {
 		label, found := strings.CutSuffix(host, "."+d)

@@ -140,3 +140,13 @@ func TestNormalizeHostAsLower(t *testing.T) {
 		}
 	}
 }
+
+// SandboxFromHost is SandboxPortFromHost for plain sandbox hosts: a port
+// host is neither ok nor malformed here.
+func SandboxFromHost(host string, domains []string) (id string, ok, malformed bool) {
+	id, port, ok, malformed := SandboxPortFromHost(host, domains)
+	if port != 0 {
+		return "", false, false
+	}
+	return id, ok, malformed
+}

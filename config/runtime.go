@@ -6,17 +6,8 @@ import (
 	"strings"
 )
 
-// Runtime chooses where sandboxes run (#15):
-//
-//	runtime:
-//	  kind: kubernetes                # docker (default) | kubernetes
-//	  kubernetes:
-//	    namespace: previewgate-sandboxes
-//	    in_cluster: true              # or kubeconfig: /path/to/kubeconfig
-//	    gateway_labels: ["app.kubernetes.io/name=previewgate"]
-//	    gateway_namespace: previewgate
-//	    run_as_user: 1000             # -1: the image's own user
-//	    activity_every: 10s
+// Runtime chooses where sandboxes run (#15): Docker, or Kubernetes as
+// Kubernetes configures it (docs/kubernetes.md has an example).
 type Runtime struct {
 	Kind       string     `yaml:"kind,omitempty"` // Zero means docker.
 	Kubernetes Kubernetes `yaml:"kubernetes,omitempty"`

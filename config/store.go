@@ -26,9 +26,6 @@ func (s *Store) Load() *Config { return s.p.Load() }
 // Store makes c the current config.
 func (s *Store) Store(c *Config) { s.p.Store(c) }
 
-// Swap makes c the current config and returns the previous one.
-func (s *Store) Swap(c *Config) *Config { return s.p.Swap(c) }
-
 // restartOnly lists the settings a running gateway cannot change, by
 // their keys in the file: their listeners, state, Docker client and
 // certificate manager are built once at start.
@@ -58,34 +55,23 @@ func setting(c *Config, path string) reflect.Value {
 	return v
 }
 
-// domainSetting is restart-only where certificates are made for the domains
-// the gateway starts with: a domain added later would be routed but get no
-// certificate, and one removed would keep its certificate. There the
-// domains wait for the restart with the certificates.
+// domainSetting is restart-only where the running TLS setup makes its
+// certificates for the domains present at start: acme with the wildcard
+// strategy (one *.<domain> order per domain, managed from start) and
+// self-signed (one leaf per domain). There a domain added later would be
+// routed but get no certificate, and one removed would keep its
+// certificate, so the domains wait for the restart with the certificates.
+// On-demand acme asks the live route table at each handshake, files serve
+// whatever the file holds, and off has no certificates: there a domain
+// change applies on reload.
 const domainSetting = "domain"
 
 // restartOnlyFor is restartOnly for a gateway running with config running.
 func restartOnlyFor(running *Config) []string {
-	if certsPerStartDomain(running) {
+	if t := running.TLS; t.Mode == TLSSelfSigned || t.Mode == TLSACME && t.ACME.Strategy == StrategyWildcard {
 		return append(slices.Clip(restartOnly), domainSetting)
 	}
 	return restartOnly
-}
-
-// certsPerStartDomain reports whether the running TLS setup makes its
-// certificates for the domains present at start: acme with the wildcard
-// strategy (one *.<domain> order per domain, managed from start) and
-// self-signed (one leaf per domain). On-demand acme asks the live route
-// table at each handshake, files serve whatever the file holds, and off has
-// no certificates, so there a domain change applies on reload.
-func certsPerStartDomain(running *Config) bool {
-	switch running.TLS.Mode {
-	case TLSACME:
-		return running.TLS.ACME.Strategy == StrategyWildcard
-	case TLSSelfSigned:
-		return true
-	}
-	return false
 }
 
 // RestartNeeded lists the settings that differ between old and new but only

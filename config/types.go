@@ -10,19 +10,6 @@ import (
 	"time"
 )
 
-// ParseDuration parses a Go duration ("90s", "15m", "1h30m"). Negative
-// durations are rejected.
-func ParseDuration(s string) (Duration, error) {
-	d, err := time.ParseDuration(strings.TrimSpace(s))
-	if err != nil {
-		return 0, fmt.Errorf("invalid duration %q (use e.g. 90s, 15m, 1h30m)", s)
-	}
-	if d < 0 {
-		return 0, fmt.Errorf("invalid duration %q: must not be negative", s)
-	}
-	return Duration(d), nil
-}
-
 // String formats d without trailing zero units: "15m", "1h30m", "90s".
 func (d Duration) String() string {
 	s := time.Duration(d).String()
@@ -38,6 +25,8 @@ func (d Duration) String() string {
 // MarshalYAML writes d as a duration string.
 func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 
+// parseScalar reads a Go duration ("90s", "15m", "1h30m"), never negative;
+// a bare number needs a unit, but for 0.
 func (d *Duration) parseScalar(s, tag string) error {
 	if tag == intTag && s == "0" {
 		*d = 0
@@ -46,11 +35,14 @@ func (d *Duration) parseScalar(s, tag string) error {
 	if tag == intTag || tag == floatTag {
 		return fmt.Errorf("duration %s needs a unit (e.g. %ss)", s, s)
 	}
-	v, err := ParseDuration(s)
-	if err != nil {
-		return err
+	v, err := time.ParseDuration(strings.TrimSpace(s))
+	switch {
+	case err != nil:
+		return fmt.Errorf("invalid duration %q (use e.g. 90s, 15m, 1h30m)", s)
+	case v < 0:
+		return fmt.Errorf("invalid duration %q: must not be negative", s)
 	}
-	*d = v
+	*d = Duration(v)
 	return nil
 }
 

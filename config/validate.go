@@ -74,7 +74,7 @@ func (d *decoder) validateDomains(c *Config) {
 		h := strings.ToLower(strings.TrimSpace(c.Domains[i]))
 		c.Domains[i] = h
 		switch {
-		case !validHostname(h):
+		case !ValidHostname(h):
 			d.fail(fmt.Sprintf("invalid domain %q: not a hostname", h), at, "domain")
 		case len(h) > 253-64:
 			d.fail(fmt.Sprintf("domain %q is too long for sandbox-<id>.%s", h, h), at, "domain")
@@ -85,8 +85,9 @@ func (d *decoder) validateDomains(c *Config) {
 	}
 }
 
-// checkAddr validates a listen address "host:port" or ":port".
-func checkAddr(addr string) error {
+// CheckAddr checks a listener address, in the file or given outside it
+// (serve --http): host:port or :port, port 1-65535.
+func CheckAddr(addr string) error {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("invalid address %q (want host:port or :port)", addr)
@@ -107,7 +108,7 @@ func (d *decoder) validateListen(c *Config) {
 		if a.name == "https" && c.TLS.Mode == TLSOff || a.name == "metrics" && *a.p == "" {
 			continue // unused
 		}
-		if err := checkAddr(*a.p); err != nil {
+		if err := CheckAddr(*a.p); err != nil {
 			d.fail(err.Error(), "listen."+a.name, "listen")
 			continue
 		}
@@ -161,7 +162,7 @@ func (d *decoder) validateRoutes(c *Config) {
 		switch {
 		case r.Host == "":
 			d.fail("route needs a host", rp+".host", rp)
-		case !validHostname(r.Host):
+		case !ValidHostname(r.Host):
 			d.fail(fmt.Sprintf("invalid host %q: not a hostname", r.Host), rp+".host")
 		case hosts[r.Host]:
 			d.fail(fmt.Sprintf("duplicate route host %q", r.Host), rp+".host")

@@ -3,20 +3,14 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
 )
 
 func (d *decoder) validateTemplates(c *Config) {
-	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range c.Templates {
-			if !yield(n) {
-				return
-			}
-		}
-	})
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(c.Templates)) {
 		t, tp := c.Templates[name], "templates."+name
 		if !validName(name) {
 			d.failKey(fmt.Sprintf("invalid template name %q (letters, digits, _ . -)", name), tp)
@@ -109,7 +103,7 @@ func (d *decoder) validateWorkspace(c *Config, t *Template, tp string) {
 	if err := checkMountPath(w.Path, t.ReadOnly); err != nil {
 		d.fail(err.Error(), wp+".path", wp)
 	}
-	if w.StorageClass != "" && !validHostname(w.StorageClass) {
+	if w.StorageClass != "" && !ValidHostname(w.StorageClass) {
 		d.fail(fmt.Sprintf("invalid storage_class %q (a DNS subdomain: lowercase letters, digits, - and .)", w.StorageClass), wp+".storage_class", wp)
 	}
 	if t.Pool > 0 {

@@ -36,7 +36,7 @@ func (d *decoder) validateTLS(c *Config) {
 			r := &a.RFC2136
 			if r.Server == "" {
 				d.fail("strategy wildcard needs acme.rfc2136.server (DNS-01)", "tls.acme.strategy")
-			} else if err := checkAddr(r.Server); err != nil {
+			} else if err := CheckAddr(r.Server); err != nil {
 				d.fail(err.Error(), "tls.acme.rfc2136.server")
 			}
 			if r.TSIGKey == "" || r.TSIGSecret == "" {
@@ -97,7 +97,7 @@ func domainProblem(c *Config, h string) string {
 	case c.TLS.Mode == TLSACME && IsLocalDomain(h):
 		return fmt.Sprintf("domain %q cannot get an ACME certificate: no CA can reach a localhost name; "+
 			"use tls.mode self-signed (or off: browsers keep Secure cookies on http://*.localhost)", h)
-	case c.TLS.Mode == TLSOff && len(c.TrustedProxies) == 0 && !IsLocalDomain(h) && validHostname(h):
+	case c.TLS.Mode == TLSOff && len(c.TrustedProxies) == 0 && !IsLocalDomain(h) && ValidHostname(h):
 		return fmt.Sprintf("domain %q is served over plain http (tls.mode off) with no TLS-terminating proxy in front: "+
 			"browsers drop the Secure cookie the token exchange sets, so no preview opens in a browser; "+
 			"set tls.mode (acme, files or self-signed), or put a TLS-terminating proxy in front and list its address in trusted_proxies", h)

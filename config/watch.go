@@ -35,11 +35,6 @@ type WatcherConfig struct {
 	// not block. drop releases a preparation that was overtaken by a newer
 	// config and never committed. An error fails the reload.
 	Prepare func(*Config) (commit, drop func(), err error)
-	// Apply, if set, is called with a new valid config before it is stored,
-	// under the watcher's lock (Apply calls never overlap), after Prepare's
-	// commit. An error fails the reload and nothing is stored. It must not
-	// do network or disk I/O: that belongs in Prepare (#25).
-	Apply func(*Config) error
 	// OnResult, if set, is called with ResultSuccess or ResultFailure after
 	// each reload attempt (for metrics). Unchanged files are not attempts.
 	OnResult func(result string)
@@ -80,8 +75,7 @@ type Watcher struct {
 	done   chan struct{}
 	once   sync.Once
 
-	// mu guards lastSum, gen and live, and serializes commits, Apply
-	// calls and stores. It is never held across I/O: files are read and
+	// mu guards lastSum, gen and live, and serializes commits and stores. It is never held across I/O: files are read and
 	// written, and Prepare runs, outside it (#25).
 	mu      sync.Mutex
 	lastSum [sha256.Size]byte
@@ -94,9 +88,6 @@ type Watcher struct {
 func NewWatcher(cfg WatcherConfig, log *slog.Logger) (*Watcher, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("config watcher: no store")
-	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
 	}
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -125,16 +116,15 @@ func NewWatcher(cfg WatcherConfig, log *slog.Logger) (*Watcher, error) {
 	return w, nil
 }
 
-// newWatcher is a running Watcher on events fed by hand (tests).
-func newWatcher(cfg WatcherConfig, log *slog.Logger, events <-chan fsnotify.Event, errs <-chan error) *Watcher {
-	w := buildWatcher(cfg, log, events, errs)
-	go w.loop()
-	return w
-}
-
 func buildWatcher(cfg WatcherConfig, log *slog.Logger, events <-chan fsnotify.Event, errs <-chan error) *Watcher {
 	if cfg.Debounce <= 0 {
 		cfg.Debounce = 200 * time.Millisecond
+	}
+	if cfg.Override == nil {
+		cfg.Override = func(*Config) {}
+	}
+	if cfg.OnResult == nil {
+		cfg.OnResult = func(string) {}
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -233,7 +223,7 @@ func (w *Watcher) reload(force bool) error {
 	if err != nil {
 		return w.fail(err)
 	}
-	w.override(c)
+	w.cfg.Override(c)
 	if live := w.cfg.Store.Load(); !force && len(Changed(live, c)) == 0 {
 		// Rewritten with the same settings (comments, order, a
 		// restart-only edit taken back): not a reload, nothing to say
@@ -280,12 +270,6 @@ func (w *Watcher) keepText(gen uint64, live, c *Config) bool {
 	return true
 }
 
-func (w *Watcher) override(c *Config) {
-	if w.cfg.Override != nil {
-		w.cfg.Override(c)
-	}
-}
-
 // Replace validates data as the new content of the file, applies it, writes
 // it atomically (keeping a .bak) and stores it: the admin PUT. A secret or
 // env value written as REDACTED keeps the running one (ParseUpdate), and
@@ -297,7 +281,7 @@ func (w *Watcher) Replace(data []byte) ([]string, error) {
 	if err != nil {
 		return nil, err // a rejected PUT is the caller's to report, not a reload failure
 	}
-	w.override(c)
+	w.cfg.Override(c)
 	restart, commit, drop, err := w.prepare(c)
 	if err != nil {
 		return nil, err

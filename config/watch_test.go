@@ -20,25 +20,29 @@ import (
 // reload applies), so tests can tell versions apart.
 func fileWith(n int) string { return base + fmt.Sprintf("limits: {max_running: %d}\n", n) }
 
-// recorder collects Apply calls and reload results.
+// recorder collects the configs that go live (its prepare's commits) and
+// reload results.
 type recorder struct {
 	mu      sync.Mutex
 	applied []int // max_running of each applied config
 	results []string
-	fail    error // returned by apply when set
+	fail    error // returned by prepare when set
 	events  chan string
 }
 
 func newRecorder() *recorder { return &recorder{events: make(chan string, 100)} }
 
-func (r *recorder) apply(c *Config) error {
+func (r *recorder) prepare(c *Config) (commit, drop func(), err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fail != nil {
-		return r.fail
+		return nil, nil, r.fail
 	}
-	r.applied = append(r.applied, c.Limits.MaxRunning)
-	return nil
+	return func() {
+		r.mu.Lock()
+		r.applied = append(r.applied, c.Limits.MaxRunning)
+		r.mu.Unlock()
+	}, nil, nil
 }
 
 func (r *recorder) onResult(res string) {
@@ -85,7 +89,7 @@ func TestWatcherFileChanges(t *testing.T) {
 	t.Parallel()
 	path, store := setup(t)
 	rec := newRecorder()
-	w, err := NewWatcher(WatcherConfig{Path: path, Store: store, Apply: rec.apply, OnResult: rec.onResult, Debounce: 20 * time.Millisecond}, nil)
+	w, err := NewWatcher(WatcherConfig{Path: path, Store: store, Prepare: rec.prepare, OnResult: rec.onResult, Debounce: 20 * time.Millisecond}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,20 +143,20 @@ func TestWatcherFileChanges(t *testing.T) {
 	}
 }
 
-func TestWatcherApplyError(t *testing.T) {
+func TestWatcherPrepareError(t *testing.T) {
 	t.Parallel()
 	path, store := setup(t)
 	before := store.Load()
 	rec := newRecorder()
 	rec.fail = errors.New("route table rejected")
-	w := newWatcher(WatcherConfig{Path: path, Store: store, Apply: rec.apply, OnResult: rec.onResult}, nil, nil, nil)
+	w := newWatcher(WatcherConfig{Path: path, Store: store, Prepare: rec.prepare, OnResult: rec.onResult}, nil, nil, nil)
 	defer w.Close()
 	if err := os.WriteFile(path, []byte(fileWith(11)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	err := w.Reload()
 	if err == nil || !strings.Contains(err.Error(), "route table rejected") {
-		t.Errorf("got %v, want the apply error", err)
+		t.Errorf("got %v, want the prepare error", err)
 	}
 	if store.Load() != before {
 		t.Error("got a new live config, want the old one kept")
@@ -170,7 +174,7 @@ func TestWatcherDebounce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		events := make(chan fsnotify.Event)
 		rec := newRecorder()
-		w := newWatcher(WatcherConfig{Path: path, Store: store, Apply: rec.apply, OnResult: rec.onResult, Debounce: 200 * time.Millisecond}, nil, events, nil)
+		w := newWatcher(WatcherConfig{Path: path, Store: store, Prepare: rec.prepare, OnResult: rec.onResult, Debounce: 200 * time.Millisecond}, nil, events, nil)
 		defer w.Close()
 
 		if err := os.WriteFile(path, []byte(fileWith(11)), 0o600); err != nil {
@@ -248,7 +252,7 @@ func TestWatcherWildcardDomainNeedsRestart(t *testing.T) {
 	store := NewStore(c)
 	var logs strings.Builder
 	rec := newRecorder()
-	w := newWatcher(WatcherConfig{Path: path, Store: store, Apply: rec.apply}, slog.New(slog.NewTextHandler(&logs, nil)), nil, nil)
+	w := newWatcher(WatcherConfig{Path: path, Store: store, Prepare: rec.prepare}, slog.New(slog.NewTextHandler(&logs, nil)), nil, nil)
 	defer w.Close()
 	next := strings.Replace(realBase, "domain: preview.example.com", "domain: [preview.example.com, preview.example.org]", 1)
 	restart, err := w.Replace([]byte(next + tls + "limits: {max_running: 7}\n"))
@@ -280,7 +284,7 @@ func TestWatcherReplace(t *testing.T) {
 	}{
 		{"valid", fileWith(9), nil, "", "max_running: 9}"},
 		{"invalid", fileWith(10) + "bogus: 1\n", nil, `previewgate.yaml:7:1: unknown key "bogus"`, ""},
-		{"apply fails", fileWith(9), errors.New("no"), "apply config: no", ""},
+		{"prepare fails", fileWith(9), errors.New("no"), "apply config: no", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -293,7 +297,7 @@ func TestWatcherReplace(t *testing.T) {
 			before := store.Load()
 			rec := newRecorder()
 			rec.fail = tt.applyErr
-			w := newWatcher(WatcherConfig{Path: path, Store: store, Apply: rec.apply}, nil, nil, nil)
+			w := newWatcher(WatcherConfig{Path: path, Store: store, Prepare: rec.prepare}, nil, nil, nil)
 			defer w.Close()
 			_, err := w.Replace([]byte(tt.data))
 			got, _ := os.ReadFile(path)
@@ -367,7 +371,7 @@ func TestWatcherIgnoresOtherFiles(t *testing.T) {
 		var logs strings.Builder
 		var mu sync.Mutex
 		rec := newRecorder()
-		w := newWatcher(WatcherConfig{Path: path, Store: store, Apply: rec.apply, OnResult: rec.onResult, Debounce: 100 * time.Millisecond},
+		w := newWatcher(WatcherConfig{Path: path, Store: store, Prepare: rec.prepare, OnResult: rec.onResult, Debounce: 100 * time.Millisecond},
 			slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &logs}, nil)), events, nil)
 		defer w.Close()
 
@@ -538,7 +542,7 @@ func TestWatcherFollowsLinkedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := newRecorder()
-	w, err := NewWatcher(WatcherConfig{Path: path, Store: store, Apply: rec.apply, OnResult: rec.onResult, Debounce: 20 * time.Millisecond}, nil)
+	w, err := NewWatcher(WatcherConfig{Path: path, Store: store, Prepare: rec.prepare, OnResult: rec.onResult, Debounce: 20 * time.Millisecond}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -559,4 +563,11 @@ func TestWatcherFollowsLinkedFile(t *testing.T) {
 	if got := rec.next(t); got != ResultSuccess || store.Load().Limits.MaxRunning != 12 {
 		t.Fatalf("editor's rename over the linked file: got %s, max_running %d, want success and 12", got, store.Load().Limits.MaxRunning)
 	}
+}
+
+// newWatcher is a running Watcher on events fed by hand.
+func newWatcher(cfg WatcherConfig, log *slog.Logger, events <-chan fsnotify.Event, errs <-chan error) *Watcher {
+	w := buildWatcher(cfg, log, events, errs)
+	go w.loop()
+	return w
 }

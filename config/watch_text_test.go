@@ -96,10 +96,10 @@ func TestWatcherKeepTextAfterAnOlderReloadWentLive(t *testing.T) {
 			close(preparing)
 			<-prepared
 		}
-		return nil, nil, nil
+		return rec.prepare(c)
 	}
 	h := &holdAt{msg: "config file rewritten, no setting changed", reached: make(chan struct{}), release: make(chan struct{})}
-	w := newWatcher(WatcherConfig{Path: path, Store: store, Prepare: prepare, Apply: rec.apply}, slog.New(h), nil, nil)
+	w := newWatcher(WatcherConfig{Path: path, Store: store, Prepare: prepare}, slog.New(h), nil, nil)
 	defer w.Close()
 	released := false
 	defer func() { // never leave a reload held, also on failure

@@ -1,34 +1,13 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 )
-
-// WriteFile replaces the file at path with data atomically: data goes to a
-// temporary file in the same directory, is synced and renamed over path, so
-// readers (and the Watcher) see either the old or the new file, never a
-// partial one. The file it replaces is kept as path+".bak" (a hard link
-// made when the new file goes in, else a copy written as the file is).
-// The file keeps its permissions, owner and group (the last two where the
-// process may set them: as root); a new file gets 0600 because configs
-// may hold secrets. A path that is a symlink stays one: the file it
-// points at is replaced (its .bak beside it), so the operator's own file
-// keeps governing the config.
-func WriteFile(path string, data []byte) error {
-	s, err := stageFile(path, data)
-	if err != nil {
-		return err
-	}
-	if err := s.publish(); err != nil {
-		return fmt.Errorf("write config: %w", err)
-	}
-	syncDir(path)
-	return nil
-}
 
 // staged is a config file written and synced beside its path, not yet in
 // place, with the backup of the file it replaces (nil for a new file):
@@ -42,6 +21,16 @@ type staged struct {
 	bak       *staged
 }
 
+// stageFile stages data as the file at path (Replace writes the config
+// this way): synced beside it and renamed over it by publish, so readers
+// (and the Watcher) see either the old or the new file, never a partial
+// one. The file it replaces is kept as path+".bak" (a hard link made when
+// the new file goes in, else a copy written as the file is). The file
+// keeps its permissions, owner and group (the last two where the process
+// may set them: as root); a new file gets 0600 because configs may hold
+// secrets. A path that is a symlink stays one: the file it points at is
+// replaced (its .bak beside it), so the operator's own file keeps
+// governing the config.
 func stageFile(path string, data []byte) (*staged, error) {
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		path = real // rename over the link's file, not over the link
@@ -108,13 +97,9 @@ func (s *staged) discard() {
 	os.Remove(s.tmp)
 }
 
-// stage writes data to a new synced file beside path.
 func stage(path string, data []byte, mode fs.FileMode, owner fs.FileInfo) (_ *staged, err error) {
 	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	f, err := os.CreateTemp(cmp.Or(dir, "."), "."+base+".tmp-*")
 	if err != nil {
 		return nil, err
 	}

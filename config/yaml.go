@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,35 +12,24 @@ import (
 	"github.com/goccy/go-yaml/token"
 )
 
-// The file format rests on the YAML library, goccy/go-yaml v1.19.2, and
-// on one document model, its tokens and AST:
+// The file format rests on goccy/go-yaml v1.19.2, its tokens and AST the
+// one document model: goccy scans and parses the file and places syntax
+// errors and every node at a line and a column; checkBounds counts size,
+// nesting and nodes on its tokens before its parser runs (bound.go says
+// why); redaction, RedactedSource and ParseUpdate's REDACTED splice its
+// tokens (Origin keeps each token's text as written, editTokens).
 //
-//   - goccy scans (lexer) and parses (parser) the file; checkBounds counts
-//     size, nesting and nodes on its tokens before its parser runs, since
-//     the parser is quadratic in a block mapping's size (10,000 keys 2.7 s,
-//     45,000 keys 25 s) and superlinear in flow nesting (20,000 levels
-//     2.3 s), while the scanner is linear (bound.go);
-//   - goccy places syntax errors and every node at a line and a column;
-//   - the decoder walks goccy's AST (view reads one node when the decoder
-//     reaches it; parseYAML links aliases to anchors in document order);
-//   - redaction, RedactedSource and ParseUpdate's REDACTED splice goccy's
-//     tokens (Origin keeps each token's text as written, editTokens).
-//
-// What our code still does, and why: values are set by decode*.go, not by
-// goccy's decoder. Measured on v1.19.2 with Strict(), goccy's decoder
-// takes port: "3000" into an int, truncates port: 3000.7 to 3000, and
-// stops at the first error (the docs promise every error of a file in one
-// run, with "did you mean"); on the widest mapping the bound lets through
-// it takes 1.0 s and 113 MB where parsing and decoding here take 0.25-0.3 s
-// and 124 MB. Its custom unmarshalers would make the scalars strict only by
-// changing every int and bool of the Config types to a wrapper type, and
-// a type-checking walk that collects every error would be this decoder
-// less its few reflect.Set calls. So the decoder reads each scalar with
-// its YAML tag (Duration, ByteSize and URL through scalarParser: "15"
-// without a unit or a quoted integer is refused at its position), records
-// each value's position by YAML path for validation, the fields of the
-// numbers written as 0 (a default that replaces one is an error), and
-// the scalar of each secret for redaction.
+// Values are set by decode*.go, not by goccy's decoder: with Strict() it
+// takes port: "3000" into an int, truncates port: 3000.7 to 3000 and stops
+// at the first error (the docs promise every error of a file in one run,
+// with "did you mean"), and on the widest mapping the bound lets through
+// it takes 1.0 s and 113 MB where parsing and decoding here take 0.3 s and
+// 124 MB. Strict scalars through its unmarshalers would need a wrapper
+// type for every int and bool of Config. So the decoder reads each scalar with its YAML tag
+// (Duration, ByteSize and URL through scalarParser: "15" without a unit
+// is refused at its position), and records each value's position by YAML
+// path for validation, the numbers written as 0 (refuseDefaultedZeros)
+// and the scalar of each secret for redaction.
 
 type nodeKind uint8
 
@@ -187,14 +177,6 @@ func scalarView(out *node, n ast.Node, tag string) *node {
 		if tk == nil || tk.Type == token.ImplicitNullType {
 			out.value = ""
 		}
-	case *ast.BoolNode:
-		out.tag = boolTag
-	case *ast.IntegerNode:
-		out.tag = intTag
-	case *ast.FloatNode, *ast.InfinityNode, *ast.NanNode:
-		out.tag = floatTag
-	case *ast.MergeKeyNode:
-		out.tag = mergeTag
 	case *ast.StringNode:
 		out.tag, out.value = strTag, n.Value
 	case *ast.LiteralNode:
@@ -202,8 +184,8 @@ func scalarView(out *node, n ast.Node, tag string) *node {
 		if n.Value != nil {
 			out.value = n.Value.Value
 		}
-	default:
-		out.tag = "!" + n.Type().String() // refused by scalar as an unsupported tag
+	default: // a type of no core tag is refused by scalar as an unsupported tag
+		out.tag = cmp.Or(coreTags[n.Type()], "!"+n.Type().String())
 	}
 	if tag != "" {
 		out.tag, _ = strings.CutPrefix(tag, "tag:yaml.org,2002:")
@@ -213,6 +195,10 @@ func scalarView(out *node, n ast.Node, tag string) *node {
 	}
 	return out
 }
+
+// coreTags is the core tag of each scalar node type that its type alone gives.
+var coreTags = map[ast.NodeType]string{ast.BoolType: boolTag, ast.IntegerType: intTag, ast.FloatType: floatTag,
+	ast.InfinityType: floatTag, ast.NanType: floatTag, ast.MergeKeyType: mergeTag}
 
 // goccyParse runs the parser, turning a panic (a parser bug) into an error
 // so a bad file can never crash a reload.

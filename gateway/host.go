@@ -36,7 +36,7 @@ func hostOnly(n string) string {
 // under one of the domains. Foreign hosts get 404, malformed ids 400.
 //
 // A host with a byte outside printable ASCII is 400 before any case
-// folding; config.NormalizeHost and config.SandboxFromHost hold the rule,
+// folding; config.NormalizeHost and config.SandboxPortFromHost hold the rule,
 // shared with certificates and config validation.
 func (t *table) resolve(host string) (route, *httpError) {
 	n, ok := config.NormalizeHost(host)

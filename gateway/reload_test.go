@@ -37,7 +37,7 @@ func newLiveConfig(t *testing.T, sb any, content string) *liveConfig {
 	l := &liveConfig{path: path, store: config.NewStore(cfg), metrics: metrics.New(), results: make(chan string, 200)}
 	l.gw, l.srv = startGateway(t, cfg, sb)
 	var err error
-	l.watcher, err = config.NewWatcher(config.WatcherConfig{Path: l.path, Store: l.store, Apply: l.gw.Apply,
+	l.watcher, err = config.NewWatcher(config.WatcherConfig{Path: l.path, Store: l.store, Prepare: l.gw.Prepare,
 		Debounce: 50 * time.Millisecond, OnResult: func(r string) {
 			l.metrics.ReloadResult(r)
 			select {

@@ -132,7 +132,6 @@ func onlyWebSocket(r *http.Request) bool {
 	return len(up) == 1 && strings.EqualFold(strings.TrimSpace(up[0]), "websocket")
 }
 
-// find returns the link of ls with id.
 func find(ls []Link, id string) (Link, bool) {
 	for _, l := range ls {
 		if l.ID == id {

@@ -80,8 +80,7 @@ func New() *Metrics {
 		Help: "Open proxied WebSocket connections."})
 	m.certEvents = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "previewgate_certificate_events_total",
 		Help: "Certificate events (obtained, renewed, failed)."}, []string{"event"})
-	m.reg.MustRegister(m.wakePhases)
-	m.reg.MustRegister(m.requests, m.proxyTime, m.rejections, m.reloads, m.authFails, m.coldStarts, m.coldTime,
+	m.reg.MustRegister(m.wakePhases, m.requests, m.proxyTime, m.rejections, m.reloads, m.authFails, m.coldStarts, m.coldTime,
 		m.websockets, m.certEvents, &stateCollector{m: m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{"success", "failure"} {
@@ -98,7 +97,7 @@ var sandboxStateDesc = prometheus.NewDesc("previewgate_sandboxes", "Sandboxes by
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- sandboxStateDesc }
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	f := c.m.states.Load()
-	if f == nil {
+	if f == nil || *f == nil {
 		return
 	}
 	for state, n := range (*f)() {
@@ -217,13 +216,7 @@ func labelValue(reason string) string {
 
 // SandboxStates sets the source of the sandboxes-by-state gauge
 // (sandboxmgr.Manager.States), read at each scrape; nil means none.
-func (m *Metrics) SandboxStates(f func() map[string]int) {
-	if f == nil {
-		m.states.Store(nil)
-		return
-	}
-	m.states.Store(&f)
-}
+func (m *Metrics) SandboxStates(f func() map[string]int) { m.states.Store(&f) }
 
 // Handler serves the Prometheus exposition of m's registry.
 func (m *Metrics) Handler() http.Handler {

@@ -44,7 +44,6 @@ type Options struct {
 	Sandboxes int    // sandboxes tracked at most
 	Ring      int    // requests kept per sandbox
 	Replica   string // this replica's name, reported with every answer
-	Now       func() time.Time
 }
 
 // Request is one finished request as recorded. The admin API lists it
@@ -92,7 +91,6 @@ type sandbox struct {
 type Recorder struct {
 	ring    int
 	replica string
-	now     func() time.Time
 	cache   *lru.Cache[string, *sandbox]
 }
 
@@ -104,11 +102,8 @@ func New(o Options) *Recorder {
 	if o.Ring <= 0 {
 		o.Ring = DefaultRing
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
 	c, _ := lru.New[string, *sandbox](o.Sandboxes) // errors only for a size <= 0
-	return &Recorder{ring: o.Ring, replica: o.Replica, now: o.Now, cache: c}
+	return &Recorder{ring: o.Ring, replica: o.Replica, cache: c}
 }
 
 // Replica names the replica whose traffic this is.
@@ -120,7 +115,7 @@ func (r *Recorder) Record(id, method, path string, status int, took time.Duratio
 	if r == nil || id == "" {
 		return
 	}
-	now := r.now()
+	now := time.Now()
 	sb, ok := r.cache.Get(id)
 	if !ok {
 		fresh := &sandbox{c: Counters{Since: now}}
@@ -233,14 +228,6 @@ func (e *entry) request() Request {
 		q.Client = e.client.String()
 	}
 	return q
-}
-
-// Len is how many sandboxes are tracked now.
-func (r *Recorder) Len() int {
-	if r == nil {
-		return 0
-	}
-	return r.cache.Len()
 }
 
 // Forget drops id's record (the sandbox was removed).

@@ -147,3 +147,11 @@ func BenchmarkMemory(b *testing.B) {
 		runtime.KeepAlive(r)
 	}
 }
+
+// Len is how many sandboxes are tracked now.
+func (r *Recorder) Len() int {
+	if r == nil {
+		return 0
+	}
+	return r.cache.Len()
+}

@@ -67,7 +67,7 @@ func parseServeFlags(args []string, stdout, stderr io.Writer) (serveFlags, error
 	}
 	if o.Domain != "" {
 		d, ok := config.NormalizeHost(o.Domain)
-		if !ok || !config.ValidDomain(d) {
+		if !ok || !config.ValidHostname(d) {
 			return f, usageError(fmt.Sprintf("serve --domain %q: want a DNS name such as preview.example.com", o.Domain))
 		}
 		o.Domain = d
