@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -164,7 +163,7 @@ func (a *Agent) sync(ctx context.Context, key string, get func(string) (*corev1.
 	}
 	pod, err := get(name)
 	if apierrors.IsNotFound(err) {
-		a.removeOrphans(ctx, name)
+		a.removeOrphans(ctx)
 		a.requeueDeletedClaims(a.pvcs)
 		return nil
 	}
@@ -313,8 +312,8 @@ func (a *Agent) removeContainer(ctx context.Context, uid types.UID) {
 
 // removeOrphans removes the containers of pods that are gone (deleted with
 // grace 0 by someone else, so the agent never saw them terminating).
-func (a *Agent) removeOrphans(ctx context.Context, _ string) {
-	pods, err := a.cs.CoreV1().Pods(a.ns).List(ctx, metav1.ListOptions{FieldSelector: fields.Everything().String()})
+func (a *Agent) removeOrphans(ctx context.Context) {
+	pods, err := a.cs.CoreV1().Pods(a.ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return
 	}
