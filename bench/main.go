@@ -10,9 +10,9 @@
 // with a real sandboxmgr.Manager (plain and TLS listeners on 127.0.0.1), runs
 // nginx as a reference proxy when it is on PATH, and drives the load from
 // child processes (this binary re-executed), so that this process's CPU,
-// allocations and memory are the gateway's. Load only ever targets
-// 127.0.0.1 or the bench's own containers. Everything it creates in Docker
-// carries previewgate.bench labels and is removed on exit, also on Ctrl-C.
+// allocations and memory are the gateway's. Everything it creates in
+// Docker carries previewgate.bench labels and is removed on exit, also on
+// Ctrl-C.
 //
 // It must never send load anywhere but 127.0.0.1 and its own containers,
 // never touch a Docker object without its run's labels, and never be
