@@ -2,8 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"runtime"
@@ -34,10 +34,7 @@ func (b *bench) idleRows() error {
 	if n <= 0 {
 		return nil
 	}
-	var rss, heap, leak [3]float64
-	for i := range rss {
-		rss[i], heap[i], leak[i] = math.NaN(), math.NaN(), math.NaN()
-	}
+	rss, heap, leak := nan3(), nan3(), nan3()
 	note := ""
 	for _, p := range b.paths(false) {
 		if p.name == "direct" {
@@ -149,7 +146,6 @@ func (b *bench) coldRows() error {
 	if k <= 0 {
 		return nil
 	}
-	nan := [3]float64{math.NaN(), math.NaN(), math.NaN()}
 	labels := benchLabels(b.run)
 
 	if err := b.runningRows(4 * k); err != nil {
@@ -230,7 +226,7 @@ func (b *bench) coldRows() error {
 	if err != nil {
 		return err
 	}
-	v := nan
+	v := nan3()
 	v[1] = r.P99
 	b.rows = append(b.rows, row{name: fmt.Sprintf("%d concurrent first requests, one cold id: p99 ms", burst), v: v,
 		note: fmt.Sprintf("%d ok, %d errors, %d container(s) created (want 1, 0 errors)", r.Requests, r.Errors, n)})
@@ -242,9 +238,5 @@ func writeHeapProfile(path string) error {
 	if err != nil {
 		return err
 	}
-	if err := pprof.Lookup("heap").WriteTo(fh, 0); err != nil {
-		fh.Close()
-		return err
-	}
-	return fh.Close()
+	return errors.Join(pprof.WriteHeapProfile(fh), fh.Close())
 }

@@ -14,8 +14,6 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
-
-	"github.com/previewgate/previewgate/internal/dockerbuild"
 )
 
 // Labels on everything the bench creates, so cleanup removes exactly this
@@ -28,19 +26,6 @@ const (
 
 func benchLabels(run string) map[string]string {
 	return map[string]string{labelBench: "1", labelRun: run}
-}
-
-// buildTestApp builds the app (testdata/testapp, or testdata/fastapp with
-// -fastapp) statically into a FROM scratch image, like internal/testing/dockertest
-// does for the tests (that package needs *testing.T).
-func buildTestApp(ctx context.Context, c *client.Client, pkg, tag string, labels map[string]string) error {
-	return dockerbuild.GoProgram(ctx, c, pkg, tag, 3000, labels)
-}
-
-// buildViteApp builds testdata/viteapp (the browser rows' dev server) the
-// same way.
-func buildViteApp(ctx context.Context, c *client.Client, tag string, labels map[string]string) error {
-	return dockerbuild.GoProgram(ctx, c, "./testdata/viteapp", tag, 3000, labels)
 }
 
 // rawContainer is a container the bench drives itself, the way a minimal

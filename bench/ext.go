@@ -53,6 +53,14 @@ const (
 	h2Streams = 16
 )
 
+// extConns is how many connections c's tool opens.
+func extConns(c extCase) int {
+	if c.h2 {
+		return h2Conns
+	}
+	return wrkConns
+}
+
 // toolResult is what a wrk or h2load run reports.
 type toolResult struct {
 	requests int64   // completed in the run
@@ -125,23 +133,13 @@ func (b *bench) extRows() error {
 	return nil
 }
 
-type measuredExt struct {
-	res      toolResult
-	cpuPerRq float64
-	allocs   float64
-}
+type measuredExt = measured[toolResult]
 
 func (b *bench) measureExt(c extCase, p path, profile string) (measuredExt, error) {
-	w, err := startWindow(p, profile)
-	if err != nil {
-		return measuredExt{}, err
-	}
-	res, err := b.runTool(c, p, b.f.dur)
-	cpuPerRq, allocs := w.end(int64(res.requests), p.name == "gateway" || p.name == "baseline")
-	if err != nil {
-		return measuredExt{}, err
-	}
-	return measuredExt{res: res, cpuPerRq: cpuPerRq, allocs: allocs}, nil
+	return measureWith(p, profile, func() (toolResult, int64, error) {
+		r, err := b.runTool(c, p, b.f.dur)
+		return r, r.requests, err
+	})
 }
 
 // runTool runs wrk or h2load against p for d and parses its report.
@@ -151,39 +149,27 @@ func (b *bench) runTool(c extCase, p path, d time.Duration) (toolResult, error) 
 		scheme = "https"
 	}
 	url := fmt.Sprintf("%s://%s/bytes?n=%d", scheme, p.addr, c.size)
-	var cmd *exec.Cmd
 	// Both tools take whole seconds.
 	secs := strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))
+	tool, host, cookie := "h2load", ":authority: ", "cookie: "
+	args := []string{"-t", "2", "-c", strconv.Itoa(wrkConns), "-D", secs}
 	switch {
-	case c.rate > 0 && c.h2:
-		args := []string{"-t", "2", "-c", strconv.Itoa(h2Conns), "-m", strconv.Itoa(h2Streams), "--rps", strconv.Itoa(max(1, c.rate/h2Conns)),
-			"-D", secs, "-H", ":authority: " + b.host}
-		if p.name != "direct" {
-			args = append(args, "-H", "cookie: "+p.cookie)
-		}
-		cmd = exec.CommandContext(b.ctx, "h2load", append(args, url)...)
-	case c.rate > 0:
-		args := []string{"--h1", "-t", "2", "-c", strconv.Itoa(wrkConns), "--rps", strconv.Itoa(max(1, c.rate/wrkConns)),
-			"-D", secs, "-H", ":authority: " + b.host}
-		if p.name != "direct" {
-			args = append(args, "-H", "cookie: "+p.cookie)
-		}
-		cmd = exec.CommandContext(b.ctx, "h2load", append(args, url)...)
 	case c.h2:
-		args := []string{"-t", "2", "-c", strconv.Itoa(h2Conns), "-m", strconv.Itoa(h2Streams), "-D", secs,
-			"-H", ":authority: " + b.host}
-		if p.name != "direct" {
-			args = append(args, "-H", "cookie: "+p.cookie)
-		}
-		cmd = exec.CommandContext(b.ctx, "h2load", append(args, url)...)
+		args = []string{"-t", "2", "-c", strconv.Itoa(h2Conns), "-m", strconv.Itoa(h2Streams), "-D", secs}
+	case c.rate > 0:
+		args = append([]string{"--h1"}, args...)
 	default:
-		args := []string{"-t", "2", "-c", strconv.Itoa(wrkConns), "-d", secs + "s",
-			"--latency", "-H", "Host: " + b.host}
-		if p.name != "direct" {
-			args = append(args, "-H", "Cookie: "+p.cookie)
-		}
-		cmd = exec.CommandContext(b.ctx, "wrk", append(args, url)...)
+		tool, host, cookie = "wrk", "Host: ", "Cookie: "
+		args = []string{"-t", "2", "-c", strconv.Itoa(wrkConns), "-d", secs + "s", "--latency"}
 	}
+	if c.rate > 0 {
+		args = append(args, "--rps", strconv.Itoa(max(1, c.rate/extConns(c))))
+	}
+	args = append(args, "-H", host+b.host)
+	if p.name != "direct" {
+		args = append(args, "-H", cookie+p.cookie)
+	}
+	cmd := exec.CommandContext(b.ctx, tool, append(args, url)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -191,7 +177,7 @@ func (b *bench) runTool(c extCase, p path, d time.Duration) (toolResult, error) 
 		return toolResult{}, fmt.Errorf("%s: %w\n%s%s", cmd, err, out, stderr.Bytes())
 	}
 	var r toolResult
-	if c.h2 || c.rate > 0 {
+	if tool == "h2load" {
 		r, err = parseH2load(out)
 	} else {
 		r, err = parseWrk(out)
@@ -300,16 +286,12 @@ func extTableRows(c extCase, got map[string][]measuredExt, rounds int) []row {
 	pick := func(f func(measuredExt) float64) [3]float64 {
 		return medianByPath(got, func(m measuredExt) bool { return m.res.requests > 0 }, f)
 	}
-	note := fmt.Sprintf("median of %d rounds", rounds)
-	switch {
-	case c.rate > 0 && c.h2:
-		note += fmt.Sprintf(", %d conns × %d streams, %d req/s offered", h2Conns, h2Streams, h2Conns*max(1, c.rate/h2Conns))
-	case c.h2:
-		note += fmt.Sprintf(", %d conns × %d streams", h2Conns, h2Streams)
-	case c.rate > 0:
-		note += fmt.Sprintf(", %d conns, %d req/s offered", wrkConns, wrkConns*max(1, c.rate/wrkConns))
-	default:
-		note += fmt.Sprintf(", %d conns", wrkConns)
+	note := fmt.Sprintf("median of %d rounds, %d conns", rounds, extConns(c))
+	if c.h2 {
+		note += fmt.Sprintf(" × %d streams", h2Streams)
+	}
+	if c.rate > 0 {
+		note += fmt.Sprintf(", %d req/s offered", extConns(c)*max(1, c.rate/extConns(c)))
 	}
 	note += roundsNote(got, rounds, func(m measuredExt) float64 { return m.res.rps }, func(m measuredExt) int64 { return m.res.errors })
 	if bl := got["baseline"]; len(bl) > 0 {

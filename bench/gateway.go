@@ -40,19 +40,17 @@ import (
 func (b *bench) benchConfig() (*config.Config, config.Key) {
 	key := config.Key{KID: "bench", Alg: "HS256", Secret: config.Secret(base64.RawURLEncoding.EncodeToString([]byte(randHex(32))))}
 	huge := &config.Rate{Rate: 1e9, Burst: 1e9}
+	// The testapp pushes on its WebSockets hourly: the rows' sockets stay idle.
+	tpl := func(image string, env map[string]string, pool int) *config.Template {
+		return &config.Template{Image: image, Env: env, Memory: 4 << 30, CPUs: float64(runtime.NumCPU()),
+			Pids: 4096, ColdStart: config.ColdStartBlock, Pool: pool}
+	}
 	cfg := &config.Config{
 		Domains: config.StringList{b.domain},
 		Auth:    config.Auth{Issuers: []string{"bench"}, Keys: []config.Key{key}},
 		Docker:  config.Docker{Network: b.netName},
-		Templates: map[string]*config.Template{"testapp": {
-			Image: b.image, Env: map[string]string{"WS_PUSH": "1h"}, Memory: 4 << 30, CPUs: float64(runtime.NumCPU()),
-			Pids: 4096, ColdStart: config.ColdStartBlock,
-		}, "vite": {
-			Image: b.viteImage, Memory: 4 << 30, CPUs: float64(runtime.NumCPU()), Pids: 4096, ColdStart: config.ColdStartBlock,
-		}, "pooled": {
-			Image: b.image, Env: map[string]string{"WS_PUSH": "1h"}, Memory: 4 << 30, CPUs: float64(runtime.NumCPU()),
-			Pids: 4096, ColdStart: config.ColdStartBlock, Pool: poolSize,
-		}},
+		Templates: map[string]*config.Template{"testapp": tpl(b.image, map[string]string{"WS_PUSH": "1h"}, 0),
+			"vite": tpl(b.viteImage, nil, 0), "pooled": tpl(b.image, map[string]string{"WS_PUSH": "1h"}, poolSize)},
 		DefaultTemplate: "testapp",
 		Limits: config.Limits{
 			RateLimits: config.RateLimits{PerIP: huge, PerSandbox: huge, PerSubject: huge},
@@ -136,22 +134,12 @@ func (b *bench) startManager(cfg *config.Config, labels map[string]string, log *
 // template, on the pooled one and on the vite one, and the cookies that
 // carry the first.
 func (b *bench) mintTokens(key config.Key) error {
-	mint := func(template string) (string, error) {
-		tok, err := auth.Mint(key, auth.MintOptions{Subject: "bench", Sandbox: "*", Template: template, Issuer: "bench", TTL: time.Hour})
+	for template, tok := range map[string]*string{"": &b.token, "pooled": &b.tokenPool, "vite": &b.tokenVite} {
+		var err error
+		*tok, err = auth.Mint(key, auth.MintOptions{Subject: "bench", Sandbox: "*", Template: template, Issuer: "bench", TTL: time.Hour})
 		if err != nil {
-			return "", fmt.Errorf("mint a bench token (template %q): %w", template, err)
+			return fmt.Errorf("mint a bench token (template %q): %w", template, err)
 		}
-		return tok, nil
-	}
-	var err error
-	if b.token, err = mint(""); err != nil {
-		return err
-	}
-	if b.tokenPool, err = mint("pooled"); err != nil {
-		return err
-	}
-	if b.tokenVite, err = mint("vite"); err != nil {
-		return err
 	}
 	b.cookie = "previewgate_token=" + b.token
 	b.cookieS = "__Host-previewgate_token=" + b.token

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,14 +94,11 @@ func (e *errRecorder) add(err error) {
 	e.once.Do(func() { e.first = err.Error() })
 }
 
+// percentiles are d's p50 and p99 in ms by nearest rank (0 when empty:
+// a result is JSON, which has no NaN).
 func percentiles(d []time.Duration) (p50, p99 float64) {
 	if len(d) == 0 {
 		return 0, 0
 	}
-	slices.Sort(d)
-	at := func(q float64) float64 {
-		i := min(int(q*float64(len(d))), len(d)-1)
-		return float64(d[i]) / 1e6
-	}
-	return at(0.50), at(0.99)
+	return pct(d, 50), pct(d, 99)
 }

@@ -10,9 +10,9 @@
 // with a real sandboxmgr.Manager (plain and TLS listeners on 127.0.0.1), runs
 // nginx as a reference proxy when it is on PATH, and drives the load from
 // child processes (this binary re-executed), so that this process's CPU,
-// allocations and memory are the gateway's. Load only ever targets
-// 127.0.0.1 or the bench's own containers. Everything it creates in Docker
-// carries previewgate.bench labels and is removed on exit, also on Ctrl-C.
+// allocations and memory are the gateway's. Everything it creates in
+// Docker carries previewgate.bench labels and is removed on exit, also on
+// Ctrl-C.
 //
 // It must never send load anywhere but 127.0.0.1 and its own containers,
 // never touch a Docker object without its run's labels, and never be
@@ -41,6 +41,7 @@ import (
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/boltstore"
+	"github.com/previewgate/previewgate/internal/dockerbuild"
 	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr"
 )
@@ -209,13 +210,15 @@ func run(f flags) (err error) {
 		}
 		app = "./testdata/fastapp"
 	}
+	// FROM scratch images, as internal/testing/dockertest builds them for
+	// the tests (that package needs *testing.T).
 	logf("building the app image from %s", app)
-	if err := buildTestApp(ctx, b.dc, app, b.image, labels); err != nil {
+	if err := dockerbuild.GoProgram(ctx, b.dc, app, b.image, 3000, labels); err != nil {
 		return err
 	}
 	if f.only == "" || slices.Contains(strings.Split(f.only, ","), "browser") {
 		b.viteImage = "previewgate-bench-viteapp:" + b.run
-		if err := buildViteApp(ctx, b.dc, b.viteImage, labels); err != nil {
+		if err := dockerbuild.GoProgram(ctx, b.dc, "./testdata/viteapp", b.viteImage, 3000, labels); err != nil {
 			return err
 		}
 	}

@@ -49,19 +49,7 @@ http {
 		listen %[6]s ssl default_server;
 		# nginx 1.22: "http2" on listen (1.25 spells it "http2 on;").
 		listen %[7]s ssl http2 default_server;
-		location / {
-			proxy_pass http://app;
-			proxy_http_version 1.1;
-			proxy_set_header Host $host;
-			proxy_set_header Upgrade $http_upgrade;
-			proxy_set_header Connection $connection_upgrade;
-			proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-			proxy_set_header X-Forwarded-Proto $scheme;
-			# 64 KiB bodies stay in memory instead of spilling to temp files.
-			proxy_buffer_size 16k;
-			proxy_buffers 8 16k;
-			proxy_read_timeout 1h;
-		}
+		%[10]s
 	}
 	%[9]s
 }
@@ -74,8 +62,12 @@ const nginxVite = `server {
 		listen %[2]s ssl;
 		listen %[3]s ssl http2;
 		server_name %[4]s;
-		location / {
-			proxy_pass http://vite;
+		%[5]s
+	}`
+
+// nginxLocation proxies everything to the upstream block named %[1]s.
+const nginxLocation = `location / {
+			proxy_pass http://%[1]s;
 			proxy_http_version 1.1;
 			proxy_set_header Host $host;
 			proxy_set_header Upgrade $http_upgrade;
@@ -83,8 +75,10 @@ const nginxVite = `server {
 			proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
 			proxy_set_header X-Forwarded-Proto $scheme;
 			proxy_read_timeout 1h;
-		}
-	}`
+			# 64 KiB bodies stay in memory instead of spilling to temp files.
+			proxy_buffer_size 16k;
+			proxy_buffers 8 16k;
+		}`
 
 // startNginx runs nginx in the foreground from dir (which holds cert.pem
 // and key.pem) proxying to upstream, and vite's host to vite when set.
@@ -104,13 +98,14 @@ func startNginx(ctx context.Context, bin, dir, upstream, vite, viteHost string) 
 	viteUp, viteSrv := "", ""
 	if vite != "" {
 		viteUp = "upstream vite { server " + vite + "; keepalive 256; keepalive_requests 1000000; }"
-		viteSrv = fmt.Sprintf(nginxVite, plain, tlsAddr, h2, viteHost)
+		viteSrv = fmt.Sprintf(nginxVite, plain, tlsAddr, h2, viteHost, fmt.Sprintf(nginxLocation, "vite"))
 	}
 	user := ""
 	if os.Geteuid() == 0 {
 		user = "user root;" // workers must read the temp dir and the key
 	}
-	conf := fmt.Sprintf(nginxConf, runtime.NumCPU(), user, dir, upstream, plain, tlsAddr, h2, viteUp, viteSrv)
+	conf := fmt.Sprintf(nginxConf, runtime.NumCPU(), user, dir, upstream, plain, tlsAddr, h2, viteUp, viteSrv,
+		fmt.Sprintf(nginxLocation, "app"))
 	path := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		return nil, err

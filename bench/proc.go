@@ -32,18 +32,23 @@ func vmRSS(pid string) int64 {
 	return 0
 }
 
-// procCPU is the user+system CPU time of pid so far.
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+// statFields are the fields of a /proc/<pid>/stat file after the command
+// name (which may contain spaces): state, ppid, …; nil if unreadable.
+func statFields(path string) []string {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0
+		return nil
 	}
-	// Fields after the command name, which may contain spaces.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0
+		return nil
 	}
-	f := strings.Fields(string(b[i+1:]))
+	return strings.Fields(string(b[i+1:]))
+}
+
+// procCPU is the user+system CPU time of pid so far.
+func procCPU(pid int) time.Duration {
+	f := statFields("/proc/" + strconv.Itoa(pid) + "/stat")
 	if len(f) < 13 {
 		return 0
 	}
@@ -57,16 +62,7 @@ func childrenOf(pid int) []int {
 	out := []int{pid}
 	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, d := range dirs {
-		b, err := os.ReadFile(d)
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+		if f := statFields(d); len(f) > 1 && f[1] == strconv.Itoa(pid) {
 			p, _ := strconv.Atoi(filepath.Base(filepath.Dir(d)))
 			out = append(out, p)
 		}

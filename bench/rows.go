@@ -37,9 +37,9 @@ func (b *bench) spawn(j job) (result, error) {
 	return r, nil
 }
 
-// measured is one path's numbers for a row group.
-type measured struct {
-	res      result
+// measured is one path's numbers in one window of a row group.
+type measured[R any] struct {
+	res      R       // the load's report: a child's result, or wrk's or h2load's
 	cpuPerRq float64 // µs of the proxy's (or backend's) CPU per request; NaN unknown
 	allocs   float64 // heap allocations per request in the gateway; NaN otherwise
 }
@@ -79,21 +79,27 @@ func (b *bench) paths(tlsOn bool) []path {
 	return ps
 }
 
-func (b *bench) measure(p path, j job, profile string) (measured, error) {
+func (b *bench) measure(p path, j job, profile string) (measured[result], error) {
 	j.Addr, j.TLS, j.Host = p.addr, p.tls, b.host
 	if p.name != "direct" {
 		j.Cookie = p.cookie
 	}
+	return measureWith(p, profile, func() (result, int64, error) {
+		r, err := b.spawn(j)
+		return r, r.Total, err
+	})
+}
+
+// measureWith runs load against p in a window; load returns its report
+// and the requests it completed.
+func measureWith[R any](p path, profile string, load func() (R, int64, error)) (measured[R], error) {
 	w, err := startWindow(p, profile)
 	if err != nil {
-		return measured{}, err
+		return measured[R]{}, err
 	}
-	r, err := b.spawn(j)
-	cpuPerRq, allocs := w.end(int64(r.Total), p.name == "gateway")
-	if err != nil {
-		return measured{}, err
-	}
-	return measured{res: r, cpuPerRq: cpuPerRq, allocs: allocs}, nil
+	res, n, err := load()
+	cpuPerRq, allocs := w.end(n, p.name == "gateway" || p.name == "baseline")
+	return measured[R]{res, cpuPerRq, allocs}, err
 }
 
 // window measures the CPU of whoever serves a path and this process's
@@ -164,7 +170,7 @@ func (b *bench) httpRows() error {
 				label += " TLS"
 			}
 			ps := b.paths(tlsOn)
-			got := map[string][]measured{} // per path, one per round in round order
+			got := map[string][]measured[result]{} // per path, one per round in round order
 			for r := range rounds {
 				for i := range ps {
 					p := ps[(i+r)%len(ps)]
@@ -186,23 +192,23 @@ func (b *bench) httpRows() error {
 					got[p.name] = append(got[p.name], m)
 				}
 			}
-			pick := func(f func(measured) float64) [3]float64 {
-				return medianByPath(got, func(m measured) bool { return m.res.Requests > 0 }, f)
+			pick := func(f func(measured[result]) float64) [3]float64 {
+				return medianByPath(got, func(m measured[result]) bool { return m.res.Requests > 0 }, f)
 			}
-			rps := func(m measured) float64 {
+			rps := func(m measured[result]) float64 {
 				if m.res.Requests == 0 {
 					return 0
 				}
 				return float64(m.res.Requests) / m.res.Seconds
 			}
 			note := fmt.Sprintf("median of %d rounds", rounds) +
-				roundsNote(got, rounds, rps, func(m measured) int64 { return m.res.Errors })
+				roundsNote(got, rounds, rps, func(m measured[result]) int64 { return m.res.Errors })
 			b.rows = append(b.rows,
 				row{name: label + " req/s", v: pick(rps), higher: true, unit: "", note: note},
-				row{name: label + " p50 ms", v: pick(func(m measured) float64 { return m.res.P50 })},
-				row{name: label + " p99 ms", v: pick(func(m measured) float64 { return m.res.P99 })},
-				row{name: label + " CPU µs/req", v: pick(func(m measured) float64 { return m.cpuPerRq }), note: "direct: the app's CPU; others: the proxy's"},
-				row{name: label + " allocs/req", v: pick(func(m measured) float64 { return m.allocs }), note: "gateway process, incl. net/http server and transport"},
+				row{name: label + " p50 ms", v: pick(func(m measured[result]) float64 { return m.res.P50 })},
+				row{name: label + " p99 ms", v: pick(func(m measured[result]) float64 { return m.res.P99 })},
+				row{name: label + " CPU µs/req", v: pick(func(m measured[result]) float64 { return m.cpuPerRq }), note: "direct: the app's CPU; others: the proxy's"},
+				row{name: label + " allocs/req", v: pick(func(m measured[result]) float64 { return m.allocs }), note: "gateway process, incl. net/http server and transport"},
 			)
 		}
 	}
@@ -277,10 +283,7 @@ func (b *bench) firstByteRows() error {
 
 // latencyRows measures j on every path and adds p50 and p99 rows.
 func (b *bench) latencyRows(what, name string, j job, note string) error {
-	var v, v99 [3]float64
-	for i := range v {
-		v[i], v99[i] = math.NaN(), math.NaN()
-	}
+	v, v99 := nan3(), nan3()
 	for _, p := range b.paths(false) {
 		logf("%s via %s", what, p.name)
 		m, err := b.measure(p, j, "")

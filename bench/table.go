@@ -30,6 +30,9 @@ func printTable(w io.Writer, rows []row) {
 	}
 }
 
+// nan3 is a row's values before any is measured.
+func nan3() [3]float64 { return [3]float64{math.NaN(), math.NaN(), math.NaN()} }
+
 func num(v float64) string {
 	switch {
 	case math.IsNaN(v):

@@ -26,7 +26,7 @@ import (
 type kubeRecordEnv struct {
 	c     *k8stest.Cluster
 	ns    string
-	proxy *k8stest.WatchProxy
+	proxy *watchProxy
 	agent *k8stest.Agent
 	net   string // the node's Docker network, with room for one pod
 	cfg   *config.Config
@@ -40,7 +40,7 @@ func newKubeRecordEnv(t *testing.T, recheck time.Duration, edit func(*config.Con
 	net := dockertest.Network(t)
 	createTinyNetwork(t, net)
 	agent := k8stest.StartAgent(t, c.Admin(t), ns, net)
-	proxy := k8stest.NewWatchProxy(t, c)
+	proxy := newWatchProxy(t, c)
 	cfg, _ := dockerReplicaConfig(t)
 	if edit != nil {
 		edit(cfg)

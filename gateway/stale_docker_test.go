@@ -24,11 +24,11 @@ import (
 func TestDockerStaleEndpointEventsDown(t *testing.T) {
 	t.Parallel()
 	cli := dockertest.Client(t)
-	proxy := dockertest.NewEventsProxy(t)
+	proxy := newEventsProxy(t)
 	name := dockertest.Network(t)
 	createTinyNetwork(t, name)
 	cfg := testConfig()
-	cfg.Docker.Host = proxy.Host
+	cfg.Docker.Host = proxy.host
 	cfg.Templates["app"].Image = dockertest.TestAppImage(t)
 	cfg.Templates["app"].Ready = config.Ready{Path: "/", Timeout: config.Duration(20 * time.Second)}
 	e := &dockerEnv{t: t, cli: cli, cfg: cfg, network: name}

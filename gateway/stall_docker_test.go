@@ -17,13 +17,13 @@ import (
 // stallEnv is a gateway whose Docker events stream runs through proxy, on
 // a network with room for one container, with the manager's re-check
 // every recheck (negative: off).
-func stallEnv(t *testing.T, recheck time.Duration) (*dockerEnv, *dockertest.EventsProxy) {
+func stallEnv(t *testing.T, recheck time.Duration) (*dockerEnv, *eventsProxy) {
 	t.Helper()
-	proxy := dockertest.NewEventsProxy(t)
+	proxy := newEventsProxy(t)
 	name := dockertest.Network(t)
 	createTinyNetwork(t, name)
 	cfg := testConfig()
-	cfg.Docker.Host = proxy.Host
+	cfg.Docker.Host = proxy.host
 	cfg.Templates["app"].Image = dockertest.TestAppImage(t)
 	cfg.Templates["app"].Ready = config.Ready{Path: "/", Timeout: config.Duration(20 * time.Second)}
 	e := &dockerEnv{t: t, cli: dockertest.Client(t), cfg: cfg, network: name, recheck: recheck}

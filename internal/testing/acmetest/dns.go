@@ -124,10 +124,12 @@ func (d *DNS) update(w dns.ResponseWriter, r *dns.Msg, m *dns.Msg) {
 		w.WriteMsg(m)
 		return
 	}
-	if len(r.Question) != 1 || dns.CanonicalName(r.Question[0].Name) != d.zone {
-		m.Rcode = dns.RcodeNotZone
+	defer func() {
 		m.SetTsig(d.keyName, tsig.Algorithm, 300, time.Now().Unix())
 		w.WriteMsg(m)
+	}()
+	if len(r.Question) != 1 || dns.CanonicalName(r.Question[0].Name) != d.zone {
+		m.Rcode = dns.RcodeNotZone
 		return
 	}
 	d.mu.Lock()
@@ -156,8 +158,6 @@ func (d *DNS) update(w dns.ResponseWriter, r *dns.Msg, m *dns.Msg) {
 	}
 	d.accepted++
 	d.mu.Unlock()
-	m.SetTsig(d.keyName, tsig.Algorithm, 300, time.Now().Unix())
-	w.WriteMsg(m)
 }
 
 // Counts returns how many updates were applied and how many were refused

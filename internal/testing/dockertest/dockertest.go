@@ -128,7 +128,7 @@ func Network(t testing.TB) string {
 		if err := removeContainers(ctx, c, f); err != nil {
 			t.Errorf("cleanup network %s: %v", name, err)
 		}
-		if err := c.NetworkRemove(ctx, name); err != nil && !notFound(err) {
+		if err := c.NetworkRemove(ctx, name); err != nil && !cerrdefs.IsNotFound(err) {
 			t.Errorf("cleanup network %s: %v", name, err)
 		}
 	})
@@ -140,21 +140,16 @@ func Network(t testing.TB) string {
 func TestAppImage(t testing.TB) string {
 	t.Helper()
 	c := Client(t)
-	imgOnce.Do(func() { imgTag, imgErr = buildTestApp(c) })
+	imgOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		imgTag = "previewgate-testapp:" + runID
+		imgErr = dockerbuild.GoProgram(ctx, c, "./testdata/testapp", imgTag, 3000, Labels())
+	})
 	if imgErr != nil {
 		t.Fatalf("build testapp image: %v", imgErr)
 	}
 	return imgTag
-}
-
-func buildTestApp(c *client.Client) (string, error) {
-	tag := "previewgate-testapp:" + runID
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if err := dockerbuild.GoProgram(ctx, c, "./testdata/testapp", tag, 3000, Labels()); err != nil {
-		return "", err
-	}
-	return tag, nil
 }
 
 // Main runs the tests, stops what AtExit registered, removes what this
@@ -163,23 +158,22 @@ func buildTestApp(c *client.Client) (string, error) {
 // SIGTERM) also cleans up before exiting.
 func Main(m *testing.M) {
 	inMain.Store(true)
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-sig
+	exit := func(code int) {
 		runAtExit()
 		if err := Cleanup(); err != nil {
 			fmt.Fprintf(os.Stderr, "dockertest cleanup: %v\n", err)
 		}
-		os.Exit(1)
+		os.Exit(code)
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		exit(1)
 	}()
 	code := m.Run()
 	signal.Stop(sig)
-	runAtExit()
-	if err := Cleanup(); err != nil {
-		fmt.Fprintf(os.Stderr, "dockertest cleanup: %v\n", err)
-	}
-	os.Exit(code)
+	exit(code)
 }
 
 // AtExit registers f to run once when the tests of this binary end (or
@@ -225,14 +219,14 @@ func Cleanup() error {
 	nets, err := c.NetworkList(ctx, network.ListOptions{Filters: f})
 	errs = append(errs, err)
 	for _, n := range nets {
-		if err := c.NetworkRemove(ctx, n.ID); err != nil && !notFound(err) {
+		if err := c.NetworkRemove(ctx, n.ID); err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, err)
 		}
 	}
 	vols, err := c.VolumeList(ctx, volume.ListOptions{Filters: f})
 	errs = append(errs, err)
 	for _, v := range vols.Volumes {
-		if err := c.VolumeRemove(ctx, v.Name, true); err != nil && !notFound(err) {
+		if err := c.VolumeRemove(ctx, v.Name, true); err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, err)
 		}
 	}
@@ -240,7 +234,7 @@ func Cleanup() error {
 	errs = append(errs, err)
 	for _, im := range imgs {
 		_, err := c.ImageRemove(ctx, im.ID, image.RemoveOptions{Force: true, PruneChildren: true})
-		if err != nil && !notFound(err) {
+		if err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, err)
 		}
 	}
@@ -259,13 +253,9 @@ func removeContainers(ctx context.Context, c *client.Client, f filters.Args) err
 	var errs []error
 	for _, ct := range list {
 		err := c.ContainerRemove(ctx, ct.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		if err != nil && !notFound(err) {
+		if err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func notFound(err error) bool {
-	return cerrdefs.IsNotFound(err)
 }

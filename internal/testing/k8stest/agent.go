@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -76,35 +75,26 @@ func StartAgent(t testing.TB, cs kubernetes.Interface, ns, net string) *Agent {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
-	inf := f.Core().V1().Pods().Informer()
-	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			a.queue.Add(key)
+	// Pods queue as ns/name, claims as pvcKeyPrefix+name.
+	watch := func(inf cache.SharedIndexInformer, key func(string) string) cache.InformerSynced {
+		enqueue := func(obj any) {
+			if k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				a.queue.Add(key(k))
+			}
 		}
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue})
+		a.wg.Go(func() { inf.Run(ctx.Done()) })
+		return inf.HasSynced
 	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-		DeleteFunc: enqueue,
-	})
-	pvcInf := f.Core().V1().PersistentVolumeClaims().Informer()
-	enqueuePVC := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			_, name, _ := cache.SplitMetaNamespaceKey(key)
-			a.queue.Add(pvcKeyPrefix + name)
-		}
-	}
-	_, _ = pvcInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueuePVC,
-		UpdateFunc: func(_, obj any) { enqueuePVC(obj) },
-		DeleteFunc: enqueuePVC,
+	podsSynced := watch(f.Core().V1().Pods().Informer(), func(k string) string { return k })
+	pvcsSynced := watch(f.Core().V1().PersistentVolumeClaims().Informer(), func(k string) string {
+		_, name, _ := cache.SplitMetaNamespaceKey(k)
+		return pvcKeyPrefix + name
 	})
 	lister := f.Core().V1().Pods().Lister()
-	pvcs := f.Core().V1().PersistentVolumeClaims().Lister()
-	a.pvcs = pvcs
-	a.wg.Go(func() { inf.Run(ctx.Done()) })
-	a.wg.Go(func() { pvcInf.Run(ctx.Done()) })
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced, pvcInf.HasSynced) {
+	a.pvcs = f.Core().V1().PersistentVolumeClaims().Lister()
+	if !cache.WaitForCacheSync(ctx.Done(), podsSynced, pvcsSynced) {
 		t.Fatal("agent: informers did not sync")
 	}
 	for range 4 {
@@ -116,7 +106,7 @@ func StartAgent(t testing.TB, cs kubernetes.Interface, ns, net string) *Agent {
 				}
 				var err error
 				if claim, ok := strings.CutPrefix(key, pvcKeyPrefix); ok {
-					err = a.syncPVC(ctx, claim, pvcs, lister)
+					err = a.syncPVC(ctx, claim, a.pvcs, lister)
 				} else {
 					err = a.sync(ctx, key, lister.Pods(ns).Get)
 				}
@@ -164,7 +154,7 @@ func (a *Agent) sync(ctx context.Context, key string, get func(string) (*corev1.
 	}
 	pod, err := get(name)
 	if apierrors.IsNotFound(err) {
-		a.removeOrphans(ctx, name)
+		a.removeOrphans(ctx)
 		a.requeueDeletedClaims(a.pvcs)
 		return nil
 	}
@@ -313,8 +303,8 @@ func (a *Agent) removeContainer(ctx context.Context, uid types.UID) {
 
 // removeOrphans removes the containers of pods that are gone (deleted with
 // grace 0 by someone else, so the agent never saw them terminating).
-func (a *Agent) removeOrphans(ctx context.Context, _ string) {
-	pods, err := a.cs.CoreV1().Pods(a.ns).List(ctx, metav1.ListOptions{FieldSelector: fields.Everything().String()})
+func (a *Agent) removeOrphans(ctx context.Context) {
+	pods, err := a.cs.CoreV1().Pods(a.ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return
 	}

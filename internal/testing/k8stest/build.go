@@ -24,7 +24,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -33,20 +32,6 @@ import (
 type Binaries struct {
 	APIServer string
 	Etcd      string
-}
-
-var (
-	binOnce sync.Once
-	bins    Binaries
-	binErr  error
-)
-
-// Build returns the cached binaries, building them first if needed. Several
-// processes may call it at once (go test runs packages in parallel): a file
-// lock makes one build and the others wait for it.
-func Build(ctx context.Context, logf func(string, ...any)) (Binaries, error) {
-	binOnce.Do(func() { bins, binErr = build(ctx, logf) })
-	return bins, binErr
 }
 
 // buildDir is the build module's directory (next to this file).
@@ -94,7 +79,11 @@ func cacheKey(dir string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
-func build(ctx context.Context, logf func(string, ...any)) (Binaries, error) {
+// Build returns the cached binaries, building them first if needed. Several
+// processes may call it at once (go test runs packages in parallel): a file
+// lock makes one build and the others wait for it. In a test binary Start
+// calls it once, for the control plane all tests share.
+func Build(ctx context.Context, logf func(string, ...any)) (Binaries, error) {
 	dir, err := buildDir()
 	if err != nil {
 		return Binaries{}, err

@@ -124,7 +124,7 @@ func start(b Binaries, dir string) (_ *Cluster, stop func(), err error) {
 			stop()
 		}
 	}()
-	c := &Cluster{AdminToken: randHex(16)}
+	c := &Cluster{AdminToken: rand.Text()}
 	caPEM, certPEM, keyPEM, err := servingCert()
 	if err != nil {
 		return nil, nil, err
@@ -372,10 +372,4 @@ func freePorts(n int) ([]int, error) {
 		out = append(out, l.Addr().(*net.TCPAddr).Port)
 	}
 	return out, nil
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return fmt.Sprintf("%x", b)
 }

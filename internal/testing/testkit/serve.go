@@ -52,11 +52,7 @@ func ServeOn(t testing.TB, s Server, hs *http.Server, tlsOn bool, ln net.Listene
 // DeadAddr returns a loopback address nobody listens on.
 func DeadAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
+	ln := Listen(t)
 	ln.Close()
-	return addr
+	return ln.Addr().String()
 }

@@ -14,10 +14,7 @@ import (
 // connection is closed.
 func ServeTCP(t testing.TB, handle func(net.Conn)) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := Listen(t)
 	var (
 		wg     sync.WaitGroup
 		mu     sync.Mutex // guards open and closed
