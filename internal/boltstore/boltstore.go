@@ -119,6 +119,26 @@ func newStore(db *bolt.DB) (*Store, error) {
 // gateway that serves from this data dir, different for any other.
 func (s *Store) Owner() string { return s.owner }
 
+// Once runs fn unless a run of the same name finished in this file
+// before, and remembers that it finished (not when fn fails: the next
+// Once runs it again).
+func (s *Store) Once(name string, fn func() error) error {
+	key := []byte("once/" + name)
+	var done bool
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		done = tx.Bucket(bucketMeta).Get(key) != nil
+		return nil
+	}); err != nil || done {
+		return err
+	}
+	if err := fn(); err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(key, []byte(time.Now().UTC().Format(time.RFC3339)))
+	})
+}
+
 // Close releases the file (and its lock: a standby takes over).
 func (s *Store) Close() error { return s.db.Close() }
 

@@ -50,6 +50,11 @@ func Own(ctx context.Context, o OwnOptions, log *slog.Logger) (*Ownership, error
 		return nil, err
 	}
 	lock, err := lockScope(ctx, cli, o.Labels, store.Owner(), o.Lost, log)
+	if err == nil {
+		if err = importVolumeRecords(ctx, cli, store, o.Labels, log); err != nil {
+			lock.close()
+		}
+	}
 	if err != nil {
 		cli.Close()
 		store.Close()
