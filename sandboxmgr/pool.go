@@ -231,22 +231,12 @@ func (m *Manager) fillOne(ctx context.Context, tpl *config.Template) {
 // createPool creates and starts spec within the start cap and returns it
 // inspected. Once created, the result carries its ID even on error.
 func (m *Manager) createPool(ctx context.Context, spec runtime.Spec) (runtime.Instance, error) {
-	release, err := m.acquireStart(ctx)
+	id, err := m.createStart(ctx, nil, spec)
 	if err != nil {
-		return runtime.Instance{}, err
-	}
-	defer release()
-	if err := m.ensureNetwork(ctx); err != nil {
-		return runtime.Instance{}, err
-	}
-	id, err := m.rt.Create(ctx, spec)
-	if err != nil {
-		return runtime.Instance{}, err
-	}
-	if err := m.rt.Start(ctx, id); err != nil {
 		return runtime.Instance{ID: id}, err
 	}
 	c, err := m.rt.Lookup(ctx, id)
+
 	c.ID = id
 	if err == nil && c.IP == "" {
 		err = fmt.Errorf("pool container %s has no address on network %s", spec.Name, m.cfg.Network)
