@@ -171,7 +171,15 @@ func New(kc Config, labels map[string]string) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes watch client: %w", err)
 	}
-	return &Runtime{cs: cs, watch: watchCS, ns: kc.Namespace, kc: kc, base: maps.Clone(labels)}, nil
+	return &Runtime{cs: cs, watch: watchCS, ns: kc.Namespace, kc: kc, base: withLabels(labels)}, nil
+}
+
+// withLabels is a copy of l, never nil.
+func withLabels(l map[string]string) map[string]string {
+	if l = maps.Clone(l); l == nil {
+		l = map[string]string{}
+	}
+	return l
 }
 
 // kclassify maps API errors to the runtime's: not found to notFound, a
@@ -330,18 +338,11 @@ func (e *Runtime) Create(ctx context.Context, s runtime.Spec) (string, error) {
 	}
 	if s.Labels[runtime.LabelPool] == "" {
 		// A sandbox: take the id's lock first (a pool claim takes it too).
-		id := s.Labels[runtime.LabelSandbox]
-		err := e.createLease(ctx, s.Name, id, s.Name)
-		if errors.Is(err, runtime.ErrNameTaken) {
-			var ok bool
-			if ok, err = e.takeStaleLease(ctx, s.Name, id, s.Name); err == nil && !ok {
-				err = fmt.Errorf("lease %s: %w", s.Name, runtime.ErrNameTaken)
-			}
-		}
-		if err != nil {
+		if err := e.takeLease(ctx, s.Name, s.Labels[runtime.LabelSandbox], s.Name); err != nil {
 			return "", err
 		}
 	}
+
 	pod, err := e.cs.CoreV1().Pods(e.ns).Create(ctx, e.podSpec(s, port, s.ReadyPath), metav1.CreateOptions{})
 	if err != nil {
 		return "", kclassify("create pod "+s.Name, err, runtime.ErrNoImage)

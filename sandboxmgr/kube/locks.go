@@ -32,9 +32,6 @@ func (e *Runtime) Hold(ctx context.Context, key, holder string, ttl time.Duratio
 	l, err := leases.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		lbls := maps.Clone(e.base)
-		if lbls == nil {
-			lbls = map[string]string{}
-		}
 		lbls[runtime.LabelManaged], lbls[LabelLock] = "true", key
 		secs := int32(ttl / time.Second)
 		_, err = leases.Create(ctx, &coordv1.Lease{
@@ -49,10 +46,7 @@ func (e *Runtime) Hold(ctx context.Context, key, holder string, ttl time.Duratio
 	if err != nil {
 		return false, kclassify("get lease "+name, err, nil)
 	}
-	cur := ""
-	if l.Spec.HolderIdentity != nil {
-		cur = *l.Spec.HolderIdentity
-	}
+	cur := holderOf(l)
 	if cur != holder && leaseAge(l) < ttl {
 		return false, nil
 	}

@@ -25,16 +25,10 @@ func (e *Runtime) Claim(ctx context.Context, container, name string) error {
 		return fmt.Errorf("claim %s: not a sandbox name", name)
 	}
 	podName, _ := splitKubeID(container)
-	err := e.createLease(ctx, name, id, podName)
-	if errors.Is(err, runtime.ErrNameTaken) {
-		var ok bool
-		if ok, err = e.takeStaleLease(ctx, name, id, podName); err == nil && !ok {
-			err = fmt.Errorf("lease %s: %w", name, runtime.ErrNameTaken)
-		}
-	}
-	if err != nil {
+	if err := e.takeLease(ctx, name, id, podName); err != nil {
 		return err
 	}
+
 	if err := e.bindPool(ctx, container, id, name); err != nil {
 		if lerr := e.deleteLease(context.WithoutCancel(ctx), name, podName); lerr != nil {
 			err = errors.Join(err, lerr)

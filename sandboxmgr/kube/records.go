@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"fmt"
-	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,12 +24,8 @@ const recordKey = "record"
 
 // ListRecords returns every record carrying labels.
 func (e *Runtime) ListRecords(ctx context.Context, labels map[string]string) (map[string]records.Record, error) {
-	sel := maps.Clone(labels)
-	if sel == nil {
-		sel = map[string]string{}
-	}
 	list, err := e.cs.CoreV1().ConfigMaps(e.ns).List(ctx, metav1.ListOptions{
-		LabelSelector: k8slabels.SelectorFromSet(sel).String() + "," + records.LabelRecord})
+		LabelSelector: k8slabels.SelectorFromSet(labels).String() + "," + records.LabelRecord})
 	if apierrors.IsForbidden(err) {
 		return nil, fmt.Errorf("list records (per-sandbox settings): the gateway's Role lacks configmaps (deploy/kubernetes/rbac.yaml): %w", err)
 	}
@@ -53,11 +48,9 @@ func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, l
 	if len(data) > records.MaxRecord {
 		return "", fmt.Errorf("record %s: %w", id, records.ErrRecordSize)
 	}
-	l := maps.Clone(labels)
-	if l == nil {
-		l = map[string]string{}
-	}
+	l := withLabels(labels)
 	l[records.LabelRecord] = id
+
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: records.Name(id), Labels: l, ResourceVersion: prev},
 		Data:       map[string]string{recordKey: string(data)},

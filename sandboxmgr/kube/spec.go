@@ -3,7 +3,9 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
+
 	"strings"
 	"time"
 
@@ -126,11 +128,21 @@ func (e *Runtime) createLease(ctx context.Context, lease, id, holder string) err
 	return kclassify("create lease "+l.Name, err, nil)
 }
 
+// takeLease creates sandbox id's lease naming holder, or takes it over if
+// stale (takeStaleLease); runtime.ErrNameTaken if another holds it.
+func (e *Runtime) takeLease(ctx context.Context, lease, id, holder string) error {
+	err := e.createLease(ctx, lease, id, holder)
+	if errors.Is(err, runtime.ErrNameTaken) {
+		var ok bool
+		if ok, err = e.takeStaleLease(ctx, lease, id, holder); err == nil && !ok {
+			err = fmt.Errorf("lease %s: %w", lease, runtime.ErrNameTaken)
+		}
+	}
+	return err
+}
+
 func (e *Runtime) leaseLabels(id string) map[string]string {
 	l := maps.Clone(e.base)
-	if l == nil {
-		l = map[string]string{}
-	}
 	l[runtime.LabelManaged] = "true"
 	l[runtime.LabelSandbox] = id
 	return l
@@ -146,10 +158,15 @@ func (e *Runtime) leaseHolder(ctx context.Context, lease string) (holder, rv str
 	if err != nil {
 		return "", "", kclassify("get lease "+lease, err, nil)
 	}
-	if l.Spec.HolderIdentity != nil {
-		holder = *l.Spec.HolderIdentity
+	return holderOf(l), l.ResourceVersion, nil
+}
+
+// holderOf is l's holderIdentity ("" if none).
+func holderOf(l *coordv1.Lease) string {
+	if l.Spec.HolderIdentity == nil {
+		return ""
 	}
-	return holder, l.ResourceVersion, nil
+	return *l.Spec.HolderIdentity
 }
 
 // takeStaleLease makes id's existing lease name holder if the pod it names
@@ -166,10 +183,7 @@ func (e *Runtime) takeStaleLease(ctx context.Context, lease, id, holder string) 
 	if err != nil {
 		return false, kclassify("get lease "+lease, err, nil)
 	}
-	cur := ""
-	if l.Spec.HolderIdentity != nil {
-		cur = *l.Spec.HolderIdentity
-	}
+	cur := holderOf(l)
 	if cur == holder {
 		return true, nil
 	}

@@ -80,9 +80,6 @@ func (e *Runtime) sweepLeases(ctx context.Context, lbls map[string]string) (int,
 // staleLease reports a lease whose holder pod is not among live and that
 // nobody acquired or renewed for leaseCreateGrace.
 func staleLease(l *coordv1.Lease, live map[string]bool) bool {
-	holder := ""
-	if l.Spec.HolderIdentity != nil {
-		holder = *l.Spec.HolderIdentity
-	}
-	return !live[holder] && leaseAge(l) >= leaseCreateGrace
+	return !live[holderOf(l)] && leaseAge(l) >= leaseCreateGrace
+
 }
