@@ -13,13 +13,11 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// Records on Kubernetes (records.Store): one ConfigMap per sandbox,
-// previewgate-rec-<id> in the sandbox namespace, labelled with the
-// gateway's scope and the sandbox id, its bytes under the key "record".
-// Not an annotation on the sandbox's Lease: the Lease goes with the pod,
-// and settings and links must outlive a stop. Writes are guarded by the
-// ConfigMap's resourceVersion (a stale writer gets ErrConflict); the Role
-// in deploy/kubernetes/rbac.yaml grants configmaps.
+// Records (records.Store): one ConfigMap per sandbox, records.Name(id),
+// labelled with the scope and the id, its bytes under "record". Not on the
+// Lease, which goes with the pod: settings and links outlive a stop.
+// Writes are guarded by the resourceVersion (a stale writer gets
+// ErrConflict); deploy/kubernetes/rbac.yaml grants configmaps.
 const recordKey = "record"
 
 // ListRecords returns every record carrying labels.
@@ -65,8 +63,8 @@ func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, l
 	}
 	switch {
 	case apierrors.IsAlreadyExists(err):
-		// Another replica's create, or a record of another gateway scope
-		// (its sandbox's pod removed by hand), which no retry gets past.
+		// Another replica's create, or another scope's record, which no
+		// retry gets past.
 		if other, gerr := cms.Get(ctx, cm.Name, metav1.GetOptions{}); gerr == nil && !hasLabels(other.Labels, labels) {
 			return "", fmt.Errorf("record %s: ConfigMap %s (scope %q): %w; remove it if that gateway no longer needs sandbox %s",
 				id, cm.Name, other.Labels[runtime.LabelInstance], records.ErrForeignRecord, id)
