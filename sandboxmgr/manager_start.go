@@ -91,7 +91,7 @@ func (m *Manager) startBackground() {
 		m.loops.bg.Go(func() { m.flushLoop(m.loops.ctx, a) })
 	}
 	if m.cfg.ReapEvery > 0 {
-		m.loops.bg.Go(func() { m.reapLoop(m.loops.ctx) })
+		m.loops.bg.Go(func() { every(m.loops.ctx, m.cfg.ReapEvery, func() { m.reapOnce(m.loops.ctx) }) })
 	}
 	if m.cfg.RecheckEvery > 0 {
 		m.loops.bg.Go(func() { m.recheckLoop(m.loops.ctx) })

@@ -22,16 +22,16 @@ import (
 // cannot judge; a kept workspace whose stop the runtime recorded counts
 // from that stop. A stop is serialized with wakes (sandbox.op).
 
-// reapLoop runs the reaper every Config.ReapEvery until ctx ends.
-func (m *Manager) reapLoop(ctx context.Context) {
-	t := time.NewTicker(m.cfg.ReapEvery)
+// every calls fn every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			m.reapOnce(ctx)
+			fn()
 		}
 	}
 }

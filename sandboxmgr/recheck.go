@@ -33,22 +33,14 @@ type trust struct {
 
 // recheckLoop runs recheck every Config.RecheckEvery until ctx ends.
 func (m *Manager) recheckLoop(ctx context.Context) {
-	t := time.NewTicker(m.cfg.RecheckEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, m.cfg.RecheckEvery, func() {
 		rctx, cancel := context.WithTimeout(ctx, m.cfg.RecheckEvery)
 		err := m.recheck(rctx)
 		cancel()
-		if ctx.Err() != nil {
-			return
+		if ctx.Err() == nil {
+			m.noteRecheck(ctx, err)
 		}
-		m.noteRecheck(ctx, err)
-	}
+	})
 }
 
 // noteRecheck logs a failing re-check once, as a warning, and its

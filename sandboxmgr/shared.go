@@ -27,14 +27,7 @@ func (m *Manager) shared() (runtime.Activity, bool) {
 // sandbox's at most once per recordPeriodLocked, so another replica sees
 // traffic at most a quarter of the idle timeout old (#26).
 func (m *Manager) flushLoop(ctx context.Context, rec runtime.Activity) {
-	t := time.NewTicker(min(rec.RecordEvery(), flushTick))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, min(rec.RecordEvery(), flushTick), func() {
 		now := m.now()
 		m.mu.RLock()
 		var due []*sandbox
@@ -60,7 +53,7 @@ func (m *Manager) flushLoop(ctx context.Context, rec runtime.Activity) {
 			sb.flushed.Store(at)
 			sb.flushedAt.Store(now.UnixNano())
 		}
-	}
+	})
 }
 
 // flushTick is how often flushLoop looks for activity to publish.
