@@ -114,9 +114,6 @@ func (m *Manager) Pause(ctx context.Context, id string) error {
 // Resume wakes sandbox id with its own template and waits until it is
 // ready, as a request would; it never creates one (runtime.ErrNotFound).
 func (m *Manager) Resume(ctx context.Context, id string) (Endpoint, error) {
-	if !config.ValidID(id) {
-		return Endpoint{}, runtime.ErrNotFound
-	}
 	c, err := m.ownedByID(ctx, id)
 	if err != nil {
 		return Endpoint{}, err

@@ -114,7 +114,7 @@ func (m *Manager) explainFailure(id string, err error, timedOut bool) (out error
 	}
 	if c.State == runtime.StateRunning || c.State == runtime.StatePaused || c.State == runtime.StateRestarting {
 		m.beforeStop(id)
-		if kerr := m.kill(ctx, c.ID); kerr != nil && !errors.Is(kerr, runtime.ErrNotFound) {
+		if kerr := m.rt.Sleep(ctx, c.ID, runtime.SleepKill); kerr != nil && !errors.Is(kerr, runtime.ErrNotFound) {
 			log.WarnContext(ctx, "stop container after failed start", "err", kerr)
 		} else {
 			m.setState(id, runtime.StateExited)
@@ -132,11 +132,6 @@ func (m *Manager) explainFailure(id string, err error, timedOut bool) (out error
 		se.Logs = lw.Lines()
 	}
 	return se
-}
-
-// kill stops ctr at once.
-func (m *Manager) kill(ctx context.Context, ctr string) error {
-	return m.rt.Sleep(ctx, ctr, runtime.SleepKill)
 }
 
 // wakeTimes remembers typical wake durations per template, for the

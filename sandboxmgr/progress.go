@@ -44,11 +44,6 @@ func (m *Manager) setPhase(sb *sandbox, phase, msg string) {
 	m.mark(sb, phase)
 }
 
-func (m *Manager) setFailed(sb *sandbox, err error) {
-	sb.progress.Store(&Progress{Phase: PhaseFailed, Msg: "the sandbox could not be started", Err: err})
-	m.mark(sb, PhaseFailed)
-}
-
 // mark appends phase to sb's marks; a wake's first phase starts them anew.
 func (m *Manager) mark(sb *sandbox, phase string) {
 	var marks []PhaseMark

@@ -166,7 +166,10 @@ func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Templ
 		m.setPhase(sb, PhaseReady, "")
 		return ep, nil
 	}
-	defer func() { m.setFailed(sb, err) }()
+	defer func() {
+		sb.progress.Store(&Progress{Phase: PhaseFailed, Msg: "the sandbox could not be started", Err: err})
+		m.mark(sb, PhaseFailed)
+	}()
 	switch {
 	case m.loops.ctx.Err() != nil:
 		err = fmt.Errorf("manager closed: %w: %w", runtime.ErrUnavailable, err)

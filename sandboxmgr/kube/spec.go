@@ -116,22 +116,18 @@ func resourceMilli(n int64) *resource.Quantity {
 
 func intOrString(port int) intstr.IntOrString { return intstr.FromInt32(int32(port)) }
 
-// createLease creates sandbox id's lease naming holder;
-// runtime.ErrNameTaken if it exists.
-func (e *Runtime) createLease(ctx context.Context, lease, id, holder string) error {
-	now := metav1.NowMicro()
-	l := &coordv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: lease, Namespace: e.ns, Labels: e.leaseLabels(id)},
-		Spec:       coordv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &now, RenewTime: &now},
-	}
-	_, err := e.cs.CoordinationV1().Leases(e.ns).Create(ctx, l, metav1.CreateOptions{})
-	return kclassify("create lease "+l.Name, err, nil)
-}
-
 // takeLease creates sandbox id's lease naming holder, or takes it over if
 // stale (takeStaleLease); runtime.ErrNameTaken if another holds it.
 func (e *Runtime) takeLease(ctx context.Context, lease, id, holder string) error {
-	err := e.createLease(ctx, lease, id, holder)
+	now := metav1.NowMicro()
+	labels := maps.Clone(e.base)
+	labels[runtime.LabelManaged], labels[runtime.LabelSandbox] = "true", id
+	l := &coordv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: lease, Namespace: e.ns, Labels: labels},
+		Spec:       coordv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &now, RenewTime: &now},
+	}
+	_, err := e.cs.CoordinationV1().Leases(e.ns).Create(ctx, l, metav1.CreateOptions{})
+	err = kclassify("create lease "+lease, err, nil)
 	if errors.Is(err, runtime.ErrNameTaken) {
 		var ok bool
 		if ok, err = e.takeStaleLease(ctx, lease, id, holder); err == nil && !ok {
@@ -139,13 +135,6 @@ func (e *Runtime) takeLease(ctx context.Context, lease, id, holder string) error
 		}
 	}
 	return err
-}
-
-func (e *Runtime) leaseLabels(id string) map[string]string {
-	l := maps.Clone(e.base)
-	l[runtime.LabelManaged] = "true"
-	l[runtime.LabelSandbox] = id
-	return l
 }
 
 // leaseHolder returns the pod named by lease ("" if there is no lease)
