@@ -21,7 +21,6 @@ type Settings struct {
 	Links []links.Link
 }
 
-// empty reports whether s sets nothing.
 func (s Settings) empty() bool {
 	return s.Public == nil && s.KeepUpUntil.IsZero() && len(s.Links) == 0
 }

@@ -70,7 +70,6 @@ type sandbox struct {
 	seen uint64
 }
 
-// countWake records one wake that took took.
 func (sb *sandbox) countWake(took time.Duration) {
 	sb.wakes.Add(1)
 	sb.wakeNanos.Add(int64(took))

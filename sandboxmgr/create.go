@@ -227,7 +227,6 @@ func (m *Manager) markRunning(sb *sandbox) {
 	m.mu.Unlock()
 }
 
-// workspaceSpec is a template's workspace in the runtime's words.
 func workspaceSpec(w *config.Workspace) *runtime.Workspace {
 	if w == nil {
 		return nil

@@ -36,7 +36,6 @@ func instanceOf(c runtime.Instance) string {
 	return c.ID + "@" + strconv.FormatInt(c.StartedAt.UnixNano(), 10)
 }
 
-// instanceContainer is the container ID of instance inst.
 func instanceContainer(inst string) string {
 	id, _, _ := strings.Cut(inst, "@")
 	return id

@@ -39,7 +39,6 @@ func (m *Manager) SetListener(l Listener) {
 	m.listener.Store(&l)
 }
 
-// beforeStop tells the Listener that id is about to go.
 func (m *Manager) beforeStop(id string) {
 	if l := m.listener.Load(); l != nil {
 		(*l).BeforeStop(id)
@@ -59,7 +58,6 @@ func (m *Manager) gone(insts ...string) {
 	}
 }
 
-// coldStart tells the Observer about a cold start of kind.
 func (m *Manager) coldStart(kind string, took time.Duration) {
 	if m.cfg.Observer != nil {
 		m.cfg.Observer.ColdStart(kind, took)

@@ -184,7 +184,6 @@ func (m *Manager) dropPoolLocked(id string) {
 	}
 }
 
-// fillOne creates, starts and probes one pool container for tpl.
 func (m *Manager) fillOne(ctx context.Context, tpl *config.Template) {
 	ok := false
 	defer func() {

@@ -46,7 +46,6 @@ const (
 	reapRemove
 )
 
-// reapOnce looks at every sandbox once.
 func (m *Manager) reapOnce(ctx context.Context) {
 	m.mu.RLock()
 	list := make([]*sandbox, 0, len(m.sandboxes))

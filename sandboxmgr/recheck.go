@@ -31,7 +31,6 @@ type trust struct {
 	checks         singleflight.Group // stillServes lookups, one per sandbox at a time
 }
 
-// recheckLoop runs recheck every Config.RecheckEvery until ctx ends.
 func (m *Manager) recheckLoop(ctx context.Context) {
 	every(ctx, m.cfg.RecheckEvery, func() {
 		rctx, cancel := context.WithTimeout(ctx, m.cfg.RecheckEvery)

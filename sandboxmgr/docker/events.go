@@ -67,7 +67,6 @@ func (e *Runtime) Watch(ctx context.Context, since time.Time, labels map[string]
 	}
 }
 
-// hasLabels reports whether attrs holds every label in labels.
 func hasLabels(attrs, labels map[string]string) bool {
 	for k, v := range labels {
 		if got, ok := attrs[k]; !ok || got != v {

@@ -155,7 +155,6 @@ func (e *Runtime) stopPod(ctx context.Context, pod *corev1.Pod) error {
 	return e.deletePod(ctx, pod)
 }
 
-// removePod deletes pod and then its workspace claim (if it has one).
 func (e *Runtime) removePod(ctx context.Context, pod *corev1.Pod) error {
 	if err := e.deletePod(ctx, pod); err != nil {
 		return err

@@ -51,7 +51,6 @@ func nat64(v4 []string) []string {
 	return out
 }
 
-// policy is the sandboxes' NetworkPolicy for this runtime's config.
 func (e *Runtime) policy(name string, lbls map[string]string) *netv1.NetworkPolicy {
 	from := []netv1.NetworkPolicyPeer{{
 		PodSelector:       &metav1.LabelSelector{MatchLabels: e.kc.GatewayLabels},

@@ -107,7 +107,6 @@ func (e *Runtime) DeleteRecord(ctx context.Context, id, prev string, labels map[
 	return kclassify("delete record "+name, err, nil)
 }
 
-// hasLabels reports whether got carries every label of want.
 func hasLabels(got, want map[string]string) bool {
 	for k, v := range want {
 		if got[k] != v {

@@ -22,7 +22,6 @@ import (
 // The pod spec, and the per-sandbox Lease that locks an id across replicas
 // and records its activity.
 
-// podSpec is s as a pod.
 func (e *Runtime) podSpec(s runtime.Spec, port int, readyPath string) *corev1.Pod {
 	no, yes := false, true
 	var env []corev1.EnvVar

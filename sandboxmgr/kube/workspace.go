@@ -79,7 +79,6 @@ func keptInfo(pvc *corev1.PersistentVolumeClaim) runtime.Instance {
 	return c
 }
 
-// workspaceSpec is the claim for s.
 func (e *Runtime) workspaceSpec(s runtime.Spec) *corev1.PersistentVolumeClaim {
 	w := s.Workspace
 	pvc := &corev1.PersistentVolumeClaim{
