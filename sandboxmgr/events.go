@@ -160,12 +160,13 @@ func (m *Manager) applyEvent(ev runtime.Event) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	sb := m.sandboxes[id]
+	if sb == nil && ev.Action != runtime.EventStart && ev.Action != runtime.EventUnpause {
+		return // no record to update
+	}
 	defer func() {
 		switch ev.Action {
 		case runtime.EventStart, runtime.EventUnpause, runtime.EventPause, runtime.EventDie, runtime.EventStop, runtime.EventOOM, runtime.EventKill, runtime.EventKept, runtime.EventDestroy, runtime.EventRename:
-			if sb != nil {
-				m.seenLocked(sb) // newer than a re-check's list begun before
-			}
+			m.seenLocked(sb) // newer than a re-check's list begun before
 		}
 	}()
 	switch ev.Action {
@@ -181,24 +182,18 @@ func (m *Manager) applyEvent(ev runtime.Event) {
 			sb.startedAt = ev.Time
 		}
 	case runtime.EventPause:
-		if sb != nil {
-			sb.state = runtime.StatePaused
-			gone = append(gone, m.dropLocked(sb))
-		}
+		sb.state = runtime.StatePaused
+		gone = append(gone, m.dropLocked(sb))
 	case runtime.EventDie, runtime.EventStop, runtime.EventOOM:
-		if sb != nil {
-			if sb.state != runtime.StateExited {
-				sb.stoppedAt = m.now()
-			}
-			sb.state = runtime.StateExited
-			gone = append(gone, m.dropLocked(sb))
+		if sb.state != runtime.StateExited {
+			sb.stoppedAt = m.now()
 		}
+		sb.state = runtime.StateExited
+		gone = append(gone, m.dropLocked(sb))
 	case runtime.EventKill: // may be followed by die; either way do not trust the endpoint
-		if sb != nil {
-			gone = append(gone, m.dropLocked(sb))
-		}
+		gone = append(gone, m.dropLocked(sb))
 	case runtime.EventKept:
-		if sb != nil && (sb.container == "" || sb.container == ev.ID) {
+		if sb.container == "" || sb.container == ev.ID {
 			if sb.state != runtime.StateExited && sb.stopUnderway != ev.ID {
 				// A stop now, unless this manager adopted the pod while it stopped:
 				// that stop's time is recorded.
@@ -209,7 +204,7 @@ func (m *Manager) applyEvent(ev runtime.Event) {
 			sb.last = nil // that pod never comes back
 		}
 	case runtime.EventDestroy:
-		if sb != nil && (sb.container == "" || sb.container == ev.ID) {
+		if sb.container == "" || sb.container == ev.ID {
 			sb.state = ""
 			sb.container = ""
 			gone = append(gone, m.dropLocked(sb))
@@ -218,7 +213,7 @@ func (m *Manager) applyEvent(ev runtime.Event) {
 	case runtime.EventRename:
 		// Renamed to its sandbox's name: a pool claim, whose claimer records the
 		// sandbox. A run recorded under the name before was another container's.
-		if sb != nil && sb.last != nil && instanceContainer(sb.last.Instance) != ev.ID {
+		if sb.last != nil && instanceContainer(sb.last.Instance) != ev.ID {
 			gone = append(gone, m.dropLocked(sb))
 			sb.last = nil
 		}
