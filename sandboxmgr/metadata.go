@@ -85,11 +85,4 @@ func metadataOf(labels map[string]string) map[string]string {
 }
 
 // MatchMetadata reports whether md holds every pair of want.
-func MatchMetadata(md, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := md[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
-}
+func MatchMetadata(md, want map[string]string) bool { return runtime.HasLabels(md, want) }

@@ -39,7 +39,7 @@ func (e *Runtime) Watch(ctx context.Context, since time.Time, labels map[string]
 	for {
 		select {
 		case msg := <-msgs:
-			if !hasLabels(msg.Actor.Attributes, labels) {
+			if !runtime.HasLabels(msg.Actor.Attributes, labels) {
 				// The server filtered on the labels; this keeps the scope
 				// even if an engine ignored a filter (#13).
 				continue
@@ -65,13 +65,4 @@ func (e *Runtime) Watch(ctx context.Context, since time.Time, labels map[string]
 			return ctx.Err()
 		}
 	}
-}
-
-func hasLabels(attrs, labels map[string]string) bool {
-	for k, v := range labels {
-		if got, ok := attrs[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }

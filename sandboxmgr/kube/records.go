@@ -65,7 +65,7 @@ func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, l
 	case apierrors.IsAlreadyExists(err):
 		// Another replica's create, or another scope's record, which no
 		// retry gets past.
-		if other, gerr := cms.Get(ctx, cm.Name, metav1.GetOptions{}); gerr == nil && !hasLabels(other.Labels, labels) {
+		if other, gerr := cms.Get(ctx, cm.Name, metav1.GetOptions{}); gerr == nil && !runtime.HasLabels(other.Labels, labels) {
 			return "", fmt.Errorf("record %s: ConfigMap %s (scope %q): %w; remove it if that gateway no longer needs sandbox %s",
 				id, cm.Name, other.Labels[runtime.LabelInstance], records.ErrForeignRecord, id)
 		}
@@ -90,7 +90,7 @@ func (e *Runtime) DeleteRecord(ctx context.Context, id, prev string, labels map[
 	if err != nil {
 		return kclassify("get record "+name, err, nil)
 	}
-	if !hasLabels(cm.Labels, labels) {
+	if !runtime.HasLabels(cm.Labels, labels) {
 		return nil // another scope's: not ours to delete
 	}
 	pre := &metav1.Preconditions{UID: &cm.UID}
@@ -105,15 +105,6 @@ func (e *Runtime) DeleteRecord(ctx context.Context, id, prev string, labels map[
 		return fmt.Errorf("record %s: %w", id, records.ErrConflict)
 	}
 	return kclassify("delete record "+name, err, nil)
-}
-
-func hasLabels(got, want map[string]string) bool {
-	for k, v := range want {
-		if got[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 var _ records.Store = (*Runtime)(nil)

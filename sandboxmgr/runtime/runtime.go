@@ -116,6 +116,16 @@ func Scoped(l map[string]string) map[string]string {
 	return out
 }
 
+// HasLabels reports whether got carries every label of want.
+func HasLabels(got, want map[string]string) bool {
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			return false
+		}
+	}
+	return true
+}
+
 // Shared returns the labels of what every gateway on a runtime uses alike
 // (the network or NetworkPolicy, built images): l and LabelManaged without
 // LabelInstance, so removing one scope's sandboxes leaves them.
