@@ -10,20 +10,17 @@ import (
 )
 
 // Removal marks (tombstones). A DELETE replaces a sandbox's settings and
-// links with a mark that every replica's wake reads fresh from the store
-// (sandboxmgr's tombstone.go says why that makes a DELETE hold across
-// replicas). The mark must outlive every wake that may need to see it:
-// nothing here deletes a record whose mark is younger than markLife,
-// which is longer than any wake, and a deletion is conditional on the
-// version it read, so a mark written meanwhile survives it (DropOrphans,
-// a create's or the reaper's Clear). An older mark goes with the next of
-// those, or the sandbox's next settings write: marks do not pile up.
+// links with a mark every replica's wake reads fresh (sandboxmgr's
+// tombstone.go says why). Nothing here deletes a record whose mark is
+// younger than markLife, longer than any wake, and deletions are
+// conditional on the version read, so a mark written meanwhile survives.
+// Older marks go with the next clear or settings write: none pile up.
 
 // minMarkLife is the least time a removal mark is kept.
 const minMarkLife = 10 * time.Minute
 
 // markLife is how long a removal mark is kept at least: twice the longest
-// a wake can take, and never under minMarkLife.
+// wake, never under minMarkLife.
 func (r *Records) markLife() time.Duration {
 	if r.o.LongestWake == nil {
 		return minMarkLife
@@ -53,10 +50,9 @@ func markID(c cached) string {
 	return c.removed.ID
 }
 
-// Mark writes a new removal mark into sandbox id's record, in place of its
-// settings and links (a DELETE, before it looks the sandbox up). A record
-// of another scope under the record's name is left alone (nil): no wake
-// of this scope reads a mark there either.
+// Mark writes a new removal mark into id's record in place of its settings
+// and links (a DELETE, before its lookup). Another scope's record under
+// the name is left alone (nil): no wake of this scope reads it either.
 func (r *Records) Mark(ctx context.Context, id string) error {
 	if r == nil || r.store == nil {
 		return nil
@@ -73,8 +69,7 @@ func (r *Records) Mark(ctx context.Context, id string) error {
 	return nil
 }
 
-// ReadMark reads sandbox id's record fresh from the store and returns the
-// ID of its removal mark ("" if none).
+// ReadMark reads id's record fresh and returns its mark's ID ("" if none).
 func (r *Records) ReadMark(ctx context.Context, id string) (string, error) {
 	if r == nil || r.store == nil {
 		return "", nil
@@ -86,10 +81,9 @@ func (r *Records) ReadMark(ctx context.Context, id string) (string, error) {
 	return markID(c), nil
 }
 
-// Clear drops sandbox id's settings and links, and a removal mark older
-// than markLife, from its record read fresh; a record left with nothing
-// is deleted. check, if set, sees each read's mark ID ("" if none) first;
-// its error stops the clear and is returned.
+// Clear drops id's settings and links, and a mark older than markLife,
+// from its record read fresh, deleting it if left empty. check, if set,
+// sees each read's mark ID first; its error stops the clear.
 func (r *Records) Clear(ctx context.Context, id string, check func(mark string) error) error {
 	if r == nil || r.store == nil {
 		return nil
@@ -113,14 +107,11 @@ func (r *Records) Clear(ctx context.Context, id string, check func(mark string) 
 	})
 }
 
-// DropOrphans removes the records in l of sandboxes that keep says no
-// longer exist (removed by something else than a gateway), but not one
-// whose removal mark is younger than markLife. l was listed before the
-// caller learned which exist, so a record written for a sandbox made
-// since is not in it; a record written since it was listed is not
-// deleted either (the deletion is conditional on the version listed). It
-// stops at ctx's end (the re-check's deadline) and leaves the rest to the
-// next one: orphans can be many (a DELETE of any id leaves a mark).
+// DropOrphans removes the records in l of sandboxes keep says no longer
+// exist, but none with a live mark. l was listed before the caller learned
+// which exist, and deletions are conditional on the version listed, so no
+// record written since goes. It stops at ctx's end, leaving the rest to
+// the next re-check.
 func (r *Records) DropOrphans(ctx context.Context, l Listing, keep func(id string) bool) {
 	for id, c := range l.byID {
 		if ctx.Err() != nil {

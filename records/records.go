@@ -1,20 +1,14 @@
 // Package records keeps each sandbox's record: its settings (public,
-// keep_up_until), its share links and a DELETE's removal mark (#23),
-// behind one Store (Kubernetes: ConfigMaps; Docker: a bbolt file in the
-// gateway's data dir). What a replica holds is a cache: written through
-// by its own changes and reloaded whole by every re-check (Reload; the
-// manager calls it every RecheckEvery, 5 s), so a change made on one
-// replica governs every other within RecheckEvery plus one list call, and
-// survives a restart (the manager reloads before it serves).
+// keep_up_until), share links and a DELETE's removal mark (#23), behind one
+// Store (Kubernetes: ConfigMaps; Docker: a bbolt file in the data dir).
+// A replica holds a cache, written through by its own changes and reloaded
+// whole by every re-check, so a change on one replica governs every other
+// within RecheckEvery plus one list call, and survives a restart.
 //
-// That bound holds only while the store answers. A replica whose lists
-// keep failing would go on granting what another replica revoked (a link,
-// a "public"), so a copy not read from the store within staleAfter
-// re-check periods is stale: Settings says so, and callers then refuse
-// what the copy would grant (a link answers 503, a sandbox needs a token)
-// until a list or a reload of that record succeeds.
-//
-// A nil store keeps nothing: every sandbox has empty settings, always
+// That bound holds only while the store answers: a copy not read from the
+// store within staleAfter re-check periods is stale, and callers refuse
+// what it would grant (a link answers 503, a sandbox needs a token) until
+// a read succeeds. A nil store keeps nothing: empty settings, always
 // fresh, and changes fail with ErrNoRecords.
 package records
 
@@ -32,25 +26,25 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/previewgate/previewgate/links"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Options configure Records.
 type Options struct {
-	// Labels are carried by every record this gateway writes, and select
-	// the records it reads (its scope; runtime.Scoped).
+	// Labels are carried by every record this gateway writes and select
+	// the ones it reads (its scope; runtime.Scoped).
 	Labels map[string]string
 	// RecheckEvery is how often the owner reloads (Reload); a copy older
 	// than staleAfter of them is stale. Zero or negative: never stale.
 	RecheckEvery time.Duration
-	// LongestWake is how long a wake may take at most (its ready timeout
-	// and its waits for start slots): removal marks outlive twice that.
-	// Nil: the marks' least life.
+	// LongestWake is a wake's longest time: removal marks outlive twice
+	// that. Nil: the marks' least life.
 	LongestWake func() time.Duration
 	Log         *slog.Logger
 }
 
-// staleAfter is how many re-check periods a copy of a record may go
-// without a read from the store before Settings calls it stale.
+// staleAfter is how many re-check periods a copy may go unread before
+// Settings calls it stale.
 const staleAfter = 3
 
 // maxTries bounds the retries of a change that lost to another writer.
@@ -62,15 +56,15 @@ type Records struct {
 	o     Options
 	now   func() time.Time // tests
 
-	// byID is read on every request (policy): an immutable map swapped
-	// whole, so readers take no lock. Writers copy it under mu.
+	// byID is read on every request: an immutable map swapped whole, so
+	// readers take no lock; writers copy it under mu.
 	byID  atomic.Pointer[map[string]cached]
 	mu    sync.Mutex           // serializes writers of byID; guards wrote
 	wrote map[string]time.Time // last local write per id: a list begun before it knows less
 	fresh singleflight.Group   // one reload of one record at a time
 	tried sync.Map             // id → time.Time of its last on-demand reload
-	// listed is when the last successful list of every record began
-	// (unix nanoseconds); stale reports whether that was logged as too old.
+	// listed is when the last full list began (unix ns); stale: logged as
+	// too old.
 	listed atomic.Int64
 	stale  atomic.Bool
 }
@@ -90,12 +84,9 @@ func New(store Store, o Options) *Records {
 	return &Records{store: store, o: o, now: time.Now, wrote: map[string]time.Time{}}
 }
 
-// Settings returns sandbox id's settings as this replica knows them (no
-// store call), and whether that copy was read from the store (a list of
-// every record, or this one's reload or write) within staleAfter re-check
-// periods. A stale copy may still hold a link revoked, or a public
-// withdrawn, on another replica: grant nothing on it. The Links slice is
-// shared: do not change it.
+// Settings returns id's settings as this replica knows them (no store
+// call), and whether that copy was read within staleAfter re-check
+// periods: grant nothing on a stale one. The Links slice is shared.
 func (r *Records) Settings(id string) (Settings, bool) {
 	if r == nil || r.store == nil {
 		return Settings{}, true
@@ -108,8 +99,8 @@ func (r *Records) Settings(id string) (Settings, bool) {
 	return c.s, r.freshAt(c.read)
 }
 
-// freshAt reports whether a record read at read, or the last list of
-// every record, is recent enough to grant on.
+// freshAt reports whether a record read at read, or the last full list,
+// is recent enough to grant on.
 func (r *Records) freshAt(read time.Time) bool {
 	every := r.o.RecheckEvery
 	if every <= 0 {
@@ -123,11 +114,9 @@ func (r *Records) freshAt(read time.Time) bool {
 }
 
 // Refresh reloads id's settings from the store (a link minted on another
-// replica moments ago) and returns them, fresh or not as Settings says.
-// Reloads of one sandbox are at least a second apart: concurrent callers
-// share one, and a caller coming sooner waits for the next (at most a
-// second). Only for a sandbox that exists: the caller checks, so a
-// made-up id costs no store call.
+// replica moments ago) and returns them as Settings does. Reloads of one
+// sandbox are a second apart at least, concurrent callers sharing one.
+// Only for a sandbox that exists, so a made-up id costs no store call.
 func (r *Records) Refresh(ctx context.Context, id string) (Settings, bool) {
 	if r == nil || r.store == nil {
 		return Settings{}, true
@@ -162,10 +151,10 @@ func (r *Records) Load(ctx context.Context, id string) (Settings, error) {
 	return c.s, err
 }
 
-// Update applies fn to sandbox id's settings, read fresh from the store,
-// and writes them back, retrying when another replica wrote in between;
-// expired links are pruned first. fn's error comes back as it is. The
-// caller checks that the sandbox exists.
+// Update applies fn to id's settings, read fresh, and writes them back,
+// retrying when another replica wrote in between; expired links are
+// pruned first. fn's error comes back as it is. The caller checks that
+// the sandbox exists.
 func (r *Records) Update(ctx context.Context, id string, fn func(*Settings) error) (Settings, error) {
 	if r == nil || r.store == nil {
 		return Settings{}, ErrNoRecords
@@ -178,8 +167,7 @@ func (r *Records) Update(ctx context.Context, id string, fn func(*Settings) erro
 			return nil, err
 		}
 		out = s
-		// A live removal mark stays: a wake on another replica may not
-		// have checked it yet (marks.go).
+		// A live removal mark stays (marks.go).
 		return &cached{s: s, removed: r.liveMark(cur.removed)}, nil
 	})
 	if err != nil {
@@ -206,10 +194,8 @@ func (r *Records) load(ctx context.Context, id string) (cached, error) {
 // Listing is the records one Reload read, for DropOrphans.
 type Listing struct{ byID map[string]cached }
 
-// Reload replaces the cache with the store's records (at start and every
-// re-check), keeping what this replica wrote after began, and returns
-// what it listed. Success or not, it logs when the copy turns stale or
-// fresh again.
+// Reload replaces the cache with the store's records (start, re-check),
+// keeping what this replica wrote after began, and returns the listing.
 func (r *Records) Reload(ctx context.Context, began time.Time) (Listing, error) {
 	if r == nil || r.store == nil {
 		return Listing{}, nil
@@ -241,9 +227,8 @@ func (r *Records) Reload(ctx context.Context, began time.Time) (Listing, error) 
 	return Listing{has}, nil
 }
 
-// noteAge logs, once each way, when this replica's copy of every record
-// turns stale (the store's list keeps failing) and fresh again: the
-// access it then refuses must not be a silent mystery.
+// noteAge logs, once each way, when this replica's copy turns stale and
+// fresh again: the access it refuses must not be a silent mystery.
 func (r *Records) noteAge() {
 	if fresh := r.freshAt(time.Time{}); !fresh && !r.stale.Swap(true) {
 		r.o.Log.Error("sandbox settings could not be re-read from the runtime: this replica refuses share links and treats every sandbox as private until it can",
@@ -265,8 +250,7 @@ func (r *Records) cache(id string, c cached, local bool) {
 	}
 }
 
-// uncache drops id's record from the cache (deleted in the store). Other
-// replicas drop their copy at their next reload.
+// uncache drops id's record from the cache (deleted in the store).
 func (r *Records) uncache(id string) {
 	r.mu.Lock()
 	next := r.copyLocked()
@@ -277,7 +261,7 @@ func (r *Records) uncache(id string) {
 }
 
 // copyLocked returns a copy of the cache to change and swap in (changes
-// are rare: a write, a reload). r.mu must be held.
+// are rare). r.mu must be held.
 func (r *Records) copyLocked() map[string]cached {
 	cur := r.byID.Load()
 	if cur == nil {
@@ -296,8 +280,8 @@ func (r *Records) labelsOf(id string) map[string]string {
 	return l
 }
 
-// decode reads a stored record; an unreadable one counts as empty (and
-// is overwritten by the next change) rather than blocking changes.
+// decode reads a stored record; an unreadable one counts as empty (the
+// next change overwrites it).
 func (r *Records) decode(id string, rec Record, read time.Time) cached {
 	s, m, err := decode(rec.Data)
 	if err != nil {
@@ -309,10 +293,9 @@ func (r *Records) decode(id string, rec Record, read time.Time) cached {
 // errLeave: rewrite's next wants the record left as it is.
 var errLeave = errors.New("leave the record")
 
-// rewrite replaces sandbox id's record, read fresh, with what next makes
-// of it (nil: delete it; errLeave: leave it), only if no other writer
-// came since the read; if one did, it reads again and retries. next's
-// other errors are returned as they are.
+// rewrite replaces id's record, read fresh, with what next makes of it
+// (nil: delete it; errLeave: leave it) unless another writer came since
+// the read, then reads again and retries. next's other errors come back.
 func (r *Records) rewrite(ctx context.Context, id string, next func(cur cached) (*cached, error)) error {
 	for try := 0; ; try++ {
 		cur, err := r.load(ctx, id)
@@ -335,8 +318,8 @@ func (r *Records) rewrite(ctx context.Context, id string, next func(cur cached) 
 			err = r.put(ctx, id, cur.version, *want)
 		}
 		if errors.Is(err, ErrConflict) && try < maxTries {
-			// Another writer (maybe another replica) came first: read
-			// again after a short random pause, so racers spread out.
+			// Another writer came first: read again after a short random pause,
+			// so racers spread out.
 			if err := sleep(ctx, time.Duration(5+mrand.IntN(20*(try+1)))*time.Millisecond); err != nil {
 				return err
 			}
@@ -362,14 +345,4 @@ func (r *Records) put(ctx context.Context, id, prev string, c cached) error {
 	return nil
 }
 
-// sleep waits d or until ctx ends (its error then).
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+var sleep = runtime.Sleep

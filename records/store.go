@@ -40,9 +40,8 @@ type Record struct {
 	Version string // opaque; PutRecord's prev
 }
 
-// MaxRecord bounds a record's bytes: far under what a ConfigMap takes
-// (1 MiB), and room for MaxLinks
-// links with 512-byte paths (AddLink keeps every record under it).
+// MaxRecord bounds a record's bytes: far under a ConfigMap's 1 MiB, and
+// room for MaxLinks links with 512-byte paths.
 const MaxRecord = 32 << 10
 
 // LabelRecord marks a record with its sandbox id.
@@ -54,13 +53,9 @@ func Name(id string) string { return "previewgate-rec-" + id }
 var (
 	// ErrConflict: a record changed since it was read.
 	ErrConflict = errors.New("record changed meanwhile")
-	// ErrForeignRecord: the record's name is taken by a record of another
-	// gateway scope, in a store that names records by sandbox id alone
-	// (Kubernetes: a ConfigMap per id in the namespace): that scope's
-	// sandbox of the same id, or one left behind when its pod was removed
-	// by hand. Retrying cannot help; removing that record can. A store
-	// that keeps each scope's records apart (internal/boltstore) never
-	// returns it.
+	// ErrForeignRecord: the record's name is taken by another gateway
+	// scope's record, in a store that names records by sandbox id alone
+	// (Kubernetes). Retrying cannot help; removing that record can.
 	ErrForeignRecord = errors.New("record name taken by another gateway scope's record")
 	// ErrRecordSize: a record passes MaxRecord.
 	ErrRecordSize = errors.New("record too large")

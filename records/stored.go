@@ -21,7 +21,6 @@ type Settings struct {
 	Links []links.Link
 }
 
-// empty reports whether s sets nothing.
 func (s Settings) empty() bool {
 	return s.Public == nil && s.KeepUpUntil.IsZero() && len(s.Links) == 0
 }
@@ -43,13 +42,12 @@ type mark struct {
 	At time.Time // the writer's clock, for the mark's life
 }
 
-// version is the stored format written (the "v" key). A record without
-// one was written before formats had versions; it decodes the same way.
+// version is the stored format written ("v"); a record without one
+// decodes the same way.
 const version = 1
 
 // stored is a record's bytes: its own type, so the stored JSON never
-// follows a change of a domain type by accident. Every key but "v" is as
-// records were written before it existed.
+// follows a change of a domain type by accident.
 type stored struct {
 	V           int          `json:"v"`
 	Public      *bool        `json:"public,omitempty"`
@@ -103,9 +101,8 @@ func decode(data []byte) (Settings, *mark, error) {
 }
 
 // addLink appends l to s if the record keeps room for every change that
-// adds no link: revoking each link, setting public and a keep-up time
-// (a record past MaxRecord cannot be written, so a link minted into the
-// last bytes could never be revoked). links.ErrTooManyLinks if not.
+// adds no link (revoking each, public, keep-up): a link minted into the
+// last bytes could never be revoked. links.ErrTooManyLinks if not.
 func addLink(s *Settings, l links.Link) error {
 	if len(s.Links) >= links.MaxLinks {
 		return links.ErrTooManyLinks

@@ -10,28 +10,23 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// sandbox is the manager's record of one sandbox (#21): which instance
-// (container ID or pod), at which address, from which template, in which
-// state, plus its activity. The runtime is the truth: the record is
-// rebuilt from the instance's own labels on adoption (Start), from events,
-// by every re-check and by every wake; scope is decided before a record is
-// made (scope.go), so every record is of an owned instance. Every decision
-// about an existing sandbox reads it: the gateway's policy (Snapshot), the
-// reaper, the pool, the admin list. A wake passes its record down rather
-// than looking the id up again.
+// sandbox is the manager's record of one sandbox (#21). The runtime is the
+// truth: the record is rebuilt from the instance's own labels at Start, from
+// events, by every re-check and every wake, and is only made for owned
+// instances (scope.go). A wake passes its record down rather than looking
+// the id up again.
 //
-// Lock discipline, in three kinds of field:
+// Lock discipline:
 //   - what the runtime said (last, state, template, container, startedAt,
-//     stoppedAt, stopRecorded, stopUnderway) is guarded by Manager.mu,
-//     like the map that holds the record and the address index (addrs);
-//   - what every request reads or writes (ep, lastActivity, holds) is
-//     atomic, so the hot path takes only Manager.mu's read lock to find
-//     the record; ep is only ever stored under Manager.mu (cacheLocked,
-//     dropLocked), so it never disagrees with last and addrs for longer
-//     than a reader's load;
-//   - the wake's own bookkeeping (waking, progress, checked, diag,
-//     flushed) is atomic and written by the one goroutine that
-//     owns that step; op serializes a wake with the reaper's stop.
+//     stoppedAt, stopRecorded, stopUnderway) is guarded by Manager.mu, like
+//     the map of records and addrs;
+//   - what every request touches (ep, lastActivity, holds) is atomic, so the
+//     hot path takes only Manager.mu's read lock; ep is only stored under
+//     Manager.mu, so it never disagrees with last and addrs for longer than
+//     a reader's load;
+//   - the wake's bookkeeping (waking, progress, checked, diag, flushed) is
+//     atomic, written by the one goroutine owning that step; op serializes
+//     a wake with the reaper's stop.
 //
 // No lock is held across a runtime call.
 type sandbox struct {
@@ -52,35 +47,29 @@ type sandbox struct {
 	wakeNanos    atomic.Int64                // their total time
 	removals     atomic.Int64                // Remove calls on this record: a wake begun before one neither creates nor starts (run.go)
 	diag         diag                        // the wake's output and timing (failure.go)
-	// op serializes a wake with the reaper's stop/pause/remove: a request
-	// arriving while the reaper stops the sandbox waits, then wakes it.
+	// op serializes a wake with the reaper's stop/pause/remove.
 	op sync.Mutex
 
 	// guarded by Manager.mu:
-	// last is the endpoint last cached for this sandbox; it stays after
-	// the cache is dropped until another run replaces it, so a late event
-	// still reports its instance gone (instance.go).
+	// last is the endpoint last cached; it stays after the cache is dropped
+	// until another run replaces it, so a late event still reports it gone.
 	last      *Endpoint
-	state     string // last known Docker state; "" when unknown
+	state     string // last known runtime state; "" when unknown
 	template  string
 	container string
 	name      string // the instance's name (an earlier version's, maybe); "": unknown
 	startedAt time.Time
 	stoppedAt time.Time // when this manager saw it stop (reaper, events)
-	// stopRecorded is when the runtime recorded its stop (a kept
-	// workspace's annotation, runtime.Instance.StoppedAt); zero if unknown.
+	// stopRecorded is when the runtime recorded its stop; zero if unknown.
 	stopRecorded time.Time
-	// stopUnderway is the instance last observed (observeLocked) already
-	// being stopped, its stop recorded (stopRecorded, from the same
-	// observation): its end is that stop ending, not a stop now.
+	// stopUnderway is the instance last observed already being stopped: its
+	// end is that stop ending, not a stop now.
 	stopUnderway string
-	// seen is Manager.gen when this record last learned something newer
-	// than a list: a wake cached it, a lookup or an event updated it. The
-	// re-check leaves records seen after its list began alone.
+	// seen is Manager.gen when this record last learned something newer than a
+	// list; the re-check leaves records seen after its list began alone.
 	seen uint64
 }
 
-// countWake records one wake that took took.
 func (sb *sandbox) countWake(took time.Duration) {
 	sb.wakes.Add(1)
 	sb.wakeNanos.Add(int64(took))
@@ -121,9 +110,9 @@ func (m *Manager) sandboxLocked(id string) *sandbox {
 	return sb
 }
 
-// observe records what Docker said about id's container c. A running
-// container with a known start time and an address becomes the cached
-// endpoint; anything else retires the one cached.
+// observe records what the runtime said about id's instance c: a running
+// one with a start time and an address becomes the cached endpoint;
+// anything else retires it.
 func (m *Manager) observe(id string, c runtime.Instance) {
 	m.mu.Lock()
 	sb := m.sandboxLocked(id)
@@ -139,8 +128,7 @@ func (m *Manager) observe(id string, c runtime.Instance) {
 }
 
 // observeLocked copies c's facts into sb and returns the instance they
-// retire (another container or run than the one cached), to report with
-// m.gone. m.mu must be held for writing.
+// retire, to report with m.gone. m.mu must be held for writing.
 func (m *Manager) observeLocked(sb *sandbox, c runtime.Instance) (gone string) {
 	gone = m.retireLocked(sb, c)
 	m.seenLocked(sb)
@@ -160,9 +148,8 @@ func (m *Manager) observeLocked(sb *sandbox, c runtime.Instance) (gone string) {
 	return gone
 }
 
-// setState records a state change made by this manager and, unless the
-// sandbox is running, drops the cached endpoint and reports its instance
-// gone.
+// setState records a state change made by this manager, dropping the
+// endpoint unless running.
 func (m *Manager) setState(id, state string) {
 	var gone string
 	m.mu.Lock()
@@ -196,14 +183,4 @@ func endpointAddr(c runtime.Instance, port int) string {
 		port = 3000
 	}
 	return net.JoinHostPort(c.IP, strconv.Itoa(port))
-}
-
-// activity reports when id last saw a request (zero if never, in this
-// process) and how many long-lived connections it has open.
-func (m *Manager) activity(id string) (last time.Time, open int) {
-	sb := m.lookup(id)
-	if sb == nil {
-		return time.Time{}, 0
-	}
-	return sb.lastActive(), int(sb.holds.Load())
 }

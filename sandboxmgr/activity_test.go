@@ -51,3 +51,13 @@ func BenchmarkEnsureCached(b *testing.B) {
 		}
 	})
 }
+
+// activity reports when id last saw a request (zero if never, in this
+// process) and how many long-lived connections it has open.
+func (m *Manager) activity(id string) (last time.Time, open int) {
+	sb := m.lookup(id)
+	if sb == nil {
+		return time.Time{}, 0
+	}
+	return sb.lastActive(), int(sb.holds.Load())
+}

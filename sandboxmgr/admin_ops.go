@@ -13,7 +13,7 @@ import (
 // The admin operations on sandboxes: list, stop, remove, and what the
 // metrics and admin API read without a runtime call.
 
-// List returns all managed sandboxes as Docker reports them (not the
+// List returns all owned sandboxes as the runtime reports them (not the
 // unclaimed warm pool).
 func (m *Manager) List(ctx context.Context) ([]Info, error) {
 	list, err := m.listOwned(ctx)
@@ -31,9 +31,7 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 	return out, nil
 }
 
-// Get returns sandbox id as List lists it, read from the runtime:
-// runtime.ErrNotFound if there is none, runtime.ErrForeign if its name is on a
-// container this manager does not own.
+// Get returns sandbox id as List lists it. Errors are ownedByID's.
 func (m *Manager) Get(ctx context.Context, id string) (Info, error) {
 	c, err := m.ownedByID(ctx, id)
 	if err != nil {
@@ -85,10 +83,9 @@ var ErrNoPause = errors.New("this runtime cannot pause a sandbox; stop it instea
 // ErrNotRunning: pause asked of a sandbox that is not running.
 var ErrNotRunning = errors.New("sandbox is not running")
 
-// Pause freezes sandbox id, memory kept, where the runtime can
-// (Capabilities.Pause); ErrNoPause where it cannot. Pausing a paused
-// sandbox is no error; one that is not running is ErrNotRunning. The next
-// request (or Resume) unpauses it, as after an idle pause.
+// Pause freezes sandbox id where the runtime can (else ErrNoPause); a
+// paused one is no error, one not running is ErrNotRunning. The next
+// request (or Resume) unpauses it.
 func (m *Manager) Pause(ctx context.Context, id string) error {
 	if !m.caps.Pause {
 		return ErrNoPause
@@ -114,13 +111,9 @@ func (m *Manager) Pause(ctx context.Context, id string) error {
 	return nil
 }
 
-// Resume wakes sandbox id (unpause, or start a stopped one) with its own
-// template and waits until it is ready, as a request would; it never
-// creates one (runtime.ErrNotFound).
+// Resume wakes sandbox id with its own template and waits until it is
+// ready, as a request would; it never creates one (runtime.ErrNotFound).
 func (m *Manager) Resume(ctx context.Context, id string) (Endpoint, error) {
-	if !config.ValidID(id) {
-		return Endpoint{}, runtime.ErrNotFound
-	}
 	c, err := m.ownedByID(ctx, id)
 	if err != nil {
 		return Endpoint{}, err
@@ -128,8 +121,8 @@ func (m *Manager) Resume(ctx context.Context, id string) (Endpoint, error) {
 	return m.EnsureWith(ctx, id, m.cfg.Templates(c.Labels[runtime.LabelTemplate]), Options{NoCreate: true})
 }
 
-// ownedByID inspects sandbox id's container and checks that this manager
-// owns it (a foreign one also drops what was cached for id).
+// ownedByID looks sandbox id's instance up and checks this manager owns it
+// (runtime.ErrNotFound, runtime.ErrForeign; a foreign one is disowned).
 func (m *Manager) ownedByID(ctx context.Context, id string) (runtime.Instance, error) {
 	if !config.ValidID(id) {
 		return runtime.Instance{}, runtime.ErrNotFound
@@ -141,22 +134,17 @@ func (m *Manager) ownedByID(ctx context.Context, id string) (runtime.Instance, e
 	return c, err
 }
 
-// Remove force-removes sandbox id. runtime.ErrNotFound if there is none,
-// runtime.ErrForeign if its name is on a container this manager does not
-// own (left alone). Either way, the sandbox's record keeps a removal mark
-// for a while (tombstone.go).
+// Remove force-removes sandbox id; errors are Stop's. Either way the
+// record keeps a removal mark for a while (tombstone.go).
 func (m *Manager) Remove(ctx context.Context, id string) error {
 	return m.remove(ctx, id, true)
 }
 
 // remove is Remove. stopWakes (a caller's removal, not the reaper's): a
-// wake begun before this call stops at its next step and removes what it
-// made (runner.removedMeanwhile), since its create may be in flight, its
-// container not yet inspectable; such a wake is what this call removes
-// if no container is found. A wake on another replica does the same, told
-// by the removal mark written here (tombstone.go). The reaper's removal of
-// an idle sandbox does neither: a request waiting for it (on sb.op) wants
-// it back.
+// wake begun before stops at its next step and removes what it made
+// (runner.removedMeanwhile); on other replicas the mark written here does
+// the same (tombstone.go). The reaper's removal does neither: a request
+// waiting on sb.op wants the sandbox back.
 func (m *Manager) remove(ctx context.Context, id string, stopWakes bool) error {
 	var inFlight bool
 	m.mu.Lock()
@@ -166,15 +154,10 @@ func (m *Manager) remove(ctx context.Context, id string, stopWakes bool) error {
 	}
 	m.mu.Unlock()
 	if stopWakes && config.ValidID(id) {
-		// The mark first, the lookup after it: a wake on another replica
-		// that read the record before this write either reads it again
-		// after this write (and stops), or did so before it, when its
-		// container existed already, for the lookup below to find.
+		// The mark first, the lookup after it (tombstone.go).
 		if err := m.recs.Mark(ctx, id); err != nil {
-			// The runtime's records fail: what is there goes all the
-			// same (as before removal marks existed); only a start on
-			// another replica that is still making its container may
-			// outlive this removal.
+			// Without a mark only a start on another replica that is still
+			// making its container may outlive this removal.
 			m.log.WarnContext(ctx, "removal mark not written: a start of the sandbox begun on another replica may outlive this removal", "sandbox", id, "err", err)
 		}
 	}
@@ -215,9 +198,8 @@ func (m *Manager) StartStats() (inFlight, peak int) {
 	return int(m.starts.inFlight.Load()), int(m.starts.peak.Load())
 }
 
-// States counts the sandboxes this manager knows by their last known Docker
-// state ("unknown" while a wake has not yet seen its container). For
-// metrics; no Docker call.
+// States counts the known sandboxes by last known runtime state
+// ("unknown" while a wake has not seen its container). No runtime call.
 func (m *Manager) States() map[string]int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -227,9 +209,7 @@ func (m *Manager) States() map[string]int {
 		switch {
 		case st != "":
 		case sb.waking.Load() == 0:
-			// No container, none coming: an id asked for that is no
-			// sandbox (refused, foreign, removed behind the manager's
-			// back); the re-check found none.
+			// No instance, none coming: no sandbox.
 			continue
 		default:
 			st = "unknown" // a wake not yet seen its container

@@ -15,12 +15,11 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// Creating a container from a template, the sandboxes' network it joins,
-// and the start slots and running count that bound how many start at once.
+// Creating a container from a template, its network, and the start slots
+// and running count that bound how many start at once.
 
-// starts bounds the creates and starts in flight (MaxConcurrentStarts),
-// the wakes waiting for one (StartQueue), and with Manager.reserved the
-// running sandboxes (MaxRunning).
+// starts bounds creates and starts in flight (MaxConcurrentStarts), the
+// wakes waiting (StartQueue), and with Manager.reserved MaxRunning.
 type starts struct {
 	slots  chan struct{} // start/create slots (MaxConcurrentStarts)
 	queued chan struct{} // waiting for a slot (StartQueue)
@@ -34,15 +33,14 @@ func (s *starts) init(cfg Config) {
 	s.maxRunning.Store(int64(cfg.MaxRunning))
 }
 
-// network is the sandboxes' network, made once per manager (again if it
-// was removed behind its back).
+// network is the sandboxes' network, made once per manager (again if
+// removed behind its back).
 type network struct {
 	ready atomic.Bool        // known to exist
 	make  singleflight.Group // one Isolate at a time
 }
 
-// ensureNetwork makes the managed network once per manager; concurrent
-// callers share one attempt.
+// ensureNetwork makes the network once; concurrent callers share one try.
 func (m *Manager) ensureNetwork(ctx context.Context) error {
 	if m.net.ready.Load() {
 		return nil
@@ -57,9 +55,8 @@ func (m *Manager) ensureNetwork(ctx context.Context) error {
 	return nil
 }
 
-// create creates and starts sb's container from tpl within the start
-// limits, and returns its ID ("" if none was made). runtime.ErrNameTaken if the
-// name is already in use.
+// create creates and starts sb's container from tpl; errors are
+// createStart's (runtime.ErrNameTaken if the name is in use).
 func (m *Manager) create(ctx context.Context, sb *sandbox, tpl *config.Template, subject string, meta map[string]string) (string, error) {
 	spec, err := m.spec(sb.id, tpl)
 	if err != nil {
@@ -74,6 +71,17 @@ func (m *Manager) create(ctx context.Context, sb *sandbox, tpl *config.Template,
 	if subject != "" {
 		spec.Labels[runtime.LabelSubject] = SubjectKey(subject)
 	}
+	return m.createStart(ctx, sb, spec)
+}
+
+// createStart creates and starts spec within the start limits and returns
+// its ID ("" if none was made); sb, if not nil, shows the phases.
+func (m *Manager) createStart(ctx context.Context, sb *sandbox, spec runtime.Spec) (string, error) {
+	phase := func(p string) {
+		if sb != nil {
+			m.setPhase(sb, p, "")
+		}
+	}
 	release, err := m.acquireStart(ctx)
 	if err != nil {
 		return "", err
@@ -82,7 +90,7 @@ func (m *Manager) create(ctx context.Context, sb *sandbox, tpl *config.Template,
 	if err := m.ensureNetwork(ctx); err != nil {
 		return "", err
 	}
-	m.setPhase(sb, PhaseCreating, "")
+	phase(PhaseCreating)
 	ctr, err := m.rt.Create(ctx, spec)
 	if errors.Is(err, runtime.ErrNoNetwork) { // removed behind our back: make it again
 		m.net.ready.Store(false)
@@ -94,11 +102,13 @@ func (m *Manager) create(ctx context.Context, sb *sandbox, tpl *config.Template,
 	if err != nil {
 		return "", err
 	}
-	m.setPhase(sb, PhaseStarting, "")
+	phase(PhaseStarting)
 	if err := m.rt.Start(ctx, ctr); err != nil {
 		return ctr, err
 	}
-	m.markRunning(sb)
+	if sb != nil {
+		m.markRunning(sb)
+	}
 	return ctr, nil
 }
 
@@ -143,8 +153,7 @@ func (m *Manager) spec(id string, tpl *config.Template) (runtime.Spec, error) {
 // as running through its state.
 func (m *Manager) acquireStart(ctx context.Context) (release func(), err error) {
 	if !m.reserve() {
-		// The count may be stale (containers stopped behind our back):
-		// ask Docker once before refusing.
+		// The count may be stale: ask the runtime once before refusing.
 		if err := m.refreshStates(ctx); err != nil {
 			return nil, err
 		}
@@ -163,8 +172,7 @@ func (m *Manager) acquireStart(ctx context.Context) (release func(), err error) 
 		unreserve()
 		return nil, fmt.Errorf("%w: %d starts queued", ErrCapacity, cap(m.starts.queued))
 	}
-	// Time in the queue is capacity's, not the app's: it does not count
-	// against the wake's ready timeout.
+	// Queue time is capacity's, not the app's ready timeout's.
 	if clock, _ := ctx.Value(readyClockKey{}).(*readyClock); clock != nil {
 		clock.pause()
 		defer clock.resume()
@@ -219,7 +227,6 @@ func (m *Manager) markRunning(sb *sandbox) {
 	m.mu.Unlock()
 }
 
-// workspaceSpec is a template's workspace in the runtime's words.
 func workspaceSpec(w *config.Workspace) *runtime.Workspace {
 	if w == nil {
 		return nil

@@ -11,25 +11,19 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// Docker events keep the cache true when something outside the manager
-// changes a container (#7): `docker kill`, an OOM kill, a pause by an admin,
-// a removal. Without them a cached endpoint of a paused container would be
-// dialed and hang, and one of a dead container would cost the first request
-// a failed dial.
+// Runtime events keep the cache true when something outside the manager
+// changes an instance (#7): a kill, an OOM, a pause, a removal.
 
 // Reconnect backoff of the events stream.
 const (
 	eventBackoffMin = 100 * time.Millisecond
 	eventBackoffMax = 30 * time.Second
-	// A stream that stayed up this long (or delivered an event) was healthy:
-	// the next failure starts backing off from the minimum again.
+	// A stream that stayed up this long (or delivered an event) was healthy.
 	eventHealthy = 10 * time.Second
 )
 
 // watchEvents follows the events stream until ctx ends, reconnecting with
-// exponential backoff when it breaks. Each reconnect asks Docker to replay
-// events since the last one seen, then resyncs by listing, so a change made
-// while the stream was down is not missed.
+// backoff; a reconnect replays events since the last one seen, then resyncs.
 func (m *Manager) watchEvents(ctx context.Context) {
 	backoff := eventBackoffMin
 	var since time.Time // zero: only new events
@@ -47,8 +41,7 @@ func (m *Manager) watchEvents(ctx context.Context) {
 			})
 		}()
 		if !first {
-			// Replay covers events after since; listing covers everything
-			// else (a first connection after Start already listed).
+			// Replay covers events after since; listing covers the rest.
 			m.resyncWhileUp(ctx, errc)
 		}
 		err := <-errc
@@ -70,11 +63,9 @@ func (m *Manager) watchEvents(ctx context.Context) {
 	}
 }
 
-// resyncWhileUp resyncs after a reconnect, retrying with backoff, until
-// the new stream breaks too (its error is left in errc) or a resync
-// succeeded and the stream stayed up streamSettle past it: then cached
-// endpoints are trusted again. (Events gives no sign that a subscription
-// took; a refused one fails well within streamSettle.)
+// resyncWhileUp resyncs after a reconnect, with backoff, until the stream
+// breaks again (its error left in errc) or stayed up streamSettle past a
+// resync: then cached endpoints are trusted again.
 func (m *Manager) resyncWhileUp(ctx context.Context, errc chan error) {
 	for wait := eventBackoffMin; ; wait = min(2*wait, eventBackoffMax) {
 		err := m.resync(ctx)
@@ -106,14 +97,10 @@ func (m *Manager) resyncWhileUp(ctx context.Context, errc chan error) {
 // its resync before cached endpoints are trusted again.
 const streamSettle = time.Second
 
-// idFromName returns the sandbox id a container name stands for: this
-// manager's runtime.Name (its stamp: another scope's name binds nothing
-// here), or an earlier version's runtime.LegacyName; pool is the
-// container's runtime.LabelPool value. The name, not the sandbox label,
-// binds a container to an id: a claimed pool container keeps its pool
-// labels (labels cannot change after create) but is renamed to its
-// sandbox's. An unclaimed pool container is named
-// previewgate-pool-<template>-<random> and bound to nothing.
+// idFromName returns the sandbox id a container name binds: this manager's
+// runtime.Name (another scope's binds nothing here) or a runtime.LegacyName.
+// The name, not the label, binds: a claimed pool container keeps its pool
+// labels; pool is its LabelPool, and an unclaimed one binds nothing.
 func (m *Manager) idFromName(name, pool string) (string, bool) {
 	name = strings.TrimPrefix(name, "/")
 	if pool != "" && strings.HasPrefix(name, poolPrefix(pool)) {
@@ -126,10 +113,9 @@ func (m *Manager) idFromName(name, pool string) (string, bool) {
 	return id, true
 }
 
-// applyEvent updates the cache from one event. Events that take a
-// container down drop its cached endpoint and report its instance gone; the
-// next Ensure inspects Docker and wakes it. Starts and unpauses only update
-// the state: readiness is the wake's to establish.
+// applyEvent updates the cache from one event. Events that take an instance
+// down drop its endpoint and report it gone; starts only update the state:
+// readiness is the wake's to establish.
 func (m *Manager) applyEvent(ev runtime.Event) {
 	if ev.Action == runtime.EventWatchBroken {
 		m.trust.watchBroken.Store(m.now().UnixNano())
@@ -174,12 +160,13 @@ func (m *Manager) applyEvent(ev runtime.Event) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	sb := m.sandboxes[id]
+	if sb == nil && ev.Action != runtime.EventStart && ev.Action != runtime.EventUnpause {
+		return // no record to update
+	}
 	defer func() {
 		switch ev.Action {
 		case runtime.EventStart, runtime.EventUnpause, runtime.EventPause, runtime.EventDie, runtime.EventStop, runtime.EventOOM, runtime.EventKill, runtime.EventKept, runtime.EventDestroy, runtime.EventRename:
-			if sb != nil {
-				m.seenLocked(sb) // newer than a re-check's list begun before
-			}
+			m.seenLocked(sb) // newer than a re-check's list begun before
 		}
 	}()
 	switch ev.Action {
@@ -191,33 +178,25 @@ func (m *Manager) applyEvent(ev runtime.Event) {
 			sb.template = t // the record is rebuilt from the instance's own labels
 		}
 		if ev.Action == runtime.EventStart && ev.Time.After(sb.startedAt) {
-			// Idle is judged from here at the earliest: a start another
-			// replica made is no idle time (#26).
+			// A start another replica made is no idle time (#26).
 			sb.startedAt = ev.Time
 		}
 	case runtime.EventPause:
-		if sb != nil {
-			sb.state = runtime.StatePaused
-			gone = append(gone, m.dropLocked(sb))
-		}
+		sb.state = runtime.StatePaused
+		gone = append(gone, m.dropLocked(sb))
 	case runtime.EventDie, runtime.EventStop, runtime.EventOOM:
-		if sb != nil {
-			if sb.state != runtime.StateExited {
-				sb.stoppedAt = m.now()
-			}
-			sb.state = runtime.StateExited
-			gone = append(gone, m.dropLocked(sb))
+		if sb.state != runtime.StateExited {
+			sb.stoppedAt = m.now()
 		}
+		sb.state = runtime.StateExited
+		gone = append(gone, m.dropLocked(sb))
 	case runtime.EventKill: // may be followed by die; either way do not trust the endpoint
-		if sb != nil {
-			gone = append(gone, m.dropLocked(sb))
-		}
+		gone = append(gone, m.dropLocked(sb))
 	case runtime.EventKept:
-		if sb != nil && (sb.container == "" || sb.container == ev.ID) {
+		if sb.container == "" || sb.container == ev.ID {
 			if sb.state != runtime.StateExited && sb.stopUnderway != ev.ID {
-				// A stop now. Not so the end of a pod this manager first
-				// saw already being stopped (adopted while it
-				// terminated): that stop's time is recorded, and counts.
+				// A stop now, unless this manager adopted the pod while it stopped:
+				// that stop's time is recorded.
 				sb.stoppedAt = m.now()
 			}
 			sb.state = runtime.StateExited
@@ -225,26 +204,24 @@ func (m *Manager) applyEvent(ev runtime.Event) {
 			sb.last = nil // that pod never comes back
 		}
 	case runtime.EventDestroy:
-		if sb != nil && (sb.container == "" || sb.container == ev.ID) {
+		if sb.container == "" || sb.container == ev.ID {
 			sb.state = ""
 			sb.container = ""
 			gone = append(gone, m.dropLocked(sb))
 			sb.last = nil
 		}
 	case runtime.EventRename:
-		// Renamed to its sandbox's name: a pool claim. Only the claimer can
-		// take that name, and it records the sandbox itself. A run recorded
-		// under the name before belonged to another container.
-		if sb != nil && sb.last != nil && instanceContainer(sb.last.Instance) != ev.ID {
+		// Renamed to its sandbox's name: a pool claim, whose claimer records the
+		// sandbox. A run recorded under the name before was another container's.
+		if sb.last != nil && instanceContainer(sb.last.Instance) != ev.ID {
 			gone = append(gone, m.dropLocked(sb))
 			sb.last = nil
 		}
 	}
 }
 
-// resync follows an events reconnect: states from one list, then one
-// inspect per cached endpoint, because a restart while the stream was down
-// keeps the container (and maybe its address) but not its run.
+// resync follows a reconnect: states from one list, then one lookup per
+// cached endpoint (a restart meanwhile keeps the container, not its run).
 func (m *Manager) resync(ctx context.Context) error {
 	if err := m.refreshStates(ctx); err != nil {
 		return err
@@ -273,15 +250,13 @@ func (m *Manager) resync(ctx context.Context) error {
 	return nil
 }
 
-// serves reports whether container c is still the running instance behind
-// sandbox id's endpoint ep.
+// serves reports whether c is still the running instance behind id's ep.
 func (m *Manager) serves(c runtime.Instance, id string, ep *Endpoint) bool {
 	named, ok := m.idFromName(c.Name, c.Labels[runtime.LabelPool])
 	return instanceOf(c) == ep.Instance && c.State == runtime.StateRunning && ok && named == id
 }
 
-// dropIfCached drops sb's endpoint if it is still ep (not replaced by a
-// newer wake meanwhile) and reports its instance gone.
+// dropIfCached drops sb's endpoint if it is still ep and reports it gone.
 func (m *Manager) dropIfCached(sb *sandbox, ep *Endpoint) {
 	var gone string
 	m.mu.Lock()
@@ -298,22 +273,16 @@ type checked struct {
 	at time.Time
 }
 
-// checkValid is how long a stillServes check that found an endpoint
-// serving stands for later requests. Far shorter than a container's
-// create, start and listen (hundreds of milliseconds here), so no other
-// sandbox's app can appear on the address within it; it bounds the
-// inspects a request flood makes while the stream is down to about ten
-// per second per sandbox.
+// checkValid is how long a check that found an endpoint serving stands.
+// Far shorter than any create-and-listen, so no other app can take the
+// address within it; it bounds lookups while the stream is down.
 const checkValid = 100 * time.Millisecond
 
-// stillServes checks sb's cached endpoint ep with the engine while the
-// events stream is down: true if its instance still runs under the
-// sandbox's name. If it does not, ep is dropped and Ensure wakes the
-// sandbox as if nothing were cached. An engine that cannot be asked (or
-// answers with another error) cannot give the address to another
-// container either: ep is used then. err is the caller's context's end,
-// which never drops ep. Concurrent checks of one sandbox share one
-// inspect, detached from any one caller.
+// stillServes checks sb's cached ep with the runtime while the events
+// stream is down; if its instance no longer runs under the sandbox's name,
+// ep is dropped. A runtime that cannot be asked cannot reassign the address
+// either: ep is used then. err is ctx's end, which never drops ep.
+// Concurrent checks share one detached lookup.
 func (m *Manager) stillServes(ctx context.Context, sb *sandbox, ep *Endpoint) (bool, error) {
 	if c := sb.checked.Load(); c != nil && c.ep == ep && m.now().Sub(c.at) < checkValid {
 		return true, nil

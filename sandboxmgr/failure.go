@@ -11,9 +11,8 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// Why a wake failed, as StartError.Reason (#16). The gateway shows the
-// reason and the container's last output instead of a bare "could not be
-// started".
+// Why a wake failed, as StartError.Reason (#16), shown with the
+// container's last output.
 const (
 	ReasonExited       = "exited"        // the app exited while starting
 	ReasonCrashLoop    = "crash_loop"    // it exited right after each of two starts
@@ -27,14 +26,11 @@ var (
 	errCrashLoop = errors.New("app exits right after start")
 )
 
-// StartError is a failed wake explained: why, the app's exit code (if it
-// exited) and its last lines of output (sanitized, see logLines). It wraps
-// the wake's error, so errors.Is(err, ErrNotReady) and the like still hold.
+// StartError is a failed wake explained; it wraps the wake's error.
 type StartError struct {
 	Reason   string // one of the Reason constants
 	ExitCode int    // when Reason is ReasonExited or ReasonCrashLoop
-	// OOMKilled: the runtime killed it for using more memory than the
-	// template's limit (then ExitCode is usually 137).
+	// OOMKilled: killed for exceeding the memory limit (ExitCode 137).
 	OOMKilled bool
 	Logs      []string // at most LogTailLines lines of LogLineMax runes
 	Err       error
@@ -46,11 +42,9 @@ func (e *StartError) Error() string {
 
 func (e *StartError) Unwrap() error { return e.Err }
 
-// Code is the failure's name in the HTTP answers of previews and of the
-// admin API alike: "sandbox_exited" for an app that exited or crash-loops,
-// "sandbox_failed" for a missing image or an unknown reason, "not_ready"
-// for an app that ran but never answered (the one 504; the others are
-// 502).
+// Code is the failure's name in preview and admin API answers alike:
+// "sandbox_exited" (exited, crash loop), "not_ready" (never answered, the
+// one 504) or "sandbox_failed" (502s).
 func (e *StartError) Code() string {
 	switch e.Reason {
 	case ReasonExited, ReasonCrashLoop:
@@ -62,8 +56,7 @@ func (e *StartError) Code() string {
 	}
 }
 
-// Failure is a failed start as the sandbox list shows it: why, the app's
-// exit code when it exited, and when.
+// Failure is a failed start as the sandbox list shows it.
 type Failure struct {
 	Reason   string
 	ExitCode *int
@@ -84,16 +77,13 @@ func (m *Manager) recordFailure(id string, se *StartError) {
 	sb.diag.failed.Store(f)
 }
 
-// failBudget bounds what explaining a failure may take (an inspect, a kill
-// and a log read), after the wake's own deadline.
+// failBudget bounds explaining a failure (lookup, kill, log read).
 const failBudget = 5 * time.Second
 
 // explainFailure turns a failed wake's err into a *StartError when it is
-// the app's or the template's fault, and then makes sure the container is
-// not left running: an app that never became ready is killed (it would
-// otherwise hold memory behind a 504 until the reaper). Other errors
-// (capacity, engine down, quota) come back unchanged. timedOut: the wake's
-// ready timeout fired.
+// the app's or the template's fault, killing an app that never became
+// ready (it would hold memory behind a 504). Other errors come back
+// unchanged. timedOut: the ready timeout fired.
 func (m *Manager) explainFailure(id string, err error, timedOut bool) (out error) {
 	se := &StartError{Err: err}
 	defer func() {
@@ -124,7 +114,7 @@ func (m *Manager) explainFailure(id string, err error, timedOut bool) (out error
 	}
 	if c.State == runtime.StateRunning || c.State == runtime.StatePaused || c.State == runtime.StateRestarting {
 		m.beforeStop(id)
-		if kerr := m.kill(ctx, c.ID); kerr != nil && !errors.Is(kerr, runtime.ErrNotFound) {
+		if kerr := m.rt.Sleep(ctx, c.ID, runtime.SleepKill); kerr != nil && !errors.Is(kerr, runtime.ErrNotFound) {
 			log.WarnContext(ctx, "stop container after failed start", "err", kerr)
 		} else {
 			m.setState(id, runtime.StateExited)
@@ -144,14 +134,8 @@ func (m *Manager) explainFailure(id string, err error, timedOut bool) (out error
 	return se
 }
 
-// kill stops ctr at once.
-func (m *Manager) kill(ctx context.Context, ctr string) error {
-	return m.rt.Sleep(ctx, ctr, runtime.SleepKill)
-}
-
-// wakeTimes remembers how long successful wakes took, per template, for
-// the waiting page's "usually takes ..." (#16). In memory only: a rough
-// expectation, not state.
+// wakeTimes remembers typical wake durations per template, for the
+// waiting page (#16); in memory only.
 type wakeTimes struct {
 	mu sync.Mutex               // guards ewma
 	ew map[string]time.Duration // template → moving average
@@ -181,8 +165,7 @@ func (w *wakeTimes) typical(template string) time.Duration {
 	return w.ew[template]
 }
 
-// withDiag adds to p what the waiting page shows besides the phase: the
-// output so far, how long the wake has run, how long one usually takes.
+// withDiag adds the waiting page's output, elapsed and typical times.
 func (m *Manager) withDiag(sb *sandbox, p Progress) Progress {
 	p.Marks = sb.marksNow()
 	if l := sb.diag.logs.Load(); l != nil {

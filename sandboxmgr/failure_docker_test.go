@@ -1,6 +1,7 @@
 package sandboxmgr_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 	"github.com/previewgate/previewgate/sandboxmgr"
 	"github.com/previewgate/previewgate/sandboxmgr/docker"
@@ -74,11 +76,11 @@ func TestDockerStartFailureExplained(t *testing.T) {
 					t.Errorf("container %s is %s after the failed start, want stopped", c.Names, c.State)
 				}
 			}
-			p := m.Progress(id)
+			p := m.Sandbox(id).Snapshot().Progress
 			if p.Phase != sandboxmgr.PhaseFailed || !has(p.Logs) {
 				t.Errorf("got progress %s with logs %q, want failed with %q", p.Phase, p.Logs, tc.logs)
 			}
-			lines, err := m.Logs(t.Context(), id, 5)
+			lines, err := tailLogs(t.Context(), m, id, 5)
 			if err != nil || !has(lines) {
 				t.Errorf("Logs: got %q, %v; want the line %q", lines, err, tc.logs)
 			}
@@ -137,7 +139,7 @@ func TestDockerLogs(t *testing.T) {
 	// container's output to its log asynchronously: the sandbox can be
 	// ready before the line is in the log, so poll for it.
 	testkit.WaitFor(t, "the listening line in the sandbox's log", func() bool {
-		lines, err := m.Logs(t.Context(), id, 10)
+		lines, err := tailLogs(t.Context(), m, id, 10)
 		if err != nil {
 			t.Fatalf("Logs: %v", err)
 		}
@@ -145,14 +147,33 @@ func TestDockerLogs(t *testing.T) {
 	})
 	var got []string
 	errStop := errors.New("enough")
-	err := m.FollowLogs(t.Context(), id, 10, func(l string) error {
+	err := followLogs(t.Context(), m, id, 10, func(l string) error {
 		got = append(got, l)
 		return errStop
 	})
 	if !errors.Is(err, errStop) || len(got) != 1 {
 		t.Errorf("FollowLogs: got %q, %v; want one line then the callback's error", got, err)
 	}
-	if _, err := m.Logs(t.Context(), newID(), 10); !errors.Is(err, runtime.ErrNotFound) {
+	if _, err := tailLogs(t.Context(), m, newID(), 10); !errors.Is(err, runtime.ErrNotFound) {
 		t.Errorf("Logs of no sandbox: got %v, want ErrNoContainer", err)
 	}
+}
+
+// tailLogs returns sandbox id's last tail lines of output, as the admin
+// API reads them.
+func tailLogs(ctx context.Context, m *mgrtest.Manager, id string, tail int) ([]string, error) {
+	s, err := m.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return sandboxmgr.TailLogs(ctx, m.Runtime.Capabilities().Logs, s.Container, tail)
+}
+
+// followLogs follows sandbox id's output, as the admin API does.
+func followLogs(ctx context.Context, m *mgrtest.Manager, id string, tail int, fn func(string) error) error {
+	s, err := m.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	return sandboxmgr.FollowLogs(ctx, m.Runtime.Capabilities().Logs, s.Container, tail, fn)
 }

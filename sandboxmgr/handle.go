@@ -8,26 +8,18 @@ import (
 	"github.com/previewgate/previewgate/records"
 )
 
-// Handle is one sandbox as a request sees it: one read of what the
-// manager knows of it (Snapshot), and what a request does to it (Ensure,
-// Wake, Touch, Hold, Forget). Manager.Sandbox returns it without a
-// runtime call; the sandbox's record implements it, so the handle of a
-// sandbox the manager knows costs no allocation. A warm request reads
-// one Snapshot, Ensures (a cached endpoint: no runtime call), and Touches
-// when it ends (Holds instead while a stream is open).
-//
-// A handle outlives nothing: after a Remove its record is dropped, and
-// Touch, Hold and Wake go to the id's record of the moment.
+// Handle is one sandbox as a request sees it: one read of what the manager
+// knows (Snapshot), and what a request does to it. Manager.Sandbox returns
+// it without a runtime call; the record implements it, so a known
+// sandbox's handle costs no allocation. After a Remove, Touch, Hold and
+// Wake go to the id's record of the moment.
 //
 // Identity confirmation belongs here (DESIGN.md "Identity is confirmed"):
-// a method that, given the endpoint a new upstream connection was just
-// made to, asks the runtime (read after the connection was made) whether
-// the address still belongs to the endpoint's instance, before the
-// connection carries a request. Until it lands, a new connection trusts
-// the endpoint Ensure returned; recheck.go says what bounds that.
+// asking the runtime, after a new upstream connection is made, whether its
+// address still belongs to the endpoint's instance. Until it lands, a new
+// connection trusts Ensure's endpoint; recheck.go says what bounds that.
 type Handle interface {
-	// Snapshot reads, at once and with no runtime call, what the manager
-	// knows of the sandbox.
+	// Snapshot reads, with no runtime call, what the manager knows.
 	Snapshot() Snapshot
 	// Ensure is Manager.EnsureWith for this sandbox; the endpoint it
 	// returns counts as activity (as Touch).
@@ -37,42 +29,34 @@ type Handle interface {
 	Wake(tpl *config.Template, opts Options)
 	// Touch records activity.
 	Touch()
-	// Hold marks a long-lived connection (WebSocket, SSE) until release is
-	// called; calling release more than once is harmless. Opening and
-	// closing both count as activity.
+	// Hold marks a long-lived connection until release (idempotent) is
+	// called; opening and closing both count as activity.
 	Hold() (release func())
 	// Forget drops the cached endpoint if it is still at addr (a dial
-	// there failed), so the next Ensure asks the runtime, and reports its
-	// instance gone (Listener.InstanceGone).
+	// failed) and reports its instance gone.
 	Forget(addr string)
 }
 
 // Snapshot is what the manager knows of one sandbox at one moment.
 type Snapshot struct {
-	// Exists: the manager knows an instance of the sandbox (from a wake,
-	// the adoption at Start, an event or the re-check); Template is the
-	// one that instance was made from, read from its own labels ("" if
-	// they name none). Every decision about an existing sandbox reads it;
-	// a token's template only picks one for a sandbox not made yet.
+	// Exists: the manager knows an instance of it; Template is the one
+	// that instance was made from, by its own labels. A token's template
+	// only picks one for a sandbox not made yet.
 	Exists   bool
 	Template string
-	// Settings are the sandbox's own settings and share links as this
-	// replica's records hold them; Fresh: recent enough to grant access
-	// on (package records).
+	// Settings are its settings and share links as this replica holds
+	// them; Fresh: recent enough to grant access on (package records).
 	Settings records.Settings
 	Fresh    bool
-	// Endpoint is the sandbox's cached ready endpoint, if Ready. It says
-	// where the app was ready; Ensure hands it out (checking it first
-	// while the runtime's events are in doubt).
+	// Endpoint is its cached ready endpoint, if Ready.
 	Endpoint Endpoint
 	Ready    bool
 	// Progress is where its wake stands (PhaseReady when Ready).
 	Progress Progress
 }
 
-// Sandbox returns sandbox id's handle. It makes no runtime call, and
-// keeps nothing for an id it does not know until the handle wakes or
-// touches it.
+// Sandbox returns sandbox id's handle, without a runtime call; nothing is
+// kept for an unknown id until the handle wakes or touches it.
 func (m *Manager) Sandbox(id string) Handle {
 	if sb := m.lookup(id); sb != nil {
 		return sb
@@ -133,8 +117,7 @@ func (sb *sandbox) Forget(addr string) {
 	m.gone(gone)
 }
 
-// live is sb, or the record of its id now if sb was dropped (a Remove)
-// since its handle was taken.
+// live is sb, or its id's record now if sb was dropped (a Remove).
 func (sb *sandbox) live() *sandbox {
 	if !sb.dropped.Load() {
 		return sb
@@ -142,8 +125,8 @@ func (sb *sandbox) live() *sandbox {
 	return sb.m.sandboxFor(sb.id)
 }
 
-// absent is the handle of a sandbox the manager has no record of: it
-// makes one only when asked to act.
+// absent is the handle of a sandbox without a record: it makes one only
+// when asked to act.
 type absent struct {
 	m  *Manager
 	id string

@@ -8,41 +8,27 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// Container instances (#13). An Endpoint names the run of the container
-// behind its address: "<container ID>@<start time, unix ns>". Docker gives a
-// stopped container's address to the next container it starts, and a
-// restarted container may keep its address, so an address alone says
-// nothing about who answers; the gateway binds its pooled upstream
-// connections to the instance instead.
+// Container instances (#13). An Endpoint names the run behind its address:
+// "<container ID>@<start time, unix ns>". A runtime gives a stopped
+// container's address to the next one it starts, and a restart may keep it,
+// so the gateway binds its upstream connections to the instance instead.
 //
-// Invariant: every instance the manager has handed out (in an Endpoint) is
-// either the one recorded for its sandbox (sandbox.last) or has been
-// reported to Listener.InstanceGone. It is reported when:
-//   - an event says the container died, stopped, was killed, OOM-killed,
-//     paused, destroyed or renamed away;
-//   - Forget, Stop or Remove drops it, or the reaper stops or pauses it;
-//   - a wake, the reconciliation at Start or the resync after an events
-//     reconnect finds another container, another run or no running one;
-//   - a lookup finds a container under the sandbox's name that this
-//     manager does not own.
-// The record stays after a report, so a late event (a die after Forget)
-// reports it again: reports may repeat, never go missing.
+// Invariant: every instance handed out in an Endpoint is either its
+// sandbox's recorded one (sandbox.last) or has been reported to
+// Listener.InstanceGone: by an event that takes it down or renames it away,
+// by Forget, Stop, Remove or the reaper, by a wake, Start or a resync that
+// finds another run or none, or by a lookup finding a foreign container
+// under the name. Reports may repeat, never go missing.
 //
-// Invariant (#21): a request for sandbox A is never written to a
-// connection whose peer is not A's current instance, also while the
-// runtime's event stream is stalled, broken or lagging. An address belongs
-// to at most one record: when a wake learns the address of its running
-// container (claimAddrLocked, before it probes the app) every other record
-// cached on that address is dropped and its instance reported gone, so a
-// container that died unseen cannot pass its users to the sandbox that
-// inherits its address through this manager. What another replica or
-// anyone else starts on such an address is caught by the re-check
-// (recheck.go), which compares every cached endpoint with the runtime's own
-// list at least every Config.RecheckEvery, whether the event stream looks
-// healthy or not: a stalled stream looks exactly like a quiet one.
+// Invariant (#21): a request for sandbox A is never written to a connection
+// whose peer is not A's current instance, even while the event stream is
+// stalled. An address belongs to at most one record: a wake that learns its
+// container's address (claimAddrLocked, before the probe) drops every other
+// record cached there. What anyone else starts on such an address is caught
+// by the re-check (recheck.go) at least every Config.RecheckEvery, whatever
+// the stream looks like: a stalled stream looks exactly like a quiet one.
 
-// instanceOf names one run of container c. "" when its start time is
-// unknown (List does not report it).
+// instanceOf names one run of c; "" when its start time is unknown.
 func instanceOf(c runtime.Instance) string {
 	if c.ID == "" || c.StartedAt.IsZero() {
 		return ""
@@ -50,16 +36,14 @@ func instanceOf(c runtime.Instance) string {
 	return c.ID + "@" + strconv.FormatInt(c.StartedAt.UnixNano(), 10)
 }
 
-// instanceContainer is the container ID of instance inst.
 func instanceContainer(inst string) string {
 	id, _, _ := strings.Cut(inst, "@")
 	return id
 }
 
-// cacheLocked makes ep id's cached endpoint and records it as the sandbox's
-// last instance. It returns the instance this retires, if any, for the
-// caller to report (after unlocking) with m.gone. m.mu must be held for
-// writing.
+// cacheLocked caches ep as sb's endpoint and last instance, and returns the
+// instances this retires, to report with m.gone after unlocking. m.mu must
+// be held for writing.
 func (m *Manager) cacheLocked(sb *sandbox, ep *Endpoint) (gone []string) {
 	if sb.last != nil && sb.last.Instance != ep.Instance {
 		gone = append(gone, sb.last.Instance)
@@ -71,9 +55,9 @@ func (m *Manager) cacheLocked(sb *sandbox, ep *Endpoint) (gone []string) {
 	return gone
 }
 
-// claimAddrLocked makes addr's host sb's alone: every other record cached
-// on it is dropped, its last instance forgotten, and the instances retired
-// are returned for the caller to report. m.mu must be held for writing.
+// claimAddrLocked makes addr's host sb's alone, dropping every other record
+// cached on it; it returns the retired instances. m.mu must be held for
+// writing.
 func (m *Manager) claimAddrLocked(sb *sandbox, addr string) (gone []string) {
 	host := addrHost(addr)
 	if host == "" {
@@ -122,9 +106,9 @@ func (m *Manager) dropLocked(sb *sandbox) (gone string) {
 	return ""
 }
 
-// retireLocked drops sb's cached endpoint unless c is the run it points at,
-// and forgets the record when c is another run. It returns the retired
-// instance to report. m.mu must be held for writing.
+// retireLocked drops sb's endpoint unless c is its run, forgetting the
+// record when c is another run; it returns the retired instance. m.mu must
+// be held for writing.
 func (m *Manager) retireLocked(sb *sandbox, c runtime.Instance) (gone string) {
 	if sb.last == nil {
 		return ""

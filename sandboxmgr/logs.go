@@ -12,23 +12,21 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// A sandbox's output is hostile (#16): it may carry terminal escapes,
-// control characters, invalid UTF-8, markup and lines of any length.
-// Everything the manager hands out of it went through logLines: one line per
-// element, no control characters or escapes, valid UTF-8, at most
-// LogLineMax runes, and never more lines than asked for. Callers still
-// escape it for their medium (HTML, JSON); they never need to parse it.
+// A sandbox's output is hostile (#16): escapes, control characters,
+// invalid UTF-8, markup, lines of any length. All the manager hands out of
+// it went through logLines: one line per element, no control characters
+// or escapes, valid UTF-8, at most LogLineMax runes, never more lines than
+// asked. Callers still escape it for their medium.
 const (
-	// LogTailLines is how many lines a failed wake records, and how many
-	// the waiting page shows.
+	// LogTailLines is how many lines a failed wake records and the
+	// waiting page shows.
 	LogTailLines = 40
 	// LogLineMax bounds a line in runes; longer ones are cut with "…".
 	LogLineMax = 200
 	// MaxLogLines bounds any tail the manager returns.
 	MaxLogLines = 1000
 	// maxRawLine bounds the bytes buffered for one line before it is
-	// sanitized: a line without newline is cut there, the rest dropped up
-	// to the next newline.
+	// sanitized; the rest, up to the next newline, is dropped.
 	maxRawLine = 16 << 10
 )
 
@@ -36,9 +34,8 @@ const (
 var ErrNoLogs = errors.New("container logs not supported by this runtime")
 
 // TailLogs returns the last tail lines (1 to MaxLogLines) of instance
-// inst's output (Info.Container: Get checked whose it is), read through
-// the runtime's Logs capability (nil: ErrNoLogs) and sanitized;
-// runtime.ErrNotFound if it is gone.
+// inst's output, sanitized; ErrNoLogs if le is nil, runtime.ErrNotFound
+// if it is gone.
 func TailLogs(ctx context.Context, le runtime.Logs, inst string, tail int) ([]string, error) {
 	tail = min(max(tail, 1), MaxLogLines)
 	if le == nil {
@@ -51,10 +48,9 @@ func TailLogs(ctx context.Context, le runtime.Logs, inst string, tail int) ([]st
 	return lw.Lines(), nil
 }
 
-// FollowLogs calls fn with each line of instance inst's output,
-// sanitized: the last tail lines (0 to MaxLogLines), then new ones until
-// the instance stops, ctx ends (nil) or fn fails (its error). fn runs on
-// the caller's goroutine. Errors are TailLogs'.
+// FollowLogs calls fn, on the caller's goroutine, with each sanitized line
+// of inst's output: the last tail lines (0 to MaxLogLines), then new ones
+// until the instance stops, ctx ends (nil) or fn fails (its error).
 func FollowLogs(ctx context.Context, le runtime.Logs, inst string, tail int, fn func(line string) error) error {
 	tail = min(max(tail, 0), MaxLogLines)
 	if le == nil {
@@ -78,9 +74,8 @@ func FollowLogs(ctx context.Context, le runtime.Logs, inst string, tail int, fn 
 	return err
 }
 
-// watchLogs follows container ctr's output while id wakes, keeping its last
-// LogTailLines lines for Progress. The returned stop ends the follow and
-// waits for it; the wake that called watchLogs owns it and calls stop.
+// watchLogs follows ctr's output while sb wakes, keeping its last
+// LogTailLines for Progress. stop ends the follow and waits for it.
 func (m *Manager) watchLogs(ctx context.Context, sb *sandbox, ctr string) (stop func()) {
 	le := m.caps.Logs
 	if le == nil {
@@ -98,14 +93,14 @@ func (m *Manager) watchLogs(ctx context.Context, sb *sandbox, ctr string) (stop 
 	return func() { cancel(); <-done }
 }
 
-// diag is what the manager knows about a sandbox's current wake besides its
-// phase: when it began and its output so far (the waiting page shows both).
+// diag is what the waiting page shows of a sandbox's wake besides its
+// phase.
 type diag struct {
 	logs      atomic.Pointer[[]string]
 	wakeStart atomic.Int64 // unix nanoseconds
 	template  atomic.Pointer[string]
-	// failed is the last failed start (failure.go); a new wake keeps it,
-	// so the list shows why the last attempt failed until one succeeds.
+	// failed is the last failed start (failure.go), kept until a wake
+	// succeeds.
 	failed atomic.Pointer[Failure]
 }
 
@@ -186,11 +181,10 @@ func (l *logLines) linesLocked() []string {
 	return append([]string(nil), l.ring...)
 }
 
-// SanitizeLine makes one line of hostile output safe to show as text: it
-// keeps what follows the last carriage return (a progress bar's final
-// state), drops terminal escape sequences (CSI, OSC, others), control and
-// bidi formatting characters, replaces invalid UTF-8 and tabs, and cuts the
-// result at max runes with "…". It does not escape for any markup.
+// SanitizeLine makes one line of hostile output safe to show as text:
+// what follows the last carriage return, without escape sequences,
+// control or bidi characters, invalid UTF-8 or tabs, cut at max runes
+// with "…". It does not escape for any markup.
 func SanitizeLine(s string, max int) string {
 	if i := strings.LastIndexByte(strings.TrimRight(s, "\r"), '\r'); i >= 0 {
 		s = s[i+1:]
@@ -223,9 +217,8 @@ func SanitizeLine(s string, max int) string {
 	return out
 }
 
-// escapeLen is the length of the escape sequence at the start of s (which
-// begins with ESC): CSI up to its final byte, OSC/DCS/APC/PM/SOS up to BEL
-// or ST, else ESC and one more byte.
+// escapeLen is the length of the escape sequence at the start of s: CSI
+// to its final byte, OSC/DCS/APC/PM/SOS to BEL or ST, else two.
 func escapeLen(s string) int {
 	if len(s) < 2 {
 		return len(s)

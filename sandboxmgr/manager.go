@@ -1,30 +1,22 @@
-// Package sandboxmgr owns the sandbox record (#21) — which instance, at
-// which address, from which template, of which scope, in which state — and
-// the lifecycle: single-flight wake, readiness, idle reaper, warm pool,
-// reconciliation. It talks to a runtime through runtime.Runtime (look up,
-// create, start, resume, sleep, claim, remove, isolate, watch), which the
-// serve wiring makes (sandboxmgr/docker: the Docker Engine API;
-// sandboxmgr/kube: the Kubernetes API) and hands to New; what a runtime
+// Package sandboxmgr owns the sandbox record (#21) and the lifecycle:
+// single-flight wake, readiness, idle reaper, warm pool, reconciliation.
+// It talks to a runtime through runtime.Runtime, made by the serve wiring
+// (sandboxmgr/docker, sandboxmgr/kube) and handed to New; what a runtime
 // can do beyond it is declared in runtime.Capabilities, never found by
 // type assertion. It imports no runtime's client. The runtime is the
 // source of truth: the manager only caches, and rebuilds every record
-// from the instances' own labels. Per-sandbox settings and share links
-// are package records'; the manager reads them through Records.
+// from the instances' own labels. Settings and share links are package
+// records'.
 //
-// A wake is shared by all requests for a sandbox (single-flight) and
-// bounded by the template's ready timeout; a caller giving up never
-// cancels it. The hot path, Ensure for a sandbox known ready, reads an
-// atomic pointer under a read lock and makes no runtime call. A cached
-// endpoint can go stale; instance.go and recheck.go say what bounds that
-// and why no request of one sandbox reaches another's instance.
+// A wake is shared by all requests for a sandbox and bounded by the
+// template's ready timeout; a caller giving up never cancels it. The hot
+// path, Ensure for a sandbox known ready, reads an atomic pointer under a
+// read lock and makes no runtime call. instance.go and recheck.go say what
+// bounds a stale endpoint and why no request reaches another's instance.
 //
-// Defaults (one definition each): what a config file sets (network,
-// limits, a template's ready timeout, the Kubernetes namespace, gateway
-// labels, run_as_user, activity_every) is defined in package config
-// (config.ApplyDefaults and the Default* constants) and read from there;
-// the manager's own timers, which no file sets (PoolEvery, StaleCreate,
-// ReapEvery, RecheckEvery), are defined in Config.applyDefaults and
-// nowhere else.
+// Defaults: what a config file sets is defined in package config and read
+// from there; the manager's own timers (PoolEvery, StaleCreate, ReapEvery,
+// RecheckEvery) are defined in Config.applyDefaults and nowhere else.
 package sandboxmgr
 
 import (
@@ -58,12 +50,8 @@ type Endpoint struct {
 	ID       string
 	Addr     string // "ip:port", dialable from the gateway
 	Template string
-	// Instance names the run of the container behind Addr:
-	// "<container ID>@<start time in unix nanoseconds>". A restart of the
-	// same container (same ID, maybe the same address) is another instance,
-	// and so is another container that inherits the address. Upstream
-	// connections belong to one instance; Listener.InstanceGone says when
-	// it ends.
+	// Instance names the run behind Addr: "<container ID>@<start time in
+	// unix ns>" (instance.go); Listener.InstanceGone says when it ends.
 	Instance string
 }
 
@@ -75,25 +63,19 @@ type Info struct {
 	Container    string
 	LastActivity time.Time
 	StartedAt    time.Time
-	// LastFailure is the sandbox's last failed start as this replica saw
-	// it (#24, 6); nil if it saw none.
+	// LastFailure is the last failed start this replica saw (#24, 6).
 	LastFailure *Failure
-	// Metadata is what the sandbox was created with (its instance's
-	// labels): every replica and a restarted gateway see the same.
+	// Metadata is what the sandbox was created with (instance labels).
 	Metadata map[string]string
-	// OpenSockets, Wakes and WakeSeconds are this replica's: its open
-	// WebSockets and SSE streams, and the wakes it made (their total
-	// time), since it started.
+	// OpenSockets, Wakes and WakeSeconds are this replica's, since it
+	// started.
 	OpenSockets int
 	Wakes       int64
 	WakeSeconds float64
-	// Awake says what keeps a running sandbox up and when the idle reaper
-	// will stop it (why.go); nil unless running.
+	// Awake says what keeps a running sandbox up (why.go); nil unless running.
 	Awake *Awake
 	// PublicSetting is its own public setting (#23), absent when its
-	// template's applies; KeepUpUntil its keep-up; LiveLinks how many of
-	// its share links open it now (neither expired nor revoked). As the
-	// runtime keeps them (package records): every replica says the same.
+	// template's applies; LiveLinks counts links neither expired nor revoked.
 	PublicSetting *bool
 	KeepUpUntil   time.Time
 	LiveLinks     int

@@ -11,52 +11,40 @@ type Config struct {
 	// Network names the sandboxes' network (Docker) or NetworkPolicy
 	// (Kubernetes). Zero means config.DefaultNetwork.
 	Network string
-	// Labels are added to every container, network and image the manager
-	// creates (tests use them to clean up). They also scope the manager:
-	// a container lacking any of them (or previewgate.managed=true) is
-	// never started, unpaused, stopped, removed, listed, reaped, adopted or
-	// proxied to; Ensure on its name fails with runtime.ErrForeign.
+	// Labels are added to every instance, network and image the manager
+	// creates, and scope it (scope.go): an instance lacking any of them is
+	// never acted on or proxied to (runtime.ErrForeign).
 	Labels map[string]string
-	// MaxConcurrentStarts caps creates/starts in flight. Zero means
-	// config's default (limits.max_concurrent_starts), as for the limits
-	// below.
-	// Running sandboxes never wait for it; unpausing does not take a slot.
+	// MaxConcurrentStarts caps creates/starts in flight (running sandboxes
+	// never wait; unpausing takes no slot). Zero means config's default, as
+	// for the limits below.
 	MaxConcurrentStarts int
-	// StartQueue caps wakes waiting for a start slot; beyond it Ensure fails
-	// with ErrCapacity at once.
+	// StartQueue caps wakes waiting for a slot; beyond it, ErrCapacity.
 	StartQueue int
 	// StartQueueTimeout bounds the wait for a start slot (ErrCapacity).
 	StartQueueTimeout time.Duration
 	// MaxRunning caps running sandboxes (as known to this manager).
 	MaxRunning int
-	// Templates resolves a template by name for background work (reaper, pool).
-	// Nil means none.
+	// Templates resolves a template by name for background work. Nil: none.
 	Templates func(name string) *config.Template
 	// Observer, if set, is told about cold starts (metrics).
 	Observer Observer
-	// ListTemplates returns every configured template, for the warm pool
-	// (templates with Pool > 0). Nil means no pool.
+	// ListTemplates returns every template, for the warm pool. Nil: no pool.
 	ListTemplates func() []*config.Template
-	// PoolEvery is how often the pool is topped up (an answered claim also triggers a
-	// refill at once). Zero means 1s.
+	// PoolEvery is how often the pool is topped up. Zero means 1s.
 	PoolEvery time.Duration
-	// StaleCreate is how old a container still in state "created" (never
-	// started) must be for Start to remove it as left half-made by a crash
-	// mid-create. Younger ones may be a racing replica's create in flight.
+	// StaleCreate is how old a never-started instance must be for Start to
+	// remove it as half-made (younger may be a replica's create in flight).
 	// Zero means 2m; negative means any age.
 	StaleCreate time.Duration
-	// ReapEvery is how often the idle reaper looks at every sandbox. Zero
-	// means 1s; negative disables the reaper.
+	// ReapEvery is how often the reaper runs. Zero means 1s; negative: never.
 	ReapEvery time.Duration
-	// RecheckEvery bounds how long a cached endpoint goes unconfirmed by
-	// the runtime's list, whatever the events stream's health
+	// RecheckEvery bounds how long a cached endpoint goes unconfirmed
 	// (recheck.go). Zero means 5s; negative disables it (tests).
 	RecheckEvery time.Duration
-	// RecordName names the record (settings, links) that outlives a
-	// sandbox's instance and holds its id for every scope: Kubernetes
-	// keeps it as a ConfigMap of that name (records.Name), which a
-	// ForeignError then names beside the container. Nil: records are kept
-	// per scope (a Docker gateway's data dir), in nobody else's way.
+	// RecordName names the record that outlives a sandbox's instance for
+	// every scope (Kubernetes: a ConfigMap, records.Name); a ForeignError
+	// names it. Nil: records are kept per scope (a Docker data dir).
 	RecordName func(id string) string
 }
 
@@ -64,9 +52,8 @@ type Config struct {
 // records' freshness bound (records.Options.RecheckEvery) must match.
 const DefaultRecheckEvery = 5 * time.Second
 
-// LongestWake is the longest a wake can take: its ready timeout, plus a
-// wait for a start slot for each of its create and start. Removal marks
-// outlive twice that (records.Options.LongestWake). c has its defaults.
+// LongestWake is the longest a wake can take: its ready timeout plus a
+// start-slot wait for each of create and start (records.Options.LongestWake).
 func (c Config) LongestWake() time.Duration {
 	longest := readyTimeout(nil)
 	if c.ListTemplates != nil {
@@ -77,9 +64,7 @@ func (c Config) LongestWake() time.Duration {
 	return longest + 2*c.StartQueueTimeout
 }
 
-// applyDefaults fills zero fields. Those a config file sets come from
-// config's one definition (config.DefaultLimits, DefaultNetwork); the
-// manager's own timers, which no file sets, are defined here only.
+// applyDefaults fills zero fields (see the package doc).
 func (c *Config) applyDefaults() {
 	lim := config.DefaultLimits()
 	if c.Network == "" {

@@ -8,19 +8,16 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// Start reconciles with Docker (adopts managed containers, ensures the
-// network) and starts background work. It returns runtime.ErrUnavailable if Docker
-// cannot be reached; the caller may still serve and retry.
-//
-// Background work (the events stream, ...) starts on the first call even if
-// Docker is down, and keeps retrying; Close stops it.
+// Start reconciles with the runtime (adopts owned instances, ensures the
+// network) and starts the background work, which keeps retrying until
+// Close. runtime.ErrUnavailable if the runtime cannot be reached; the
+// caller may still serve and retry.
 func (m *Manager) Start(ctx context.Context) error {
 	m.loops.once.Do(m.startBackground)
 	if err := m.ensureNetwork(ctx); err != nil {
 		return err
 	}
-	// Settings and links before the first request: a restart keeps a
-	// revoked link revoked and a private toggle private (package records).
+	// Records before the first request: a revoked link stays revoked.
 	if _, err := m.recs.Reload(ctx, time.Time{}); err != nil {
 		return err
 	}
@@ -32,8 +29,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	removed := 0
 	for _, c := range list {
 		if m.halfMade(c) {
-			// A gateway killed between create and start left it; the next
-			// request makes a whole one.
+			// Left by a gateway killed between create and start.
 			if err := m.rt.Remove(ctx, c.ID); err != nil && !errors.Is(err, runtime.ErrNotFound) {
 				m.log.WarnContext(ctx, "remove half-made container", "container", c.Name, "err", err)
 			} else {
@@ -50,9 +46,8 @@ func (m *Manager) Start(ctx context.Context) error {
 		}
 		seen[id] = true
 		if c.State == runtime.StateRunning && c.StartedAt.IsZero() {
-			// Docker's list has no start time; running ones are worth one
-			// inspect (the reaper needs it). A failure here is not fatal.
-			// Kubernetes lists whole pods: no call per sandbox.
+			// A Docker list has no start time; the reaper needs it (one lookup
+			// per running sandbox; a failure is not fatal).
 			if full, err := m.inspectOwned(ctx, c.ID); err == nil {
 				c = full
 			}
@@ -96,7 +91,7 @@ func (m *Manager) startBackground() {
 		m.loops.bg.Go(func() { m.flushLoop(m.loops.ctx, a) })
 	}
 	if m.cfg.ReapEvery > 0 {
-		m.loops.bg.Go(func() { m.reapLoop(m.loops.ctx) })
+		m.loops.bg.Go(func() { every(m.loops.ctx, m.cfg.ReapEvery, func() { m.reapOnce(m.loops.ctx) }) })
 	}
 	if m.cfg.RecheckEvery > 0 {
 		m.loops.bg.Go(func() { m.recheckLoop(m.loops.ctx) })

@@ -10,17 +10,12 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// Metadata (#23): key/value pairs a backend sets when it creates a
-// sandbox, to find a user's sandboxes again (GET /admin/sandboxes?
-// metadata.KEY=VALUE). They are the instance's own labels
-// (runtime.LabelMetaPrefix+key), set at create and immutable after: Docker
-// labels cannot change, and a pod's are kept as made. The runtime holds
-// them, so every replica and a restarted gateway list the same.
-//
-// The charset is Kubernetes' label rules, so both runtimes store them as
-// given: a key is 1–40 of [a-z0-9._-], starting and ending with a letter
-// or digit; a value is empty or 1–63 of [A-Za-z0-9._-], starting and
-// ending with a letter or digit; at most MaxMetadata pairs.
+// Metadata (#23): pairs a backend sets at create to find a user's
+// sandboxes again (GET /admin/sandboxes?metadata.KEY=VALUE). They are the
+// instance's own labels (runtime.LabelMetaPrefix+key), immutable, so every
+// replica lists the same. The charset is Kubernetes' label rules: a key is
+// 1–40 of [a-z0-9._-], a value empty or 1–63 of [A-Za-z0-9._-], each
+// starting and ending with a letter or digit; at most MaxMetadata pairs.
 
 // MaxMetadata bounds the pairs of one sandbox.
 const MaxMetadata = 16
@@ -90,11 +85,4 @@ func metadataOf(labels map[string]string) map[string]string {
 }
 
 // MatchMetadata reports whether md holds every pair of want.
-func MatchMetadata(md, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := md[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
-}
+func MatchMetadata(md, want map[string]string) bool { return runtime.HasLabels(md, want) }

@@ -17,34 +17,23 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// The warm pool (#7): per template with pool > 0, that many containers
-// created, started and ready but bound to no id, named
-// previewgate-pool-<template>-<random> and labelled previewgate.pool=<template>.
-// A wake that would create a sandbox claims one instead by renaming it to
-// previewgate-<id>: a new sandbox then costs a rename and a probe instead of
-// a container start. The name is the binding (labels cannot change after
-// create), so a claim survives a gateway restart: Start adopts
-// previewgate-<id> as sandbox <id> whatever its labels say, and unclaimed
-// running pool containers back into the pool. Refills run in the background,
-// each within the start cap (MaxConcurrentStarts, MaxRunning while
-// starting). A ready pool container is not counted against MaxRunning.
+// The warm pool (#7): per template with pool > 0, that many ready
+// containers bound to no id, named previewgate-pool-<template>-<random> and
+// labelled previewgate.pool=<template>. A wake that would create a sandbox
+// claims one by renaming it to previewgate-<id>. The name is the binding
+// (labels cannot change after create), so a claim survives a restart.
+// Refills run in the background within the start cap; a ready pool
+// container is not counted against MaxRunning.
 //
-// One pool per deployment (#26), where the runtime's claims are atomic
-// across replicas (Capabilities.SharedPool: Kubernetes): pool: N means N
-// warm instances for all replicas together. Every replica's view of the
-// pool is the runtime's (the unclaimed instances its Start and every
-// re-check list, and claims undone, less those events say were claimed or
-// ended), so any replica claims any of them, and only the replica holding
-// the "pool" lock (Capabilities.Locks) fills, against that shared count.
-// A Docker engine is served by one gateway per scope, whose pool is the
-// containers it made (a claim there is a rename, which would take over a
-// container claimed a moment before: nothing else claims from it).
+// Where claims are atomic across replicas (Capabilities.SharedPool:
+// Kubernetes) there is one pool per deployment (#26): every replica's view
+// is the runtime's, any replica claims, and only the holder of the "pool"
+// lock fills. A Docker engine has one gateway per scope, whose pool is the
+// containers it made (a rename could take over a container just claimed).
 //
-// A claim charges Options.OnCreate like a create. Pool containers made
-// from a template since changed (image, cmd, env, limits, capabilities:
-// LabelPoolSpec) are removed when met instead of claimed; a
-// pool size lowered by a reload leaves the extra containers until claimed
-// or the next restart.
+// Pool containers made from a template since changed (LabelPoolSpec) are
+// removed when met instead of claimed; a lowered pool size leaves the
+// extra ones until claimed or the next restart.
 
 // poolPrefix is the name prefix of template's unclaimed pool containers.
 func poolPrefix(template string) string { return "previewgate-pool-" + template + "-" }
@@ -77,8 +66,7 @@ func newPoolState() poolState {
 	}
 }
 
-// poolRetry spaces refills of a template whose last refill failed (a
-// missing image must not make a create/remove loop).
+// poolRetry spaces refills after a failed one (no create/remove loop).
 const poolRetry = 10 * time.Second
 
 // errNoPool: no ready pool container for the template.
@@ -122,7 +110,7 @@ func (m *Manager) fillPools(ctx context.Context) {
 	}
 	now := m.now()
 	for _, tpl := range tpls {
-		if tpl == nil || tpl.Pool <= 0 || tpl.Image == "" || tpl.Workspace != nil {
+		if tpl.Image == "" || tpl.Workspace != nil {
 			continue // a pool pod could not mount the workspace of the sandbox it will serve
 		}
 		m.mu.Lock()
@@ -140,8 +128,7 @@ func (m *Manager) fillPools(ctx context.Context) {
 	}
 }
 
-// poolLockTTL: a pool filler that stopped renewing its lock (gone, or cut
-// off) is replaced after this long.
+// poolLockTTL: a filler that stopped renewing its lock is replaced after this.
 const poolLockTTL = 10 * time.Second
 
 // fillsPool reports whether this replica fills the pools: always without
@@ -197,7 +184,6 @@ func (m *Manager) dropPoolLocked(id string) {
 	}
 }
 
-// fillOne creates, starts and probes one pool container for tpl.
 func (m *Manager) fillOne(ctx context.Context, tpl *config.Template) {
 	ok := false
 	defer func() {
@@ -244,22 +230,12 @@ func (m *Manager) fillOne(ctx context.Context, tpl *config.Template) {
 // createPool creates and starts spec within the start cap and returns it
 // inspected. Once created, the result carries its ID even on error.
 func (m *Manager) createPool(ctx context.Context, spec runtime.Spec) (runtime.Instance, error) {
-	release, err := m.acquireStart(ctx)
+	id, err := m.createStart(ctx, nil, spec)
 	if err != nil {
-		return runtime.Instance{}, err
-	}
-	defer release()
-	if err := m.ensureNetwork(ctx); err != nil {
-		return runtime.Instance{}, err
-	}
-	id, err := m.rt.Create(ctx, spec)
-	if err != nil {
-		return runtime.Instance{}, err
-	}
-	if err := m.rt.Start(ctx, id); err != nil {
 		return runtime.Instance{ID: id}, err
 	}
 	c, err := m.rt.Lookup(ctx, id)
+
 	c.ID = id
 	if err == nil && c.IP == "" {
 		err = fmt.Errorf("pool container %s has no address on network %s", spec.Name, m.cfg.Network)
@@ -267,9 +243,9 @@ func (m *Manager) createPool(ctx context.Context, spec runtime.Spec) (runtime.In
 	return c, err
 }
 
-// claim binds a ready pool container of tpl to id by renaming it to
-// previewgate-<id>, and returns its ID. errNoPool if there is none; runtime.ErrNameTaken if the name
-// was taken meanwhile (the pool container goes back).
+// claim binds a ready pool container of tpl to id and returns its ID.
+// errNoPool if there is none; runtime.ErrNameTaken if the name was taken
+// meanwhile (the pool container goes back).
 func (m *Manager) claim(ctx context.Context, id string, tpl *config.Template) (string, error) {
 	spec, err := m.spec(id, tpl)
 	if err != nil {
@@ -356,9 +332,8 @@ func (m *Manager) discardPool(pc poolCtr) {
 	})
 }
 
-// adoptPool takes an unclaimed pool container found at Start (owned: it
-// came from listOwned) back into the pool if it runs; one that does not is
-// removed.
+// adoptPool takes an owned, unclaimed pool container found at Start back
+// into the pool if it runs, else removes it.
 func (m *Manager) adoptPool(ctx context.Context, c runtime.Instance) {
 	tpl := c.Labels[runtime.LabelPool]
 	if c.State != runtime.StateRunning {
@@ -368,13 +343,8 @@ func (m *Manager) adoptPool(ctx context.Context, c runtime.Instance) {
 		return
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, pc := range m.pool.ready[tpl] {
-		if pc.name == c.Name {
-			return
-		}
-	}
-	m.pool.ready[tpl] = append(m.pool.ready[tpl], poolCtr{id: c.ID, name: c.Name, image: c.Image, spec: c.Labels[runtime.LabelPoolSpec], added: m.now()})
+	m.addPoolLocked(tpl, poolCtr{id: c.ID, name: c.Name, image: c.Image, spec: c.Labels[runtime.LabelPoolSpec], added: m.now()})
+	m.mu.Unlock()
 }
 
 func randomHex() string {
@@ -383,10 +353,8 @@ func randomHex() string {
 	return hex.EncodeToString(b)
 }
 
-// poolSpec is LabelPoolSpec for an instance made from spec: a digest of
-// everything in it but its name and labels, a valid label value on every
-// runtime. An instance made before the label existed has none and matches
-// nothing: it is removed when met, and the pool refills.
+// poolSpec is LabelPoolSpec for an instance made from s: a digest of all
+// but its name and labels, a valid label value on every runtime.
 func poolSpec(s runtime.Spec) string {
 	s.Name, s.Labels = "", nil
 	b, _ := json.Marshal(s)

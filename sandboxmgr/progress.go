@@ -22,15 +22,13 @@ type Progress struct {
 	Phase string // one of the Phase constants; "" if no wake is known
 	Msg   string // detail for people, e.g. "waiting for port 3000"
 	Err   error  // PhaseFailed only: the wake's error, as Ensure returns it
-	// Logs is the container's last output (sanitized, at most
-	// LogTailLines lines): live while it starts, the final lines when it
-	// failed.
+	// Logs is the container's last output (sanitized, LogTailLines at
+	// most): live while it starts, the final lines when it failed.
 	Logs    []string
 	Elapsed time.Duration // since the wake began; zero when failed or unknown
 	Typical time.Duration // how long wakes of its template took lately; zero: unknown
-	// Marks are when each phase of the current or last wake began, in
-	// order, ending with PhaseReady or PhaseFailed once it ended: the
-	// gateway's Server-Timing (#22) and the per-phase metrics.
+	// Marks are when each phase of the current or last wake began, ending
+	// with PhaseReady or PhaseFailed (Server-Timing #22, metrics).
 	Marks []PhaseMark
 }
 
@@ -40,16 +38,10 @@ type PhaseMark struct {
 	At    time.Time
 }
 
-// setPhase records sb's wake entering phase. Only the wake's goroutine
-// calls it; readers get a copy-on-write slice of the marks.
+// setPhase records sb's wake entering phase (the wake's goroutine only).
 func (m *Manager) setPhase(sb *sandbox, phase, msg string) {
 	sb.progress.Store(&Progress{Phase: phase, Msg: msg})
 	m.mark(sb, phase)
-}
-
-func (m *Manager) setFailed(sb *sandbox, err error) {
-	sb.progress.Store(&Progress{Phase: PhaseFailed, Msg: "the sandbox could not be started", Err: err})
-	m.mark(sb, PhaseFailed)
 }
 
 // mark appends phase to sb's marks; a wake's first phase starts them anew.
@@ -79,8 +71,7 @@ func (m *Manager) wakePhases(sb *sandbox, marks []PhaseMark) {
 	}
 }
 
-// TimingName is a phase's short name, as Server-Timing and the metrics
-// name it: queued, create, start, app (waiting for the app's port), failed.
+// TimingName is a phase's short name in Server-Timing and the metrics.
 func TimingName(phase string) string {
 	switch phase {
 	case PhaseCreating:
@@ -95,17 +86,14 @@ func TimingName(phase string) string {
 	return "queued"
 }
 
-// PhaseSpan is the part of a span of time (a request's wait for a wake)
-// spent in one phase.
+// PhaseSpan is the part of a request's wait spent in one phase.
 type PhaseSpan struct {
 	Name string // TimingName's: queued, create, start, app
 	D    time.Duration
 }
 
-// Spans splits [from, to] by a wake's marks, one span a TimingName (a
-// phase that follows one of the same name adds to it): the spans add up to
-// to-from. Time before the wake's first mark (a request that came first)
-// counts as queued. The gateway's Server-Timing (#22) is made of them.
+// Spans splits [from, to] by a wake's marks, one span per TimingName,
+// adding up to to-from; time before the first mark counts as queued.
 func Spans(marks []PhaseMark, from, to time.Time) []PhaseSpan {
 	if len(marks) == 0 || marks[0].At.After(from) {
 		marks = append([]PhaseMark{{Phase: PhaseQueued, At: from}}, marks...)
@@ -136,7 +124,7 @@ func Spans(marks []PhaseMark, from, to time.Time) []PhaseSpan {
 }
 
 // progress is sb's wake: PhaseReady if its endpoint is cached, else the
-// phase of the current (or last) wake.
+// current or last wake's phase.
 func (m *Manager) progress(sb *sandbox) Progress {
 	if sb.ep.Load() != nil {
 		return Progress{Phase: PhaseReady, Marks: sb.marksNow()}
@@ -150,9 +138,8 @@ func (m *Manager) progress(sb *sandbox) Progress {
 	return Progress{}
 }
 
-// wakeAsync starts waking (or creating) id like EnsureWith, without waiting:
-// the caller follows it in its Snapshot's Progress. The wake is owned by
-// the manager; Close cancels and waits for it.
+// wakeAsync starts a wake like EnsureWith without waiting; the caller
+// follows its Progress. Close cancels and waits for it.
 func (m *Manager) wakeAsync(id string, tpl *config.Template, opts Options) {
 	if !config.ValidID(id) {
 		return
@@ -162,8 +149,8 @@ func (m *Manager) wakeAsync(id string, tpl *config.Template, opts Options) {
 	if m.closed {
 		return
 	}
-	// Added under the read lock: Close sets closed under the write lock
-	// before it waits, so this Add happens before that Wait.
+	// Added under the read lock: Close sets closed under the write
+	// lock before it waits.
 	m.loops.bg.Go(func() {
 		// The wake itself is detached and shared; this only waits for it.
 		_, _ = m.EnsureWith(m.loops.ctx, id, tpl, opts)

@@ -9,10 +9,9 @@ import (
 	"time"
 )
 
-// Readiness probing (DESIGN: "Readiness"): TCP connect to the app port, then
-// GET path (if set) answering below 500. Connect attempts are a few ms apart,
-// so a wake adds almost nothing to the app's own start time; HTTP retries
-// back off, since a dev server may compile on every GET.
+// Readiness (DESIGN: "Readiness"): TCP connect to the app port, then GET
+// path (if set) answering below 500. Connects are a few ms apart; HTTP
+// retries back off, since a dev server may compile on every GET.
 const (
 	tcpRetry     = 5 * time.Millisecond
 	httpRetryMax = 250 * time.Millisecond
@@ -20,8 +19,7 @@ const (
 	dialTimeout  = time.Second
 )
 
-// probeClient makes readiness GETs. No keep-alive: each probe is one
-// connection, and nothing lingers once the sandbox is ready.
+// probeClient makes readiness GETs, one connection each: nothing lingers.
 var probeClient = &http.Client{
 	Transport: &http.Transport{
 		DisableKeepAlives: true,

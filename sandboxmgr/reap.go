@@ -9,35 +9,29 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// The idle reaper (#7). Per sandbox, from the activity the gateway reports
-// (Touch, Hold) and the template of the sandbox's container:
-//
+// The idle reaper (#7), per sandbox, from the activity the gateway reports
+// (Touch, Hold) and its template:
 //   - running, no open socket, no request for idle_timeout: stop (or pause,
 //     per idle_action);
-//   - running with open sockets but no request for max_socket_idle: stop
-//     anyway (a tab left open overnight keeps its HMR socket alive forever),
-//     calling Listener.BeforeStop first so the gateway closes the sockets with
-//     1001;
+//   - open sockets but no request for max_socket_idle: stop anyway (a tab
+//     left open overnight), after Listener.BeforeStop closes them with 1001;
 //   - stopped (or paused) for remove_after: remove.
 //
-// Activity lives in memory. After a gateway restart a sandbox counts as
-// active from the restart (or from its container's start, if later), so a
-// restart never reaps at once what it cannot judge; a kept Kubernetes
-// workspace whose stop the runtime recorded counts from that stop
-// (kube_workspace.go). A stop or pause is serialized with wakes
-// (sandbox.op): a request arriving meanwhile waits for the stop and then
-// wakes the sandbox again.
+// Activity lives in memory: after a restart a sandbox counts as active from
+// the restart (or its start, if later), so a restart never reaps what it
+// cannot judge; a kept workspace whose stop the runtime recorded counts
+// from that stop. A stop is serialized with wakes (sandbox.op).
 
-// reapLoop runs the reaper every Config.ReapEvery until ctx ends.
-func (m *Manager) reapLoop(ctx context.Context) {
-	t := time.NewTicker(m.cfg.ReapEvery)
+// every calls fn every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			m.reapOnce(ctx)
+			fn()
 		}
 	}
 }
@@ -52,7 +46,6 @@ const (
 	reapRemove
 )
 
-// reapOnce looks at every sandbox once.
 func (m *Manager) reapOnce(ctx context.Context) {
 	m.mu.RLock()
 	list := make([]*sandbox, 0, len(m.sandboxes))
@@ -81,9 +74,8 @@ func (m *Manager) decideLocked(sb *sandbox, tpl *config.Template, now time.Time)
 	return reapNothing
 }
 
-// reapPlan is what the reaper will do with a sandbox, and from when, if
-// nothing happens meanwhile. The reaper acts on it (decideLocked) and the
-// admin API explains it (why.go): one set of rules.
+// reapPlan is what the reaper will do with a sandbox, and from when. The
+// reaper acts on it and the admin API explains it (why.go): one set of rules.
 type reapPlan struct {
 	act   reapAction
 	at    time.Time     // due from then (the reaper's next round after it)
@@ -101,8 +93,7 @@ func (m *Manager) planLocked(sb *sandbox, tpl *config.Template) reapPlan {
 		if sb.holds.Load() != 0 {
 			p = reapPlan{act: reapSockets, at: last.Add(tpl.MaxSocketIdle.D()), from: last, limit: tpl.MaxSocketIdle.D()}
 		}
-		// A per-sandbox keep-up (package records, within max_keep_up) puts
-		// the stop off until it ends, traffic or not.
+		// A keep-up (package records) puts the stop off until it ends.
 		if keep := m.keepUpUntil(sb.id); keep.After(p.at) {
 			p.at = keep
 		}
@@ -110,8 +101,7 @@ func (m *Manager) planLocked(sb *sandbox, tpl *config.Template) reapPlan {
 	case runtime.StateExited, runtime.StatePaused:
 		since := latest(last, sb.stoppedAt)
 		if !sb.stopRecorded.IsZero() {
-			// The runtime knows when it stopped (a kept workspace): no need
-			// to count from this manager's start.
+			// The runtime recorded its stop (a kept workspace).
 			since = latest(sb.lastActive(), sb.stopRecorded, sb.stoppedAt)
 		}
 		return reapPlan{act: reapRemove, at: since.Add(tpl.RemoveAfter.D()), from: since, limit: tpl.RemoveAfter.D()}
@@ -130,29 +120,25 @@ func (m *Manager) reapOne(ctx context.Context, sb *sandbox) {
 	}
 	tpl = withReapDefaults(tpl)
 	m.mu.RLock()
-	act := m.decideLocked(sb, tpl, m.now())
+	p := m.planLocked(sb, tpl)
 	m.mu.RUnlock()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	limit := tpl.IdleTimeout.D()
-	sockets := sb.holds.Load() > 0
-	if sockets {
-		limit = tpl.MaxSocketIdle.D()
-	}
-	if act == reapNothing {
+	act := p.act
+	if act == reapNothing || m.now().Before(p.at) {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	// Idle here; maybe not on another replica (shared.go).
-	if (act == reapIdle || act == reapSockets) && !m.sharedIdle(ctx, sb, limit) {
+	if act != reapRemove && !m.sharedIdle(ctx, sb, p.limit) {
+
 		return
 	}
 	log := m.log.With("sandbox", sb.id)
 	var err error
 	switch act {
 	case reapIdle, reapSockets:
-		// New requests go through Ensure and wait for sb.op. The instance
-		// is reported gone only once it is stopped: a request arriving now
-		// keeps it up.
+		// New requests wait for sb.op. The instance is reported gone only
+		// once stopped: a request arriving now keeps it up.
 		m.mu.Lock()
 		sb.ep.Store(nil)
 		again := m.decideLocked(sb, tpl, m.now())
@@ -160,8 +146,7 @@ func (m *Manager) reapOne(ctx context.Context, sb *sandbox) {
 		if again != act {
 			return // a request came in meanwhile; it re-probes at worst
 		}
-		// Act on the container found under the name only if it is ours,
-		// and by its ID (scope.go).
+		// By the ID of the owned instance under the name (scope.go).
 		var c runtime.Instance
 		if c, err = m.ownedByID(ctx, sb.id); err != nil {
 			break
@@ -188,7 +173,8 @@ func (m *Manager) reapOne(ctx context.Context, sb *sandbox) {
 		return
 	}
 	if err != nil {
-		// The cached endpoint is gone; the next request inspects Docker.
+		// The cached endpoint is gone; the next request asks the runtime.
+
 		log.WarnContext(ctx, "idle reaper failed", "action", act.String(), "err", err)
 		return
 	}

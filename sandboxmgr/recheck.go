@@ -10,25 +10,18 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// The bounded re-check (#21). Events (Docker) and the informer's watch
-// (Kubernetes) keep the cache true while they flow, but a stream that
-// stalls — the connection open, no bytes, no error: a hung engine, a
-// silent partition — looks exactly like a quiet one. So every
-// Config.RecheckEvery, whatever the stream's health, the manager lists the
-// sandboxes it owns (one runtime call) and drops every cached endpoint the
-// list does not confirm: the same container, running, on the same address.
-// That bounds how long a record can point at an address the runtime gave
-// to someone else by RecheckEvery plus one list call; addresses handed out
-// through this manager are never shared at all (instance.go).
+// The bounded re-check (#21). Events keep the cache true while they flow,
+// but a stalled stream (open, silent: a hung engine, a partition) looks
+// exactly like a quiet one. So every Config.RecheckEvery, whatever the
+// stream's health, the manager lists what it owns (one runtime call) and
+// drops every cached endpoint the list does not confirm. That bounds how
+// long a record can point at an address the runtime gave to someone else.
 
-// trust is what says whether a cached endpoint may be handed out without
-// asking the runtime first (distrusted), and the re-check's own state.
+// trust says whether a cached endpoint may be handed out without asking the
+// runtime (distrusted), and holds the re-check's state.
 type trust struct {
-	// eventsDown: the events stream broke and no resync has followed
-	// since. No event would tell of a cached endpoint's container ending,
-	// and its address may pass to another sandbox's container, so Ensure
-	// checks a cached endpoint with the runtime before using it
-	// (stillServes).
+	// eventsDown: the events stream broke and no resync has followed, so
+	// Ensure checks a cached endpoint with the runtime first (stillServes).
 	eventsDown atomic.Bool
 	// watchBroken: when (unix ns) the Kubernetes watch last reported an
 	// error; 0 once a re-check after it succeeded.
@@ -38,24 +31,15 @@ type trust struct {
 	checks         singleflight.Group // stillServes lookups, one per sandbox at a time
 }
 
-// recheckLoop runs recheck every Config.RecheckEvery until ctx ends.
 func (m *Manager) recheckLoop(ctx context.Context) {
-	t := time.NewTicker(m.cfg.RecheckEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, m.cfg.RecheckEvery, func() {
 		rctx, cancel := context.WithTimeout(ctx, m.cfg.RecheckEvery)
 		err := m.recheck(rctx)
 		cancel()
-		if ctx.Err() != nil {
-			return
+		if ctx.Err() == nil {
+			m.noteRecheck(ctx, err)
 		}
-		m.noteRecheck(ctx, err)
-	}
+	})
 }
 
 // noteRecheck logs a failing re-check once, as a warning, and its
@@ -71,9 +55,9 @@ func (m *Manager) noteRecheck(ctx context.Context, err error) {
 	}
 }
 
-// recheck drops every cached endpoint that the runtime's list does not
-// confirm, and trusts a Kubernetes watch again once a re-check begun
-// streamSettle after its last reported break succeeded.
+// recheck drops every cached endpoint the runtime's list does not confirm,
+// and trusts a broken watch again once a re-check begun streamSettle after
+// its break succeeded.
 func (m *Manager) recheck(ctx context.Context) error {
 	began := m.now()
 	m.mu.RLock()
@@ -110,8 +94,7 @@ func (m *Manager) recheck(ctx context.Context) error {
 		m.syncPoolLocked(list, began)
 	}
 	for id, c := range byID {
-		// Every sandbox the runtime has gets a record rebuilt from its
-		// own labels, so every replica knows its template (#21, #26).
+		// Every listed sandbox gets a record from its own labels (#21, #26).
 		sb := m.sandboxLocked(id)
 		if sb.seen > gen {
 			continue
@@ -151,18 +134,16 @@ func (m *Manager) recheck(ctx context.Context) error {
 	return nil
 }
 
-// confirms reports whether listed container c is still the running
-// container behind ep, on ep's address. (A list carries no start time: a
-// restart of the same container keeps it this sandbox's, and the events or
-// the next wake retire the old run.)
+// confirms reports whether listed c is still the running container behind
+// ep, on its address. (A list has no start time: the events or the next
+// wake retire an old run of the same container.)
 func confirms(c runtime.Instance, ep *Endpoint) bool {
 	return c.State == runtime.StateRunning && c.ID == instanceContainer(ep.Instance) &&
 		(c.IP == "" || c.IP == addrHost(ep.Addr))
 }
 
 // distrusted reports whether a cached endpoint must be checked with the
-// runtime before use: the events stream broke (Docker) or the watch
-// reported an error (Kubernetes) and no resync has followed.
+// runtime before use (events or watch broken, no resync since).
 func (m *Manager) distrusted() bool {
 	return m.trust.eventsDown.Load() || m.trust.watchBroken.Load() != 0
 }

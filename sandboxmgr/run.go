@@ -38,12 +38,9 @@ type runner struct {
 	starts         int   // a container that exits at once is not restarted forever
 	claimed        bool  // claimed from the warm pool
 	removals       int64 // sb.removals when the wake began (removedMeanwhile)
-	// mark is the removal mark on the sandbox's record before the wake's
-	// first action, once marked (tombstone.go); made is the ID of the
-	// container it created or claimed, the one it removes if a DELETE on
-	// another replica came meanwhile.
-	// markErr: the record could not be read for the baseline; the wake
-	// then makes no container.
+	// mark is the baseline removal mark, once marked (tombstone.go);
+	// markErr says it could not be read. made: the container it created
+	// or claimed, removed if a DELETE came meanwhile.
 	mark    string
 	marked  bool
 	markErr error
@@ -70,9 +67,7 @@ func (r *runner) run(ctx context.Context) (runtime.Instance, error) {
 			return runtime.Instance{}, rerr
 		}
 		if !r.marked && !errors.Is(err, runtime.ErrNotFound) {
-			// Before the first action, never on the hot path (a container
-			// found running): the mark a DELETE left (tombstone.go). A
-			// missing container's create reads it in its clear (absent).
+			// Baseline before the first action (a create's clear reads it).
 			r.readMark(ctx)
 		}
 		if !r.subjectChecked && r.subjectMax > 0 && r.subject != "" && !errors.Is(err, runtime.ErrForeign) &&
@@ -153,11 +148,9 @@ func (r *runner) run(ctx context.Context) (runtime.Instance, error) {
 	return c, nil
 }
 
-// removedMeanwhile fails the wake if Remove was called on the sandbox
-// since it began, removing what the wake made since: a DELETE that came
-// while a create was in flight (its container not yet inspectable, so the
-// DELETE found none) or between create and start (where the loop would
-// create it again) must not leave the sandbox running after it (#23).
+// removedMeanwhile fails the wake, removing its container, if Remove was
+// called since it began: a DELETE during a create or between create and
+// start must not leave the sandbox running (#23).
 func (r *runner) removedMeanwhile(ctx context.Context) error {
 	if r.sb.removals.Load() == r.removals {
 		return nil
@@ -170,13 +163,10 @@ func (r *runner) removedMeanwhile(ctx context.Context) error {
 	return errRemovedMeanwhile
 }
 
-// absent makes the missing container: claimed from the warm pool or
-// created; a create that raced another caller (maybe another replica)
-// waits for that one's container instead. kept: only the sandbox's
-// workspace is left, so the container is created on it, neither charged
-// as a new sandbox nor taken from the pool. final: the wake fails with
-// err (no template, the create quota), whatever the container does
-// meanwhile.
+// absent claims or creates the missing container; a create that raced
+// another caller waits for that one's. kept: only the workspace is left,
+// so it is neither charged as new nor taken from the pool. final: the
+// wake fails with err whatever the container does meanwhile.
 func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) {
 	m, tpl := r.m, r.tpl
 	if tpl == nil {
@@ -186,8 +176,7 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 		return true, fmt.Errorf("%w (creating it takes a token or the API)", runtime.ErrNotFound)
 	}
 	if r.markErr != nil {
-		// Without a baseline it could not tell a DELETE on another
-		// replica that came meanwhile (tombstone.go).
+		// Without a baseline it could not see a DELETE (tombstone.go).
 		return true, r.markErr
 	}
 	switch {
@@ -197,8 +186,7 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 		r.action = "created"
 	}
 	if !kept && r.action == "created" {
-		// Before OnCreate: where the create is the wake's first action,
-		// this read is its baseline (tombstone.go).
+		// Before OnCreate: maybe the baseline read (tombstone.go).
 		if err := r.clearForCreate(ctx); err != nil {
 			return true, err
 		}
@@ -229,10 +217,8 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 		}
 	}
 	if errors.Is(err, runtime.ErrNameTaken) {
-		// Another caller owns the name and is creating it: wait for that
-		// container, never make a second. Docker reserves the name before
-		// the container can be inspected, so give the other create a
-		// moment.
+		// Another caller is creating it: wait for that one, never make a
+		// second (Docker reserves the name before it can be inspected).
 		if r.action != "adopted" {
 			r.log.InfoContext(ctx, "create raced, adopting the other container")
 		}
@@ -257,9 +243,8 @@ func (m *Manager) awaitApp(ctx context.Context, sb *sandbox, tpl *config.Templat
 	ep := Endpoint{ID: id, Addr: endpointAddr(c, eff.Port), Template: c.Labels[runtime.LabelTemplate], Instance: inst}
 	m.mu.Lock()
 	gone := []string{m.observeLocked(sb, c)} // a run we handed out before is over
-	// The address is this run's from now on, before the app answers on it:
-	// a record another sandbox left on it (its container ended unseen) must
-	// not send its users here (instance.go).
+	// The address is this run's before the app answers: another sandbox's
+	// stale record must not send its users here (instance.go).
 	gone = append(gone, m.claimAddrLocked(sb, ep.Addr)...)
 	m.mu.Unlock()
 	m.gone(gone...)
@@ -282,11 +267,8 @@ func (m *Manager) awaitApp(ctx context.Context, sb *sandbox, tpl *config.Templat
 	if err != nil {
 		return Endpoint{}, err
 	}
-	// The probe only says something answers on the address. A run that
-	// ended while it was probed (liveness is checked every aliveEvery)
-	// left its address to whichever container the runtime started next,
-	// and that one's app may be what answered: look once more before the
-	// endpoint is handed out (attack21).
+	// Something answered, but a run that ended while probed left its
+	// address to the next container: look once more (attack21).
 	if now, err := m.rt.Lookup(ctx, c.ID); err != nil {
 		return Endpoint{}, err
 	} else if now.State != runtime.StateRunning || instanceOf(now) != inst || now.IP != "" && now.IP != c.IP {
@@ -342,7 +324,7 @@ func (m *Manager) start(ctx context.Context, sb *sandbox, ctr string) error {
 	return nil
 }
 
-// refreshStates re-reads every managed container's state from Docker.
+// refreshStates re-reads every owned instance's state from the runtime.
 func (m *Manager) refreshStates(ctx context.Context) error {
 	list, err := m.listOwned(ctx)
 	if err != nil {
@@ -378,10 +360,9 @@ func (m *Manager) refreshStates(ctx context.Context) error {
 
 var sleep = runtime.Sleep
 
-// poolEnv reports whether tpl has the env its pool's instances were made
-// with (the configured template's): an admin API create may set other
-// values (allow_env), and a claimed instance's env cannot change, so such
-// a create makes its own (hostile5).
+// poolEnv reports whether tpl has its pool's env: an admin API create may
+// set other values (allow_env), so it makes its own (hostile5).
+
 func (m *Manager) poolEnv(tpl *config.Template) bool {
 	pool := m.cfg.Templates(tpl.Name)
 	return pool != nil && maps.Equal(pool.Env, tpl.Env)

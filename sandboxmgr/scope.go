@@ -12,28 +12,20 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// The manager's scope (#13, #21). Every container (or pod) the manager
-// creates carries previewgate.managed=true, its Config.Labels (the
-// gateway's --label, the config's scope as previewgate.instance, the
-// development default's per-data-dir instance id) and runtime.LabelScope, a stamp
-// of exactly those labels. A manager owns a container only if it carries
-// its stamp and every one of its labels: a gateway without labels owns only
-// containers made without any, never those of a gateway that has some.
-// Containers made before the stamp existed have none; for them the older
-// rule holds (they carry every scope label), except that a gateway without
-// labels leaves alone those that name an instance.
+// The manager's scope (#13, #21). Every instance it creates carries
+// previewgate.managed=true, its Config.Labels and runtime.LabelScope, a
+// stamp of exactly those labels. It owns an instance only if it carries its
+// stamp and every one of its labels. Instances older than the stamp have
+// none; for them the older rule holds (every scope label), except that a
+// gateway without labels leaves alone those that name an instance.
 //
-// A container named previewgate-<id> that the manager does not own belongs
-// to someone else, another gateway or a user: it is never started,
-// unpaused, paused, stopped, removed, renamed, listed, reaped, adopted or
-// proxied to, and Ensure on its name fails with runtime.ErrForeign, whose
-// text says whose it is and what to do. The name collision is reported,
-// never "fixed" by removing the container.
+// One named previewgate-<id> that the manager does not own is never acted
+// on or proxied to: Ensure fails with runtime.ErrForeign saying whose it is.
+// The collision is reported, never "fixed" by removing it.
 //
 // Checking labels and then acting by name would race with the name being
-// taken by another container in between, so every call that changes a
-// container takes the ID of one whose labels were checked (labels are
-// immutable) or that this manager created.
+// taken, so every call that changes an instance takes the ID of one whose
+// labels were checked (labels are immutable) or that this manager created.
 
 // scopeLabels selects the containers this manager may own: the runtime
 // filters lists and events by them, and owns decides.
@@ -55,11 +47,9 @@ type ForeignError struct {
 	Scope     string
 	Why       string // whose it is, for operators
 	Managed   bool   // made by previewgate at all
-	// Record names the sandbox's record (settings, links) that outlives
-	// its container: a ConfigMap of that name (Kubernetes). Removing the
-	// container alone leaves it in this id's way. "" when the container
-	// names no sandbox, or records are kept per scope (Config.RecordName
-	// nil: a Docker gateway's data dir), in nobody else's way.
+	// Record names the sandbox's record that outlives its container (a
+	// Kubernetes ConfigMap), which removing the container alone leaves in the
+	// id's way; "" when none or records are kept per scope.
 	Record string
 }
 
@@ -72,8 +62,7 @@ func (e *ForeignError) Error() string {
 }
 
 // Removable names what an operator removes to free the id: the container,
-// and its record if it has one (removed alone, the container leaves the
-// record holding the id: settings and links answer 409 foreign_record).
+// and its record if it has one.
 func (e *ForeignError) Removable() string {
 	if e.Record == "" {
 		return "the container " + e.Container
@@ -91,9 +80,8 @@ func (m *Manager) owns(c runtime.Instance) error {
 		return nil
 	}
 	fe := &ForeignError{Container: c.Name, Why: why, Managed: c.Labels[runtime.LabelManaged] == "true"}
-	// Only a container previewgate made has an owning gateway; one that
-	// carries this gateway's own scope label names no other scope (the
-	// preview's page told the user to open it through "that" gateway).
+	// Only a container previewgate made has an owning gateway; this
+	// gateway's own scope label names no other scope.
 	if inst := c.Labels[runtime.LabelInstance]; fe.Managed && inst != m.cfg.Labels[runtime.LabelInstance] {
 		fe.Scope = inst
 	}
@@ -138,13 +126,10 @@ func (m *Manager) foreign(l map[string]string) string {
 // (runtime.Name: no other scope's sandbox of id has it).
 func (m *Manager) name(id string) string { return runtime.Name(m.stamp, id) }
 
-// findID inspects sandbox id's instance, under its name, else under the
-// name versions before scoped names gave it (runtime.LegacyName): one
-// made there by this scope is its sandbox's still, adopted as it is.
-// What holds the legacy name and is not this manager's (another scope's
-// sandbox of the same id, a warm pool container) is none of its business:
-// then, as with nothing there, runtime.ErrNotFound, and a create makes
-// the sandbox under its own name. Errors are inspectOwned's.
+// findID looks sandbox id's instance up under its name, else under its
+// runtime.LegacyName (one this scope made there is adopted as it is). What
+// holds the legacy name and is not owned is none of its business:
+// runtime.ErrNotFound then. Errors are inspectOwned's.
 func (m *Manager) findID(ctx context.Context, id string) (runtime.Instance, error) {
 	c, err := m.inspectOwned(ctx, m.name(id))
 	if !errors.Is(err, runtime.ErrNotFound) {
@@ -156,9 +141,8 @@ func (m *Manager) findID(ctx context.Context, id string) (runtime.Instance, erro
 	return c, err
 }
 
-// inspectOwned inspects container name (or ID) and checks that this
-// manager owns it: runtime.ErrNotFound if missing, runtime.ErrForeign if it is
-// someone else's.
+// inspectOwned looks name (or an ID) up and checks this manager owns it:
+// runtime.ErrNotFound if missing, runtime.ErrForeign if it is not.
 func (m *Manager) inspectOwned(ctx context.Context, name string) (runtime.Instance, error) {
 	c, err := m.rt.Lookup(ctx, name)
 	if err != nil {
@@ -170,10 +154,8 @@ func (m *Manager) inspectOwned(ctx context.Context, name string) (runtime.Instan
 	if err := m.owns(c); err != nil {
 		return runtime.Instance{}, err
 	}
-	// A sandbox's name must find that sandbox's container: "pool-<template>-<hex>"
-	// is a valid id, and its name is a warm pool container's (Docker), or
-	// finds the pod of whichever sandbox claimed it (Kubernetes, where a
-	// claimed pod keeps its pool name) (attack21).
+	// A sandbox's name must find that sandbox's container: "pool-<t>-<hex>" is
+	// a valid id naming a pool container, or a pod a sandbox claimed (attack21).
 	if id, ok := runtime.SandboxOf(name); ok && config.ValidID(id) {
 		n := strings.TrimPrefix(c.Name, "/")
 		if pool := c.Labels[runtime.LabelPool]; n != name || pool != "" && strings.HasPrefix(n, poolPrefix(pool)) {
@@ -184,9 +166,8 @@ func (m *Manager) inspectOwned(ctx context.Context, name string) (runtime.Instan
 	return c, nil
 }
 
-// listOwned lists the containers this manager owns. The runtime filters by
-// the scope labels; owns then leaves out other scopes' containers (and
-// keeps an engine that ignored a filter from widening the scope).
+// listOwned lists the instances this manager owns (owns also guards against
+// a runtime that ignored the label filter).
 func (m *Manager) listOwned(ctx context.Context) ([]runtime.Instance, error) {
 	list, err := m.rt.List(ctx, m.scopeLabels())
 	if err != nil {
@@ -195,9 +176,8 @@ func (m *Manager) listOwned(ctx context.Context) ([]runtime.Instance, error) {
 	return slices.DeleteFunc(list, func(c runtime.Instance) bool { return m.owns(c) != nil }), nil
 }
 
-// disown forgets what the manager knew about sandbox id after its name was
-// found on a container it does not own: whatever it cached before is not
-// behind that name any more.
+// disown forgets sandbox id after its name was found on a container it does
+// not own.
 func (m *Manager) disown(id string) {
 	var gone string
 	m.mu.Lock()

@@ -8,10 +8,8 @@ import (
 )
 
 // Records is what the manager asks of the per-sandbox records (package
-// records, which keeps them): a sandbox's settings as this replica's cache
-// holds them (the reaper's keep-up, the admin list), and the removal
-// marks by which a DELETE holds across replicas (tombstone.go). New's
-// recs nil keeps none.
+// records): settings as cached, and the removal marks by which a DELETE
+// holds across replicas (tombstone.go). New's recs nil keeps none.
 type Records interface {
 	// Settings are id's settings as cached, and whether that copy may
 	// grant access; no store call.

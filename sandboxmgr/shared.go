@@ -2,27 +2,20 @@ package sandboxmgr
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// Activity every replica can see (#15). Touch and Hold record what this
-// replica sees, in its memory; with several replicas behind one load
-// balancer, a sandbox busy on replica B looks idle to replica A. Before
-// the reaper stops a sandbox that looks idle here, it asks the runtime for
-// the latest activity any replica could have caused. On Kubernetes each
-// replica writes the sandbox Lease's renewTime from its own view, at most
-// once per kube.Config.ActivityEvery or a quarter of the template's idle
-// timeout, whichever is shorter, per sandbox (flushLoop), and the reaper
-// reads it back (one GET per idle decision). A wake that made a sandbox
-// ready records that moment, so a slow re-create is not judged idle from
-// when it began. A Docker engine is served by one gateway per scope, whose
-// own view is the whole truth: its runtime declares no shared activity.
-//
-// A sandbox is stopped only when neither this replica's view nor the shared
-// signal saw activity for idle_timeout. With sockets open, max_socket_idle
-// is judged from the Lease too (requests only).
+// Activity every replica can see (#15). Touch and Hold record this
+// replica's view; with several replicas, a sandbox busy on B looks idle to
+// A. So before the reaper stops a sandbox idle here, it asks the runtime
+// for the latest activity any replica caused. On Kubernetes each replica
+// writes the sandbox Lease's renewTime (flushLoop) and the reaper reads it
+// back. A Docker engine has one gateway per scope, whose view is the whole
+// truth: its runtime declares no shared activity. With sockets open,
+// max_socket_idle is judged from the Lease too (requests only).
 
 // shared returns the runtime's shared activity signal, if it declares one
 // (runtime.Capabilities.Activity).
@@ -30,21 +23,11 @@ func (m *Manager) shared() (runtime.Activity, bool) {
 	return m.caps.Activity, m.caps.Activity != nil
 }
 
-// flushLoop publishes this replica's activity until ctx ends. A sandbox's
-// activity is written at most once per recordPeriod: ActivityEvery, or a
-// quarter of its template's idle timeout if that is shorter, so another
-// replica deciding on idle sees traffic that is at most a quarter of the
-// timeout old (#26: an 8 s idle timeout works across replicas with no
-// other setting).
+// flushLoop publishes this replica's activity until ctx ends, each
+// sandbox's at most once per recordPeriodLocked, so another replica sees
+// traffic at most a quarter of the idle timeout old (#26).
 func (m *Manager) flushLoop(ctx context.Context, rec runtime.Activity) {
-	t := time.NewTicker(min(rec.RecordEvery(), flushTick))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, min(rec.RecordEvery(), flushTick), func() {
 		now := m.now()
 		m.mu.RLock()
 		var due []*sandbox
@@ -70,15 +53,14 @@ func (m *Manager) flushLoop(ctx context.Context, rec runtime.Activity) {
 			sb.flushed.Store(at)
 			sb.flushedAt.Store(now.UnixNano())
 		}
-	}
+	})
 }
 
 // flushTick is how often flushLoop looks for activity to publish.
 const flushTick = time.Second
 
-// recordPeriodLocked is how often sb's activity may be published: the
-// runtime's period, or a quarter of sb's idle timeout if shorter (never
-// below flushTick). m.mu must be held.
+// recordPeriodLocked is the runtime's period, or a quarter of sb's idle
+// timeout if shorter (never below flushTick). m.mu must be held.
 func (m *Manager) recordPeriodLocked(sb *sandbox, rec runtime.Activity) time.Duration {
 	p := rec.RecordEvery()
 	if tpl := m.cfg.Templates(sb.template); tpl != nil && tpl.IdleTimeout > 0 {
@@ -87,9 +69,8 @@ func (m *Manager) recordPeriodLocked(sb *sandbox, rec runtime.Activity) time.Dur
 	return max(p, flushTick)
 }
 
-// sharedIdle asks the engine whether another replica kept sb active. It
-// returns true if sb is still idle for limit, and otherwise records the
-// shared activity as sb's (so the reaper waits a full limit from it).
+// sharedIdle reports whether sb is still idle for limit by the runtime's
+// shared signal, else records that activity as sb's.
 func (m *Manager) sharedIdle(ctx context.Context, sb *sandbox, limit time.Duration) bool {
 	sa, ok := m.shared()
 	if !ok {
@@ -112,10 +93,8 @@ func (m *Manager) sharedIdle(ctx context.Context, sb *sandbox, limit time.Durati
 	return true
 }
 
-func storeLater(v interface {
-	Load() int64
-	CompareAndSwap(old, new int64) bool
-}, n int64) {
+// storeLater raises v to n unless it is later already.
+func storeLater(v *atomic.Int64, n int64) {
 	for {
 		cur := v.Load()
 		if n <= cur || v.CompareAndSwap(cur, n) {

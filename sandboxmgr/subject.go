@@ -10,10 +10,9 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// Per-subject running caps (#24, 9): a sandbox created for a token subject
-// carries runtime.LabelSubject, and a wake that would run one more of a subject's
-// sandboxes first counts that subject's running instances in the
-// runtime's list, which every replica shares.
+// Per-subject running caps (#24, 9): a wake that would run one more of a
+// subject's sandboxes first counts its running instances (by
+// runtime.LabelSubject) in the runtime's list, which every replica shares.
 
 // ErrSubjectLimit: the subject already runs as many sandboxes as it may.
 var ErrSubjectLimit = errors.New("subject runs its maximum of sandboxes")
@@ -29,9 +28,8 @@ func (e *SubjectLimitError) Error() string {
 
 func (e *SubjectLimitError) Unwrap() error { return ErrSubjectLimit }
 
-// SubjectKey is runtime.LabelSubject's value for subject: a digest, so any subject
-// (an email, a URL) is a valid label value on every runtime and is not
-// shown in plain text on the instance.
+// SubjectKey is runtime.LabelSubject's value for subject: a digest, valid
+// on every runtime and not the subject in plain text.
 func SubjectKey(subject string) string {
 	sum := sha256.Sum256([]byte(subject))
 	return "u" + hex.EncodeToString(sum[:])[:32]

@@ -36,34 +36,20 @@ import (
 // wake whose baseline read came after D's write sees the mark then and is
 // not failed by it: DELETE then PUT creates anew, on any replica.
 //
-// A create reads the record twice, not three times. A new sandbox's
-// create clears the record first (clearForCreate: settings a sandbox
-// removed behind the manager's back left), and where the create is the
-// wake's first action that read is its baseline: it still comes before
-// the wake makes anything (before OnCreate, the claim and the create),
-// which is all the argument above asks of a baseline read; the argument
-// never counts on a second read before the create. What changes is only
-// where a DELETE between the two former reads is caught: before, by the
-// clear, before the create; now it comes after the baseline, so the check
-// after start sees its mark (and removes what the wake made) or came
-// before D's write, and D's lookup finds the container: the case above.
-// A re-read after the clear's write conflicted is compared with the
-// baseline, never taken as a new one. A start or an unpause reads the
-// record twice as before (readMark, then the check after start).
-//
-// The mark must outlive every wake that may need to see it: package
-// records keeps it long enough (records/marks.go).
+// A new sandbox's create clears the record first (clearForCreate); where
+// the create is the wake's first action, that read is its baseline: it
+// still comes before the wake makes anything, which is all the argument
+// asks. A re-read after a conflicting clear is compared with the
+// baseline, never taken as a new one. The mark must outlive every wake
+// that may need to see it (records/marks.go).
 
 // errRemovedMeanwhile fails a wake whose sandbox was removed (a DELETE)
 // after it began.
 var errRemovedMeanwhile = fmt.Errorf("%w: removed while it was starting", runtime.ErrNotFound)
 
-// readMark reads the removal mark the wake's baseline is (once, before
-// its first action; a create that is the first action takes it in
-// clearForCreate instead). If the record cannot be read, the wake goes on
-// without one (markErr): a start or an unpause of the container there
-// needs none, since a DELETE's lookup finds that container; absent makes
-// no container without one.
+// readMark reads the wake's baseline mark. If the record cannot be read,
+// the wake goes on without one (markErr): a DELETE's lookup finds the
+// container it starts, and absent makes no container without one.
 func (r *runner) readMark(ctx context.Context) {
 	r.marked = true
 	mark, err := r.m.recs.ReadMark(ctx, r.id)
@@ -74,15 +60,10 @@ func (r *runner) readMark(ctx context.Context) {
 	r.mark = mark
 }
 
-// clearForCreate clears the record before a create: a new sandbox under
-// the id of one removed behind the manager's back (before a re-check
-// dropped its record) never inherits its settings or share links. The
-// record is read fresh. If the wake has no baseline yet (the create is
-// its first action: run skips readMark for a missing container), that
-// read is the baseline: a create reads the record twice, not three times
-// (the top of this file says why that is enough). Otherwise, and on a
-// re-read after a conflicting write, a mark newer than the baseline is a
-// DELETE since the wake began.
+// clearForCreate clears the record before a create, so a new sandbox never
+// inherits the settings or links of one removed behind the manager's back.
+// Its read is the baseline if the wake has none yet; otherwise a mark
+// newer than the baseline is a DELETE since the wake began.
 func (r *runner) clearForCreate(ctx context.Context) error {
 	err := r.m.recs.Clear(ctx, r.id, func(mark string) error {
 		switch {
@@ -95,7 +76,7 @@ func (r *runner) clearForCreate(ctx context.Context) error {
 		return nil
 	})
 	if !r.marked {
-		// The record was not read: none is kept, or the read failed, and then there is no baseline (readMark).
+		// None is kept, or the read failed: no baseline (readMark).
 		r.marked = true
 		if err != nil {
 			r.markErr = fmt.Errorf("read the record of %s: %w", r.id, err)
@@ -111,18 +92,14 @@ func (r *runner) clearForCreate(ctx context.Context) error {
 	return nil
 }
 
-// newMark reports whether mark (read since readMark) is a DELETE's that
-// came after the wake began. A mark gone since is none: only a clear of
-// an old one or of an orphan record deletes it.
+// newMark reports whether mark is a DELETE's since the wake began. A mark
+// gone since is none: only a clear of an old or orphan record deletes it.
 func (r *runner) newMark(mark string) bool { return mark != "" && mark != r.mark }
 
-// removedElsewhere fails the wake if the sandbox's record, read fresh,
-// carries a removal mark newer than the wake (a DELETE, on any replica),
-// removing the container the wake made. A wake that did not act (no
-// baseline read), or had no baseline (it made nothing), never checks. If
-// the record cannot be read, a wake that made a container fails too, and
-// removes it: a DELETE may have come; one that made none goes on (a
-// DELETE's lookup finds the container it started).
+// removedElsewhere fails the wake, removing what it made, if the record
+// read fresh has a mark newer than the wake. A wake without a baseline
+// never checks. If the record cannot be read, a wake that made a container
+// fails too (a DELETE may have come); one that made none goes on.
 func (r *runner) removedElsewhere(ctx context.Context) error {
 	if !r.marked || r.markErr != nil {
 		return nil

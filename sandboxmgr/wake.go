@@ -11,18 +11,15 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// Ensure returns the endpoint of sandbox id, waking (start/unpause) or
-// creating it from tpl as needed, and waits until it is ready.
+// Ensure returns the endpoint of sandbox id, waking or creating it from tpl
+// as needed, once it is ready. A cached ready endpoint costs no runtime
+// call. Otherwise concurrent callers share one wake, detached from ctx and
+// bounded by tpl's ready timeout; each waits as long as its ctx allows. tpl
+// nil: a missing container is runtime.ErrNotFound.
 //
-// A cached ready endpoint is returned without any Docker call. Otherwise
-// all concurrent callers for id share one wake, which runs detached from
-// ctx and is bounded by tpl's ready timeout; each caller waits only as long
-// as its own ctx allows. tpl may be nil when the caller only wants an
-// existing sandbox: then a missing container is runtime.ErrNotFound.
-//
-// Errors wrap ErrInvalidID, runtime.ErrNotFound, runtime.ErrUnavailable, ErrCapacity,
-// ErrNotReady, runtime.ErrNoImage, runtime.ErrForeign (the name is on a container
-// this manager does not own; it is left alone), or ctx's error.
+// Errors wrap ErrInvalidID, runtime.ErrNotFound, runtime.ErrUnavailable,
+// ErrCapacity, ErrNotReady, runtime.ErrNoImage, runtime.ErrForeign (the
+// name is on a container this manager does not own; left alone), or ctx's.
 func (m *Manager) Ensure(ctx context.Context, id string, tpl *config.Template) (Endpoint, error) {
 	return m.EnsureWith(ctx, id, tpl, Options{})
 }
@@ -30,52 +27,39 @@ func (m *Manager) Ensure(ctx context.Context, id string, tpl *config.Template) (
 // Options adjust one EnsureWith call.
 type Options struct {
 	// NoWake: if the sandbox is stopped, paused or absent and no wake is in
-	// progress, fail with ErrAsleep instead of waking or creating it. A wake
-	// already in progress (started by another caller) is waited for as
-	// usual, and a running but not yet cached sandbox is probed. Browsers'
-	// background fetches and HMR reconnect loops use it, so a tab left open
-	// does not keep a sandbox awake all night (#7).
+	// progress, fail with ErrAsleep. A wake in progress is waited for, and a
+	// running but uncached sandbox is probed. For background fetches and HMR
+	// reconnect loops, so a tab left open keeps nothing awake (#7).
 	NoWake bool
-	// Subject is who the wake is for (a token's sub; "" for none). A
-	// container created for it carries runtime.LabelSubject (SubjectKey).
+	// Subject is who the wake is for (a token's sub); a container created
+	// for it carries runtime.LabelSubject.
 	Subject string
-	// SubjectMaxRunning, with Subject, bounds how many of the subject's
-	// sandboxes run: a wake that would create, claim, start or unpause
-	// one while the runtime lists that many of the subject's instances
-	// running fails with *SubjectLimitError. The runtime's list is shared
-	// by every replica; two replicas deciding at the same moment can each
-	// admit one. Such a wake never claims from the warm pool (a claimed
-	// container's labels cannot be changed on Docker, so it could not be
-	// counted).
+	// SubjectMaxRunning, with Subject: a wake that would make one more of
+	// the subject's sandboxes run while the runtime lists that many running
+	// fails with *SubjectLimitError (two replicas at once can each admit
+	// one). Such a wake never claims from the pool (a claimed container's
+	// labels cannot change, so it could not be counted).
 	SubjectMaxRunning int
-	// OnCreate, if set, is called right before a container is created for
-	// the sandbox (not for a start or unpause). Its error fails the wake
-	// (wrapped; errors.Is sees it); the gateway charges per-subject create
-	// quotas here. In a shared wake only the caller that started it counts.
+	// OnCreate, if set, is called right before a container is created (not
+	// started or unpaused); its error fails the wake (wrapped). The gateway
+	// charges create quotas here. In a shared wake only its starter counts.
 	OnCreate func() error
-	// NoCreate: a missing sandbox is not created (nor claimed from the
-	// pool); Ensure fails with runtime.ErrNotFound. The gateway sets it for
-	// requests without a token: public means "reachable without a token",
-	// never "anyone may create" (#21).
+	// NoCreate: a missing sandbox is not created nor claimed
+	// (runtime.ErrNotFound): public means "reachable without a token", never
+	// "anyone may create" (#21).
 	NoCreate bool
-	// MayServe, if set, is asked with the sandbox's own template (its
-	// instance's label) before a cached endpoint is handed out, before an
-	// existing container is woken, and on the endpoint a shared wake
-	// returns; its error fails Ensure (wrapped). The gateway refuses
-	// anonymous requests for sandboxes whose template is not public with
-	// it, whatever its cache said when it decided the request was public.
+	// MayServe, if set, is asked with the sandbox's own template before a
+	// cached endpoint is handed out, an existing container is woken, and on
+	// a shared wake's endpoint; its error fails Ensure (wrapped).
 	MayServe func(template string) error
-	// Metadata labels a sandbox created by this wake (CheckMetadata must
-	// accept it); an existing one keeps its own. Such a wake never claims
-	// from the warm pool: a claimed container's labels cannot be changed
-	// on Docker.
+	// Metadata labels a sandbox this wake creates (CheckMetadata must accept
+	// it); an existing one keeps its own. Such a wake never claims from the
+	// pool.
 	Metadata map[string]string
-	// Created, if set, is called once this wake's own create (or pool
-	// claim) made the container it goes on to start: tpl, its env and
-	// Metadata are the sandbox's. Not for a container that existed, nor
-	// one another caller (maybe another replica) made first. In a shared
-	// wake only the caller that started it is told: the others' options
-	// were not applied, which is how the admin API tells a backend (#23).
+	// Created, if set, is called once this wake's own create or claim made
+	// the container (tpl, env and Metadata are the sandbox's); not for one
+	// that existed or another caller made. In a shared wake only its starter
+	// is told (#23).
 	Created func()
 }
 
@@ -129,10 +113,7 @@ func (m *Manager) ensureWith(ctx context.Context, id string, tpl *config.Templat
 }
 
 // mayJoin decides for a NoWake caller: nil if a wake of id is in progress
-// (join it) or its container is running (a probe, not a wake); ErrAsleep
-// otherwise. A wake that ends between this check and the caller joining
-// makes the caller start a new one; that one finds the container running
-// unless the first failed, a window too small to keep a sandbox awake.
+// or its container runs (a probe, not a wake); ErrAsleep otherwise.
 func (m *Manager) mayJoin(ctx context.Context, id string) error {
 	if sb := m.lookup(id); sb != nil && sb.waking.Load() > 0 {
 		return nil
@@ -152,9 +133,8 @@ func (m *Manager) mayJoin(ctx context.Context, id string) error {
 	return fmt.Errorf("sandbox %s: %w (%s)", id, ErrAsleep, c.State)
 }
 
-// wakeDetached runs one wake for id: detached from the first caller's
-// cancellation (it serves every caller), bounded by the ready timeout, and
-// canceled by Close, which waits for it.
+// wakeDetached runs one wake for id: detached from the first caller, bounded
+// by the ready timeout, canceled by Close, which waits for it.
 func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Template, opts Options) (Endpoint, error) {
 	m.mu.Lock()
 	if m.closed {
@@ -163,8 +143,7 @@ func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Templ
 	}
 	m.loops.wg.Add(1)
 	sb := m.sandboxLocked(id) // the record this wake passes down
-	// Under m.mu, as Remove counts: a Remove either sees this wake in
-	// flight and stops it, or came before it and does not.
+	// Under m.mu, as Remove counts: Remove sees this wake or came before.
 	sb.waking.Add(1)
 	removals := sb.removals.Load()
 	m.mu.Unlock()
@@ -187,7 +166,10 @@ func (m *Manager) wakeDetached(ctx context.Context, id string, tpl *config.Templ
 		m.setPhase(sb, PhaseReady, "")
 		return ep, nil
 	}
-	defer func() { m.setFailed(sb, err) }()
+	defer func() {
+		sb.progress.Store(&Progress{Phase: PhaseFailed, Msg: "the sandbox could not be started", Err: err})
+		m.mark(sb, PhaseFailed)
+	}()
 	switch {
 	case m.loops.ctx.Err() != nil:
 		err = fmt.Errorf("manager closed: %w: %w", runtime.ErrUnavailable, err)
@@ -207,9 +189,8 @@ var errReadyTimeout = fmt.Errorf("ready timeout: %w", context.DeadlineExceeded)
 
 type readyClockKey struct{}
 
-// readyClock is a wake's deadline that stops while the wake waits in the
-// start queue (acquireStart pauses and resumes it; a wake waits there at
-// most once at a time).
+// readyClock is a wake's deadline that stops while it waits in the start
+// queue (acquireStart pauses and resumes it).
 type readyClock struct {
 	mu    sync.Mutex
 	t     *time.Timer
@@ -269,9 +250,7 @@ func (m *Manager) wake(ctx context.Context, sb *sandbox, tpl *config.Template, o
 		opts.Created()
 	}
 	if r.claimed {
-		// Refill after this wake, not during it: the refill's create and
-		// start would compete with the claim's inspect and probe for the
-		// Docker daemon.
+		// Refill after this wake: a refill would compete with the probe.
 		defer m.kickPool()
 	}
 	if err != nil {

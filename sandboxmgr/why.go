@@ -8,36 +8,31 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// Why a sandbox is awake (#23): what keeps a running sandbox up and when
-// the idle reaper will stop it, from the plan the reaper itself acts on
+// Why a sandbox is awake (#23), from the plan the reaper itself acts on
 // (planLocked), so the answer cannot drift from what happens.
 
 // Awake explains a running sandbox's plan as this replica sees it.
 type Awake struct {
-	// Reasons, in words, each a fact: open sockets, the last request, the
-	// runtime's shared activity, a keep-up time.
+	// Reasons, in words, each a fact.
 	Reasons []string
 	// Summary is the main reason in a few words, for tables.
 	Summary     string
 	OpenSockets int
-	// LastActivity is the latest request or socket activity this replica
-	// knows of, its own or (SharedActivity) another replica's.
+	// LastActivity is the latest activity this replica knows of, its own
+	// or (SharedActivity) another replica's.
 	LastActivity time.Time
-	// SharedActivity is the latest activity the runtime's shared signal
-	// reported (another replica's traffic: a Kubernetes Lease), when the
-	// reaper last asked; zero if it never reported any.
+	// SharedActivity is the latest the runtime's shared signal reported
+	// when the reaper last asked; zero if none.
 	SharedActivity time.Time
 	// KeepUntil is a per-sandbox keep-up time (#23 settings); zero: none.
 	KeepUntil time.Time
-	// IdleFrom is the moment idleness counts from, and Rule the setting
-	// (idle_timeout, max_socket_idle) that applies, LimitSeconds its value.
+	// IdleFrom is when idleness counts from; Rule the setting that applies
+	// (idle_timeout, max_socket_idle), LimitSeconds its value.
 	IdleFrom     time.Time
 	Rule         string
 	LimitSeconds float64
-	// StopsAt is the earliest the reaper acts (at its first round after
-	// it, every ReapEvery), with Action "stop" or "pause", unless a request
-	// comes first. With a shared signal the reaper asks the runtime first,
-	// and another replica's traffic moves it.
+	// StopsAt is the earliest the reaper acts, with Action "stop" or
+	// "pause", unless a request (or another replica's traffic) comes first.
 	StopsAt time.Time
 	Action  string
 }

@@ -37,6 +37,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/previewgate/previewgate/records"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // File is the records file's name in the data dir.
@@ -162,7 +163,7 @@ func (s *Store) ListRecords(ctx context.Context, labels map[string]string) (map[
 			if err != nil {
 				return err
 			}
-			if hasLabels(r.Labels, labels) {
+			if runtime.HasLabels(r.Labels, labels) {
 				out[idOf(k)] = records.Record{Data: r.Data, Version: strconv.FormatUint(r.Version, 10)}
 			}
 			return nil
@@ -235,7 +236,7 @@ func (s *Store) DeleteRecord(ctx context.Context, id, prev string, labels map[st
 			if err != nil {
 				return err
 			}
-			if !hasLabels(r.Labels, labels) {
+			if !runtime.HasLabels(r.Labels, labels) {
 				continue
 			}
 			if prev != "" && strconv.FormatUint(r.Version, 10) != prev {
@@ -277,16 +278,6 @@ func decode(k, v []byte) (stored, error) {
 		return r, fmt.Errorf("record %q: unreadable (format %d): %v", idOf(k), r.V, err)
 	}
 	return r, nil
-}
-
-// hasLabels reports whether got carries every label of want.
-func hasLabels(got, want map[string]string) bool {
-	for k, v := range want {
-		if got[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 var _ records.Store = (*Store)(nil)

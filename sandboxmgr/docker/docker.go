@@ -1,12 +1,9 @@
 // Package docker is the Docker Engine runtime of the sandbox manager: a
-// sandbox is a container named previewgate-<id> on a bridge network
-// without inter-container traffic, found and changed through the Engine
-// API (the Docker SDK). Labels are immutable, so a pool claim is a
-// rename. It implements the manager's runtime interface in the manager's
-// words (Lookup, Start, Resume, Sleep, Claim, Watch) and declares images,
-// logs and pause as its capabilities (package runtime). An engine is
-// served by one gateway per scope, which Own makes sure of (own.go,
-// lock.go); that gateway's own requests are the whole truth about
+// sandbox is a container named like runtime.Name on a bridge network
+// without inter-container traffic. Labels are immutable, so a pool claim
+// is a rename. It declares images, logs and pause as its capabilities. An
+// engine is served by one gateway per scope, which Own makes sure of
+// (own.go, lock.go); that gateway's requests are the whole truth about
 // activity, and its records are kept in its data dir.
 package docker
 
@@ -54,17 +51,15 @@ func New(o Options) (*Runtime, error) {
 func (e *Runtime) Close() error { return e.cli.Close() }
 
 // Capabilities: images built and checked on the engine, logs, a real
-// pause. No records: the engine has no store for them; the gateway keeps
-// them in its data dir (internal/boltstore). No shared activity: one
-// gateway sees every request.
+// pause. No records (the gateway keeps them in its data dir) and no shared
+// activity (one gateway sees every request).
 func (e *Runtime) Capabilities() runtime.Capabilities {
 	return runtime.Capabilities{Images: images{e}, Logs: e, Pause: true}
 }
 
-// newDockerClient connects lazily to host (zero: DOCKER_HOST or the default
-// socket), negotiating the API version (the engine may be older than the
-// SDK). Dials time out after dialTimeout, so an engine that is down is
-// reported in about that time rather than the SDK's 10s or a hang.
+// newDockerClient connects lazily to host (zero: DOCKER_HOST or the
+// default socket), negotiating the API version. Dials time out after
+// dialTimeout, so an engine that is down shows in about that time.
 func newDockerClient(host string, dialTimeout time.Duration) (*client.Client, error) {
 	if host == "" {
 		host = os.Getenv(client.EnvOverrideHost)
@@ -78,21 +73,16 @@ func newDockerClient(host string, dialTimeout time.Duration) (*client.Client, er
 	}
 	opts := []client.Opt{client.FromEnv, client.WithHost(host), client.WithAPIVersionNegotiation()}
 	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
-	switch u.Scheme {
-	case "unix":
+	if proto := map[string]string{"unix": "unix", "tcp": "tcp", "http": "tcp", "https": "tcp"}[u.Scheme]; proto != "" {
 		opts = append(opts, client.WithDialContext(func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, "unix", u.Host)
-		}))
-	case "tcp", "http", "https":
-		opts = append(opts, client.WithDialContext(func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, "tcp", u.Host)
+			return d.DialContext(ctx, proto, u.Host)
 		}))
 	}
 	return client.NewClientWithOpts(opts...)
 }
 
-// classify maps SDK errors to ours: connection failures to ErrUnavailable,
-// "not found" to notFound (when non-nil). Other errors pass through.
+// classify maps SDK errors to the runtime's: connection failures to
+// ErrUnavailable, "not found" to notFound (when non-nil).
 func classify(op string, err, notFound error) error {
 	if err == nil {
 		return nil
@@ -161,10 +151,10 @@ func trimSlash(s string) string {
 	return s
 }
 
-// dockerConfig turns a spec into the create request. Isolation defaults
-// (#7): no published ports, no mounts, no-new-privileges, every capability
-// dropped except those the template adds, resource limits, no restart policy
-// (a crashed dev server stays down until the next request wakes it).
+// dockerConfig turns a spec into the create request. Isolation (#7): no
+// published ports or mounts, no-new-privileges, every capability dropped
+// but the template's, limits, no restart policy (a crashed dev server
+// stays down until the next request wakes it).
 func dockerConfig(s runtime.Spec) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
 	cfg := &container.Config{
 		Image:  s.Image,
@@ -198,7 +188,7 @@ func dockerConfig(s runtime.Spec) (*container.Config, *container.HostConfig, *ne
 func (e *Runtime) Create(ctx context.Context, s runtime.Spec) (string, error) {
 	if s.Workspace != nil {
 		// Config refuses it; a gateway whose live config claims another
-		// runtime than it runs must not lose files silently.
+		// runtime must not lose files silently.
 		return "", fmt.Errorf("create %s: a template's workspace needs the kubernetes runtime", s.Name)
 	}
 	if id := e.networkID(s.Network); id != "" {
@@ -212,8 +202,7 @@ func (e *Runtime) Create(ctx context.Context, s runtime.Spec) (string, error) {
 	case cerrdefs.IsConflict(err):
 		return "", fmt.Errorf("create %s: %w", s.Name, runtime.ErrNameTaken)
 	case cerrdefs.IsNotFound(err):
-		// The only missing thing a create can hit besides the image is the
-		// network; tell them apart by asking for the image.
+		// Besides the image, only the network can be missing: ask for the image.
 		if ok, ierr := e.hasImage(ctx, s.Image); ierr == nil && !ok {
 			return "", fmt.Errorf("create %s: %w: %q (nothing is pulled; build or load it first)", s.Name, runtime.ErrNoImage, s.Image)
 		}
@@ -242,18 +231,10 @@ func (e *Runtime) Claim(ctx context.Context, container, name string) error {
 func (e *Runtime) Sleep(ctx context.Context, name string, mode runtime.SleepMode) error {
 	switch mode {
 	case runtime.SleepPause:
-		return e.pause(ctx, name)
+		return classify("pause "+name, e.cli.ContainerPause(ctx, name), runtime.ErrNotFound)
 	case runtime.SleepKill:
 		return classify("kill "+name, e.cli.ContainerKill(ctx, name, "KILL"), runtime.ErrNotFound)
 	}
-	return e.stop(ctx, name)
-}
-
-func (e *Runtime) pause(ctx context.Context, name string) error {
-	return classify("pause "+name, e.cli.ContainerPause(ctx, name), runtime.ErrNotFound)
-}
-
-func (e *Runtime) stop(ctx context.Context, name string) error {
 	timeout := 10 // seconds before SIGKILL
 	return classify("stop "+name, e.cli.ContainerStop(ctx, name, container.StopOptions{Timeout: &timeout}), runtime.ErrNotFound)
 }
@@ -264,9 +245,8 @@ const removeWait = 30 * time.Second
 
 func (e *Runtime) Remove(ctx context.Context, name string) error {
 	err := e.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	// "removal of container ... is already in progress" (a concurrent
-	// DELETE, a wake removing what it made): removed once that one is
-	// done, not a failure to retry. Waited for up to removeWait.
+	// "removal ... is already in progress" (a concurrent DELETE, a wake
+	// removing what it made): done once that one is, up to removeWait.
 	for end := time.Now().Add(removeWait); cerrdefs.IsConflict(err) && time.Now().Before(end); {
 		select {
 		case <-ctx.Done():

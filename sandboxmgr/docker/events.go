@@ -29,9 +29,7 @@ func (e *Runtime) Watch(ctx context.Context, since time.Time, labels map[string]
 	if !since.IsZero() {
 		opts.Since = fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond())
 	}
-	// The SDK's Events reads the API version without the negotiation
-	// lock; a request that negotiates first (under the lock, once) makes
-	// the version settled before Events reads it.
+	// Settle the API version first: the SDK's Events reads it unguarded.
 	if _, err := e.cli.ServerVersion(ctx); err != nil {
 		return classify("docker events", err, nil)
 	}
@@ -41,10 +39,9 @@ func (e *Runtime) Watch(ctx context.Context, since time.Time, labels map[string]
 	for {
 		select {
 		case msg := <-msgs:
-			if !hasLabels(msg.Actor.Attributes, labels) {
-				// Container events carry the labels in their attributes;
-				// the server filtered on them, this keeps the scope even
-				// if an engine ignored a filter (#13).
+			if !runtime.HasLabels(msg.Actor.Attributes, labels) {
+				// The server filtered on the labels; this keeps the scope
+				// even if an engine ignored a filter (#13).
 				continue
 			}
 			ev := runtime.Event{
@@ -68,14 +65,4 @@ func (e *Runtime) Watch(ctx context.Context, since time.Time, labels map[string]
 			return ctx.Err()
 		}
 	}
-}
-
-// hasLabels reports whether attrs holds every label in labels.
-func hasLabels(attrs, labels map[string]string) bool {
-	for k, v := range labels {
-		if got, ok := attrs[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }

@@ -12,11 +12,7 @@ import (
 type images struct{ e *Runtime }
 
 func (i images) Build(ctx context.Context, tag string, buildContext []byte, labels map[string]string) error {
-	e := i.e
-	if err := dockerbuild.Build(ctx, e.cli, tag, buildContext, labels); err != nil {
-		return classify("build "+tag, err, nil)
-	}
-	return nil
+	return classify("build "+tag, dockerbuild.Build(ctx, i.e.cli, tag, buildContext, labels), nil)
 }
 
 func (i images) Has(ctx context.Context, tag string) (bool, error) { return i.e.hasImage(ctx, tag) }

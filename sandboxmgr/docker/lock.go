@@ -26,24 +26,21 @@ import (
 )
 
 // The scope lock: one live gateway per engine and scope. A volume named
-// previewgate-lock-<scope stamp> that is never mounted carries its
-// holder's labels: the owner id of its data dir, host, pid, start time.
-// The engine keeps volume names unique and a create of an existing name
-// answers the existing volume, so of gateways starting together the first
-// creator holds it. A gateway finding it held by another data dir asks
-// whether the holder lives: it creates a ping volume of the scope, which a
-// live holder removes at once (it watches volume events, and lists every
-// lockPoll as a backstop for a stalled events stream). A ping still there
-// after pingWait, or a holder whose process is gone (same machine and pid
-// namespace), means the holder is gone: the lock is taken over. A holder
-// that answered means a live gateway: this one is refused (ErrScopeTaken).
-// The holder's own data dir takes it over at once (holding the data dir's
-// file lock, it knows the earlier holder is gone). A clean exit removes it.
+// previewgate-lock-<scope stamp>, never mounted, carries its holder's
+// labels (data dir owner, host, pid, start time). Volume names are unique
+// and a create of an existing name answers the existing volume, so of
+// gateways starting together the first creator holds it. A gateway finding
+// it held by another data dir pings the holder: it creates a ping volume,
+// which a live holder removes at once (watching volume events, and listing
+// every lockPoll as a backstop). A ping still there after pingWait, or a
+// holder whose process is gone (same machine and pid namespace), means the
+// holder is gone: the lock is taken over; a live holder refuses this one
+// (ErrScopeTaken). The holder's own data dir takes it over at once (holding
+// the data dir's file lock). A clean exit removes it.
 //
-// Two gateways taking over one dead holder's lock at the same moment can
-// both believe they hold it for up to lockPoll: each checks every lockPoll
-// that the lock still carries its nonce, and the one that finds another's
-// exits (Lost).
+// Two gateways taking over a dead holder's lock at once can both believe
+// they hold it for up to lockPoll: each checks every lockPoll that the lock
+// carries its nonce, and the one that finds another's exits (Lost).
 const (
 	labelLock      = "previewgate.lock" // the scope stamp
 	labelLockOwner = "previewgate.lock.owner"
@@ -60,8 +57,7 @@ var (
 	lockPoll = time.Second
 	// pingWait is how long a live holder may take to answer a ping.
 	pingWait = 5 * time.Second
-	// lockFirstTry bounds the first try at start; an engine that does
-	// not answer by then is tried again in the background.
+	// lockFirstTry bounds the first try; later tries run in the background.
 	lockFirstTry = 30 * time.Second
 )
 
@@ -87,11 +83,10 @@ type scopeLock struct {
 	held   atomic.Bool   // the lock is this gateway's: it answers pings
 }
 
-// lockScope takes the scope lock of labels for owner, refusing with
-// ErrScopeTaken if a live gateway of another data dir holds it. An engine
-// that cannot be reached does not stop the gateway (it serves 503s until
-// the engine is back); the lock is taken in the background then, and lost
-// is called if it turns out held, or if it is taken over later.
+// lockScope takes the scope lock of labels for owner; ErrScopeTaken if a
+// live gateway of another data dir holds it. An unreachable engine does
+// not stop the gateway: the lock is taken in the background, and lost is
+// called if it turns out held or is taken over later.
 func lockScope(ctx context.Context, cli *client.Client, labels map[string]string, owner string, lost func(error), log *slog.Logger) (*scopeLock, error) {
 	if lost == nil {
 		lost = func(error) {}
@@ -143,9 +138,8 @@ func (l *scopeLock) acquire(ctx context.Context) error {
 			l.log.InfoContext(ctx, "scope lock taken: this gateway serves its scope on this engine", "lock", l.name, "scope", l.scope)
 			return nil
 		case v.Labels[labelLockOwner] == l.owner:
-			// Left by an earlier gateway of this data dir, which is gone:
-			// this process holds the data dir. Made again, to say who
-			// holds it now (its pid, for the fast check below).
+			// Left by this data dir's earlier gateway, which is gone; made
+			// again to name the new holder (its pid).
 			l.log.InfoContext(ctx, "scope lock left by this data dir's previous gateway: taking it", "lock", l.name)
 		default:
 			alive, how, err := l.alive(ctx, v)
@@ -240,8 +234,8 @@ func (l *scopeLock) run(ctx context.Context) {
 		}
 		if l.held.Load() {
 			if !answering {
-				// Started once the engine answered: the SDK's events call
-				// reads the negotiated API version unguarded.
+				// Once the engine answered: the SDK's events call reads the
+				// negotiated API version unguarded.
 				answering = true
 				wg.Go(func() { l.answerEvents(ctx) })
 			}
@@ -261,8 +255,7 @@ func (l *scopeLock) run(ctx context.Context) {
 }
 
 // check answers the pings it finds and makes sure the lock is still this
-// gateway's: made again if it went (a volume prune), an error if another
-// gateway took it over.
+// gateway's: made again if it went, an error if another took it over.
 func (l *scopeLock) check(ctx context.Context) error {
 	pings, err := l.cli.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labelPing+"="+l.pingLabels[labelPing]))})
 	if err != nil {

@@ -13,16 +13,14 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 )
 
-// maxTailBytes bounds what a non-following read takes from the engine
-// (the manager's longest tail of the log driver's 16 KiB chunks, and
-// margin).
+// maxTailBytes bounds a non-following read (the longest tail of 16 KiB
+// chunks, and margin).
 const maxTailBytes = 4 << 20
 
-// Logs writes container ctr's stdout and stderr, demultiplexed, to w: the
-// last tail lines, then (follow) new output until it stops or ctx ends.
-// A container keeps its output across starts, so a tail may hold several
-// runs: a non-following read marks where the current run begins with a
-// RunSeparator line (#24, 6: a failure answer mixed three runs' lines).
+// Logs writes ctr's stdout and stderr, demultiplexed, to w: the last tail
+// lines, then (follow) new output until it stops or ctx ends. A tail may
+// hold several runs: a non-following read marks where the current one
+// begins with a RunSeparator line (#24, 6).
 func (e *Runtime) Logs(ctx context.Context, ctr string, tail int, follow bool, w io.Writer) error {
 	opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: follow, Tail: strconv.Itoa(tail)}
 	var split *runSplitter
@@ -42,9 +40,8 @@ func (e *Runtime) Logs(ctx context.Context, ctr string, tail int, follow bool, w
 	if !follow {
 		r = io.LimitReader(rc, maxTailBytes)
 	}
-	// Containers are never created with a TTY, so the stream is always
-	// multiplexed; the daemon frames each log message (16 KiB at most for
-	// the json-file and local drivers), which bounds stdcopy's buffer.
+	// No TTY, so the stream is multiplexed; the daemon frames each message
+	// (16 KiB at most), which bounds stdcopy's buffer.
 	_, err = stdcopy.StdCopy(w, w, r)
 	if split != nil {
 		split.flush()
@@ -55,19 +52,15 @@ func (e *Runtime) Logs(ctx context.Context, ctr string, tail int, follow bool, w
 	return nil
 }
 
-// RunSeparator starts the line put between the output of earlier runs of a
-// container and that of its current run.
+// RunSeparator starts the line put before the current run's output.
 const RunSeparator = "----- previewgate: the app (re)started at "
 
-// startSkew: the engine can stamp the first line of a run a little before
-// the start time it records (the app writes before the start is noted),
-// while a restart after a crash takes far longer than this (CI saw an app
-// that prints at once lose its separator).
+// startSkew: the engine may stamp a run's first line a little before its
+// recorded start, while a crash restart takes far longer than this.
 const startSkew = 50 * time.Millisecond
 
-// runSplitter takes log lines with the engine's timestamps, strips them,
-// and writes a separator before the first line of the run that started at
-// started when lines of earlier runs came before it.
+// runSplitter strips the engine's timestamps and writes a separator
+// before the current run's first line when earlier runs' lines came first.
 type runSplitter struct {
 	w       io.Writer
 	started time.Time
@@ -100,8 +93,7 @@ func (s *runSplitter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// line writes one line (with its newline, if it had one) without its
-// timestamp.
+// line writes one line without its timestamp.
 func (s *runSplitter) line(l []byte) error {
 	if sp := bytes.IndexByte(l, ' '); sp > 0 {
 		if ts, err := time.Parse(time.RFC3339Nano, string(l[:sp])); err == nil {

@@ -17,12 +17,10 @@ import (
 )
 
 // The sandboxes' network. Docker does not keep network names unique:
-// gateways starting together on a fresh engine each create "previewgate",
-// and from then on every create naming it fails ("network is ambiguous").
-// So Isolate resolves a name to one network the same way in every
-// gateway: the oldest, then the lowest ID, of those the engine lists under
-// that exact name. It removes the others that have no containers, and
-// creates join the kept one by its ID, whatever else carries the name.
+// gateways starting together each create "previewgate", and then every
+// create naming it fails as ambiguous. So Isolate picks, the same way in
+// every gateway, the oldest (then lowest ID) of that exact name, removes
+// the others without containers, and creates join the kept one by ID.
 
 // networks maps a network name to the ID of the network Isolate kept.
 type networks struct {
@@ -36,17 +34,14 @@ func (e *Runtime) networkID(name string) string {
 	return e.nets.ids[name]
 }
 
-// netSettle is how long Isolate lets creates racing with its own land
-// before it picks: a create that began first (the older network) may be
-// listed after it.
+// netSettle is how long Isolate lets racing creates land before it picks.
 const netSettle = 500 * time.Millisecond
 
 // Isolate makes the bridge network name exist, without inter-container
 // traffic, and picks the one of that name new sandboxes join.
 func (e *Runtime) Isolate(ctx context.Context, name string, labels map[string]string) error {
-	// The common case, one network of the name, in one call. (Its answer
-	// also settles the client's API version, which the SDK's list calls
-	// read unguarded while another goroutine's first call may set it.)
+	// One network of the name, in one call (which also settles the
+	// client's API version, read unguarded by the SDK's list calls).
 	if n, err := e.cli.NetworkInspect(ctx, name, network.InspectOptions{}); err == nil && n.Name == name {
 		e.keepNetwork(name, n.ID)
 		return nil
@@ -58,8 +53,7 @@ func (e *Runtime) Isolate(ctx context.Context, name string, labels map[string]st
 	if len(nets) == 0 {
 		_, err := e.cli.NetworkCreate(ctx, name, network.CreateOptions{
 			Driver: "bridge",
-			// Sandboxes must not reach each other; the gateway reaches them
-			// from the host side of the bridge.
+			// Sandboxes must not reach each other.
 			Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"},
 			Labels:  labels,
 		})
@@ -106,12 +100,9 @@ func (e *Runtime) networksNamed(ctx context.Context, name string) ([]network.Sum
 	return list, nil
 }
 
-// dropDuplicates removes the networks dups (named name) that no container
-// is on, running or not: the engine removes a network a stopped container
-// is on, which then cannot start. A container not yet started is on the
-// network its NetworkMode names by ID (by name, it is on none while the
-// name is ambiguous); one that ran has its network's ID. Failing is no
-// error: a duplicate stays, and creates join the kept network by ID.
+// dropDuplicates removes the networks dups that no container, running or
+// not, is on (a stopped container's removed network would keep it from
+// starting). Failing is no error: creates join the kept one by ID.
 func (e *Runtime) dropDuplicates(ctx context.Context, name string, dups []network.Summary) {
 	on, err := e.cli.ContainerList(ctx, container.ListOptions{All: true,
 		Filters: filters.NewArgs(filters.Arg("network", name))})

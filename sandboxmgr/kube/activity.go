@@ -13,10 +13,9 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// RecordActivity writes at into the renewTime of the Lease of the sandbox
-// named name (a merge patch: one call, no read). Replicas write their own
-// latest view, so the value may step back by at most ActivityEvery; the
-// reaper's margin is idle_timeout, far longer.
+// RecordActivity writes at into the renewTime of sandbox name's Lease (a
+// merge patch, no read). Replicas write their own view, so it may step
+// back by at most ActivityEvery, far below idle_timeout.
 func (e *Runtime) RecordActivity(ctx context.Context, name string, at time.Time) error {
 	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"renewTime": metav1.NewMicroTime(at)}})
 	if err != nil {
@@ -32,8 +31,7 @@ func (e *Runtime) RecordActivity(ctx context.Context, name string, at time.Time)
 // RecordEvery is how often a replica publishes a sandbox's activity.
 func (e *Runtime) RecordEvery() time.Duration { return e.kc.ActivityEvery }
 
-// LastActivity reads the renewTime of the Lease of sandbox id's instance
-// inst (named like it).
+// LastActivity reads the renewTime of the Lease of instance inst.
 func (e *Runtime) LastActivity(ctx context.Context, _ string, inst runtime.Instance) (time.Time, error) {
 	l, err := e.cs.CoordinationV1().Leases(e.ns).Get(ctx, inst.Name, metav1.GetOptions{})
 	if err != nil {

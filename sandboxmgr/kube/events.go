@@ -16,18 +16,16 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// Events runs an informer on the scoped pods and reports their changes as
-// the container events the Docker runtime reports (#15). The informer lists
-// and then watches, and relists by itself after a broken watch, so since is
-// not needed: a relist delivers what changed meanwhile. It returns when ctx
-// ends. fn is called from the informer's one handler goroutine, in order.
+// Watch runs an informer on the scoped pods and reports their changes as
+// runtime Events (#15). The informer relists by itself after a broken
+// watch, so since is not needed. It returns when ctx ends; fn is called
+// from the informer's one handler goroutine, in order.
 func (e *Runtime) Watch(ctx context.Context, _ time.Time, lbls map[string]string, fn func(runtime.Event)) error {
 	sel := labels.SelectorFromSet(lbls).String()
 	f := informers.NewSharedInformerFactoryWithOptions(e.watch, 0, informers.WithNamespace(e.ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
 	inf := f.Core().V1().Pods().Informer()
-	// The cache holds every sandbox pod; managedFields (server-side apply
-	// bookkeeping) are a third of a pod and nothing here reads them.
+	// managedFields are a third of a cached pod; nothing reads them.
 	if err := inf.SetTransform(stripManagedFields); err != nil {
 		return fmt.Errorf("pod informer: %w", err)
 	}
@@ -67,20 +65,18 @@ func (e *Runtime) Watch(ctx context.Context, _ time.Time, lbls map[string]string
 	if err != nil {
 		return fmt.Errorf("pod informer: %w", err)
 	}
-	// A broken watch is relisted by the informer itself, but until then a
-	// pod that ended unseen may have passed its address on (#21).
+	// Until the informer relists, a pod that ended unseen may have passed
+	// its address on (#21).
 	if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 		fn(runtime.Event{Action: runtime.EventWatchBroken, Time: time.Now()})
 		cache.DefaultWatchErrorHandler(ctx, r, err)
 	}); err != nil {
 		return fmt.Errorf("pod informer: %w", err)
 	}
-	// The lease sweep lives as long as the watch: both end with ctx, and
-	// Watch returns only after both did.
+	// The lease sweep lives as long as the watch; Watch waits for both.
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { e.sweepLoop(ctx, lbls, e.kc.Log) })
-	// Run returns when ctx ends; the informer's goroutines end with it.
 	inf.Run(ctx.Done())
 	return ctx.Err()
 }
@@ -99,8 +95,7 @@ func podEvents(old, pod *corev1.Pod) []runtime.Event {
 		out = append(out, runtime.Event{Action: runtime.EventRename, OldName: old.Name, Name: logicalName(pod)})
 	}
 	if old.Labels[LabelClaimed] != "" && pod.Labels[LabelClaimed] == "" && podInfo(pod).State == runtime.StateRunning {
-		// A claim undone (it lost the sandbox's Lease): the pod is back in
-		// the pool, for every replica to claim.
+		// A claim undone (it lost the Lease): back in the pool.
 		out = append(out, runtime.Event{Action: runtime.EventStart, Name: pod.Name})
 	}
 	name := logicalName(pod)

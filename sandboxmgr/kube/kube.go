@@ -1,9 +1,7 @@
-// Package kube is the Kubernetes runtime of the sandbox manager (#15): a
-// sandbox is a Pod, found and changed through the API server with
-// client-go. Pods, Leases, PersistentVolumeClaims, NetworkPolicies and the
-// "<pod>/<uid>" instance IDs stay in this package; the manager sees
-// Instances and Events (package runtime) and the capabilities declared in
-// Capabilities.
+// Package kube is the Kubernetes runtime of the sandbox manager (#15).
+// Pods, Leases, PersistentVolumeClaims, NetworkPolicies and "<pod>/<uid>"
+// instance IDs stay in this package; the manager sees package runtime's
+// Instances, Events and Capabilities.
 package kube
 
 import (
@@ -12,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"os"
 	"strings"
 	"time"
@@ -30,39 +27,28 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// The Kubernetes runtime (#15). A sandbox is a Pod; the API server is the
-// truth, as the Docker Engine is for the Docker runtime, and the manager's
-// wake, single-flight, start slots, readiness and reaper run unchanged on
-// top of kubeEngine, which maps the engine interface onto the API:
-//
-//   - A sandbox's pod is named as the manager names it (runtime.Name: its
-//     scope's stamp and its id; an earlier version's, runtime.LegacyName,
-//     is found and used as it is), carries the manager's scope labels, and
-//     runs once (restartPolicy Never): "stop" deletes it, and the next wake
-//     creates it again. Pause is a stop; Unpause never happens.
-//   - Every sandbox also has a Lease named like its pod. Creating it is
-//     the cluster-wide lock on the id (AlreadyExists is the race signal, as a
-//     pod name or a Docker container name is); its holderIdentity names the
-//     pod that serves the sandbox, and its renewTime is the sandbox's last
-//     activity as recorded by any replica (activity.go: sharedActivity).
-//   - A warm pool pod is claimed by a label change (previewgate.claimed=<id>)
-//     guarded by the pod's resourceVersion, so two replicas never claim the
-//     same pod; then the claimer takes the Lease, so two replicas never bind
-//     two pods to one id. A claim whose Lease is taken is undone.
-//   - A container "ID" is "<pod name>/<pod UID>": every call that acts on a
-//     pod checks its UID (a delete uses a UID precondition), never acting on
-//     another pod that took the name meanwhile. The "name" of a claimed pool
-//     pod is its sandbox's (kept in its annotation previewgate.name), so the
-//     manager finds it there.
-//   - Start waits on a watch of the one pod until it runs; Events is an
-//     informer on the scoped pods, translated to the events the Docker
-//     runtime reports.
-//   - A template's workspace is a PersistentVolumeClaim per sandbox, kept
-//     by a stop and deleted by a remove (kube_workspace.go).
+// A sandbox is a Pod; the API server is the truth.
+//   - A sandbox's pod is named runtime.Name (a LegacyName one is used as
+//     it is), carries the scope labels, and runs once (restartPolicy
+//     Never): "stop" deletes it, the next wake creates it again. No pause.
+//   - Every sandbox has a Lease named like its pod. Creating it is the
+//     cluster-wide lock on the id (AlreadyExists is the race signal); its
+//     holderIdentity names the serving pod, its renewTime the last
+//     activity any replica recorded (activity.go).
+//   - A pool pod is claimed by a label change (LabelClaimed) guarded by its
+//     resourceVersion, then the claimer takes the Lease, so no two replicas
+//     claim one pod or bind two pods to one id; a claim whose Lease is taken
+//     is undone.
+//   - An instance ID is "<pod name>/<pod UID>": every call acting on a pod
+//     checks its UID (a delete has a UID precondition). A claimed pool pod's
+//     name is its sandbox's (annotation previewgate.name).
+//   - Start watches the one pod until it runs; Watch is an informer on the
+//     scoped pods, translated to runtime Events.
+//   - A workspace is a PersistentVolumeClaim per sandbox, kept by a stop,
+//     deleted by a remove (workspace.go).
 
-// LabelClaimed marks a warm pool pod claimed for a sandbox (Kubernetes
-// labels can change; Docker's cannot, so the Docker runtime renames), and
-// annName names the sandbox it now is (no label value holds every name).
+// LabelClaimed marks a pool pod claimed for a sandbox (pod labels can
+// change; Docker's cannot, so Docker renames); annName names the sandbox.
 const (
 	LabelClaimed = "previewgate.claimed"
 	annName      = "previewgate.name"
@@ -70,9 +56,8 @@ const (
 
 // Config configures the Kubernetes runtime (Config.Runtime "kubernetes").
 type Config struct {
-	// Namespace holds the sandboxes' pods, leases and network policy.
-	// Zero means the namespace the gateway runs in (in cluster), else
-	// config.DefaultSandboxNamespace.
+	// Namespace holds the sandboxes' objects. Zero means the gateway's own
+	// (in cluster), else config.DefaultSandboxNamespace.
 	Namespace string
 	// Kubeconfig is a kubeconfig file. Zero means $KUBECONFIG, then
 	// ~/.kube/config, unless InCluster.
@@ -81,9 +66,8 @@ type Config struct {
 	InCluster bool
 	// REST, if set, is used as is (tests).
 	REST *rest.Config
-	// GatewayLabels select the gateway's pods: the sandboxes' NetworkPolicy
-	// admits traffic from them only. Zero means
-	// app.kubernetes.io/name=previewgate.
+	// GatewayLabels select the gateway's pods, which alone the sandboxes'
+	// NetworkPolicy admits. Zero means app.kubernetes.io/name=previewgate.
 	GatewayLabels map[string]string
 	// GatewayNamespace is where the gateway's pods run, for the same
 	// policy. Zero means Namespace.
@@ -98,7 +82,7 @@ type Config struct {
 	// RunAsUser is the uid sandbox containers run as (runAsNonRoot). Zero
 	// means 1000; negative means the image's own user (which may be root).
 	RunAsUser int64
-	// ActivityEvery bounds how often one replica records a sandbox's
+	// ActivityEvery bounds how often a replica records a sandbox's
 	// activity in its Lease. Zero means config.DefaultActivityEvery.
 	ActivityEvery time.Duration
 	// SweepEvery is how often leases whose pods are gone are deleted
@@ -141,18 +125,15 @@ func New(kc Config, labels map[string]string) (*Runtime, error) {
 	}
 	rc = rest.CopyConfig(rc)
 	if rc.QPS == 0 {
-		// client-go's default, 5/s with bursts of 10, would throttle a
-		// replica that serves hundreds of sandboxes (lease renewals alone).
+		// client-go's default (5/s) would throttle lease renewals alone.
 		rc.QPS, rc.Burst = 50, 100
 	}
 	if rc.ContentType == "" {
-		// Protobuf, as the cluster's own controllers talk: lists and watch
-		// events of pods are a fraction of their JSON size.
+		// Protobuf, as the cluster's controllers talk: far smaller lists.
 		rc.ContentType = "application/vnd.kubernetes.protobuf"
 		rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	}
-	// Watches stream for minutes (the informer asks the server to end them
-	// after 5-10); a client timeout would cut each one at 30s.
+	// Watches stream for minutes: no 30s client timeout for them.
 	watchRC := rest.CopyConfig(rc)
 	if rc.Timeout == 0 {
 		rc.Timeout = 30 * time.Second
@@ -190,12 +171,20 @@ func New(kc Config, labels map[string]string) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes watch client: %w", err)
 	}
-	return &Runtime{cs: cs, watch: watchCS, ns: kc.Namespace, kc: kc, base: maps.Clone(labels)}, nil
+	return &Runtime{cs: cs, watch: watchCS, ns: kc.Namespace, kc: kc, base: withLabels(labels)}, nil
 }
 
-// kclassify maps API errors to ours: not found to notFound, conflicts on
-// create to errNameTaken, and what says the API server is unreachable or
-// overloaded to ErrUnavailable.
+// withLabels is a copy of l, never nil.
+func withLabels(l map[string]string) map[string]string {
+	if l = maps.Clone(l); l == nil {
+		l = map[string]string{}
+	}
+	return l
+}
+
+// kclassify maps API errors to the runtime's: not found to notFound, a
+// create conflict to ErrNameTaken, an unreachable or overloaded API
+// server to ErrUnavailable.
 func kclassify(op string, err, notFound error) error {
 	switch {
 	case err == nil:
@@ -212,11 +201,7 @@ func kclassify(op string, err, notFound error) error {
 	if errors.As(err, &st) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	var ne net.Error
-	if errors.As(err, &ne) || strings.Contains(err.Error(), "connection refused") {
-		return fmt.Errorf("%s: %w: %w", op, runtime.ErrUnavailable, err)
-	}
-	return fmt.Errorf("%s: %w: %w", op, runtime.ErrUnavailable, err)
+	return fmt.Errorf("%s: %w: %w", op, runtime.ErrUnavailable, err) // a transport error
 }
 
 func kubeID(pod *corev1.Pod) string { return pod.Name + "/" + string(pod.UID) }
@@ -227,9 +212,8 @@ func splitKubeID(s string) (name string, uid types.UID) {
 	return name, types.UID(u)
 }
 
-// logicalName is the container name the manager knows pod by: its
-// sandbox's for a claimed pool pod (the name of one claimed before names
-// were scoped is the legacy one), else its own.
+// logicalName is the name the manager knows pod by: its sandbox's for a
+// claimed pool pod (legacy if claimed before names were scoped), else its own.
 func logicalName(pod *corev1.Pod) string {
 	if id := pod.Labels[LabelClaimed]; id != "" {
 		if n := pod.Annotations[annName]; n != "" {
@@ -291,8 +275,8 @@ func (e *Runtime) getPod(ctx context.Context, name string) (*corev1.Pod, error) 
 	return pod, nil
 }
 
-// podByID returns the pod an ID or name stands for; ErrNoContainer if it is
-// gone or another pod has its name now.
+// podByID returns the pod an ID or name stands for; runtime.ErrNotFound
+// if it is gone or another pod has its name now.
 func (e *Runtime) podByID(ctx context.Context, id string) (*corev1.Pod, error) {
 	name, uid := splitKubeID(id)
 	pod, err := e.getPod(ctx, name)
@@ -347,26 +331,18 @@ func (e *Runtime) Create(ctx context.Context, s runtime.Spec) (string, error) {
 		s.Workspace = nil // a pool pod serves no sandbox yet
 	}
 	if s.Workspace != nil {
-		// Before the lock: a sandbox's replicas all make or find the one
-		// claim, and the lease's holder must not wait for it.
+		// Before the lock: the lease's holder must not wait for the claim.
 		if err := e.ensureWorkspace(ctx, s); err != nil {
 			return "", err
 		}
 	}
 	if s.Labels[runtime.LabelPool] == "" {
 		// A sandbox: take the id's lock first (a pool claim takes it too).
-		id := s.Labels[runtime.LabelSandbox]
-		err := e.createLease(ctx, s.Name, id, s.Name)
-		if errors.Is(err, runtime.ErrNameTaken) {
-			var ok bool
-			if ok, err = e.takeStaleLease(ctx, s.Name, id, s.Name); err == nil && !ok {
-				err = fmt.Errorf("lease %s: %w", s.Name, runtime.ErrNameTaken)
-			}
-		}
-		if err != nil {
+		if err := e.takeLease(ctx, s.Name, s.Labels[runtime.LabelSandbox], s.Name); err != nil {
 			return "", err
 		}
 	}
+
 	pod, err := e.cs.CoreV1().Pods(e.ns).Create(ctx, e.podSpec(s, port, s.ReadyPath), metav1.CreateOptions{})
 	if err != nil {
 		return "", kclassify("create pod "+s.Name, err, runtime.ErrNoImage)
@@ -393,9 +369,8 @@ func (e *Runtime) List(ctx context.Context, lbls map[string]string) ([]runtime.I
 		return nil, err
 	}
 	for claim, i := range stopping {
-		// A stop under way: the pod goes, its stop is recorded on the
-		// claim. A manager starting now must not take the pod's end
-		// for a stop happening then (workspace.go).
+		// A stop under way is recorded on the claim: a manager starting now
+		// must not take the pod's end for a stop then (workspace.go).
 		out[i].StoppedAt = stops[claim]
 	}
 	return append(out, kept...), nil

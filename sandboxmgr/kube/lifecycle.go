@@ -14,13 +14,11 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// A pod's life on Kubernetes: Start waits for the kubelet to run it; a
-// stop deletes the pod (and its lease) and keeps the workspace; a remove
-// deletes the workspace too.
+// A pod's life: Start waits for the kubelet to run it; a stop deletes the
+// pod and its lease, keeping the workspace; a remove deletes that too.
 
-// Start waits until the pod runs (the kubelet starts it; there is nothing to
-// call). A pod that ended is deleted: ErrNoContainer, so the wake creates a
-// new one.
+// Start waits until the pod runs (the kubelet starts it). A pod that
+// ended is deleted: runtime.ErrNotFound, so the wake creates a new one.
 func (e *Runtime) Start(ctx context.Context, id string) error {
 	if _, _, ok := splitKeptID(id); ok {
 		return fmt.Errorf("%s: %w (only its workspace is kept; create a pod)", id, runtime.ErrNotFound)
@@ -80,8 +78,8 @@ func (e *Runtime) waitChange(ctx context.Context, pod *corev1.Pod) (*corev1.Pod,
 // Resume does nothing: pods never pause.
 func (e *Runtime) Resume(context.Context, string) error { return nil }
 
-// Sleep deletes the pod, whatever the mode (Kubernetes cannot freeze a pod
-// and keep its memory); its workspace, if any, is kept (workspace.go).
+// Sleep deletes the pod whatever the mode (a pod cannot be frozen); its
+// workspace, if any, is kept.
 func (e *Runtime) Sleep(ctx context.Context, id string, _ runtime.SleepMode) error {
 	if _, _, ok := splitKeptID(id); ok {
 		return nil // stopped already
@@ -105,9 +103,8 @@ func (e *Runtime) Remove(ctx context.Context, id string) error {
 	return e.removePod(ctx, pod)
 }
 
-// deletePod deletes pod (by UID) and then its sandbox's lease if the lease
-// still names it. A gateway killed in between leaves a lease naming a
-// missing pod, which the next create takes over (takeStaleLease).
+// deletePod deletes pod (by UID), then its sandbox's lease if it still
+// names it; a lease a killed gateway left is taken over (takeStaleLease).
 func (e *Runtime) deletePod(ctx context.Context, pod *corev1.Pod) error {
 	uid := pod.UID
 	err := e.cs.CoreV1().Pods(e.ns).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
@@ -126,12 +123,9 @@ func (e *Runtime) deletePod(ctx context.Context, pod *corev1.Pod) error {
 	return e.deleteLease(ctx, logicalName(pod), pod.Name)
 }
 
-// deleteLease deletes lease (a sandbox's) if it still names holder. The delete is
-// guarded by the lease's resourceVersion, so a lease another pod took
-// meanwhile stays; an activity write that changed it in between (a
-// replica's renewTime patch) makes the delete answer 409, and it is tried
-// again with the new version rather than dropped (#26: leases outlived
-// their pods).
+// deleteLease deletes lease if it still names holder, guarded by its
+// resourceVersion so a lease another pod took stays; a conflict from an
+// activity write is retried with the new version (#26).
 func (e *Runtime) deleteLease(ctx context.Context, lease, holder string) error {
 	for range 5 {
 		cur, rv, err := e.leaseHolder(ctx, lease)
@@ -149,10 +143,8 @@ func (e *Runtime) deleteLease(ctx context.Context, lease, holder string) error {
 	return nil // still changing: the sweep deletes it once its pod is gone (sweep.go)
 }
 
-// stopPod deletes pod, first recording the stop on its workspace claim
-// (if it has one): a gateway dying in between leaves a running pod with
-// the annotation, which only counts once the pod is gone, and the next
-// stop writes it again.
+// stopPod records the stop on pod's workspace claim, if any, then deletes
+// it (the annotation only counts once the pod is gone).
 func (e *Runtime) stopPod(ctx context.Context, pod *corev1.Pod) error {
 	if claim := workspaceClaim(pod); claim != "" {
 		now := time.Now()
@@ -163,7 +155,6 @@ func (e *Runtime) stopPod(ctx context.Context, pod *corev1.Pod) error {
 	return e.deletePod(ctx, pod)
 }
 
-// removePod deletes pod and then its workspace claim (if it has one).
 func (e *Runtime) removePod(ctx context.Context, pod *corev1.Pod) error {
 	if err := e.deletePod(ctx, pod); err != nil {
 		return err

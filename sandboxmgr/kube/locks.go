@@ -17,24 +17,16 @@ import (
 const LabelLock = "previewgate.lock"
 
 // Hold takes or renews the Lease previewgate.lock.<scope stamp>.<key> for
-// holder (#26: one replica fills the warm pool for the whole deployment;
-// each gateway scope in the namespace has its own lock, so one scope's
-// replicas never keep another's from filling its pool). Every write is
-// guarded by the Lease's resourceVersion, so two replicas never both
-// think they hold it.
+// holder (#26: one replica per scope fills the warm pool). Every write is
+// guarded by the resourceVersion, so two replicas never both hold it.
 func (e *Runtime) Hold(ctx context.Context, key, holder string, ttl time.Duration) (bool, error) {
-	// Dots: no sandbox's Lease (runtime.Name, LegacyName: ids have none)
-	// can have this name; "previewgate-lock-pool" was sandbox
-	// lock-pool's.
+	// Dots: no sandbox's Lease can have this name (ids have none).
 	name := "previewgate.lock." + runtime.Stamp(e.base) + "." + key
 	leases := e.cs.CoordinationV1().Leases(e.ns)
 	now := metav1.NowMicro()
 	l, err := leases.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		lbls := maps.Clone(e.base)
-		if lbls == nil {
-			lbls = map[string]string{}
-		}
 		lbls[runtime.LabelManaged], lbls[LabelLock] = "true", key
 		secs := int32(ttl / time.Second)
 		_, err = leases.Create(ctx, &coordv1.Lease{
@@ -49,10 +41,7 @@ func (e *Runtime) Hold(ctx context.Context, key, holder string, ttl time.Duratio
 	if err != nil {
 		return false, kclassify("get lease "+name, err, nil)
 	}
-	cur := ""
-	if l.Spec.HolderIdentity != nil {
-		cur = *l.Spec.HolderIdentity
-	}
+	cur := holderOf(l)
 	if cur != holder && leaseAge(l) < ttl {
 		return false, nil
 	}

@@ -10,11 +10,10 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// Logs writes the app container's output of pod id to w: the last tail
-// lines, then (follow) new output until the pod stops or ctx ends. The API
-// server asks the node's kubelet for it; where no kubelet answers (the
-// test control plane's node agent), it fails and the waiting page shows
-// phases without output.
+// Logs writes pod id's app output to w: the last tail lines, then
+// (follow) new output until the pod stops or ctx ends. Without a kubelet
+// that answers (the test control plane) it fails, and the waiting page
+// shows phases without output.
 func (e *Runtime) Logs(ctx context.Context, id string, tail int, follow bool, w io.Writer) error {
 	name, _ := splitKubeID(id)
 	n := int64(tail)

@@ -15,20 +15,15 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// The sandboxes' NetworkPolicy, made and kept by the gateway (#26):
-//   - ingress only from the gateway's pods (GatewayLabels in
-//     GatewayNamespace) and from GatewayCIDRs (a gateway outside the
-//     cluster), so sandboxes cannot reach each other and nothing else in
-//     the cluster reaches them;
-//   - egress (Egress "internet", the default): DNS (port 53) anywhere, and
-//     the public internet, but no private, shared, link-local or loopback
-//     range: no cluster service, node, kubelet or the gateway itself, and
-//     no cloud metadata endpoint (169.254.169.254). EgressAllow adds
-//     ranges (a registry mirror in the cluster); "none" allows DNS only;
-//     "open" leaves egress to the cluster's own policy.
-// The policy is labelled previewgate.managed=true and brought in step with
-// the config at every start; an operator who wants to own it removes that
-// label, and the gateway then leaves it alone.
+// The sandboxes' NetworkPolicy, kept by the gateway (#26): ingress only
+// from the gateway's pods and GatewayCIDRs, so sandboxes reach neither each
+// other nor anything in the cluster; egress ("internet", the default): DNS
+// anywhere and the public internet, no private, shared, link-local or
+// loopback range (no cluster service, node, kubelet, gateway or cloud
+// metadata endpoint). EgressAllow adds ranges; "none" allows DNS only;
+// "open" leaves egress to the cluster. The policy is labelled
+// previewgate.managed=true and kept in step with the config at every
+// start; an operator who removes that label owns it.
 
 // privateRanges are the destinations egress "internet" never reaches.
 var privateRanges = []string{
@@ -36,12 +31,9 @@ var privateRanges = []string{
 	"172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4",
 }
 
-// privateRanges6 are IPv6's own private ranges, and the ranges that carry
-// an IPv4 address a translator or relay delivers over IPv4: the local-use
-// NAT64 prefix, 6to4 and Teredo whole, and in the well-known NAT64 prefix
-// (IPv6-only clusters reach IPv4 through it) exactly the private IPv4
-// ranges, so 64:ff9b::a00:5 is no way around 10.0.0.0/8 while public IPv4
-// stays reachable (hostile5).
+// privateRanges6 are IPv6's private ranges and those that carry IPv4 via
+// a translator: the local NAT64 prefix, 6to4 and Teredo whole, and in the
+// well-known NAT64 prefix exactly the private IPv4 ranges (hostile5).
 var privateRanges6 = append([]string{"::1/128", "fc00::/7", "fe80::/10", "ff00::/8",
 	"64:ff9b:1::/48", "2002::/16", "2001::/32"}, nat64(privateRanges)...)
 
@@ -59,7 +51,6 @@ func nat64(v4 []string) []string {
 	return out
 }
 
-// policy is the sandboxes' NetworkPolicy for this runtime's config.
 func (e *Runtime) policy(name string, lbls map[string]string) *netv1.NetworkPolicy {
 	from := []netv1.NetworkPolicyPeer{{
 		PodSelector:       &metav1.LabelSelector{MatchLabels: e.kc.GatewayLabels},
@@ -131,10 +122,8 @@ func (e *Runtime) Isolate(ctx context.Context, name string, lbls map[string]stri
 	return kclassify("update network policy "+name, err, nil)
 }
 
-// Capabilities: no image store (the kubelet pulls; a missing image shows
-// as a pod that never runs), no pause (a pod cannot be frozen), Leases as
-// the shared activity, workspaces as PersistentVolumeClaims, and pod logs
-// through the API server (which asks the node's kubelet).
+// Capabilities: no image store (the kubelet pulls), no pause; Leases for
+// activity and locks, PersistentVolumeClaims for workspaces, pod logs.
 func (e *Runtime) Capabilities() runtime.Capabilities {
 	return runtime.Capabilities{Activity: e, Logs: e, Workspaces: true, Locks: e, SharedPool: true}
 }

@@ -12,11 +12,10 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// The warm pool on Kubernetes: a claim takes the sandbox's Lease first
-// (the id's lock: of two replicas claiming for one id, the loser touches
-// no pod and waits for the winner's), then binds the pod with a label
-// update guarded by its resourceVersion (of two replicas claiming one pod
-// for two ids, one gets a conflict and gives its Lease back).
+// The warm pool: a claim takes the sandbox's Lease first (of two replicas
+// claiming for one id, the loser touches no pod), then binds the pod with
+// a label update guarded by its resourceVersion (of two claiming one pod,
+// one gets a conflict and gives its Lease back).
 
 // Claim binds pool pod container to the sandbox named name.
 func (e *Runtime) Claim(ctx context.Context, container, name string) error {
@@ -25,16 +24,10 @@ func (e *Runtime) Claim(ctx context.Context, container, name string) error {
 		return fmt.Errorf("claim %s: not a sandbox name", name)
 	}
 	podName, _ := splitKubeID(container)
-	err := e.createLease(ctx, name, id, podName)
-	if errors.Is(err, runtime.ErrNameTaken) {
-		var ok bool
-		if ok, err = e.takeStaleLease(ctx, name, id, podName); err == nil && !ok {
-			err = fmt.Errorf("lease %s: %w", name, runtime.ErrNameTaken)
-		}
-	}
-	if err != nil {
+	if err := e.takeLease(ctx, name, id, podName); err != nil {
 		return err
 	}
+
 	if err := e.bindPool(ctx, container, id, name); err != nil {
 		if lerr := e.deleteLease(context.WithoutCancel(ctx), name, podName); lerr != nil {
 			err = errors.Join(err, lerr)
@@ -45,7 +38,7 @@ func (e *Runtime) Claim(ctx context.Context, container, name string) error {
 }
 
 // bindPool labels pool pod container as sandbox id's (named name);
-// ErrNotFound if it is gone or another replica claimed it first.
+// runtime.ErrNotFound if it is gone or another replica claimed it.
 func (e *Runtime) bindPool(ctx context.Context, container, id, name string) error {
 	for attempt := 0; ; attempt++ {
 		p, err := e.podByID(ctx, container)
@@ -53,8 +46,7 @@ func (e *Runtime) bindPool(ctx context.Context, container, id, name string) erro
 			return err
 		}
 		if p.Labels[LabelClaimed] == id && p.DeletionTimestamp == nil {
-			// Another replica claimed this very pod for the same sandbox
-			// (both found it in the pool, and the Lease names it for both).
+			// Another replica claimed this very pod for the same sandbox.
 			return nil
 		}
 		if p.Labels[LabelClaimed] != "" || p.DeletionTimestamp != nil {
@@ -66,8 +58,7 @@ func (e *Runtime) bindPool(ctx context.Context, container, id, name string) erro
 			p.Annotations = map[string]string{}
 		}
 		p.Annotations[annName] = name
-		// Update carries the resourceVersion read above: of two replicas
-		// claiming this pod, one gets a conflict.
+		// Guarded by the resourceVersion read above.
 		_, err = e.cs.CoreV1().Pods(e.ns).Update(ctx, p, metav1.UpdateOptions{})
 		if err == nil {
 			return nil

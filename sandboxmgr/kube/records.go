@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"fmt"
-	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,23 +13,17 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// Records on Kubernetes (records.Store): one ConfigMap per sandbox,
-// previewgate-rec-<id> in the sandbox namespace, labelled with the
-// gateway's scope and the sandbox id, its bytes under the key "record".
-// Not an annotation on the sandbox's Lease: the Lease goes with the pod,
-// and settings and links must outlive a stop. Writes are guarded by the
-// ConfigMap's resourceVersion (a stale writer gets ErrConflict); the Role
-// in deploy/kubernetes/rbac.yaml grants configmaps.
+// Records (records.Store): one ConfigMap per sandbox, records.Name(id),
+// labelled with the scope and the id, its bytes under "record". Not on the
+// Lease, which goes with the pod: settings and links outlive a stop.
+// Writes are guarded by the resourceVersion (a stale writer gets
+// ErrConflict); deploy/kubernetes/rbac.yaml grants configmaps.
 const recordKey = "record"
 
 // ListRecords returns every record carrying labels.
 func (e *Runtime) ListRecords(ctx context.Context, labels map[string]string) (map[string]records.Record, error) {
-	sel := maps.Clone(labels)
-	if sel == nil {
-		sel = map[string]string{}
-	}
 	list, err := e.cs.CoreV1().ConfigMaps(e.ns).List(ctx, metav1.ListOptions{
-		LabelSelector: k8slabels.SelectorFromSet(sel).String() + "," + records.LabelRecord})
+		LabelSelector: k8slabels.SelectorFromSet(labels).String() + "," + records.LabelRecord})
 	if apierrors.IsForbidden(err) {
 		return nil, fmt.Errorf("list records (per-sandbox settings): the gateway's Role lacks configmaps (deploy/kubernetes/rbac.yaml): %w", err)
 	}
@@ -53,11 +46,9 @@ func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, l
 	if len(data) > records.MaxRecord {
 		return "", fmt.Errorf("record %s: %w", id, records.ErrRecordSize)
 	}
-	l := maps.Clone(labels)
-	if l == nil {
-		l = map[string]string{}
-	}
+	l := withLabels(labels)
 	l[records.LabelRecord] = id
+
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: records.Name(id), Labels: l, ResourceVersion: prev},
 		Data:       map[string]string{recordKey: string(data)},
@@ -72,9 +63,9 @@ func (e *Runtime) PutRecord(ctx context.Context, id, prev string, data []byte, l
 	}
 	switch {
 	case apierrors.IsAlreadyExists(err):
-		// Another replica's create, or a record of another gateway scope
-		// (its sandbox's pod removed by hand), which no retry gets past.
-		if other, gerr := cms.Get(ctx, cm.Name, metav1.GetOptions{}); gerr == nil && !hasLabels(other.Labels, labels) {
+		// Another replica's create, or another scope's record, which no
+		// retry gets past.
+		if other, gerr := cms.Get(ctx, cm.Name, metav1.GetOptions{}); gerr == nil && !runtime.HasLabels(other.Labels, labels) {
 			return "", fmt.Errorf("record %s: ConfigMap %s (scope %q): %w; remove it if that gateway no longer needs sandbox %s",
 				id, cm.Name, other.Labels[runtime.LabelInstance], records.ErrForeignRecord, id)
 		}
@@ -99,7 +90,7 @@ func (e *Runtime) DeleteRecord(ctx context.Context, id, prev string, labels map[
 	if err != nil {
 		return kclassify("get record "+name, err, nil)
 	}
-	if !hasLabels(cm.Labels, labels) {
+	if !runtime.HasLabels(cm.Labels, labels) {
 		return nil // another scope's: not ours to delete
 	}
 	pre := &metav1.Preconditions{UID: &cm.UID}
@@ -114,16 +105,6 @@ func (e *Runtime) DeleteRecord(ctx context.Context, id, prev string, labels map[
 		return fmt.Errorf("record %s: %w", id, records.ErrConflict)
 	}
 	return kclassify("delete record "+name, err, nil)
-}
-
-// hasLabels reports whether got carries every label of want.
-func hasLabels(got, want map[string]string) bool {
-	for k, v := range want {
-		if got[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 var _ records.Store = (*Runtime)(nil)

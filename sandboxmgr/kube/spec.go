@@ -3,7 +3,9 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
+
 	"strings"
 	"time"
 
@@ -17,10 +19,9 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// The Kubernetes runtime's pod spec and the per-sandbox Lease that locks a
-// sandbox id across replicas and records its activity.
+// The pod spec, and the per-sandbox Lease that locks an id across replicas
+// and records its activity.
 
-// podSpec is s as a pod.
 func (e *Runtime) podSpec(s runtime.Spec, port int, readyPath string) *corev1.Pod {
 	no, yes := false, true
 	var env []corev1.EnvVar
@@ -89,11 +90,10 @@ func (e *Runtime) podSpec(s runtime.Spec, port int, readyPath string) *corev1.Po
 	return pod
 }
 
-// mountWorkspace mounts s's claim (kube_workspace.go), named like the pod,
-// at the workspace path. The sandbox's user must be able to write it: the
-// volume's group is its uid (fsGroup), changed only when the volume's root
-// does not have it yet, so a large kept workspace is not walked on every
-// wake. With the image's own user (run_as_user -1) the image must see to it.
+// mountWorkspace mounts s's claim at the workspace path, writable by the
+// sandbox's uid (fsGroup, changed only when the root does not have it, so
+// a large workspace is not walked on every wake). With the image's own
+// user (run_as_user -1) the image must see to it.
 func (e *Runtime) mountWorkspace(pod *corev1.Pod, s runtime.Spec) {
 	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: workspaceVolume, VolumeSource: corev1.VolumeSource{
 		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.Name},
@@ -115,26 +115,25 @@ func resourceMilli(n int64) *resource.Quantity {
 
 func intOrString(port int) intstr.IntOrString { return intstr.FromInt32(int32(port)) }
 
-// createLease creates sandbox id's lease (named like its pod) naming
-// holder; ErrNameTaken if it exists.
-func (e *Runtime) createLease(ctx context.Context, lease, id, holder string) error {
+// takeLease creates sandbox id's lease naming holder, or takes it over if
+// stale (takeStaleLease); runtime.ErrNameTaken if another holds it.
+func (e *Runtime) takeLease(ctx context.Context, lease, id, holder string) error {
 	now := metav1.NowMicro()
+	labels := maps.Clone(e.base)
+	labels[runtime.LabelManaged], labels[runtime.LabelSandbox] = "true", id
 	l := &coordv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: lease, Namespace: e.ns, Labels: e.leaseLabels(id)},
+		ObjectMeta: metav1.ObjectMeta{Name: lease, Namespace: e.ns, Labels: labels},
 		Spec:       coordv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &now, RenewTime: &now},
 	}
 	_, err := e.cs.CoordinationV1().Leases(e.ns).Create(ctx, l, metav1.CreateOptions{})
-	return kclassify("create lease "+l.Name, err, nil)
-}
-
-func (e *Runtime) leaseLabels(id string) map[string]string {
-	l := maps.Clone(e.base)
-	if l == nil {
-		l = map[string]string{}
+	err = kclassify("create lease "+lease, err, nil)
+	if errors.Is(err, runtime.ErrNameTaken) {
+		var ok bool
+		if ok, err = e.takeStaleLease(ctx, lease, id, holder); err == nil && !ok {
+			err = fmt.Errorf("lease %s: %w", lease, runtime.ErrNameTaken)
+		}
 	}
-	l[runtime.LabelManaged] = "true"
-	l[runtime.LabelSandbox] = id
-	return l
+	return err
 }
 
 // leaseHolder returns the pod named by lease ("" if there is no lease)
@@ -147,19 +146,22 @@ func (e *Runtime) leaseHolder(ctx context.Context, lease string) (holder, rv str
 	if err != nil {
 		return "", "", kclassify("get lease "+lease, err, nil)
 	}
-	if l.Spec.HolderIdentity != nil {
-		holder = *l.Spec.HolderIdentity
-	}
-	return holder, l.ResourceVersion, nil
+	return holderOf(l), l.ResourceVersion, nil
 }
 
-// takeStaleLease makes sandbox id's existing lease (named lease, like the
-// sandbox's pod) name holder if the pod it names is not serving id: true
-// if the lease names holder now. A pod is bound (claimed, or created under
-// its own name) before or right after its lease is written, so a lease
-// naming a missing or unbound pool pod was left by a gateway that died
-// mid-claim or mid-delete. A lease naming the sandbox's own pod that does
-// not exist yet may be a create in flight: a claimer leaves it for
+// holderOf is l's holderIdentity ("" if none).
+func holderOf(l *coordv1.Lease) string {
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// takeStaleLease makes id's existing lease name holder if the pod it names
+// is not serving id: true if it names holder now. A pod is bound before or
+// right after its lease is written, so a lease naming a missing or unbound
+// pool pod was left by a gateway that died mid-claim or mid-delete; one
+// naming the sandbox's own missing pod may be a create in flight, left for
 // leaseCreateGrace.
 func (e *Runtime) takeStaleLease(ctx context.Context, lease, id, holder string) (bool, error) {
 	l, err := e.cs.CoordinationV1().Leases(e.ns).Get(ctx, lease, metav1.GetOptions{})
@@ -169,19 +171,14 @@ func (e *Runtime) takeStaleLease(ctx context.Context, lease, id, holder string) 
 	if err != nil {
 		return false, kclassify("get lease "+lease, err, nil)
 	}
-	cur := ""
-	if l.Spec.HolderIdentity != nil {
-		cur = *l.Spec.HolderIdentity
-	}
+	cur := holderOf(l)
 	if cur == holder {
 		return true, nil
 	}
 	if cur == lease {
-		// Only a pool claimer gets here (creators share that holder name).
-		// A create in flight writes its lease a moment before its pod: a
-		// young lease without its pod is that, not a dead creator, and
-		// taking it over would make a second pod (a race the pool test
-		// caught across replicas).
+		// Only a pool claimer gets here. A young lease without its pod is
+		// a create in flight, not a dead creator: taking it over would
+		// make a second pod.
 		if _, err := e.getPod(ctx, cur); !errors.Is(err, runtime.ErrNotFound) {
 			return false, err // it exists (or we cannot tell)
 		}
@@ -205,13 +202,11 @@ func (e *Runtime) takeStaleLease(ctx context.Context, lease, id, holder string) 
 	return err == nil, kclassify("take lease "+l.Name, err, nil)
 }
 
-// leaseCreateGrace is how long a lease may name its sandbox's own pod
-// that does not exist before a pool claimer takes it over: the two API
-// calls of a create take milliseconds; longer means the creator died.
+// leaseCreateGrace is how long a lease may name its sandbox's own missing
+// pod before a pool claimer takes it over (a create takes milliseconds).
 const leaseCreateGrace = 30 * time.Second
 
-// leaseAge is how long ago l was last acquired or renewed (created, if
-// it never was).
+// leaseAge is how long ago l was last acquired or renewed (else created).
 func leaseAge(l *coordv1.Lease) time.Duration {
 	var t time.Time
 	if l.Spec.AcquireTime != nil {

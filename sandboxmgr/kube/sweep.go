@@ -11,13 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// The lease sweep (#26: no object outlives its sandbox). A pod's lease is
-// deleted with the pod (deleteLease), but a gateway killed in between, or
-// a delete that kept losing to activity writes, leaves a lease naming a
-// pod that is gone. Every replica sweeps: a lease of its scope whose
-// holder pod does not exist and that nobody renewed for leaseCreateGrace
-// (so not a create in flight) is deleted, guarded by its resourceVersion.
-// Kept workspaces have no lease, so nothing of a stopped sandbox goes.
+// The lease sweep (#26: no object outlives its sandbox). A gateway killed
+// mid-delete, or a delete that kept losing to activity writes, leaves a
+// lease naming a gone pod. Every replica deletes the leases of its scope
+// whose holder pod is gone and that nobody renewed for leaseCreateGrace
+// (not a create in flight), guarded by the resourceVersion. Kept
+// workspaces have no lease.
 
 // sweepLoop sweeps every Config.SweepEvery until ctx ends.
 func (e *Runtime) sweepLoop(ctx context.Context, lbls map[string]string, log *slog.Logger) {
@@ -42,7 +41,7 @@ func (e *Runtime) sweepLoop(ctx context.Context, lbls map[string]string, log *sl
 }
 
 // sweepLeases deletes the stale leases of the scope lbls and returns how
-// many. Two list calls, plus one delete per stale lease.
+// many.
 func (e *Runtime) sweepLeases(ctx context.Context, lbls map[string]string) (int, error) {
 	sel := labels.SelectorFromSet(lbls).String()
 	leases, err := e.cs.CoordinationV1().Leases(e.ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
@@ -80,9 +79,6 @@ func (e *Runtime) sweepLeases(ctx context.Context, lbls map[string]string) (int,
 // staleLease reports a lease whose holder pod is not among live and that
 // nobody acquired or renewed for leaseCreateGrace.
 func staleLease(l *coordv1.Lease, live map[string]bool) bool {
-	holder := ""
-	if l.Spec.HolderIdentity != nil {
-		holder = *l.Spec.HolderIdentity
-	}
-	return !live[holder] && leaseAge(l) >= leaseCreateGrace
+	return !live[holderOf(l)] && leaseAge(l) >= leaseCreateGrace
+
 }

@@ -17,36 +17,23 @@ import (
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
-// Workspaces on Kubernetes (#15). A sandbox whose template has a workspace
-// gets a PersistentVolumeClaim named like its pod (runtime.Name), with
-// the pod's labels (so the manager's scope and the tests' cleanup cover
-// it), mounted at the template's path in every pod of the sandbox:
-//
-//   - Create makes the claim before the Lease and the pod. AlreadyExists
-//     is the kept workspace of a stopped sandbox (or a racing replica's
-//     create): it is used as it is. A claim still being deleted (a remove
-//     a moment ago) is waited out: the sandbox then starts empty.
-//   - Stop (idle or admin) deletes the pod only, after writing the time
-//     into the claim's annotation previewgate.stopped-at. Creating a pod
-//     on the claim clears it, so the annotation is there only while the
-//     last thing that happened to the sandbox was a stop by a gateway.
-//   - A claim without a pod is a stopped sandbox: Inspect and List report
-//     it Kept, in state exited, so the reaper removes it after
-//     remove_after (counted from the annotation, across gateway restarts;
-//     without one, from the manager's start, as for a stopped Docker
-//     container) and a wake makes a new pod on it. The pod informer
-//     reports the deletion of a pod with a workspace as evKept, not
-//     evDestroy: every replica then knows the sandbox as stopped. List
-//     reports a pod still being deleted with its claim's annotation
-//     (StoppedAt): a manager that starts while the stopped pod terminates
-//     counts from that stop, not from the pod's end.
+// Workspaces (#15): a sandbox whose template has one gets a
+// PersistentVolumeClaim named like its pod, with its labels, mounted in
+// every pod of the sandbox:
+//   - Create makes the claim before the Lease and the pod; an existing one
+//     (kept, or a racing replica's) is used as it is, one being deleted
+//     is waited out.
+//   - Stop deletes the pod only, after writing previewgate.stopped-at on
+//     the claim; a new pod on it clears that.
+//   - A claim without a pod is a stopped sandbox: Lookup and List report
+//     it Kept, exited, so the reaper removes it after remove_after
+//     (counted from the annotation) and a wake makes a new pod on it. The
+//     informer reports such a pod's deletion as EventKept. List reports a
+//     pod still being deleted with its claim's StoppedAt.
 //   - Remove deletes the pod, then the claim.
-//   - The warm pool does not serve templates with a workspace (config
-//     refuses the combination): a pool pod runs before it knows whose
-//     claim to mount.
-//
-// A claim the gateway may not read or list (a Role from before workspaces)
-// counts as absent: the gateway cannot have made one either.
+//   - The warm pool serves no template with a workspace (config refuses
+//     it): a pool pod runs before it knows whose claim to mount.
+// A claim the gateway may not read or list (an old Role) counts as absent.
 
 const (
 	// annStoppedAt on a workspace claim: when a gateway last stopped its
@@ -92,7 +79,6 @@ func keptInfo(pvc *corev1.PersistentVolumeClaim) runtime.Instance {
 	return c
 }
 
-// workspaceSpec is the claim for s.
 func (e *Runtime) workspaceSpec(s runtime.Spec) *corev1.PersistentVolumeClaim {
 	w := s.Workspace
 	pvc := &corev1.PersistentVolumeClaim{
@@ -111,9 +97,8 @@ func (e *Runtime) workspaceSpec(s runtime.Spec) *corev1.PersistentVolumeClaim {
 	return pvc
 }
 
-// ensureWorkspace makes s's claim, or takes the kept one: it must be this
-// gateway's (ErrForeignContainer otherwise), and one being deleted is
-// waited for until ctx ends.
+// ensureWorkspace makes s's claim or takes the kept one, which must be this
+// gateway's (runtime.ErrForeign); one being deleted is waited for.
 func (e *Runtime) ensureWorkspace(ctx context.Context, s runtime.Spec) error {
 	pvc := e.workspaceSpec(s)
 	for {
@@ -172,9 +157,8 @@ func (e *Runtime) annotateStopped(ctx context.Context, claim string, at *time.Ti
 	return kclassify("annotate workspace "+claim, err, nil)
 }
 
-// keptWorkspace returns the claim named name as a stopped sandbox;
-// ErrNoContainer if there is none, it is being deleted or it is not uid
-// (when given).
+// keptWorkspace returns claim name as a stopped sandbox; runtime.ErrNotFound
+// if none, being deleted, or not uid (when given).
 func (e *Runtime) keptWorkspace(ctx context.Context, name string, uid types.UID) (runtime.Instance, error) {
 	pvc, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
@@ -190,9 +174,8 @@ func (e *Runtime) keptWorkspace(ctx context.Context, name string, uid types.UID)
 	return keptInfo(pvc), nil
 }
 
-// listKept returns the scoped workspace claims that no pod in pods uses,
-// and the stop recorded on those that one does (by claim name: a pod
-// being deleted there is a stop under way).
+// listKept returns the scoped claims no pod in pods uses, and the stops
+// recorded on those one does (a pod being deleted there: a stop under way).
 func (e *Runtime) listKept(ctx context.Context, lbls map[string]string, pods []runtime.Instance) (kept []runtime.Instance, stops map[string]time.Time, err error) {
 	list, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(lbls).String()})
 	if apierrors.IsForbidden(err) {
@@ -230,8 +213,8 @@ func stoppedAt(pvc *corev1.PersistentVolumeClaim) time.Time {
 	return t
 }
 
-// deleteWorkspace deletes claim (uid, if given: only that one).
-// ErrNoContainer if it is gone (or another has its name).
+// deleteWorkspace deletes claim (only uid's, if given); runtime.ErrNotFound
+// if it is gone or replaced.
 func (e *Runtime) deleteWorkspace(ctx context.Context, claim string, uid types.UID) error {
 	opts := metav1.DeleteOptions{}
 	if uid != "" {

@@ -86,9 +86,6 @@ func (m *Manager) Known(id string) (string, bool) {
 	return s.Template, s.Exists
 }
 
-// Progress is where id's wake stands, as its snapshot has it.
-func (m *Manager) Progress(id string) sandboxmgr.Progress { return m.Sandbox(id).Snapshot().Progress }
-
 // Name is the name of sandbox id's instance made by a manager of scope
 // labels.
 func Name(labels map[string]string, id string) string {
@@ -104,23 +101,4 @@ func ContainerOf(ctx context.Context, cli *client.Client, id string) string {
 		return ""
 	}
 	return strings.TrimPrefix(list[0].Names[0], "/")
-}
-
-// Logs returns sandbox id's last tail lines of output, as the admin API
-// reads them.
-func (m *Manager) Logs(ctx context.Context, id string, tail int) ([]string, error) {
-	s, err := m.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return sandboxmgr.TailLogs(ctx, m.Runtime.Capabilities().Logs, s.Container, tail)
-}
-
-// FollowLogs follows sandbox id's output, as the admin API does.
-func (m *Manager) FollowLogs(ctx context.Context, id string, tail int, fn func(string) error) error {
-	s, err := m.Get(ctx, id)
-	if err != nil {
-		return err
-	}
-	return sandboxmgr.FollowLogs(ctx, m.Runtime.Capabilities().Logs, s.Container, tail, fn)
 }
