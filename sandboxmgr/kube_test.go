@@ -93,6 +93,25 @@ func (e *kubeEnv) pods(t *testing.T, id string) []corev1.Pod {
 	return out
 }
 
+// waitPodGone waits until no pod of id is left, not even a terminating one.
+func (e *kubeEnv) waitPodGone(t *testing.T, id string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		list, err := e.cs.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: runtime.LabelSandbox + "=" + id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod of %s still there after %v", id, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func (e *kubeEnv) waitNoPod(t *testing.T, id string, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
