@@ -36,12 +36,7 @@ var _ SandboxSettings = (*records.Records)(nil)
 // maxSettingsBody bounds a PATCH or POST .../links body.
 const maxSettingsBody = 4 << 10
 
-func (a *admin) settingsOf(w http.ResponseWriter, r *http.Request) (SandboxSettings, string, *config.Template, bool) {
-	id := r.PathValue("id")
-	if !config.ValidID(id) {
-		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
-		return nil, "", nil, false
-	}
+func (a *admin) settingsOf(w http.ResponseWriter, r *http.Request, id string) (SandboxSettings, *config.Template, bool) {
 	ss := a.settings()
 	// The runtime says whether it exists (this replica may not have seen
 	// a sandbox made a moment ago, or one removed): none is a 404,
@@ -50,15 +45,15 @@ func (a *admin) settingsOf(w http.ResponseWriter, r *http.Request) (SandboxSetti
 	s, err := a.o.Sandboxes.Get(r.Context(), id)
 	if err != nil {
 		writeSandboxError(w, err)
-		return nil, "", nil, false
+		return nil, nil, false
 	}
 	name := s.Template
 	tpl := a.o.Config().Templates[name]
 	if tpl == nil {
 		writeJSON(w, http.StatusConflict, errBody(fmt.Sprintf("the sandbox's template %q is not configured", name), "unknown_template"))
-		return nil, "", nil, false
+		return nil, nil, false
 	}
-	return ss, id, tpl, true
+	return ss, tpl, true
 }
 
 // settings are Options.Settings; without them, records that keep none.
@@ -67,11 +62,6 @@ func (a *admin) settings() SandboxSettings {
 		return (*records.Records)(nil) // keeps none: 501
 	}
 	return a.o.Settings
-}
-
-// decodeBody decodes a small JSON body strictly into v.
-func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	return decodeJSON(w, r, v, maxSettingsBody)
 }
 
 // decodeJSON reads r's body, at most limit bytes, as one JSON object into
@@ -95,13 +85,13 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, limit int64) bool
 	return true
 }
 
-func (a *admin) patchSandbox(w http.ResponseWriter, r *http.Request) {
-	ss, id, tpl, ok := a.settingsOf(w, r)
+func (a *admin) patchSandbox(w http.ResponseWriter, r *http.Request, id string) {
+	ss, tpl, ok := a.settingsOf(w, r, id)
 	if !ok {
 		return
 	}
 	var req adminapi.SettingsPatch
-	if !decodeBody(w, r, &req) {
+	if !decodeJSON(w, r, &req, maxSettingsBody) {
 		return
 	}
 	change, msg := settingsChange(req, tpl, time.Now())
