@@ -139,16 +139,23 @@ func findAdmin(fs *flag.FlagSet, cfgPath string) (addr string, cfg *config.Confi
 	case env != "" && !explicit:
 		return env, nil, nil
 	case cfgPath != "":
-		cfg, unset, err := config.LoadPartial(cfgPath)
+		cfg, err := loadPartial(cfgPath)
 		if err != nil {
-			if len(unset) > 0 {
-				err = fmt.Errorf("%w\n(read as empty: unset environment variable(s) %s)", err, strings.Join(unset, ", "))
-			}
 			return "", nil, err
 		}
 		return cfg.Listen.Admin, cfg, nil
 	}
 	return config.DevListenAdmin, nil, nil
+}
+
+// loadPartial is config.LoadPartial, its failure naming the environment
+// variables it read as empty.
+func loadPartial(path string) (*config.Config, error) {
+	cfg, unset, err := config.LoadPartial(path)
+	if err != nil && len(unset) > 0 {
+		err = fmt.Errorf("%w\n(read as empty: unset environment variable(s) %s)", err, strings.Join(unset, ", "))
+	}
+	return cfg, err
 }
 
 // dialAddr turns a listen address into one to connect to: a wildcard

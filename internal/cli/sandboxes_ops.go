@@ -18,9 +18,6 @@ import (
 // each, logs -f a stream.
 
 func sbxUp(c *sandboxesCmd) error {
-	if err := c.connect(1); err != nil {
-		return err
-	}
 	id := c.args[0]
 	req := adminapi.PutRequest{Template: c.template, Metadata: c.metadata, Env: c.env}
 	given := c.template != "" || len(c.metadata) > 0 || len(c.env) > 0
@@ -59,9 +56,6 @@ func sbxResume(c *sandboxesCmd) error {
 
 // op is stop, rm, pause and resume: one call, then "sandbox ID done".
 func op[T any](c *sandboxesCmd, done string, timeout time.Duration, do func(*adminapi.Client, context.Context, string) (T, error)) error {
-	if err := c.connect(1); err != nil {
-		return err
-	}
 	call := func(ctx context.Context) (T, error) { return do(c.api, ctx, c.args[0]) }
 	return answer(c, timeout, call, func(T) error {
 		_, err := fmt.Fprintf(c.stdout, "sandbox %s %s\n", c.args[0], done)
@@ -72,9 +66,6 @@ func op[T any](c *sandboxesCmd, done string, timeout time.Duration, do func(*adm
 // sbxRequests prints a sandbox's last requests through the replica that
 // answers, newest first.
 func sbxRequests(c *sandboxesCmd) error {
-	if err := c.connect(1); err != nil {
-		return err
-	}
 	call := func(ctx context.Context) (adminapi.RequestLog, error) { return c.api.Requests(ctx, c.args[0], c.n) }
 	return answer(c, callTimeout, call, func(r adminapi.RequestLog) error {
 		if r.Counters != nil {
@@ -96,9 +87,6 @@ func sbxRequests(c *sandboxesCmd) error {
 }
 
 func sbxLogs(c *sandboxesCmd) error {
-	if err := c.connect(1); err != nil {
-		return err
-	}
 	if c.tail < 0 {
 		return usageError("sandboxes logs: --tail must be 0 or more")
 	}
