@@ -113,10 +113,7 @@ type Options struct {
 // file (the parser refuses more, and deep nesting, itself).
 const maxConfigBytes = config.MaxSize
 
-type admin struct {
-	o  Options
-	ui *ui
-}
+type admin struct{ o Options }
 
 // New returns the admin API handler. /healthz and /readyz are open;
 // everything else needs `Authorization: Bearer <admin_token>`, and with no
@@ -126,7 +123,6 @@ func New(o Options) http.Handler {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	a := &admin{o: o}
-	a.ui = newUI(a)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
@@ -157,7 +153,7 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("POST /admin/sandboxes/{id}/links", sbx(a.createLink))
 	mux.HandleFunc("GET /admin/sandboxes/{id}/links", sbx(a.listLinks))
 	mux.HandleFunc("DELETE /admin/sandboxes/{id}/links/{link}", sbx(a.deleteLink))
-	a.ui.routes(mux)
+	(&ui{a: a}).routes(mux)
 	return jsonMisses(mux)
 }
 

@@ -58,8 +58,6 @@ var uiTmpl = template.Must(template.New("ui").Funcs(template.FuncMap{
 
 type ui struct{ a *admin }
 
-func newUI(a *admin) *ui { return &ui{a: a} }
-
 func (u *ui) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/", http.StatusSeeOther)

@@ -37,30 +37,22 @@ func sbxUp(c *sandboxesCmd) error {
 	})
 }
 
-func sbxStop(c *sandboxesCmd) error {
-	return op(c, "stopped", callTimeout, (*adminapi.Client).StopSandbox)
-}
-
-func sbxRemove(c *sandboxesCmd) error {
-	return op(c, "removed", callTimeout, (*adminapi.Client).RemoveSandbox)
-}
-
-func sbxPause(c *sandboxesCmd) error {
-	return op(c, "paused", callTimeout, (*adminapi.Client).PauseSandbox)
-}
-
-// sbxResume waits as long as the API does (serverBounded).
-func sbxResume(c *sandboxesCmd) error {
-	return op(c, "running", serverBounded, (*adminapi.Client).ResumeSandbox)
-}
+var (
+	sbxStop   = op("stopped", callTimeout, (*adminapi.Client).StopSandbox)
+	sbxRemove = op("removed", callTimeout, (*adminapi.Client).RemoveSandbox)
+	sbxPause  = op("paused", callTimeout, (*adminapi.Client).PauseSandbox)
+	sbxResume = op("running", serverBounded, (*adminapi.Client).ResumeSandbox) // waits as long as the API does
+)
 
 // op is stop, rm, pause and resume: one call, then "sandbox ID done".
-func op[T any](c *sandboxesCmd, done string, timeout time.Duration, do func(*adminapi.Client, context.Context, string) (T, error)) error {
-	call := func(ctx context.Context) (T, error) { return do(c.api, ctx, c.args[0]) }
-	return answer(c, timeout, call, func(T) error {
-		_, err := fmt.Fprintf(c.stdout, "sandbox %s %s\n", c.args[0], done)
-		return err
-	})
+func op[T any](done string, timeout time.Duration, do func(*adminapi.Client, context.Context, string) (T, error)) func(*sandboxesCmd) error {
+	return func(c *sandboxesCmd) error {
+		call := func(ctx context.Context) (T, error) { return do(c.api, ctx, c.args[0]) }
+		return answer(c, timeout, call, func(T) error {
+			_, err := fmt.Fprintf(c.stdout, "sandbox %s %s\n", c.args[0], done)
+			return err
+		})
+	}
 }
 
 // sbxRequests prints a sandbox's last requests through the replica that
