@@ -32,6 +32,7 @@ import (
 
 	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
@@ -121,6 +122,9 @@ type admin struct{ o Options }
 func New(o Options) http.Handler {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Settings == nil {
+		o.Settings = (*records.Records)(nil) // keeps none: 501
 	}
 	a := &admin{o: o}
 	mux := http.NewServeMux()

@@ -37,7 +37,7 @@ var _ SandboxSettings = (*records.Records)(nil)
 const maxSettingsBody = 4 << 10
 
 func (a *admin) settingsOf(w http.ResponseWriter, r *http.Request, id string) (SandboxSettings, *config.Template, bool) {
-	ss := a.settings()
+	ss := a.o.Settings
 	// The runtime says whether it exists (this replica may not have seen
 	// a sandbox made a moment ago, or one removed): none is a 404,
 	// another scope's container under its name a 409 foreign_container,
@@ -54,14 +54,6 @@ func (a *admin) settingsOf(w http.ResponseWriter, r *http.Request, id string) (S
 		return nil, nil, false
 	}
 	return ss, tpl, true
-}
-
-// settings are Options.Settings; without them, records that keep none.
-func (a *admin) settings() SandboxSettings {
-	if a.o.Settings == nil {
-		return (*records.Records)(nil) // keeps none: 501
-	}
-	return a.o.Settings
 }
 
 // decodeJSON reads r's body, at most limit bytes, as one JSON object into

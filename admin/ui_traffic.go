@@ -29,7 +29,7 @@ func (u *ui) trafficRoutes(mux *http.ServeMux) {
 		if _, err := u.a.o.Sandboxes.Get(r.Context(), id); err != nil {
 			return err
 		}
-		return links.Revoke(r.Context(), u.a.settings(), id, r.PathValue("link"), time.Now().UTC())
+		return links.Revoke(r.Context(), u.a.o.Settings, id, r.PathValue("link"), time.Now().UTC())
 	})))
 	mux.HandleFunc("POST /ui/sandboxes/{id}/pause", u.post(u.op("paused", func(r *http.Request, id string) error {
 		return u.a.o.Sandboxes.Pause(r.Context(), id)
@@ -43,7 +43,7 @@ func (u *ui) trafficRoutes(mux *http.ServeMux) {
 // links returns sandbox id's unexpired share links for its page, newest
 // first; none where the gateway keeps no settings or they cannot be read.
 func (u *ui) links(ctx context.Context, id string) []adminapi.Link {
-	ls, err := links.List(ctx, u.a.settings(), id, time.Now())
+	ls, err := links.List(ctx, u.a.o.Settings, id, time.Now())
 	if err != nil {
 		return nil
 	}
