@@ -189,8 +189,10 @@ func (a *admin) settingsFailed(w http.ResponseWriter, err error) bool {
 	switch {
 	case err == nil:
 		return false
-	case errors.Is(err, runtime.ErrNotFound):
-		writeJSON(w, http.StatusNotFound, errBody("no such sandbox", "not_found"))
+	case errors.Is(err, runtime.ErrNotFound), errors.Is(err, runtime.ErrForeign):
+		// ErrForeign: its name went to another scope's container since
+		// this replica last saw it.
+		writeSandboxError(w, err)
 	case errors.Is(err, records.ErrNoRecords):
 		writeJSON(w, http.StatusNotImplemented, errBody(err.Error(), "not_implemented"))
 	case errors.Is(err, links.ErrTooManyLinks), errors.Is(err, records.ErrRecordSize):
@@ -199,10 +201,6 @@ func (a *admin) settingsFailed(w http.ResponseWriter, err error) bool {
 		writeJSON(w, http.StatusNotFound, errBody("no such link", "not_found"))
 	case errors.Is(err, records.ErrForeignRecord):
 		writeJSON(w, http.StatusConflict, errBody(err.Error(), "foreign_record"))
-	case errors.Is(err, runtime.ErrForeign):
-		// Its name went to another scope's container since this replica
-		// last saw it.
-		writeJSON(w, http.StatusConflict, errBody(err.Error(), "foreign_container"))
 	default:
 		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error(), "unavailable"))
 	}
