@@ -53,18 +53,14 @@ func newFlagSet(name, synopsis string, args []string, stdout, stderr io.Writer) 
 	fs.SetOutput(out)
 	fs.Usage = func() {
 		fmt.Fprintf(out, "usage: previewgate %s\n", synopsis)
-		if hasFlags(fs) {
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
 			fmt.Fprintln(out, "\nflags:")
 			fs.PrintDefaults()
 		}
 	}
 	return fs
-}
-
-func hasFlags(fs *flag.FlagSet) bool {
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	return n > 0
 }
 
 // argv0 is the command as invoked (os.Args[0]); tests set it.
