@@ -32,6 +32,7 @@ import (
 
 	"github.com/previewgate/previewgate/adminapi"
 	"github.com/previewgate/previewgate/config"
+	"github.com/previewgate/previewgate/records"
 	"github.com/previewgate/previewgate/sandboxmgr"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
@@ -113,10 +114,7 @@ type Options struct {
 // file (the parser refuses more, and deep nesting, itself).
 const maxConfigBytes = config.MaxSize
 
-type admin struct {
-	o  Options
-	ui *ui
-}
+type admin struct{ o Options }
 
 // New returns the admin API handler. /healthz and /readyz are open;
 // everything else needs `Authorization: Bearer <admin_token>`, and with no
@@ -125,8 +123,10 @@ func New(o Options) http.Handler {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.Settings == nil {
+		o.Settings = (*records.Records)(nil) // keeps none: 501
+	}
 	a := &admin{o: o}
-	a.ui = newUI(a)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
@@ -138,8 +138,8 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("GET /admin/config", a.authed(takes(a.getConfig)))
 	mux.HandleFunc("PUT /admin/config", a.authed(takes(a.putConfig)))
 	mux.HandleFunc("POST /admin/config/validate", a.authed(takes(a.validateConfig)))
-	sbx := func(h http.HandlerFunc, params ...string) http.HandlerFunc {
-		return a.scoped(config.APIScopeSandboxes, takes(h, params...))
+	sbx := func(h func(http.ResponseWriter, *http.Request, string), params ...string) http.HandlerFunc {
+		return a.scoped(config.APIScopeSandboxes, takes(withID(h), params...))
 	}
 	mux.HandleFunc("GET /admin/sandboxes", a.scoped(config.APIScopeSandboxes, a.listSandboxes)) // metadata.KEY filters (traffic.go)
 	mux.HandleFunc("GET /admin/sandboxes/{id}", sbx(a.getSandbox))
@@ -150,14 +150,14 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("POST /admin/sandboxes/{id}/pause", sbx(a.pauseSandbox))
 	mux.HandleFunc("POST /admin/sandboxes/{id}/resume", sbx(a.resumeSandbox))
 	mux.HandleFunc("GET /admin/sandboxes/{id}/requests", sbx(a.sandboxRequests, "n"))
-	mux.HandleFunc("POST /admin/sandboxes/{id}/announce", sbx(a.announce))
+	mux.HandleFunc("POST /admin/sandboxes/{id}/announce", a.scoped(config.APIScopeSandboxes, takes(a.announce)))
 	mux.HandleFunc("DELETE /admin/sandboxes/{id}", sbx(a.sandboxOp("remove", a.removeSandbox,
 		func(id string) any { return adminapi.Removed{ID: id, Remove: true} })))
 	mux.HandleFunc("PATCH /admin/sandboxes/{id}", sbx(a.patchSandbox)) // settings (links.go)
 	mux.HandleFunc("POST /admin/sandboxes/{id}/links", sbx(a.createLink))
 	mux.HandleFunc("GET /admin/sandboxes/{id}/links", sbx(a.listLinks))
 	mux.HandleFunc("DELETE /admin/sandboxes/{id}/links/{link}", sbx(a.deleteLink))
-	a.ui.routes(mux)
+	(&ui{a: a}).routes(mux)
 	return jsonMisses(mux)
 }
 
@@ -269,14 +269,23 @@ func (a *admin) getConfig(w http.ResponseWriter, r *http.Request) {
 	w.Write(b)
 }
 
-// parseBody decodes a config from the request body, named after the live
-// file so errors read FILE:LINE:COL. REDACTED secrets and env values stand
-// for the running ones, as in PUT.
-func (a *admin) parseBody(w http.ResponseWriter, r *http.Request) (*config.Config, []byte, bool) {
+// readConfig reads a config file from the request body, or answers why
+// it cannot.
+func readConfig(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxConfigBytes))
 	if err != nil {
 		writeJSON(w, http.StatusRequestEntityTooLarge, errBody("config too large or unreadable: "+err.Error(), "bad_request"))
-		return nil, nil, false
+	}
+	return body, err == nil
+}
+
+// parseBody decodes a config from the request body, named after the live
+// file so errors read FILE:LINE:COL. REDACTED secrets and env values stand
+// for the running ones, as in PUT.
+func (a *admin) parseBody(w http.ResponseWriter, r *http.Request) (*config.Config, bool) {
+	body, ok := readConfig(w, r)
+	if !ok {
+		return nil, false
 	}
 	name := a.o.Config().Path
 	if name == "" {
@@ -285,14 +294,14 @@ func (a *admin) parseBody(w http.ResponseWriter, r *http.Request) (*config.Confi
 	cfg, _, err := config.ParseUpdate(name, body, a.o.Config())
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, errBody(err.Error(), "invalid_config"))
-		return nil, nil, false
+		return nil, false
 	}
 	cfg.Path = a.o.Config().Path
-	return cfg, body, true
+	return cfg, true
 }
 
 func (a *admin) validateConfig(w http.ResponseWriter, r *http.Request) {
-	if cfg, _, ok := a.parseBody(w, r); ok {
+	if cfg, ok := a.parseBody(w, r); ok {
 		if a.o.CheckFiles != nil {
 			if err := a.o.CheckFiles(cfg); err != nil {
 				writeJSON(w, http.StatusBadRequest, errBody(err.Error(), "invalid_config"))
@@ -310,9 +319,8 @@ func (a *admin) putConfig(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusConflict, errBody("running on the embedded default: there is no file to write; start with --config FILE", "no_config_file"))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxConfigBytes))
-	if err != nil {
-		writeJSON(w, http.StatusRequestEntityTooLarge, errBody("config too large or unreadable: "+err.Error(), "bad_request"))
+	body, ok := readConfig(w, r)
+	if !ok {
 		return
 	}
 	before := a.o.Config()
@@ -340,13 +348,8 @@ func (a *admin) putConfig(w http.ResponseWriter, r *http.Request) {
 
 // sandboxOp answers op on {id} with done(id) (adminapi.Stopped,
 // adminapi.Removed).
-func (a *admin) sandboxOp(name string, op func(context.Context, string) error, done func(id string) any) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		id := r.PathValue("id")
-		if !config.ValidID(id) {
-			writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
-			return
-		}
+func (a *admin) sandboxOp(name string, op func(context.Context, string) error, done func(id string) any) func(http.ResponseWriter, *http.Request, string) {
+	return func(w http.ResponseWriter, r *http.Request, id string) {
 		err := op(r.Context(), id)
 		switch {
 		case err != nil:
@@ -357,6 +360,19 @@ func (a *admin) sandboxOp(name string, op func(context.Context, string) error, d
 			a.o.Log.InfoContext(r.Context(), "sandbox "+name+" through admin API", "sandbox", id)
 			writeJSON(w, http.StatusOK, done(id))
 		}
+	}
+}
+
+// withID hands h the call's {id}, once it is a valid sandbox id: a
+// malformed one is answered 400 bad_sandbox_id.
+func withID(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		if !config.ValidID(id) {
+			writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
+			return
+		}
+		h(w, r, id)
 	}
 }
 

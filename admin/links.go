@@ -19,13 +19,13 @@ import (
 // and DELETE /admin/sandboxes/{id}/links/{link}; settings.go says where
 // they are kept.
 
-func (a *admin) createLink(w http.ResponseWriter, r *http.Request) {
-	ss, id, tpl, ok := a.settingsOf(w, r)
+func (a *admin) createLink(w http.ResponseWriter, r *http.Request, id string) {
+	ss, tpl, ok := a.settingsOf(w, r, id)
 	if !ok {
 		return
 	}
 	var req adminapi.LinkRequest
-	if r.ContentLength != 0 && !decodeBody(w, r, &req) {
+	if r.ContentLength != 0 && !decodeJSON(w, r, &req, maxSettingsBody) {
 		return
 	}
 	cfg := a.o.Config()
@@ -78,8 +78,8 @@ func (a *admin) previewURL(id string, port int, tpl *config.Template) string {
 	return base
 }
 
-func (a *admin) listLinks(w http.ResponseWriter, r *http.Request) {
-	ss, id, _, ok := a.settingsOf(w, r)
+func (a *admin) listLinks(w http.ResponseWriter, r *http.Request, id string) {
+	ss, _, ok := a.settingsOf(w, r, id)
 	if !ok {
 		return
 	}
@@ -94,8 +94,8 @@ func (a *admin) listLinks(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, adminapi.Links{ID: id, Links: out})
 }
 
-func (a *admin) deleteLink(w http.ResponseWriter, r *http.Request) {
-	ss, id, _, ok := a.settingsOf(w, r)
+func (a *admin) deleteLink(w http.ResponseWriter, r *http.Request, id string) {
+	ss, _, ok := a.settingsOf(w, r, id)
 	if !ok {
 		return
 	}

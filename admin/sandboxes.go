@@ -48,12 +48,7 @@ func (a *admin) listSandboxes(w http.ResponseWriter, r *http.Request) {
 // getSandbox answers one sandbox exactly as the list has it, read from
 // the runtime: 404 not_found if there is none, 409 foreign_container if
 // its name is on another scope's container.
-func (a *admin) getSandbox(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if !config.ValidID(id) {
-		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
-		return
-	}
+func (a *admin) getSandbox(w http.ResponseWriter, r *http.Request, id string) {
 	s, err := a.o.Sandboxes.Get(r.Context(), id)
 	if err != nil {
 		writeSandboxError(w, err)
@@ -72,12 +67,7 @@ const logWriteTimeout = 10 * time.Second
 // putSandbox creates (or wakes) sandbox id from a template and waits until
 // it is ready. Env applies when the container is created; an existing one
 // keeps its own.
-func (a *admin) putSandbox(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if !config.ValidID(id) {
-		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
-		return
-	}
+func (a *admin) putSandbox(w http.ResponseWriter, r *http.Request, id string) {
 	var req adminapi.PutRequest // sandboxmgr.CheckMetadata says what metadata may be
 	if r.ContentLength != 0 && !decodeJSON(w, r, &req, maxPutBody) {
 		return
@@ -192,12 +182,7 @@ func writeSandboxError(w http.ResponseWriter, err error) {
 // streams them and new ones as SSE, one JSON string per event, until the
 // container stops or the client leaves. Lines are sanitized by the manager;
 // JSON keeps each event on one data line whatever they hold.
-func (a *admin) sandboxLogs(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if !config.ValidID(id) {
-		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
-		return
-	}
+func (a *admin) sandboxLogs(w http.ResponseWriter, r *http.Request, id string) {
 	tail := 100
 	if s := r.URL.Query().Get("tail"); s != "" {
 		n, err := strconv.Atoi(s)

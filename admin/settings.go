@@ -36,13 +36,8 @@ var _ SandboxSettings = (*records.Records)(nil)
 // maxSettingsBody bounds a PATCH or POST .../links body.
 const maxSettingsBody = 4 << 10
 
-func (a *admin) settingsOf(w http.ResponseWriter, r *http.Request) (SandboxSettings, string, *config.Template, bool) {
-	id := r.PathValue("id")
-	if !config.ValidID(id) {
-		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
-		return nil, "", nil, false
-	}
-	ss := a.settings()
+func (a *admin) settingsOf(w http.ResponseWriter, r *http.Request, id string) (SandboxSettings, *config.Template, bool) {
+	ss := a.o.Settings
 	// The runtime says whether it exists (this replica may not have seen
 	// a sandbox made a moment ago, or one removed): none is a 404,
 	// another scope's container under its name a 409 foreign_container,
@@ -50,28 +45,15 @@ func (a *admin) settingsOf(w http.ResponseWriter, r *http.Request) (SandboxSetti
 	s, err := a.o.Sandboxes.Get(r.Context(), id)
 	if err != nil {
 		writeSandboxError(w, err)
-		return nil, "", nil, false
+		return nil, nil, false
 	}
 	name := s.Template
 	tpl := a.o.Config().Templates[name]
 	if tpl == nil {
 		writeJSON(w, http.StatusConflict, errBody(fmt.Sprintf("the sandbox's template %q is not configured", name), "unknown_template"))
-		return nil, "", nil, false
+		return nil, nil, false
 	}
-	return ss, id, tpl, true
-}
-
-// settings are Options.Settings; without them, records that keep none.
-func (a *admin) settings() SandboxSettings {
-	if a.o.Settings == nil {
-		return (*records.Records)(nil) // keeps none: 501
-	}
-	return a.o.Settings
-}
-
-// decodeBody decodes a small JSON body strictly into v.
-func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	return decodeJSON(w, r, v, maxSettingsBody)
+	return ss, tpl, true
 }
 
 // decodeJSON reads r's body, at most limit bytes, as one JSON object into
@@ -95,13 +77,13 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, limit int64) bool
 	return true
 }
 
-func (a *admin) patchSandbox(w http.ResponseWriter, r *http.Request) {
-	ss, id, tpl, ok := a.settingsOf(w, r)
+func (a *admin) patchSandbox(w http.ResponseWriter, r *http.Request, id string) {
+	ss, tpl, ok := a.settingsOf(w, r, id)
 	if !ok {
 		return
 	}
 	var req adminapi.SettingsPatch
-	if !decodeBody(w, r, &req) {
+	if !decodeJSON(w, r, &req, maxSettingsBody) {
 		return
 	}
 	change, msg := settingsChange(req, tpl, time.Now())
@@ -207,8 +189,10 @@ func (a *admin) settingsFailed(w http.ResponseWriter, err error) bool {
 	switch {
 	case err == nil:
 		return false
-	case errors.Is(err, runtime.ErrNotFound):
-		writeJSON(w, http.StatusNotFound, errBody("no such sandbox", "not_found"))
+	case errors.Is(err, runtime.ErrNotFound), errors.Is(err, runtime.ErrForeign):
+		// ErrForeign: its name went to another scope's container since
+		// this replica last saw it.
+		writeSandboxError(w, err)
 	case errors.Is(err, records.ErrNoRecords):
 		writeJSON(w, http.StatusNotImplemented, errBody(err.Error(), "not_implemented"))
 	case errors.Is(err, links.ErrTooManyLinks), errors.Is(err, records.ErrRecordSize):
@@ -217,10 +201,6 @@ func (a *admin) settingsFailed(w http.ResponseWriter, err error) bool {
 		writeJSON(w, http.StatusNotFound, errBody("no such link", "not_found"))
 	case errors.Is(err, records.ErrForeignRecord):
 		writeJSON(w, http.StatusConflict, errBody(err.Error(), "foreign_record"))
-	case errors.Is(err, runtime.ErrForeign):
-		// Its name went to another scope's container since this replica
-		// last saw it.
-		writeJSON(w, http.StatusConflict, errBody(err.Error(), "foreign_container"))
 	default:
 		writeJSON(w, http.StatusServiceUnavailable, errBody(err.Error(), "unavailable"))
 	}

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/previewgate/previewgate/adminapi"
-	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/sandboxmgr"
 	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 	"github.com/previewgate/previewgate/traffic"
@@ -91,12 +90,7 @@ const maxRequests = traffic.DefaultRing
 // sandboxRequests answers id's last requests through this replica,
 // newest first (?n=, default and most: all kept); 404 if the runtime has
 // no sandbox id (one without traffic here answers none).
-func (a *admin) sandboxRequests(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if !config.ValidID(id) {
-		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
-		return
-	}
+func (a *admin) sandboxRequests(w http.ResponseWriter, r *http.Request, id string) {
 	n := 0
 	if s := r.URL.Query().Get("n"); s != "" {
 		v, err := strconv.Atoi(s)
@@ -128,12 +122,7 @@ func (a *admin) sandboxRequests(w http.ResponseWriter, r *http.Request) {
 // with code "pause_unsupported" and a message that says to stop instead;
 // nothing is changed (mapping it to a stop silently would lose the memory
 // the caller asked to keep).
-func (a *admin) pauseSandbox(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if !config.ValidID(id) {
-		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
-		return
-	}
+func (a *admin) pauseSandbox(w http.ResponseWriter, r *http.Request, id string) {
 	err := a.o.Sandboxes.Pause(r.Context(), id)
 	switch {
 	case errors.Is(err, sandboxmgr.ErrNoPause):
@@ -151,12 +140,7 @@ func (a *admin) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 // resumeSandbox unpauses (or starts) id and waits until it is ready, as
 // long as a PUT of its template does (wakeWait); it never creates one
 // (404).
-func (a *admin) resumeSandbox(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if !config.ValidID(id) {
-		writeJSON(w, http.StatusBadRequest, errBody(badIDMsg, "bad_sandbox_id"))
-		return
-	}
+func (a *admin) resumeSandbox(w http.ResponseWriter, r *http.Request, id string) {
 	ep, err := a.resume(r.Context(), id)
 	if errors.Is(err, runtime.ErrNotFound) {
 		writeJSON(w, http.StatusNotFound, errBody("no such sandbox; resume never creates one: PUT /admin/sandboxes/"+id+" does", "not_found"))

@@ -58,8 +58,6 @@ var uiTmpl = template.Must(template.New("ui").Funcs(template.FuncMap{
 
 type ui struct{ a *admin }
 
-func newUI(a *admin) *ui { return &ui{a: a} }
-
 func (u *ui) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/", http.StatusSeeOther)
@@ -68,11 +66,11 @@ func (u *ui) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /ui/login", u.login)
 	mux.HandleFunc("POST /ui/logout", u.post(u.logout))
 	mux.HandleFunc("GET /ui/sandboxes/{id}", u.session(u.sandbox))
-	mux.HandleFunc("POST /ui/sandboxes/{id}/stop", u.post(u.op("stopped", func(u *ui) func(r *http.Request, id string) error {
-		return func(r *http.Request, id string) error { return u.a.o.Sandboxes.Stop(r.Context(), id) }
+	mux.HandleFunc("POST /ui/sandboxes/{id}/stop", u.post(u.op("stopped", func(r *http.Request, id string) error {
+		return u.a.o.Sandboxes.Stop(r.Context(), id)
 	})))
-	mux.HandleFunc("POST /ui/sandboxes/{id}/remove", u.post(u.op("removed", func(u *ui) func(r *http.Request, id string) error {
-		return func(r *http.Request, id string) error { return u.a.o.Sandboxes.Remove(r.Context(), id) }
+	mux.HandleFunc("POST /ui/sandboxes/{id}/remove", u.post(u.op("removed", func(r *http.Request, id string) error {
+		return u.a.o.Sandboxes.Remove(r.Context(), id)
 	})))
 	mux.HandleFunc("POST /ui/config", u.post(u.config))
 	u.trafficRoutes(mux)
@@ -226,8 +224,7 @@ func (u *ui) sandbox(w http.ResponseWriter, r *http.Request, s string) {
 	u.render(w, http.StatusOK, d)
 }
 
-func (u *ui) op(done string, f func(*ui) func(*http.Request, string) error) func(http.ResponseWriter, *http.Request, string) {
-	do := f(u)
+func (u *ui) op(done string, do func(*http.Request, string) error) func(http.ResponseWriter, *http.Request, string) {
 	return func(w http.ResponseWriter, r *http.Request, s string) {
 		id := r.PathValue("id")
 		if !config.ValidID(id) {

@@ -25,29 +25,25 @@ func humanBytes(n int64) string {
 // why-awake, settings and links parts are in ui.html, from Info, the
 // Traffic log and the sandbox's settings.
 func (u *ui) trafficRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /ui/sandboxes/{id}/links/{link}/revoke", u.post(u.op("revoked", func(u *ui) func(r *http.Request, id string) error {
-		return func(r *http.Request, id string) error {
-			if _, err := u.a.o.Sandboxes.Get(r.Context(), id); err != nil {
-				return err
-			}
-			return links.Revoke(r.Context(), u.a.settings(), id, r.PathValue("link"), time.Now().UTC())
-		}
-	})))
-	mux.HandleFunc("POST /ui/sandboxes/{id}/pause", u.post(u.op("paused", func(u *ui) func(r *http.Request, id string) error {
-		return func(r *http.Request, id string) error { return u.a.o.Sandboxes.Pause(r.Context(), id) }
-	})))
-	mux.HandleFunc("POST /ui/sandboxes/{id}/resume", u.post(u.op("resumed", func(u *ui) func(r *http.Request, id string) error {
-		return func(r *http.Request, id string) error {
-			_, err := u.a.resume(r.Context(), id) // as long as the API's resume waits
+	mux.HandleFunc("POST /ui/sandboxes/{id}/links/{link}/revoke", u.post(u.op("revoked", func(r *http.Request, id string) error {
+		if _, err := u.a.o.Sandboxes.Get(r.Context(), id); err != nil {
 			return err
 		}
+		return links.Revoke(r.Context(), u.a.o.Settings, id, r.PathValue("link"), time.Now().UTC())
+	})))
+	mux.HandleFunc("POST /ui/sandboxes/{id}/pause", u.post(u.op("paused", func(r *http.Request, id string) error {
+		return u.a.o.Sandboxes.Pause(r.Context(), id)
+	})))
+	mux.HandleFunc("POST /ui/sandboxes/{id}/resume", u.post(u.op("resumed", func(r *http.Request, id string) error {
+		_, err := u.a.resume(r.Context(), id) // as long as the API's resume waits
+		return err
 	})))
 }
 
 // links returns sandbox id's unexpired share links for its page, newest
 // first; none where the gateway keeps no settings or they cannot be read.
 func (u *ui) links(ctx context.Context, id string) []adminapi.Link {
-	ls, err := links.List(ctx, u.a.settings(), id, time.Now())
+	ls, err := links.List(ctx, u.a.o.Settings, id, time.Now())
 	if err != nil {
 		return nil
 	}

@@ -182,10 +182,11 @@ func readAnswer(r io.Reader) ([]byte, error) {
 // and returns a 2xx answer, else the *Error it is.
 func (c *Client) send(ctx context.Context, method, path string, body any) (*http.Response, error) {
 	var rd io.Reader
+	ctype := "application/json"
 	switch b := body.(type) {
 	case nil:
 	case rawBody:
-		rd = bytes.NewReader(b)
+		rd, ctype = bytes.NewReader(b), "application/yaml"
 	default:
 		j, err := json.Marshal(b)
 		if err != nil {
@@ -199,10 +200,8 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (*http
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Token)
 	req.Header.Set("Accept", "application/json")
-	if _, ok := body.(rawBody); ok {
-		req.Header.Set("Content-Type", "application/yaml")
-	} else if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", ctype)
 	}
 	hc := c.HTTPClient
 	if hc == nil {

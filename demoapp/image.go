@@ -1,8 +1,6 @@
 package demoapp
 
 import (
-	"archive/tar"
-	"bytes"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -10,6 +8,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/previewgate/previewgate/internal/dockerbuild"
 )
 
 // BuildContext returns a Docker build context (a tar) for a FROM scratch
@@ -27,33 +27,18 @@ func BuildContext(exe string) ([]byte, error) {
 	}
 	var df strings.Builder
 	df.WriteString("FROM scratch\n")
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
+	var tarFiles []dockerbuild.File
 	for dst, src := range files {
 		data, err := os.ReadFile(src)
 		if err != nil {
 			return nil, fmt.Errorf("demo image: %w", err)
 		}
 		name := "rootfs" + dst
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(data))}); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(data); err != nil {
-			return nil, err
-		}
+		tarFiles = append(tarFiles, dockerbuild.File{Name: name, Mode: 0o755, Data: data})
 		fmt.Fprintf(&df, "COPY %s %s\n", name, dst)
 	}
 	df.WriteString("USER 65534:65534\nEXPOSE 3000\nENTRYPOINT [\"/previewgate\", \"demo-app\"]\n")
-	if err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(df.Len())}); err != nil {
-		return nil, err
-	}
-	if _, err := tw.Write([]byte(df.String())); err != nil {
-		return nil, err
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return dockerbuild.Context(append(tarFiles, dockerbuild.File{Name: "Dockerfile", Mode: 0o644, Data: []byte(df.String())})...)
 }
 
 // libDirs are searched for DT_NEEDED libraries, as the dynamic loader would.

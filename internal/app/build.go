@@ -3,7 +3,9 @@ package app
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/previewgate/previewgate/certs"
@@ -35,7 +37,6 @@ type App struct {
 	metrics *metrics.Metrics
 	labels  map[string]string    // the gateway's scope (--label, config scope)
 	caps    runtime.Capabilities // what the runtime can do beyond the manager's verbs
-	images  runtime.Images       // caps.Images: nil where the runtime pulls
 	recs    *records.Records     // per-sandbox settings and share links
 	mgr     *sandboxmgr.Manager
 	traffic *traffic.Recorder // this replica's per-sandbox request log
@@ -111,7 +112,6 @@ func (a *App) buildRuntime(ctx context.Context, labels map[string]string) error 
 		return err
 	}
 	a.caps = rt.Capabilities()
-	a.images = a.caps.Images
 	mcfg := sandboxmgr.Config{
 		Network:             cfg.Docker.Network,
 		Labels:              labels,
@@ -120,14 +120,8 @@ func (a *App) buildRuntime(ctx context.Context, labels map[string]string) error 
 		StartQueueTimeout:   cfg.Limits.StartQueueTimeout.D(),
 		MaxRunning:          cfg.Limits.MaxRunning,
 		Templates:           func(name string) *config.Template { return a.store.Load().Templates[name] },
-		ListTemplates: func() []*config.Template {
-			var out []*config.Template
-			for _, t := range a.store.Load().Templates {
-				out = append(out, t)
-			}
-			return out
-		},
-		Observer: a.metrics,
+		ListTemplates:       func() []*config.Template { return slices.Collect(maps.Values(a.store.Load().Templates)) },
+		Observer:            a.metrics,
 	}
 	if cfg.Runtime.Kind == config.RuntimeKubernetes {
 		mcfg.RecordName = records.Name // a ConfigMap per sandbox id, whatever its scope

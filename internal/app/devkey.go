@@ -49,24 +49,33 @@ func keepOnce[T any](path, what string, read func() (T, error), create func() (T
 			return zero, fmt.Errorf("%s: %w", what, err)
 		}
 		v, data := create()
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		err = WriteNew(path, data)
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}
 		if err != nil {
 			return zero, fmt.Errorf("%s: %w", what, err)
 		}
-		_, err = f.Write(data)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			os.Remove(path)
-			return zero, fmt.Errorf("%s: %w", what, err)
-		}
 		return v, nil
 	}
 	return zero, fmt.Errorf("%s: %s keeps changing", what, path)
+}
+
+// WriteNew creates path with data, mode 0600. It never overwrites a file
+// (an error wrapping fs.ErrExist), and a failed write leaves none.
+func WriteNew(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
 }
 
 // ReadDevKey reads the key kept in dataDir; an error wrapping

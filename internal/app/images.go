@@ -54,23 +54,16 @@ func (a *App) queueImages(c *config.Config) {
 }
 
 // prepareImages builds the demo image if a template runs it and the
-// engine lacks it, then warns about any other image the engine lacks.
+// engine lacks it, then logs each template whose image the engine lacks:
+// its sandboxes would fail at their first request (#16). /readyz names
+// them too.
 func (a *App) prepareImages(ctx context.Context, cfg *config.Config) {
 	if usesDemoImage(cfg) {
-		if err := ensureDemoImage(ctx, a.images, runtime.Shared(a.labels), a.log); err != nil {
+		if err := ensureDemoImage(ctx, a.caps.Images, runtime.Shared(a.labels), a.log); err != nil {
 			a.log.Warn("demo image not available", "err", err)
 		}
 	}
-	a.warnMissingImages(cfg)
-}
-
-// warnMissingImages logs each template whose image the engine lacks: its
-// sandboxes would fail at their first request (#16). /readyz names them
-// too.
-func (a *App) warnMissingImages(cfg *config.Config) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	missing, err := missingImages(ctx, a.images, sortedTemplates(cfg))
+	missing, err := missingImages(a.caps.Images, sortedTemplates(cfg))
 	if err != nil {
 		a.log.Debug("template images not checked", "err", err)
 	}
@@ -96,9 +89,7 @@ func WarnMissingImages(cfg *config.Config, path string, stderr io.Writer) {
 		return
 	}
 	defer rt.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	missing, err := missingImages(ctx, rt.Capabilities().Images, imagesToCheck(cfg))
+	missing, err := missingImages(rt.Capabilities().Images, imagesToCheck(cfg))
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: note: template images not checked: %v\n", path, err)
 	}
@@ -111,7 +102,10 @@ func WarnMissingImages(cfg *config.Config, path string, stderr io.Writer) {
 // runtime does not have, in template order: a sandbox of such a template
 // cannot start (the engine pulls nothing). A runtime without
 // Capabilities.Images pulls its images itself: none are reported there.
-func missingImages(ctx context.Context, images runtime.Images, tpls []*config.Template) ([]string, error) {
+// It asks for at most 5 s.
+func missingImages(images runtime.Images, tpls []*config.Template) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	var out []string
 	for _, t := range tpls {
 		if images == nil || t == nil || t.Image == "" {

@@ -24,7 +24,7 @@ func (a *App) listenAll() error {
 	// has none, and the cap leaves descriptors for it.
 	previewConns := h1server.NewConnLimiter(gateway.ConnCaps(cfg.Limits))
 	a.log.Info("connection caps", "max_connections", previewConns.Max(), "connections_per_ip", cfg.Limits.ConnectionsPerIP)
-	adm := admin.New(admin.Options{Config: a.store.Load, Replace: a.replace, CheckFiles: CheckFiles, Sandboxes: a.mgr, Settings: a.recs, Logs: a.caps.Logs, Images: a.images, Announce: a.gw.Announce,
+	adm := admin.New(admin.Options{Config: a.store.Load, Replace: a.replace, CheckFiles: CheckFiles, Sandboxes: a.mgr, Settings: a.recs, Logs: a.caps.Logs, Images: a.caps.Images, Announce: a.gw.Announce,
 		Ready: func(context.Context) error { return a.certs.Ready() }, Metrics: a.metrics.Handler(),
 		Traffic: a.traffic, Log: a.log.With("component", "admin"), PreviewURL: func(id string) string { return PreviewBase(a.store.Load(), id) }})
 	if err := a.listen("admin", cfg.Listen.Admin, adm, nil, nil); err != nil {

@@ -82,11 +82,11 @@ templates:
 
 	// serve finds the file the same way.
 	var b bytes.Buffer
-	if f, err := parseServeFlags(nil, io.Discard, &b); err != nil || f.config != file {
-		t.Errorf("serve with $%s: config %q (%v %s), want %q", configEnv, f.config, err, b.String(), file)
+	if f, err := parseServeFlags(nil, io.Discard, &b); err != nil || f.ConfigPath != file {
+		t.Errorf("serve with $%s: config %q (%v %s), want %q", configEnv, f.ConfigPath, err, b.String(), file)
 	}
-	if f, err := parseServeFlags([]string{"--config", ""}, io.Discard, &b); err != nil || f.config != "" {
-		t.Errorf("serve --config '': config %q (%v), want none (the development default)", f.config, err)
+	if f, err := parseServeFlags([]string{"--config", ""}, io.Discard, &b); err != nil || f.ConfigPath != "" {
+		t.Errorf("serve --config '': config %q (%v), want none (the development default)", f.ConfigPath, err)
 	}
 }
 

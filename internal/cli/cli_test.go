@@ -317,14 +317,14 @@ func TestServeFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := config.Default()
-	f.overrides.Apply(c)
+	f.Overrides.Apply(c)
 	if c.Listen.HTTP != "127.0.0.1:18580" || c.Listen.HTTPS != ":8443" || c.Listen.Admin != "127.0.0.1:19580" ||
-		!slices.Equal(c.Domains, []string{"preview.test"}) || f.labels["a"] != "b" {
-		t.Errorf("got listen %+v domains %v labels %v", c.Listen, c.Domains, f.labels)
+		!slices.Equal(c.Domains, []string{"preview.test"}) || f.Labels["a"] != "b" {
+		t.Errorf("got listen %+v domains %v labels %v", c.Listen, c.Domains, f.Labels)
 	}
 	f, _ = parseServeFlags([]string{"--admin", "127.0.0.1:19581"}, io.Discard, io.Discard)
 	c = config.Default()
-	f.overrides.Apply(c)
+	f.Overrides.Apply(c)
 	if c.Listen.HTTP != config.DevListenHTTP || c.Listen.Admin != "127.0.0.1:19581" || c.Domains[0] != config.DevDomain {
 		t.Errorf("unset flags changed the config: %+v %v", c.Listen, c.Domains)
 	}
@@ -375,8 +375,8 @@ templates:
 	if code := run([]string{"healthcheck"}, &out, &errb); code != 0 {
 		t.Errorf("$%s: exit %d %s", adminEnv, code, errb.String())
 	}
-	if f, err := parseServeFlags(nil, &out, &errb); err != nil || f.overrides.Admin != "127.0.0.1:"+port {
-		t.Errorf("serve with $%s: admin %q, %v; want the variable's address", adminEnv, f.overrides.Admin, err)
+	if f, err := parseServeFlags(nil, &out, &errb); err != nil || f.Overrides.Admin != "127.0.0.1:"+port {
+		t.Errorf("serve with $%s: admin %q, %v; want the variable's address", adminEnv, f.Overrides.Admin, err)
 	}
 	t.Setenv(adminEnv, testkit.DeadAddr(t))
 	if code := run([]string{"healthcheck", "--config", cfg}, &out, &errb); code != 0 {

@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"strings"
+
+	"github.com/previewgate/previewgate/internal/app"
 )
 
 // starterConfig is what `config init` writes: the development default as
@@ -109,7 +110,11 @@ func configInit(args []string, stdout, stderr io.Writer) error {
 		_, err := io.WriteString(stdout, data)
 		return err
 	}
-	if err := writeNew(path, []byte(data)); err != nil {
+	err := app.WriteNew(path, []byte(data))
+	if errors.Is(err, os.ErrExist) {
+		err = fmt.Errorf("%s exists; not overwritten", path)
+	}
+	if err != nil {
 		return fmt.Errorf("config init: %w", err)
 	}
 	fmt.Fprintf(stdout, `wrote %[1]s (with a generated signing key, admin token and backend API token; keep it private)
@@ -120,48 +125,20 @@ func configInit(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// starterText is starterConfig with fresh secrets.
+// starterText is starterConfig with fresh secrets: an HS256 secret of 32
+// random bytes (43 base64url characters, used as they are, like any
+// configured secret), bearer tokens of 24, and a scope of "pg-" and 12
+// random hex digits.
 func starterText() string {
-	return strings.NewReplacer("{{SECRET}}", randomSecret(), "{{ADMIN}}", randomToken(), "{{SCOPE}}", randomScope(), "{{API}}", randomToken()).Replace(starterConfig)
+	scope := make([]byte, 6)
+	rand.Read(scope)
+	return strings.NewReplacer("{{SECRET}}", random(32), "{{ADMIN}}", random(24), "{{SCOPE}}", fmt.Sprintf("pg-%x", scope),
+		"{{API}}", random(24)).Replace(starterConfig)
 }
 
-// randomSecret is an HS256 secret: 32 random bytes as 43 base64url
-// characters (used as they are, like any configured secret).
-func randomSecret() string {
-	b := make([]byte, 32)
-	rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// randomScope is a scope name: "pg-" and 12 random hex digits.
-func randomScope() string {
-	b := make([]byte, 6)
-	rand.Read(b)
-	return fmt.Sprintf("pg-%x", b)
-}
-
-// writeNew creates path with data, mode 0600; an existing file is an error.
-func writeNew(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("%s exists; not overwritten", path)
-	}
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
-	}
-	return err
-}
-
-// randomToken is a bearer token: 24 random bytes, base64url.
-func randomToken() string {
-	b := make([]byte, 24)
+// random is n random bytes, base64url.
+func random(n int) string {
+	b := make([]byte, n)
 	rand.Read(b)
 	return base64.RawURLEncoding.EncodeToString(b)
 }

@@ -53,18 +53,14 @@ func newFlagSet(name, synopsis string, args []string, stdout, stderr io.Writer) 
 	fs.SetOutput(out)
 	fs.Usage = func() {
 		fmt.Fprintf(out, "usage: previewgate %s\n", synopsis)
-		if hasFlags(fs) {
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
 			fmt.Fprintln(out, "\nflags:")
 			fs.PrintDefaults()
 		}
 	}
 	return fs
-}
-
-func hasFlags(fs *flag.FlagSet) bool {
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	return n > 0
 }
 
 // argv0 is the command as invoked (os.Args[0]); tests set it.
@@ -139,16 +135,23 @@ func findAdmin(fs *flag.FlagSet, cfgPath string) (addr string, cfg *config.Confi
 	case env != "" && !explicit:
 		return env, nil, nil
 	case cfgPath != "":
-		cfg, unset, err := config.LoadPartial(cfgPath)
+		cfg, err := loadPartial(cfgPath)
 		if err != nil {
-			if len(unset) > 0 {
-				err = fmt.Errorf("%w\n(read as empty: unset environment variable(s) %s)", err, strings.Join(unset, ", "))
-			}
 			return "", nil, err
 		}
 		return cfg.Listen.Admin, cfg, nil
 	}
 	return config.DevListenAdmin, nil, nil
+}
+
+// loadPartial is config.LoadPartial, its failure naming the environment
+// variables it read as empty.
+func loadPartial(path string) (*config.Config, error) {
+	cfg, unset, err := config.LoadPartial(path)
+	if err != nil && len(unset) > 0 {
+		err = fmt.Errorf("%w\n(read as empty: unset environment variable(s) %s)", err, strings.Join(unset, ", "))
+	}
+	return cfg, err
 }
 
 // dialAddr turns a listen address into one to connect to: a wildcard

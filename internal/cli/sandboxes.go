@@ -98,13 +98,14 @@ type sandboxesCmd struct {
 }
 
 // sbx is the row of the command table of sandboxes subcommand name
-// ("link ls"): its flag set's synopsis, its own flags besides those of
-// every subcommand (nil: none), what it does, and its subcommands.
-func sbx(name, synopsis string, flags func(*sandboxesCmd, *flag.FlagSet), do func(*sandboxesCmd) error, subs ...*command) *command {
+// ("link ls"): how many positional arguments it takes, its flag set's
+// synopsis, its own flags besides those of every subcommand (nil: none),
+// what it does once connected, and its subcommands.
+func sbx(name string, nargs int, synopsis string, flags func(*sandboxesCmd, *flag.FlagSet), do func(*sandboxesCmd) error, subs ...*command) *command {
 	words := strings.Fields(name)
 	return &command{name: words[len(words)-1], subs: subs, run: func(args []string, stdout, stderr io.Writer) error {
 		c := &sandboxesCmd{name: name, stdout: stdout, stderr: stderr}
-		return c.parse(args, synopsis, flags).run(do)
+		return c.parse(args, synopsis, flags).run(nargs, do)
 	}}
 }
 
@@ -173,13 +174,16 @@ func (c *sandboxesCmd) parse(args []string, synopsis string, flags func(*sandbox
 	}
 }
 
-// run runs the subcommand do. With --json any failure also goes to
-// stdout as one JSON error object (sandboxes_errors.go): the API's as it
-// sent it, else the CLI's own in the same shape. A script reading stdout
-// gets something to parse; the message is on stderr and the exit status
-// as without --json.
-func (c *sandboxesCmd) run(do func(*sandboxesCmd) error) error {
-	err := do(c)
+// run connects (nargs positional arguments) and runs the subcommand do.
+// With --json any failure also goes to stdout as one JSON error object
+// (sandboxes_errors.go): the API's as it sent it, else the CLI's own in
+// the same shape. A script reading stdout gets something to parse; the
+// message is on stderr and the exit status as without --json.
+func (c *sandboxesCmd) run(nargs int, do func(*sandboxesCmd) error) error {
+	err := c.connect(nargs)
+	if err == nil {
+		err = do(c)
+	}
 	if err == nil || !c.json || errors.Is(err, flag.ErrHelp) {
 		return err
 	}

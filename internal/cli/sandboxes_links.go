@@ -14,9 +14,6 @@ import (
 // a terminal, over PATCH /admin/sandboxes/{id} and .../links.
 
 func sbxLinkNew(c *sandboxesCmd) error {
-	if err := c.connect(1); err != nil {
-		return err
-	}
 	return answer(c, callTimeout, func(ctx context.Context) (adminapi.Link, error) {
 		return c.api.CreateLink(ctx, c.args[0], adminapi.LinkRequest{TTL: c.ttl, Port: c.port, Path: c.path})
 	}, func(l adminapi.Link) error {
@@ -27,9 +24,6 @@ func sbxLinkNew(c *sandboxesCmd) error {
 }
 
 func sbxLinkList(c *sandboxesCmd) error {
-	if err := c.connect(1); err != nil {
-		return err
-	}
 	call := func(ctx context.Context) (adminapi.Links, error) { return c.api.ListLinks(ctx, c.args[0]) }
 	return answer(c, callTimeout, call, func(r adminapi.Links) error {
 		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
@@ -48,9 +42,6 @@ func sbxLinkList(c *sandboxesCmd) error {
 }
 
 func sbxLinkRemove(c *sandboxesCmd) error {
-	if err := c.connect(2); err != nil {
-		return err
-	}
 	id, lid := c.args[0], c.args[1]
 	call := func(ctx context.Context) (adminapi.LinkRevoked, error) { return c.api.RevokeLink(ctx, id, lid) }
 	return answer(c, callTimeout, call, func(r adminapi.LinkRevoked) error {
@@ -60,9 +51,6 @@ func sbxLinkRemove(c *sandboxesCmd) error {
 }
 
 func sbxSet(c *sandboxesCmd) error {
-	if err := c.connect(1); err != nil {
-		return err
-	}
 	var p adminapi.SettingsPatch
 	switch c.public {
 	case "":

@@ -15,9 +15,6 @@ import (
 // sandboxes ls and show: the API's sandboxes as tables.
 
 func sbxList(c *sandboxesCmd) error {
-	if err := c.connect(0); err != nil {
-		return err
-	}
 	call := func(ctx context.Context) ([]adminapi.Sandbox, error) { return c.api.ListSandboxes(ctx, c.metadata) }
 	return answer(c, callTimeout, call, func(list []adminapi.Sandbox) error {
 		if len(list) == 0 {
@@ -38,9 +35,6 @@ func sbxList(c *sandboxesCmd) error {
 
 // sbxShow is one sandbox as ls lists it, with what ls has no room for.
 func sbxShow(c *sandboxesCmd) error {
-	if err := c.connect(1); err != nil {
-		return err
-	}
 	call := func(ctx context.Context) (adminapi.Sandbox, error) { return c.api.GetSandbox(ctx, c.args[0]) }
 	return answer(c, callTimeout, call, func(s adminapi.Sandbox) error {
 		now := time.Now()

@@ -18,9 +18,6 @@ import (
 // each, logs -f a stream.
 
 func sbxUp(c *sandboxesCmd) error {
-	if err := c.connect(1); err != nil {
-		return err
-	}
 	id := c.args[0]
 	req := adminapi.PutRequest{Template: c.template, Metadata: c.metadata, Env: c.env}
 	given := c.template != "" || len(c.metadata) > 0 || len(c.env) > 0
@@ -40,41 +37,27 @@ func sbxUp(c *sandboxesCmd) error {
 	})
 }
 
-func sbxStop(c *sandboxesCmd) error {
-	return op(c, "stopped", callTimeout, (*adminapi.Client).StopSandbox)
-}
-
-func sbxRemove(c *sandboxesCmd) error {
-	return op(c, "removed", callTimeout, (*adminapi.Client).RemoveSandbox)
-}
-
-func sbxPause(c *sandboxesCmd) error {
-	return op(c, "paused", callTimeout, (*adminapi.Client).PauseSandbox)
-}
-
-// sbxResume waits as long as the API does (serverBounded).
-func sbxResume(c *sandboxesCmd) error {
-	return op(c, "running", serverBounded, (*adminapi.Client).ResumeSandbox)
-}
+var (
+	sbxStop   = op("stopped", callTimeout, (*adminapi.Client).StopSandbox)
+	sbxRemove = op("removed", callTimeout, (*adminapi.Client).RemoveSandbox)
+	sbxPause  = op("paused", callTimeout, (*adminapi.Client).PauseSandbox)
+	sbxResume = op("running", serverBounded, (*adminapi.Client).ResumeSandbox) // waits as long as the API does
+)
 
 // op is stop, rm, pause and resume: one call, then "sandbox ID done".
-func op[T any](c *sandboxesCmd, done string, timeout time.Duration, do func(*adminapi.Client, context.Context, string) (T, error)) error {
-	if err := c.connect(1); err != nil {
-		return err
+func op[T any](done string, timeout time.Duration, do func(*adminapi.Client, context.Context, string) (T, error)) func(*sandboxesCmd) error {
+	return func(c *sandboxesCmd) error {
+		call := func(ctx context.Context) (T, error) { return do(c.api, ctx, c.args[0]) }
+		return answer(c, timeout, call, func(T) error {
+			_, err := fmt.Fprintf(c.stdout, "sandbox %s %s\n", c.args[0], done)
+			return err
+		})
 	}
-	call := func(ctx context.Context) (T, error) { return do(c.api, ctx, c.args[0]) }
-	return answer(c, timeout, call, func(T) error {
-		_, err := fmt.Fprintf(c.stdout, "sandbox %s %s\n", c.args[0], done)
-		return err
-	})
 }
 
 // sbxRequests prints a sandbox's last requests through the replica that
 // answers, newest first.
 func sbxRequests(c *sandboxesCmd) error {
-	if err := c.connect(1); err != nil {
-		return err
-	}
 	call := func(ctx context.Context) (adminapi.RequestLog, error) { return c.api.Requests(ctx, c.args[0], c.n) }
 	return answer(c, callTimeout, call, func(r adminapi.RequestLog) error {
 		if r.Counters != nil {
@@ -96,9 +79,6 @@ func sbxRequests(c *sandboxesCmd) error {
 }
 
 func sbxLogs(c *sandboxesCmd) error {
-	if err := c.connect(1); err != nil {
-		return err
-	}
 	if c.tail < 0 {
 		return usageError("sandboxes logs: --tail must be 0 or more")
 	}

@@ -12,44 +12,35 @@ import (
 // serve runs the gateway (internal/app) as its flags and the
 // environment say.
 func serve(args []string, stdout, stderr io.Writer) error {
-	f, err := parseServeFlags(args, stdout, stderr)
+	o, err := parseServeFlags(args, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	o := app.Options{ConfigPath: f.config, Overrides: f.overrides, Labels: f.labels,
-		Version: version, Invoked: invokedAs(), Stdout: stdout, Stderr: stderr}
-	if f.configFromEnv {
-		o.ExplainLoad = func(err error) error { return configEnvError(f.config, err) }
-	}
+	o.Version, o.Invoked, o.Stdout, o.Stderr = version, invokedAs(), stdout, stderr
 	return app.Serve(o)
 }
 
-// serveFlags are serve's command line.
-type serveFlags struct {
-	config        string // "" for the development default
-	configFromEnv bool   // $PREVIEWGATE_CONFIG chose config, not --config
-	overrides     app.Overrides
-	labels        labelFlag
-}
-
-// parseServeFlags parses and checks serve's flags.
-func parseServeFlags(args []string, stdout, stderr io.Writer) (serveFlags, error) {
+// parseServeFlags parses and checks serve's flags: the options they say.
+func parseServeFlags(args []string, stdout, stderr io.Writer) (app.Options, error) {
 	fs := newFlagSet("serve", "serve [flags]   (no --config nor $"+configEnv+": the embedded development default)", args, stdout, stderr)
-	f := serveFlags{labels: labelFlag{}}
-	configFlag(fs, &f.config, "config `file`", "the embedded development setup")
-	fs.StringVar(&f.overrides.HTTP, "http", "", "preview listener `address` (listen.http; development default "+config.DevListenHTTP+")")
-	fs.StringVar(&f.overrides.HTTPS, "https", "", "HTTPS preview listener `address` (listen.https; used when tls.mode is not off)")
-	fs.StringVar(&f.overrides.Admin, "admin", "", "admin listener `address` (listen.admin; default $"+adminEnv+", which healthcheck reads too; development default "+config.DevListenAdmin+")")
-	fs.StringVar(&f.overrides.Domain, "domain", "", "serve sandbox-<id>.`NAME` (replaces the config's domains; development default "+config.DevDomain+")")
-	fs.Var(f.labels, "label", "extra `key=value` label on every container, network and image this gateway creates (repeatable); it then also only adopts containers carrying them; the development default adds previewgate.instance=<id kept in its data dir>")
+	labels := labelFlag{}
+	f := app.Options{Labels: labels}
+	configFlag(fs, &f.ConfigPath, "config `file`", "the embedded development setup")
+	fs.StringVar(&f.Overrides.HTTP, "http", "", "preview listener `address` (listen.http; development default "+config.DevListenHTTP+")")
+	fs.StringVar(&f.Overrides.HTTPS, "https", "", "HTTPS preview listener `address` (listen.https; used when tls.mode is not off)")
+	fs.StringVar(&f.Overrides.Admin, "admin", "", "admin listener `address` (listen.admin; default $"+adminEnv+", which healthcheck reads too; development default "+config.DevListenAdmin+")")
+	fs.StringVar(&f.Overrides.Domain, "domain", "", "serve sandbox-<id>.`NAME` (replaces the config's domains; development default "+config.DevDomain+")")
+	fs.Var(labels, "label", "extra `key=value` label on every container, network and image this gateway creates (repeatable); it then also only adopts containers carrying them; the development default adds previewgate.instance=<id kept in its data dir>")
 	if err := parseFlags(fs, args); err != nil {
 		return f, err
 	}
-	f.configFromEnv = fromConfigEnv(fs, f.config)
+	if path := f.ConfigPath; fromConfigEnv(fs, path) {
+		f.ExplainLoad = func(err error) error { return configEnvError(path, err) }
+	}
 	if fs.NArg() > 0 {
 		return f, usageError(fmt.Sprintf("serve: unexpected argument %q (flags only; see serve --help)", fs.Arg(0)))
 	}
-	o := &f.overrides
+	o := &f.Overrides
 	if o.Admin == "" {
 		addr, err := envAdminAddr()
 		if err != nil {

@@ -177,11 +177,8 @@ func mintKey(path, kid string) (_ *config.Config, _ config.Key, devKey string, _
 		abs, _ := filepath.Abs(filepath.Join(cfg.DataDir, app.DevKeyFile))
 		return cfg, key, abs, nil
 	}
-	cfg, unset, err := config.LoadPartial(path)
+	cfg, err := loadPartial(path)
 	if err != nil {
-		if len(unset) > 0 {
-			return nil, config.Key{}, "", fmt.Errorf("%w\n(read as empty: unset environment variable(s) %s)", err, strings.Join(unset, ", "))
-		}
 		return nil, config.Key{}, "", err
 	}
 	key, err := signingKey(cfg, kid)

@@ -75,6 +75,31 @@ func ReadStream(r io.Reader) error {
 	}
 }
 
+// File is a file of a build context.
+type File struct {
+	Name string
+	Mode int64
+	Data []byte
+}
+
+// Context is a tar build context holding files.
+func Context(files ...File) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: f.Name, Mode: f.Mode, Size: int64(len(f.Data))}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(f.Data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
 // GoProgram builds the module's package pkg (e.g. "./testdata/testapp")
 // statically and packs it into a FROM scratch image tag that runs it and
 // exposes port.
@@ -101,24 +126,8 @@ func GoProgram(ctx context.Context, cli *client.Client, pkg, tag string, port in
 		return err
 	}
 	dockerfile := fmt.Sprintf("FROM scratch\nCOPY %s /%s\nEXPOSE %d\nENTRYPOINT [\"/%s\"]\n", name, name, port, name)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, f := range []struct {
-		name string
-		mode int64
-		data []byte
-	}{
-		{"Dockerfile", 0o644, []byte(dockerfile)},
-		{name, 0o755, exe},
-	} {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data))}); err != nil {
-			return err
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			return err
-		}
-	}
-	if err := tw.Close(); err != nil {
+	tarball, err := Context(File{"Dockerfile", 0o644, []byte(dockerfile)}, File{name, 0o755, exe})
+	if err != nil {
 		return err
 	}
 	// Without the build cache: the same program built by two processes at
@@ -127,7 +136,7 @@ func GoProgram(ctx context.Context, cli *client.Client, pkg, tag string, port in
 	// cleanup) pulls them from under the other's build ("failed to get
 	// digest", CI of 2026-11-27). A COPY of one binary costs nothing to
 	// redo.
-	return buildImage(ctx, cli, tag, buf.Bytes(), labels, true)
+	return buildImage(ctx, cli, tag, tarball, labels, true)
 }
 
 // ModuleRoot is the directory of this module's go.mod.
