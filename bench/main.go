@@ -79,7 +79,7 @@ func main() {
 	flag.StringVar(&f.wrkProfile, "wrkprofile", "", "write a CPU profile of the gateway during the wrk 1 KiB plain row (round 1)")
 	flag.IntVar(&f.pageloads, "pageloads", 5, "browser rows: page loads per path, cold and warm each (interleaved), and HMR edits ×4")
 	flag.StringVar(&f.extOnly, "extonly", "", "ext rows: run only those whose label contains this (\"h2load\", \"wrk 1 KiB\")")
-	flag.BoolVar(&f.h2Baseline, "h2baseline", false, "h2load rows: also run a gateway with HTTP/2 requests on ReverseProxy, as before #17 (in the notes)")
+	flag.BoolVar(&f.h2Baseline, "h2baseline", false, "h2load rows: also run a gateway that reads every HTTP/2 request body through the server, as before #17 (in the notes)")
 	flag.StringVar(&f.memprofile, "memprofile", "", "write a heap profile of the gateway while the idle WebSockets are open")
 	flag.StringVar(&f.only, "only", "", "comma-separated row groups to run: http,ext,browser,ws,firstbyte,idle,cold (default all)")
 	flag.BoolVar(&f.netHTTP, "nethttp", false, "serve the gateway with net/http only (no lean HTTP/1.1 loop), for comparison")
@@ -122,7 +122,7 @@ type bench struct {
 	direct     string // container ip:3000
 	gwPlain    string
 	gwTLS      string
-	gwBaseline string // -h2baseline: TLS gateway with HTTP/2 on ReverseProxy
+	gwBaseline string // -h2baseline: TLS gateway reading HTTP/2 bodies as before #17
 	ngx        *nginxProxy
 	dc         *client.Client
 	mgr        *sandboxmgr.Manager
