@@ -47,8 +47,10 @@ func Own(ctx context.Context, o OwnOptions, log *slog.Logger) (*Ownership, error
 	}
 	lock, err := lockScope(ctx, cli, o.Labels, store.Owner(), o.Lost, log)
 	if err == nil {
-		if err = importVolumeRecords(ctx, cli, store, o.Labels, log); err != nil {
-			lock.close()
+		if ierr := importVolumeRecords(ctx, cli, store, o.Labels, log); ierr != nil {
+			// As the lock: an engine not answering yet does not stop a
+			// gateway from serving; the import runs at its next start.
+			log.WarnContext(ctx, "record volumes of an earlier version not imported: the next start tries again", "err", ierr)
 		}
 	}
 	if err != nil {
