@@ -3,7 +3,9 @@
 // decided to proxy them: the handshake on the sandbox side, the switch on
 // the client side (Writer.Take: hijack, the 101, the bytes either side
 // sent early; TestTake), the splice of the two sockets, and the registry
-// that closes them with a WebSocket 1001 close frame. It decides no policy
+// that closes them with a WebSocket close frame: 1001 for all of a key
+// (CloseAll), or a code and reason the gateway gives for one socket
+// (Writer.GoAway: its grant ended). It decides no policy
 // (which upgrades are allowed, to where, how many); the gateway does
 // (gateway/upgrade.go, limits.go).
 //
@@ -18,7 +20,8 @@
 //     early are forwarded before the splice, never lost.
 //  3. An idle pair holds no copy buffer: on plain TCP a pump waits for
 //     readability and borrows a pooled buffer only while data flows (#9).
-//  4. Registry.CloseAll returns at once, whatever the clients do: it holds
-//     no lock across a write, cuts a write in progress, and otherwise
-//     the splice sends the 1001 close frame within goAwayTimeout.
+//  4. Registry.CloseAll and Writer.GoAway return at once, whatever the
+//     clients do: they hold no lock across a write, cut a write in
+//     progress, and otherwise the splice sends the close frame within
+//     goAwayTimeout.
 package tunnel

@@ -52,6 +52,8 @@ type socketConn struct {
 	key    string       // the Registry key
 	state  atomic.Int32 // sockOpen, sockWriting, sockGoingAway or sockCut
 	cancel func()       // ends the proxying of this connection
+	// frame is the close frame goAway owes (sendGoAway); nil: 1001.
+	frame atomic.Pointer[[]byte]
 }
 
 // socketConn states.
@@ -87,10 +89,22 @@ func (c *socketConn) Write(p []byte) (int, error) {
 // 1001 (going away).
 var closeFrame1001 = []byte{0x88, 0x02, 0x03, 0xe9}
 
+// CloseFrame is an unmasked server-to-client WebSocket close frame with
+// status code and reason (RFC 6455 5.5.1), the reason cut to the 123
+// bytes a control frame has room for.
+func CloseFrame(code uint16, reason string) []byte {
+	reason = reason[:min(len(reason), 123)]
+	return append([]byte{0x88, byte(2 + len(reason)), byte(code >> 8), byte(code)}, reason...)
+}
+
 // goAway stops further writes and cancels the proxying, without waiting
 // for anything: a write in progress is cut short at once; otherwise the
-// splice sends the close frame (sendGoAway) as it ends.
-func (c *socketConn) goAway() {
+// splice sends the close frame (sendGoAway) as it ends: frame, or 1001
+// if nil. Of two goAways, the first one's frame is sent.
+func (c *socketConn) goAway(frame []byte) {
+	if frame != nil {
+		c.frame.CompareAndSwap(nil, &frame)
+	}
 	for {
 		switch c.state.Load() {
 		case sockOpen:
@@ -114,8 +128,12 @@ func (c *socketConn) sendGoAway() {
 	if c.state.Load() != sockGoingAway {
 		return
 	}
+	frame := closeFrame1001
+	if f := c.frame.Load(); f != nil {
+		frame = *f
+	}
 	c.Conn.SetWriteDeadline(time.Now().Add(goAwayTimeout))
-	c.Conn.Write(closeFrame1001)
+	c.Conn.Write(frame)
 }
 
 // CloseAll closes every socket under key ("" means all) with 1001 and
@@ -131,7 +149,7 @@ func (s *Registry) CloseAll(key string) int {
 	}
 	s.mu.Unlock()
 	for _, c := range list {
-		c.goAway()
+		c.goAway(nil)
 	}
 	return len(list)
 }
@@ -163,7 +181,9 @@ type Writer struct {
 	s      *Registry
 	key    string
 	cancel func()
-	conn   *socketConn
+	// conn is the hijacked connection; GoAway reads it from another
+	// goroutine.
+	conn atomic.Pointer[socketConn]
 }
 
 // Wrap returns w's Writer for a socket under key; cancel ends its
@@ -179,11 +199,12 @@ func (w *Writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	w.conn = &socketConn{Conn: conn, key: w.key, cancel: w.cancel}
-	w.s.add(w.conn)
+	sc := &socketConn{Conn: conn, key: w.key, cancel: w.cancel}
+	w.s.add(sc)
+	w.conn.Store(sc)
 	// The buffered writer must write through the wrapper too.
-	brw.Writer.Reset(w.conn)
-	return w.conn, brw, nil
+	brw.Writer.Reset(sc)
+	return sc, brw, nil
 }
 
 // Take completes the protocol switch res (a 101 that Handshake read from
@@ -211,11 +232,23 @@ func (w *Writer) Take(back net.Conn, backBuf *bufio.Reader, res *upstream.Respon
 
 // Hijacked reports whether the client connection was taken from the
 // server: w can answer no more.
-func (w *Writer) Hijacked() bool { return w.conn != nil }
+func (w *Writer) Hijacked() bool { return w.conn.Load() != nil }
 
 // Done unregisters the connection when proxying ended.
 func (w *Writer) Done() {
-	if w.conn != nil {
-		w.s.remove(w.conn)
+	if c := w.conn.Load(); c != nil {
+		w.s.remove(c)
 	}
+}
+
+// GoAway closes w's socket with a close frame of code and reason, as
+// CloseAll does with 1001, and returns at once (invariant 4); safe from
+// any goroutine. Before the client connection is hijacked it cancels the
+// proxying only (the switch then fails and the client gets no 101).
+func (w *Writer) GoAway(code uint16, reason string) {
+	if c := w.conn.Load(); c != nil {
+		c.goAway(CloseFrame(code, reason))
+		return
+	}
+	w.cancel()
 }

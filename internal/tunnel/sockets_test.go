@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,6 +113,54 @@ func TestCloseAllBetweenWrites(t *testing.T) {
 	}
 	if n := s.Count(); n != 2 {
 		t.Errorf("Count: got %d, want 2 (CloseAll does not unregister; Done does)", n)
+	}
+}
+
+// TestGoAwayWithReason: one socket closed by its Writer gets a close
+// frame with that code and reason (a later CloseAll does not change it);
+// before the hijack, GoAway cancels the proxying only.
+func TestGoAwayWithReason(t *testing.T) {
+	s := NewRegistry()
+	server, client := net.Pipe()
+	t.Cleanup(func() { server.Close(); client.Close() })
+	cancelled := make(chan struct{})
+	var once sync.Once
+	w := s.Wrap(&hijackable{ResponseRecorder: httptest.NewRecorder(), conn: server}, "k", func() { once.Do(func() { close(cancelled) }) })
+	c, _, err := w.Hijack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Done()
+	w.GoAway(1008, "share link revoked")
+	s.CloseAll("")
+	<-cancelled
+	want := CloseFrame(1008, "share link revoked")
+	got := make(chan []byte, 1)
+	go func() {
+		b := make([]byte, len(want))
+		io.ReadFull(client, b)
+		got <- b
+	}()
+	c.(*socketConn).sendGoAway()
+	select {
+	case b := <-got:
+		if !bytes.Equal(b, want) || want[1] != 2+18 || want[2] != 0x03 || want[3] != 0xf0 {
+			t.Errorf("client read %x, want the 1008 close frame %x", b, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no close frame reached the client")
+	}
+	if n := len(CloseFrame(1008, strings.Repeat("x", 200))); n != 4+123 {
+		t.Errorf("a long reason: frame of %d bytes, want %d (a control frame's payload is at most 125)", n, 4+123)
+	}
+
+	early := make(chan struct{})
+	w2 := s.Wrap(httptest.NewRecorder(), "k", func() { close(early) })
+	w2.GoAway(1008, "before the switch")
+	select {
+	case <-early:
+	case <-time.After(10 * time.Second):
+		t.Fatal("GoAway before the hijack did not cancel the proxying")
 	}
 }
 
