@@ -36,6 +36,7 @@ type decision struct {
 	tpl   *config.Template // governs: the sandbox's own template once it exists, else the one to create it from; nil: none
 	by    tokenless        // how a request without a token got in, if it did
 	sub   string           // the token's subject; "" without a token
+	link  string           // by viaShareLink: the link's ID (the stream's grant, grants.go)
 	label string           // the metrics label: the template's name, "upstream" or "none"
 	// h is the sandbox's handle (nil for upstream routes and refusals
 	// before the host resolved): ensure, wake, touch and hold act on it.
@@ -183,16 +184,16 @@ func (g *Gateway) access(r *http.Request, d *decision, pol policy) bool {
 	if fromQuery || err != nil && hasLink {
 		// A link in the URL is what the user opened; a link cookie serves
 		// when no token does.
-		exp, he := g.linkGrant(r, t.verifier, rt, pol, link, fromQuery)
+		l, he := g.linkGrant(r, t.verifier, rt, pol, link, fromQuery)
 		switch {
 		case he != nil:
 			d.refused(he, he.Code)
 			return false
 		case fromQuery:
-			d.end = &ending{answer: exchangeLink, link: link, linkExp: exp}
+			d.end = &ending{answer: exchangeLink, link: link, linkExp: l.Expires}
 			return false
 		}
-		d.by = viaShareLink
+		d.by, d.link = viaShareLink, l.ID
 		return true
 	}
 	if err != nil {

@@ -3,7 +3,6 @@ package gateway
 import (
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/previewgate/previewgate/auth"
 	"github.com/previewgate/previewgate/links"
@@ -17,8 +16,9 @@ import (
 
 // linkGrant checks the share link tok, from r's query (fromQuery) or else
 // r's link cookies (links.Grant), for route rt whose own template is
-// pol.tpl; it returns the link's expiry, or the answer to give.
-func (g *Gateway) linkGrant(r *http.Request, v *auth.Verifier, rt route, pol policy, tok string, fromQuery bool) (time.Time, *httpError) {
+// pol.tpl; it returns the kept link that opens r (its ID and expiry), or
+// the answer to give.
+func (g *Gateway) linkGrant(r *http.Request, v *auth.Verifier, rt route, pol policy, tok string, fromQuery bool) (links.Link, *httpError) {
 	tg := links.Target{Port: rt.port, AnyPath: isStatusRequest(r), Upgrade: isUpgrade(r)}
 	if rt.sandbox != "" && rt.upstream == nil && pol.exists && pol.tpl != nil {
 		tg.Sandbox = rt.sandbox
@@ -26,11 +26,11 @@ func (g *Gateway) linkGrant(r *http.Request, v *auth.Verifier, rt route, pol pol
 			tg.Port = pol.tpl.Port
 		}
 	}
-	exp, err := links.Grant(r, v, g.recs, tg, tok, fromQuery)
+	l, err := links.Grant(r, v, g.recs, tg, tok, fromQuery)
 	if err != nil {
-		return time.Time{}, linkError(err)
+		return links.Link{}, linkError(err)
 	}
-	return exp, nil
+	return l, nil
 }
 
 // linkError is the answer to a link links.Grant refused; an upgrade from

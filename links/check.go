@@ -47,20 +47,21 @@ type Target struct {
 	Upgrade bool
 }
 
-// Check checks link token tok for request r to tg; it returns the link's
-// expiry, or why it does not open tg.
-func Check(r *http.Request, v *auth.Verifier, recs Records, tg Target, tok string) (time.Time, error) {
+// Check checks link token tok for request r to tg; it returns the kept
+// link that opens it (its ID and Expires: what the grant is), or why it
+// does not open tg.
+func Check(r *http.Request, v *auth.Verifier, recs Records, tg Target, tok string) (Link, error) {
 	id, claimed, ok := parse(tok)
 	if !ok {
-		return time.Time{}, ErrInvalid
+		return Link{}, ErrInvalid
 	}
 	now := time.Now()
 	if tg.Sandbox == "" {
 		// Answered as an unknown link of an existing sandbox is (promise 2).
 		if !claimed.After(now) {
-			return time.Time{}, ErrExpired
+			return Link{}, ErrExpired
 		}
-		return time.Time{}, ErrInvalid
+		return Link{}, ErrInvalid
 	}
 	ls, fresh := recs.Links(tg.Sandbox)
 	l, found := find(ls, id)
@@ -71,28 +72,28 @@ func Check(r *http.Request, v *auth.Verifier, recs Records, tg Target, tok strin
 	switch {
 	case !fresh && claimed.After(now):
 		// Revoked on another replica, maybe: grant nothing on an old copy.
-		return time.Time{}, ErrUnavailable
+		return Link{}, ErrUnavailable
 	case found && !matches(tok, l.Digest):
-		return time.Time{}, ErrInvalid
+		return Link{}, ErrInvalid
 	case found && !l.Revoked.IsZero():
-		return time.Time{}, ErrRevoked
+		return Link{}, ErrRevoked
 	case found && !l.Expires.After(now), !found && !claimed.After(now):
 		// An expired link is pruned from the record at its next change;
 		// its token still says when it ended.
-		return time.Time{}, ErrExpired
+		return Link{}, ErrExpired
 	case !found:
-		return time.Time{}, ErrInvalid
+		return Link{}, ErrInvalid
 	}
 	if l.Port != tg.Port || !RequestWithin(r.URL, l.Path) && !tg.AnyPath {
-		return time.Time{}, ErrScope
+		return Link{}, ErrScope
 	}
 	if tg.Upgrade && l.Path != "/" && !onlyWebSocket(r) {
-		return time.Time{}, ErrScope // promise 5
+		return Link{}, ErrScope // promise 5
 	}
 	if tg.Upgrade && !v.OriginAllowed(r) {
-		return time.Time{}, fmt.Errorf("%w: share link cookie", auth.ErrOrigin)
+		return Link{}, fmt.Errorf("%w: share link cookie", auth.ErrOrigin)
 	}
-	return l.Expires, nil
+	return l, nil
 }
 
 // Grant is Check for the link in r's query (fromQuery), else for each
@@ -101,25 +102,48 @@ func Check(r *http.Request, v *auth.Verifier, recs Records, tg Target, tok strin
 // prefix, so a page of another sandbox can set one of that name for the
 // whole domain, and it must not shadow the user's own); if none does, the
 // first refusal that is not ErrInvalid, else the first.
-func Grant(r *http.Request, v *auth.Verifier, recs Records, tg Target, tok string, fromQuery bool) (time.Time, error) {
-	exp, first := Check(r, v, recs, tg, tok)
+func Grant(r *http.Request, v *auth.Verifier, recs Records, tg Target, tok string, fromQuery bool) (Link, error) {
+	l, first := Check(r, v, recs, tg, tok)
 	if first == nil || fromQuery {
-		return exp, first
+		return l, first
 	}
 	best := first
 	for _, c := range auth.Cookies(nil, r, v.LinkCookieName()) {
 		if c == tok {
 			continue
 		}
-		exp, err := Check(r, v, recs, tg, c)
+		l, err := Check(r, v, recs, tg, c)
 		if err == nil {
-			return exp, nil
+			return l, nil
 		}
 		if errors.Is(best, ErrInvalid) {
 			best = err
 		}
 	}
-	return time.Time{}, best
+	return Link{}, best
+}
+
+// Holds reports whether the link lid that opened a request to sandbox
+// still grants it at now, by this replica's copy of the records (no store
+// call: it is asked again and again while a stream the link opened stays
+// open): nil, or ErrRevoked, ErrExpired, ErrUnavailable (the copy is
+// stale: a revoke on another replica may be missing from it) or
+// ErrInvalid (the link is gone from the record: the sandbox was removed,
+// or made anew under its id).
+func Holds(recs Records, sandbox, lid string, now time.Time) error {
+	ls, fresh := recs.Links(sandbox)
+	l, found := find(ls, lid)
+	switch {
+	case found && !l.Revoked.IsZero():
+		return ErrRevoked
+	case found && !l.Expires.After(now):
+		return ErrExpired
+	case !fresh:
+		return ErrUnavailable
+	case !found:
+		return ErrInvalid
+	}
+	return nil
 }
 
 // onlyWebSocket reports whether r asks to switch to WebSocket and to no

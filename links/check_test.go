@@ -95,12 +95,12 @@ func TestCheck(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			recs := &fakeRecords{kept: c.recs, fresh: true}
-			exp, err := Check(c.r, v, recs, c.tg, c.tok)
+			got, err := Check(c.r, v, recs, c.tg, c.tok)
 			if !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
 				t.Fatalf("err %v, want %v", err, c.want)
 			}
-			if err == nil && !exp.Equal(l.Expires) {
-				t.Errorf("expiry %v, want the record's %v", exp, l.Expires)
+			if err == nil && (!got.Expires.Equal(l.Expires) || got.ID != l.ID) {
+				t.Errorf("granted %s until %v, want the record's %s until %v", got.ID, got.Expires, l.ID, l.Expires)
 			}
 			if c.tg.Sandbox == "" && recs.reloads != 0 {
 				t.Errorf("%d reloads for no sandbox, want none", recs.reloads)
@@ -207,5 +207,40 @@ func TestCheckUpgradeProtocol(t *testing.T) {
 		if _, err := Check(r, v, recs, up, tt.tok); !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
 			t.Errorf("link %s, Upgrade %q: err %v, want %v", map[bool]string{true: "/docs", false: "/"}[tt.tok == docs], tt.upgrade, err, tt.want)
 		}
+	}
+}
+
+// TestHolds: a stream's link is asked again by the cached copy only: it
+// ends when the link is revoked, expires, leaves the record, or the copy
+// goes stale.
+func TestHolds(t *testing.T) {
+	now := time.Now()
+	_, live := mint(t, now.Add(time.Minute), 3000, "/")
+	revoked := live
+	revoked.Revoked = now
+	_, ended := mint(t, now.Add(-time.Second), 3000, "/")
+	for _, c := range []struct {
+		name  string
+		kept  []Link
+		fresh bool
+		lid   string
+		want  error
+	}{
+		{"live", []Link{live}, true, live.ID, nil},
+		{"revoked", []Link{revoked}, true, live.ID, ErrRevoked},
+		{"revoked, stale copy", []Link{revoked}, false, live.ID, ErrRevoked},
+		{"expired", []Link{ended}, true, ended.ID, ErrExpired},
+		{"gone from the record", []Link{ended}, true, live.ID, ErrInvalid},
+		{"stale copy", []Link{live}, false, live.ID, ErrUnavailable},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			recs := &fakeRecords{kept: c.kept, fresh: c.fresh}
+			if err := Holds(recs, "a", c.lid, now); !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
+				t.Errorf("got %v, want %v", err, c.want)
+			}
+			if recs.reloads != 0 {
+				t.Errorf("%d reloads, want none", recs.reloads)
+			}
+		})
 	}
 }
