@@ -58,6 +58,7 @@ type Gateway struct {
 	metrics     Metrics
 	traffic     Traffic
 	sockets     *tunnel.Registry
+	streams     *streams       // open streams admitted without a token, and their grants (grants.go)
 	creates     *limits.Window // creates_per_subject_per_hour; outlives reloads
 	announced   *limits.Recent // ids worth a certificate before they exist (certworth.go)
 	// exchanges counts proxied exchanges in flight per client and in all,
@@ -109,6 +110,7 @@ func New(cfg *config.Config, sb Sandboxes, opts Options, log *slog.Logger) (*Gat
 		g.traffic = noTraffic{}
 	}
 	g.sockets = tunnel.NewRegistry()
+	g.streams = newStreams(g)
 	g.creates = limits.NewWindow(time.Hour, time.Now)
 	g.announced = limits.NewRecent(maxAnnounced, announceTTL, time.Now)
 	g.exchanges = h1server.NewConnLimiter(ConnCaps(cfg.Limits))
@@ -226,6 +228,7 @@ func (g *Gateway) Close() {
 	if n := g.sockets.CloseAll(""); n > 0 {
 		g.log.Info("closed websockets with 1001 (going away)", "count", n)
 	}
+	g.streams.close()
 	g.upgrades.Wait()
 	g.proxy.pool.CloseIdle()
 	if t := g.table.Load(); t != nil && t.verifier != nil {

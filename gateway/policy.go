@@ -101,3 +101,21 @@ func anonymousError(err error) *httpError {
 	}
 	return nil
 }
+
+// holdsToken reports whether r holds a token of its sandbox. Only then
+// may it see the app's output (the last lines the container printed:
+// another client's request, a secret the app logs): a share link or
+// public access opens the app's pages, not its console, so the waiting
+// page shows such a visitor the wake's phases only, and an error page no
+// output. On a public sandbox a request is let in without its token being
+// looked at (decide); a valid one counts here.
+func (g *Gateway) holdsToken(r *http.Request, d *decision) bool {
+	switch d.by {
+	case withToken:
+		return true
+	case publicNoToken:
+		_, err := d.t.verifier.Check(r, d.rt.sandbox)
+		return err == nil
+	}
+	return false
+}

@@ -32,6 +32,7 @@ type target struct {
 	host     outbound.Host // what Host (and Origin) the app sees (host.go hostModeFor)
 	timing   *meter.Timing // the request waited for a wake: Server-Timing; else nil
 	fields   directFields  // the exchange's outbound fields (direct.go)
+	stream   *stream       // a stream admitted without a token (grants.go); nil: none
 }
 
 // poolKey is what upstream connections to t are pooled under: its

@@ -157,14 +157,20 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, d *decisi
 	// its exchange ended (below: an upgrade is long-lived, so the proxy
 	// is done with r when serve returns).
 	long := isLongLived(r)
+	pt := &st.t
 	if long {
 		cl = append(cl, d.h.Hold())
+		if d.by != withToken {
+			// The stream ends with the link or "public" that let it in.
+			var release func()
+			r, pt.stream, release = g.streams.open(r, d)
+			cl = append(cl, release)
+		}
 	}
 	handedOff = true
 	// Field by field into st's zero target, not a composite literal: the
 	// literal's temporary would sit in this frame on every request's
 	// stack (see logAccess).
-	pt := &st.t
 	pt.sandbox, pt.port, pt.addr, pt.instance = d.rt.sandbox, d.rt.port, wire.PortAddr(ep.Addr, d.rt.port), ep.Instance
 	pt.tpl, pt.verifier, pt.timing = tpl, d.t.verifier, timing
 	pt.host = hostModeFor(tpl, r)

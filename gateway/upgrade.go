@@ -44,6 +44,7 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 	cl = append(cl, func() { stopDrain() })
 	// The client side is registered for the 1001 close when hijacked.
 	uw := g.sockets.Wrap(w, t.sandbox, cancel)
+	t.stream.attach(g.streams, uw) // its grant's end closes it too (grants.go)
 	cl = append(cl, uw.Done)
 	w = uw
 	g.metrics.WebSocketOpened()

@@ -8,7 +8,7 @@
 //
 //	/        JSON {method, path, query, host, headers, remote_addr}
 //	/ws      WebSocket: echoes every message, pushes "tick N" every WS_PUSH (100ms)
-//	/sse     text/event-stream: one event every 100ms for 2s, flushed each
+//	/sse     text/event-stream: one event every 100ms for 2s (?n= events: n/10 s), flushed each
 //	/slow    sleeps ?d= (default 1s), then answers
 //	/bytes   answers ?n= bytes (default 1024)
 //	/upload  POST: streams the body, answers {"length": n, "sha256": hex}
@@ -171,7 +171,11 @@ func sse(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
-	for n := 1; n <= 20; n++ {
+	events := 20
+	if n, err := strconv.Atoi(r.URL.Query().Get("n")); err == nil && n > 0 {
+		events = n
+	}
+	for n := 1; n <= events; n++ {
 		if _, err := fmt.Fprintf(w, "id: %d\ndata: event %d\n\n", n, n); err != nil {
 			return
 		}
