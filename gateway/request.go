@@ -140,7 +140,11 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, d *decisi
 			g.fail(w, r, he)
 			return false
 		}
-		g.fail(w, r, ensureError(r.Context(), err))
+		he := ensureError(r.Context(), err)
+		if he.Logs != nil && !g.holdsToken(r, d) {
+			he.Logs = nil // a failed start's output: for token holders only
+		}
+		g.fail(w, r, he)
 		return false
 	}
 	if own := d.t.cfg.Templates[ep.Template]; own != nil && own != tpl {

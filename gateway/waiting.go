@@ -35,7 +35,7 @@ func isNavigation(r *http.Request) bool {
 func (g *Gateway) waitingPage(w http.ResponseWriter, r *http.Request, d *decision) bool {
 	tpl := d.tpl
 	if isStatusRequest(r) {
-		g.serveStatus(w, r, d.h, tpl)
+		g.serveStatus(w, r, d.h, tpl, g.holdsToken(r, d))
 		return true
 	}
 	if tpl.ColdStart != config.ColdStartWaitingPage || d.ready || !isNavigation(r) {
@@ -46,11 +46,17 @@ func (g *Gateway) waitingPage(w http.ResponseWriter, r *http.Request, d *decisio
 	return true
 }
 
-// serveStatus streams the wake's phases and the app's output until ready,
-// failed, the client leaves, or the template's ready timeout (plus the
-// start queue) passes.
-func (g *Gateway) serveStatus(w http.ResponseWriter, r *http.Request, h sandboxmgr.Handle, tpl *config.Template) {
-	pages.Stream(w, r, tpl.Ready.Timeout.D()+30*time.Second, func() pages.Event { return statusOf(r, h) })
+// serveStatus streams the wake's phases, and the app's output if output,
+// until ready, failed, the client leaves, or the template's ready timeout
+// (plus the start queue) passes.
+func (g *Gateway) serveStatus(w http.ResponseWriter, r *http.Request, h sandboxmgr.Handle, tpl *config.Template, output bool) {
+	pages.Stream(w, r, tpl.Ready.Timeout.D()+30*time.Second, func() pages.Event {
+		ev := statusOf(r, h)
+		if !output {
+			ev.Logs = nil
+		}
+		return ev
+	})
 }
 
 // statusOf is the status event for h's wake now.
