@@ -57,3 +57,10 @@ func kubeAdmin(t *testing.T, mc mgrtest.Config) kubernetes.Interface {
 	c, _ := kubeClusters.Load(mc.Kube.Namespace)
 	return c.(*k8stest.Cluster).Admin(t)
 }
+
+// TestKubernetesStreamsEndWithGrant: streams end with their grant on two
+// replicas whose records are ConfigMaps (grants_docker_test.go).
+func TestKubernetesStreamsEndWithGrant(t *testing.T) {
+	cfg, mc := kubeLinkSetup(t)
+	streamsEndWithGrant(t, cfg, mc)
+}
