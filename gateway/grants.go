@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/previewgate/previewgate/internal/tunnel"
 	"github.com/previewgate/previewgate/links"
 	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
 )
 
 // Open streams end with their grant. A request let in without a token (a
@@ -65,6 +67,9 @@ type stream struct {
 	// sock is the WebSocket's tunnel writer once the upgrade took the
 	// stream (attach); nil for any other stream. Guarded by streams.mu.
 	sock *tunnel.Writer
+	// ended is why the sweep ended the stream (grantEnded); nil while it
+	// holds. Guarded by streams.mu.
+	ended error
 }
 
 // streams are the open streams admitted without a token.
@@ -117,6 +122,13 @@ func (s *streams) open(r *http.Request, d *decision) (*http.Request, *stream, fu
 	}
 }
 
+// count is how many streams are registered.
+func (s *streams) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.set)
+}
+
 // attach makes w the way st is closed (its WebSocket's close frame); a
 // nil st is none.
 func (st *stream) attach(s *streams, w *tunnel.Writer) {
@@ -154,41 +166,51 @@ func (s *streams) sweep() {
 		s.mu.Unlock()
 		now := time.Now()
 		for _, st := range list {
-			if reason := s.g.grantEnded(st, now); reason != "" {
-				s.end(st, reason)
+			if err := s.g.grantEnded(st, now); err != nil {
+				s.end(st, err)
 			}
 		}
 		clear(list)
 	}
 }
 
-// end closes st saying reason, without waiting for its client (a
+// end closes st because of why, without waiting for its client (a
 // WebSocket's close frame is sent by its splice: tunnel invariant 4),
 // and unregisters it.
-func (s *streams) end(st *stream, reason string) {
+func (s *streams) end(st *stream, why error) {
 	s.mu.Lock()
 	delete(s.set, st)
 	w := st.sock
+	st.ended = why
 	s.mu.Unlock()
+	if w == nil || !w.Hijacked() {
+		// Not switched yet: the request's context first, so the proxy
+		// sees a cancelled request and leaves the answer to endedError.
+		st.cancel()
+	}
 	if w != nil {
-		w.GoAway(CloseGrantEnded, reason)
+		w.GoAway(CloseGrantEnded, closeReason(why))
 	}
 	st.cancel()
 }
 
-// endSandbox ends the registered streams of sandbox id saying reason.
-func (s *streams) endSandbox(id, reason string) {
+// endedError is the answer owed to st's request if its grant ended
+// before anything was answered (the app had not sent its head, or an
+// upgrade not switched yet): what a new request would be told. Nil
+// while the grant holds.
+func (s *streams) endedError(st *stream) *httpError {
 	s.mu.Lock()
-	var list []*stream
-	for st := range s.set {
-		if st.sandbox == id {
-			list = append(list, st)
-		}
-	}
+	why := st.ended
 	s.mu.Unlock()
-	for _, st := range list {
-		s.end(st, reason)
+	switch {
+	case why == nil:
+		return nil
+	case errors.Is(why, errNotPublic):
+		return anonymousError(why)
+	case errors.Is(why, errRemoved):
+		return anonymousError(fmt.Errorf("%w: %w", runtime.ErrNotFound, why))
 	}
+	return linkError(why)
 }
 
 // close stops the sweep and waits for it; streams are the drain's to end.
@@ -202,6 +224,26 @@ func (s *streams) close() {
 	s.wg.Wait()
 }
 
+// errRemoved: the manager no longer knows the stream's sandbox.
+var errRemoved = errors.New("sandbox removed")
+
+// closeReason is the WebSocket close frame's reason for why.
+func closeReason(why error) string {
+	switch {
+	case errors.Is(why, links.ErrRevoked):
+		return reasonRevoked
+	case errors.Is(why, links.ErrExpired):
+		return reasonExpired
+	case errors.Is(why, links.ErrUnavailable):
+		return reasonUnavailable
+	case errors.Is(why, errRemoved):
+		return reasonRemoved
+	case errors.Is(why, errNotPublic):
+		return reasonPrivate
+	}
+	return reasonLinkGone
+}
+
 // Why a stream's grant ended: the WebSocket close frame's reason.
 const (
 	reasonRevoked     = "share link revoked"
@@ -212,37 +254,27 @@ const (
 	reasonPrivate     = "sandbox no longer public"
 )
 
-// grantEnded says why st's grant no longer holds at now, or "" if it
-// does: by the manager's snapshot and this replica's copy of the
-// records, as decide would answer a new request of st's (no runtime or
-// store call).
-func (g *Gateway) grantEnded(st *stream, now time.Time) string {
+// grantEnded says why st's grant no longer holds at now (a links error,
+// errRemoved or errNotPublic), or nil if it does: by the manager's
+// snapshot and this replica's copy of the records, as decide would answer
+// a new request of st's (no runtime or store call).
+func (g *Gateway) grantEnded(st *stream, now time.Time) error {
 	snap := st.h.Snapshot()
 	if !snap.Exists {
-		return reasonRemoved
+		return errRemoved
 	}
 	switch st.kind {
 	case grantLink:
-		switch err := links.Holds(g.recs, st.sandbox, st.link, now); {
-		case err == nil:
-			return ""
-		case errors.Is(err, links.ErrRevoked):
-			return reasonRevoked
-		case errors.Is(err, links.ErrExpired):
-			return reasonExpired
-		case errors.Is(err, links.ErrUnavailable):
-			return reasonUnavailable
-		}
-		return reasonLinkGone
+		return links.Holds(g.recs, st.sandbox, st.link, now)
 	case grantPublic:
 		t := g.table.Load()
 		rt, herr := t.resolve(st.host)
 		if herr != nil || rt.sandbox != st.sandbox {
-			return reasonPrivate
+			return errNotPublic
 		}
 		if pol := policyOf(t, rt, &snap); !pol.public {
-			return reasonPrivate
+			return errNotPublic
 		}
 	}
-	return ""
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -190,8 +191,24 @@ func streamsEndWithGrant(t *testing.T, cfg *config.Config, mc mgrtest.Config) {
 		cookie := cookieOf(pq)
 		onA, onB := openWS(t, a, host, "Cookie", cookie), openWS(t, b, host, "Cookie", cookie)
 		sse := openSSE(t, b, host, "Cookie", cookie)
+		// A stream whose app has not answered yet when the link is
+		// revoked gets the answer a new request would.
+		before := make(chan string, 1)
+		go func() {
+			resp, body := get(t, a.srv, host, "/slow?d=60s", "Cookie", cookie, "Accept", "text/event-stream")
+			before <- fmt.Sprint(resp.StatusCode, " ", body)
+		}()
+		eventually(t, 10*time.Second, "the slow stream registered", func() bool { return a.gw.streams.count() == 2 })
 		if st, out := adminCall(t, a.admin.URL, "DELETE", "/admin/sandboxes/"+id+"/links/"+lid, ""); st != 200 {
 			t.Fatalf("revoke: got %d %v", st, out)
+		}
+		select {
+		case got := <-before:
+			if !strings.HasPrefix(got, "410 ") || !strings.Contains(got, "revoked") {
+				t.Errorf("a stream not yet answered at the revoke: got %s, want 410 link_revoked", got)
+			}
+		case <-time.After(here):
+			t.Errorf("a stream not yet answered at the revoke: still waiting after %v", here)
 		}
 		wantClosed(t, "link WebSocket on the replica that revoked", onA, here, CloseGrantEnded, reasonRevoked)
 		wantClosed(t, "link WebSocket on the other replica", onB, there, CloseGrantEnded, reasonRevoked)

@@ -179,6 +179,13 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, d *decisi
 	pt.tpl, pt.verifier, pt.timing = tpl, d.t.verifier, timing
 	pt.host = hostModeFor(tpl, r)
 	g.proxy.serve(w, r, pt, cl)
+	if pt.stream != nil && !st.sw.Answered() {
+		// Its grant ended before the app answered (or the upgrade
+		// switched): the proxy saw a cancelled request and wrote nothing.
+		if he := g.streams.endedError(pt.stream); he != nil {
+			g.fail(w, r, he)
+		}
+	}
 	if !long {
 		d.h.Touch()
 	}

@@ -45,6 +45,10 @@ func (w *Writer) Start(rw http.ResponseWriter, r *http.Request) {
 // Hijacked reports whether an upgrade took the connection.
 func (w *Writer) Hijacked() bool { return w.hijacked }
 
+// Answered reports whether a final status (or a hijack) went to the
+// client: nothing else can be answered then.
+func (w *Writer) Answered() bool { return w.status != 0 || w.hijacked }
+
 // Written is the body bytes written to the client so far.
 func (w *Writer) Written() int64 { return w.written }
 
