@@ -221,6 +221,17 @@ func (r *Records) Reload(ctx context.Context, began time.Time) (Listing, error) 
 			delete(r.wrote, id)
 		}
 	}
+	if cur != nil {
+		// A record read on demand after this list began (Refresh: a link
+		// minted on another replica just now) knows more than the list:
+		// dropping it would take back a link this replica already
+		// granted, and end the streams it opened (the gateway's grants).
+		for id, c := range *cur {
+			if c.read.After(listed) {
+				next[id] = c
+			}
+		}
+	}
 	r.byID.Store(&next)
 	r.listed.Store(listed.UnixNano())
 	r.mu.Unlock()

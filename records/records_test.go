@@ -99,3 +99,51 @@ func TestAddLinkRoom(t *testing.T) {
 		t.Errorf("a full record, every link revoked: %d bytes (%v), want at most %d", len(b), err, MaxRecord)
 	}
 }
+
+// slowList is a store whose full list (a re-check's) is read when it is
+// asked for and answered only when released: a record read on demand
+// meanwhile is newer than the list.
+type slowList struct {
+	memStore
+	listed, release chan struct{}
+}
+
+func (s slowList) ListRecords(ctx context.Context, labels map[string]string) (map[string]Record, error) {
+	out, err := s.memStore.ListRecords(ctx, labels)
+	if _, one := labels[LabelRecord]; !one {
+		close(s.listed)
+		<-s.release
+	}
+	return out, err
+}
+
+// TestReloadKeepsNewerReads: a link minted on another replica while a
+// re-check's list is in flight, and read here on demand, stays when the
+// older list lands (it was dropped until the next re-check: a link just
+// granted here read as gone).
+func TestReloadKeepsNewerReads(t *testing.T) {
+	mem := newMem()
+	st := slowList{memStore: mem, listed: make(chan struct{}), release: make(chan struct{})}
+	here, there := New(st, Options{RecheckEvery: time.Hour}), New(mem, Options{RecheckEvery: time.Hour})
+	done := make(chan error, 1)
+	go func() {
+		_, err := here.Reload(context.Background(), time.Now())
+		done <- err
+	}()
+	<-st.listed
+	l := links.Link{ID: "l1", Expires: time.Now().Add(time.Hour)}
+	if err := there.AddLink(t.Context(), "x", l); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Millisecond) // the on-demand read begins after the list did
+	if ls, _ := here.RefreshLinks(t.Context(), "x"); len(ls) != 1 {
+		t.Fatalf("on-demand read: %d links, want 1", len(ls))
+	}
+	close(st.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if ls, _ := here.Links("x"); len(ls) != 1 {
+		t.Errorf("after the older list landed: %d links, want the one read on demand", len(ls))
+	}
+}
