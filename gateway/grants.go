@@ -16,17 +16,19 @@ import (
 
 // Open streams end with their grant. A request let in without a token (a
 // share link, or a sandbox public by its settings, template or route) is
-// checked when it begins; a stream it opens to the app — a WebSocket, an
-// SSE or other long response (isLongLived) — would otherwise outlive a revoke, the link's expiry, the sandbox's
-// removal or a "public" taken back. Each such stream is registered here
-// with its grant, and one sweep a second (grantSweep) asks every grant
-// again from this replica's copy of the records and the manager's
-// snapshot (no runtime or store call): a revoke made here ends its
-// streams within a second, one made on another replica within that
-// replica's re-check bound plus a second (records: this copy is reloaded
-// every re-check), an expiry within a second. A WebSocket gets a close
-// frame, 1008 (policy violation) with the reason; any other stream is cut
-// (its request's context is cancelled).
+// checked when it begins; a stream it opens to the app (a WebSocket, an
+// SSE or other long response: isLongLived) would otherwise outlive a
+// revoke, the link's expiry, the sandbox's removal or a "public" taken
+// back. Each such stream is registered here with its grant, and one sweep
+// a second (grantSweep) asks every grant again from this replica's copy
+// of the records and the manager's snapshot (no runtime or store call): a
+// revoke made here ends its streams within a second, one made on another
+// replica within that replica's re-check bound plus a second (records:
+// this copy is reloaded every re-check), an expiry within a second. A
+// WebSocket gets a close frame, 1008 (policy violation) with the reason;
+// any other stream is cut (its request's context is cancelled), and one
+// the app had not answered yet gets the answer a new request would
+// (endedError).
 //
 // A request with a token registers nothing: its token was valid when the
 // stream opened and nothing ends it but its sandbox going (BeforeStop).
