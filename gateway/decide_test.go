@@ -67,6 +67,11 @@ func (h loggedHandle) Ensure(context.Context, *config.Template, sandboxmgr.Optio
 
 func (h loggedHandle) Touch() { h.c.log("Touch") }
 
+func (h loggedHandle) Confirm(context.Context, string, string) error {
+	h.c.log("Confirm")
+	return nil
+}
+
 func (h loggedHandle) Hold() func() {
 	h.c.log("Hold")
 	return func() {}
@@ -77,7 +82,9 @@ func (h loggedHandle) Hold() func() {
 // for what the manager knows (decide's Snapshot), once for the endpoint
 // (ensure) and once to note activity when the exchange ended, on every
 // front end: the lean loop, net/http's HTTP/1.1 and HTTP/2. A stream
-// holds the sandbox instead of touching it.
+// holds the sandbox instead of touching it. The first request's new
+// upstream connection is confirmed (Confirm); the warm one reuses it and
+// confirms nothing (#37: no runtime call on the warm path).
 func TestWarmRequestManagerCalls(t *testing.T) {
 	t.Parallel()
 	addr, _ := rawApp(t, func(w io.Writer, _, _ int, r *http.Request) bool {
@@ -96,8 +103,11 @@ func TestWarmRequestManagerCalls(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &callLog{ep: ep}
 			check := func(t *testing.T, get func() (int, string)) {
-				for range 2 { // the first warms the token cache and the pool
-					c.take()
+				for i := range 2 { // the first warms the token cache and the pool
+					first := c.take()
+					if i == 1 && !slices.Contains(first, "Confirm") {
+						t.Errorf("the first request's new connection was not confirmed: %v", first)
+					}
 					if code, body := get(); code != 200 || body != "app" {
 						t.Fatalf("got %d %q, want 200 %q", code, body, "app")
 					}

@@ -27,8 +27,11 @@ import (
 // Retry, as net/http's Transport: a bodiless GET, HEAD or OPTIONS that
 // failed on a reused connection before any response byte arrived is sent
 // once more on a fresh connection; a request with a body never is (its
-// bytes may have gone). A failed dial to a sandbox re-ensures it once
-// (its container died or moved): nothing was sent.
+// bytes may have gone). A new connection to a sandbox carries nothing
+// until its handle confirmed, with the runtime, that the peer is the
+// sandbox's instance (upstream.Request.Confirm). A failed dial or a
+// connection the runtime does not confirm re-ensures it once (its
+// container died or moved): nothing was sent.
 func (p *proxy) forward(w http.ResponseWriter, r *http.Request, t *target) {
 	ctx := r.Context()
 	t.fields = directFields{p: p, r: r, w: w}
@@ -42,6 +45,8 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, t *target) {
 	}
 	if t.url != nil {
 		req.Addr, req.TLS = p.upstreamAddr(t.url)
+	} else if t.h != nil {
+		req.Confirm = t.h // every new connection to the sandbox (sandboxmgr/confirm.go)
 	}
 	reensured := false
 	for {
@@ -58,9 +63,9 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, t *target) {
 		resp, err := p.pool.Exchange(ctx, req)
 		switch {
 		case err == nil:
-		case !reensured && t.sandbox != "" && isDialError(err):
+		case !reensured && t.sandbox != "" && retriable(err):
 			reensured = true
-			if err = p.reensure(ctx, t); err == nil {
+			if err = p.reensure(ctx, t, err); err == nil {
 				continue
 			}
 		case !req.Fresh && req.Body == nil && idempotent(r.Method) && errors.Is(err, upstream.ErrUnanswered):

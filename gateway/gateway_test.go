@@ -35,6 +35,10 @@ type fakeSandboxes struct {
 	forgets atomic.Int32
 	lookups atomic.Int32 // Wake, Progress: the wake machinery (Cached is decide's snapshot, memory only)
 	held    atomic.Int32
+	// confirms counts Confirm calls (new upstream connections); each
+	// answers confirmErr.
+	confirms   atomic.Int32
+	confirmErr error
 }
 
 func (f *fakeSandboxes) Ensure(ctx context.Context, id string, tpl *config.Template) (sandboxmgr.Endpoint, error) {
@@ -121,7 +125,25 @@ func (h fakeHandle) Wake(tpl *config.Template, o sandboxmgr.Options) { h.f.Wake(
 func (h fakeHandle) Touch()                                          { h.f.Touch(h.id) }
 func (h fakeHandle) Hold() func()                                    { return h.f.Hold(h.id) }
 func (h fakeHandle) Forget(addr string)                              { h.f.Forget(h.id, addr) }
-func (f *fakeSandboxes) Touch(id string)                             {}
+
+// Confirm asks the fake if it confirms (confirmer), else confirms.
+func (h fakeHandle) Confirm(ctx context.Context, instance, addr string) error {
+	if c, ok := h.f.(confirmer); ok {
+		return c.Confirm(h.id, instance, addr)
+	}
+	return nil
+}
+
+// confirmer is a fake that answers its handles' Confirm.
+type confirmer interface {
+	Confirm(id, instance, addr string) error
+}
+
+func (f *fakeSandboxes) Confirm(id, instance, addr string) error {
+	f.confirms.Add(1)
+	return f.confirmErr
+}
+func (f *fakeSandboxes) Touch(id string) {}
 func (f *fakeSandboxes) Hold(id string) func() {
 	f.held.Add(1)
 	return func() { f.held.Add(-1) }

@@ -26,6 +26,9 @@ type target struct {
 	port     int    // a port host's port (addr has it); 0: the template's port
 	addr     string // sandbox endpoint "ip:port"
 	instance string // sandboxmgr.Endpoint.Instance: the container run addr belongs to
+	// h is the sandbox's handle (nil for fixed upstreams): it confirms
+	// every new connection to addr (upstream.Request.Confirm).
+	h        sandboxmgr.Handle
 	url      *url.URL
 	tpl      *config.Template
 	verifier *auth.Verifier
@@ -147,6 +150,16 @@ func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 			Msg: "The request body did not arrive in time.", Err: err}
 	case r.Context().Err() != nil:
 		herr = &httpError{Status: statusClientClosed, Code: "client_closed", Err: err}
+	case errors.Is(err, sandboxmgr.ErrMoved):
+		// Confirmed twice wrong: the runtime named no instance of the
+		// sandbox at the address it gave (upstream.ErrUnconfirmed).
+		herr = &httpError{Status: http.StatusBadGateway, Code: "sandbox_moved",
+			Msg: "The sandbox's address no longer belongs to it. Try again in a moment.", Err: err}
+	case errors.Is(err, upstream.ErrUnconfirmed):
+		// The runtime could not be asked whom a new connection reached:
+		// nothing was sent (fail closed).
+		herr = &httpError{Status: http.StatusServiceUnavailable, Code: "unconfirmed", RetryAfter: 5,
+			Msg: "The preview service cannot confirm the sandbox with its runtime right now.", Err: err}
 	case errors.Is(err, upstream.ErrHeadTooLarge):
 		// The same answer on every path (#21): the exchange or the upgrade
 		// handshake, a final head or a 1xx.
@@ -162,33 +175,43 @@ func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 	p.g.fail(w, r, herr)
 }
 
-// reensure is the answer to a failed dial to a sandbox: its container
-// died or moved. It drops the cached endpoint, runs Ensure again and points
-// t at the new address; the error is ready for errorHandler.
+// reensure is the answer to a failed dial to a sandbox, or to a new
+// connection the runtime did not confirm (cause wraps
+// sandboxmgr.ErrMoved): its container died or moved. It drops the cached
+// endpoint, runs Ensure again (a read of the runtime, the cache dropped)
+// and points t at the new address; the error is ready for errorHandler.
 //
 // On another port than the one the manager watches (a port host, #22), a
 // refused dial says only that nothing listens there: the record and the
 // pool stay, and unless the manager names another instance the answer is
-// 502 port_refused.
-func (p *proxy) reensure(ctx context.Context, t *target) error {
+// 502 port_refused. An unconfirmed instance is gone whatever the port.
+func (p *proxy) reensure(ctx context.Context, t *target, cause error) error {
 	h := p.g.sb.Sandbox(t.sandbox)
-	if t.port == 0 {
+	moved := errors.Is(cause, sandboxmgr.ErrMoved)
+	if t.port == 0 || moved {
 		p.pool.CloseInstance(t.poolKey())
-		h.Forget(t.addr)
+		h.Forget(t.addr) // a port host's address matches none: Confirm dropped it
 	}
 	ep, err := h.Ensure(ctx, t.tpl, sandboxmgr.Options{})
 	if err != nil {
-		return ensureError(ctx, fmt.Errorf("re-ensure after dial failure: %w", err))
+		return ensureError(ctx, fmt.Errorf("re-ensure after %w: %w", cause, err))
 	}
-	if t.port != 0 && ep.Instance == t.instance && t.instance != "" {
+	if !moved && t.port != 0 && ep.Instance == t.instance && t.instance != "" {
 		return &httpError{Status: http.StatusBadGateway, Code: "port_refused",
 			Msg: fmt.Sprintf("Nothing in the sandbox accepts connections on port %d.", t.port),
 			Err: fmt.Errorf("dial %s: refused, instance unchanged", t.addr)}
 	}
 	addr := wire.PortAddr(ep.Addr, t.port)
-	p.g.log.InfoContext(ctx, "sandbox endpoint changed, retrying", "sandbox", t.sandbox, "old", t.addr, "new", addr)
+	p.g.log.InfoContext(ctx, "sandbox endpoint changed, retrying", "sandbox", t.sandbox, "old", t.addr, "new", addr, "cause", cause)
 	t.addr, t.instance = addr, ep.Instance
 	return nil
+}
+
+// retriable reports whether err, from a dial to a sandbox or the
+// confirmation of a new connection, calls for a re-ensure: nothing was
+// sent.
+func retriable(err error) bool {
+	return isDialError(err) || errors.Is(err, sandboxmgr.ErrMoved)
 }
 
 func isDialError(err error) bool {

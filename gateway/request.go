@@ -176,7 +176,7 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, d *decisi
 	// literal's temporary would sit in this frame on every request's
 	// stack (see logAccess).
 	pt.sandbox, pt.port, pt.addr, pt.instance = d.rt.sandbox, d.rt.port, wire.PortAddr(ep.Addr, d.rt.port), ep.Instance
-	pt.tpl, pt.verifier, pt.timing = tpl, d.t.verifier, timing
+	pt.tpl, pt.verifier, pt.timing, pt.h = tpl, d.t.verifier, timing, d.h
 	pt.host = hostModeFor(tpl, r)
 	g.proxy.serve(w, r, pt, cl)
 	if pt.stream != nil && !st.sw.Answered() {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 
@@ -138,26 +139,43 @@ func (p *proxy) upgradeRequest(r *http.Request, t *target) *http.Request {
 	return out
 }
 
-// dialUpgrade connects to the target. A failed dial to a sandbox re-runs
-// Ensure once (its container may have died or moved).
+// dialUpgrade connects to the target. A new connection to a sandbox is
+// used only once its handle confirmed the peer with the runtime, as on
+// the exchange's path (upstream invariant 10); a failed dial or an
+// unconfirmed peer re-runs Ensure once (its container may have died or
+// moved).
 func (p *proxy) dialUpgrade(ctx context.Context, out *http.Request, t *target) (net.Conn, error) {
 	d := &net.Dialer{Timeout: tunnel.DialTimeout}
 	if t.url != nil {
 		return tunnel.DialURL(ctx, d, out.URL)
 	}
-	c, err := d.DialContext(ctx, "tcp", t.addr)
-	if err == nil || !isDialError(err) {
+	c, err := p.dialSandbox(ctx, d, t)
+	if err == nil || !retriable(err) {
 		return c, err
 	}
 	old := t.addr
-	if err := p.reensure(ctx, t); err != nil {
+	if err := p.reensure(ctx, t, err); err != nil {
 		return nil, err
 	}
 	if out.Host == old {
 		out.Host = t.addr
 	}
 	out.URL.Host = t.addr
-	return d.DialContext(ctx, "tcp", t.addr)
+	return p.dialSandbox(ctx, d, t)
+}
+
+// dialSandbox dials t's address and has t's handle confirm the peer; an
+// unconfirmed connection is closed unused.
+func (p *proxy) dialSandbox(ctx context.Context, d *net.Dialer, t *target) (net.Conn, error) {
+	c, err := d.DialContext(ctx, "tcp", t.addr)
+	if err != nil || t.h == nil {
+		return c, err
+	}
+	if err := t.h.Confirm(ctx, t.instance, t.addr); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("%w: %s: %w", upstream.ErrUnconfirmed, t.addr, err)
+	}
+	return c, nil
 }
 
 // CloseSockets closes the WebSockets proxied to sandbox id with 1001 (going

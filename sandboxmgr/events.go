@@ -243,17 +243,17 @@ func (m *Manager) resync(ctx context.Context) error {
 		if err != nil && !errors.Is(err, runtime.ErrNotFound) {
 			return fmt.Errorf("resync %s: %w", x.sb.id, err)
 		}
-		if err != nil || !m.serves(c, x.sb.id, x.ep) {
+		if err != nil || !m.serves(c, x.sb.id, x.ep.Instance) {
 			m.dropIfCached(x.sb, x.ep)
 		}
 	}
 	return nil
 }
 
-// serves reports whether c is still the running instance behind id's ep.
-func (m *Manager) serves(c runtime.Instance, id string, ep *Endpoint) bool {
+// serves reports whether c is still instance, running, under id's name.
+func (m *Manager) serves(c runtime.Instance, id, instance string) bool {
 	named, ok := m.idFromName(c.Name, c.Labels[runtime.LabelPool])
-	return instanceOf(c) == ep.Instance && c.State == runtime.StateRunning && ok && named == id
+	return instanceOf(c) == instance && c.State == runtime.StateRunning && ok && named == id
 }
 
 // dropIfCached drops sb's endpoint if it is still ep and reports it gone.
@@ -291,7 +291,7 @@ func (m *Manager) stillServes(ctx context.Context, sb *sandbox, ep *Endpoint) (b
 		ictx, cancel := context.WithTimeout(m.loops.ctx, 10*time.Second)
 		defer cancel()
 		c, err := m.rt.Lookup(ictx, instanceContainer(ep.Instance))
-		if errors.Is(err, runtime.ErrNotFound) || err == nil && !m.serves(c, sb.id, ep) {
+		if errors.Is(err, runtime.ErrNotFound) || err == nil && !m.serves(c, sb.id, ep.Instance) {
 			m.dropIfCached(sb, ep)
 			return false, nil
 		}

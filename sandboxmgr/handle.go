@@ -14,10 +14,9 @@ import (
 // sandbox's handle costs no allocation. After a Remove, Touch, Hold and
 // Wake go to the id's record of the moment.
 //
-// Identity confirmation belongs here (DESIGN.md "Identity is confirmed"):
-// asking the runtime, after a new upstream connection is made, whether its
-// address still belongs to the endpoint's instance. Until it lands, a new
-// connection trusts Ensure's endpoint; recheck.go says what bounds that.
+// Identity is confirmed, not assumed (DESIGN.md): a new upstream
+// connection carries a request only after Confirm, asked once it was made,
+// said the address is still the instance's (confirm.go).
 type Handle interface {
 	// Snapshot reads, with no runtime call, what the manager knows.
 	Snapshot() Snapshot
@@ -35,6 +34,17 @@ type Handle interface {
 	// Forget drops the cached endpoint if it is still at addr (a dial
 	// failed) and reports its instance gone.
 	Forget(addr string)
+	// Confirm asks the runtime, now, whether addr (any port of it) still
+	// belongs to instance, a run of this sandbox (Endpoint.Instance):
+	// running, the same run, on that address. Called once a new
+	// connection to addr was made, before it carries anything. nil: it
+	// does. An error wrapping ErrMoved: it does not, and a cached endpoint
+	// of that instance is dropped (the next Ensure asks the runtime).
+	// Any other error (runtime.ErrUnavailable, ctx's end): the runtime
+	// could not tell, and the connection must not be used either. It
+	// makes one runtime call, never answered from a cache, honors ctx,
+	// and allocates nothing of its own before the call.
+	Confirm(ctx context.Context, instance, addr string) error
 }
 
 // Snapshot is what the manager knows of one sandbox at one moment.
@@ -117,6 +127,10 @@ func (sb *sandbox) Forget(addr string) {
 	m.gone(gone)
 }
 
+func (sb *sandbox) Confirm(ctx context.Context, instance, addr string) error {
+	return sb.m.confirm(ctx, sb.id, instance, addr)
+}
+
 // live is sb, or its id's record now if sb was dropped (a Remove).
 func (sb *sandbox) live() *sandbox {
 	if !sb.dropped.Load() {
@@ -152,6 +166,10 @@ func (a absent) Ensure(ctx context.Context, tpl *config.Template, opts Options) 
 func (a absent) Wake(tpl *config.Template, opts Options) { a.m.wakeAsync(a.id, tpl, opts) }
 func (a absent) Touch()                                  { a.m.sandboxFor(a.id).Touch() }
 func (a absent) Hold() func()                            { return a.m.sandboxFor(a.id).Hold() }
+
+func (a absent) Confirm(ctx context.Context, instance, addr string) error {
+	return a.m.confirm(ctx, a.id, instance, addr)
+}
 
 func (a absent) Forget(addr string) {
 	if sb := a.m.lookup(a.id); sb != nil {

@@ -43,6 +43,11 @@ var (
 	// ErrAsleep: the sandbox is stopped, paused or absent and the caller
 	// asked not to wake it (Options.NoWake). 503 with Retry-After.
 	ErrAsleep = errors.New("sandbox is asleep")
+	// ErrMoved: the runtime, asked by Handle.Confirm, says an address no
+	// longer belongs to the instance a connection was made for (it
+	// stopped, restarted, or its address passed to another). 502 unless a
+	// re-ensure finds the sandbox's instance of the moment.
+	ErrMoved = errors.New("the runtime does not confirm the instance at this address")
 )
 
 // Endpoint is where a ready sandbox's app listens.

@@ -80,6 +80,12 @@
 //     marks only a bodiless request that failed on a reused connection
 //     before any byte of answer; a request with a body never carries it
 //     (its bytes may have gone out). A failed dial sent nothing.
+//  10. A new connection carries nothing until its Request's Confirm (when
+//     set) said its peer is the instance it was dialed for, asked after
+//     the connection was made: an address says only where an instance
+//     was. Any error closes it unused; nothing was sent. A reused
+//     connection is not asked again (invariant 1 binds it to its
+//     instance), so a warm request makes no call (TestConfirmNewOnly).
 //
 // It must never decide policy (which requests go where, statuses, retries
 // beyond "may be sent again") nor know about sandboxes beyond an opaque

@@ -45,6 +45,19 @@ type Request struct {
 	// Caller writes the header fields and takes the interim answers; nil:
 	// no fields, interim answers skipped.
 	Caller Caller
+	// Confirm, when set, is asked about every new connection once it is
+	// made, before anything is written to it (invariant 10); a reused one
+	// is not asked again.
+	Confirm Confirmer
+}
+
+// Confirmer confirms whom a new connection reached: an implementation asks
+// whoever runs the peer whether addr still belongs to instance (a sandbox
+// handle asks its runtime). nil: it does. Any error: the connection is
+// closed unused and the exchange fails with that error wrapped. It must
+// honor ctx.
+type Confirmer interface {
+	Confirm(ctx context.Context, instance, addr string) error
 }
 
 // Caller is the caller's part of an exchange, an interface so that a
@@ -66,6 +79,11 @@ type Caller interface {
 // policy. A request with a body never fails so: its bytes may have gone
 // out, and nothing may send it again.
 var ErrUnanswered = errors.New("kept-alive connection failed before any answer")
+
+// ErrUnconfirmed marks an exchange whose new connection its Request's
+// Confirm did not confirm (invariant 10); the Confirmer's error is wrapped
+// beside it. Nothing was sent.
+var ErrUnconfirmed = errors.New("new connection not confirmed")
 
 // Exchange sends req on a connection of the pool and reads the final
 // response head, while the body (if any) goes out beside it. Only the

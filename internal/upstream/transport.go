@@ -117,6 +117,12 @@ func (t *Pool) dial(ctx context.Context, req *Request, gen uint64) (*Conn, bool,
 	if err != nil {
 		return nil, false, err
 	}
+	if req.Confirm != nil {
+		if err := req.Confirm.Confirm(ctx, req.Instance, req.Addr); err != nil {
+			conn.Close()
+			return nil, false, fmt.Errorf("%w: %s: %w", ErrUnconfirmed, req.Addr, err)
+		}
+	}
 	conn = wire.NewRawConn(conn, t.writeTimeout)
 	if req.TLS != nil {
 		tc := tls.Client(conn, req.TLS)
