@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/network"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/previewgate/previewgate/config"
@@ -112,6 +113,75 @@ func TestKubernetesStalledWatchAddressReuse(t *testing.T) {
 			t.Fatalf("request %d (%s): A's user got B's app's answer (%d)", i, method, code)
 		}
 		t.Logf("A's user, request %d (%s), A's pod gone unseen, B on its address: %d from %q", i, method, code, host)
+	}
+}
+
+// TestKubernetesStalledWatchDialConfirmed (#37, 1 on Kubernetes): as
+// above, but the pod that gets A's address is no sandbox of this gateway's
+// (a pod anyone made, as the network plugin hands a freed pod IP to the
+// next pod), so no wake claims the address and the manager still caches
+// A's endpoint: A's next request dials the other pod. The connection must
+// not carry it: a live read of A's pod (by its UID) finds it gone.
+func TestKubernetesStalledWatchDialConfirmed(t *testing.T) {
+	t.Parallel()
+	e := newKubeRecordEnv(t, -1, func(c *config.Config) {
+		c.Templates["app"].Ready.Timeout = config.Duration(5 * time.Second)
+	})
+	a := dockertest.UniqueID("ka")
+	code, hostA := e.echo(t, "GET", a, true)
+	if code != 200 || hostA == "" {
+		t.Fatalf("A: got %d, want A's echo", code)
+	}
+	e.proxy.Stall()
+	admin := e.c.Admin(t)
+	pods, err := admin.CoreV1().Pods(e.ns).List(t.Context(), metav1.ListOptions{LabelSelector: runtime.LabelSandbox + "=" + a})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("A's pods: %v %v", pods, err)
+	}
+	ipA := pods.Items[0].Status.PodIP
+	zero := int64(0)
+	if err := admin.CoreV1().Pods(e.ns).Delete(t.Context(), pods.Items[0].Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "A's container and its address gone from the node", func() bool {
+		n, err := dockertest.Client(t).NetworkInspect(t.Context(), e.net, network.InspectOptions{})
+		return e.agent.Containers() == 0 && err == nil && len(n.Containers) == 0
+	})
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "other-" + a},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
+			Name: "app", Image: e.cfg.Templates["app"].Image, Ports: []corev1.ContainerPort{{ContainerPort: 3000}}}}}}
+	if _, err := admin.CoreV1().Pods(e.ns).Create(t.Context(), other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var hostOther string
+	testkit.WaitFor(t, "the other pod answering on A's address", func() bool {
+		p, err := admin.CoreV1().Pods(e.ns).Get(t.Context(), other.Name, metav1.GetOptions{})
+		if err != nil || p.Status.PodIP == "" {
+			return false
+		}
+		if p.Status.PodIP != ipA {
+			t.Fatalf("the other pod got %s, A had %s: the network should have had room for one", p.Status.PodIP, ipA)
+		}
+		resp, err := (&http.Client{Timeout: time.Second}).Get("http://" + ipA + ":3000/echo")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var echo struct{ Hostname string }
+		json.NewDecoder(resp.Body).Decode(&echo)
+		hostOther = echo.Hostname
+		return hostOther != "" && hostOther != hostA
+	})
+	if _, ok := e.r.mgr.Cached(a); !ok {
+		t.Fatal("the manager dropped A's endpoint: the watch is not stalled, the test shows nothing")
+	}
+	for i, method := range []string{"GET", "POST", "GET"} {
+		code, host := e.echo(t, method, a, true)
+		if host == hostOther {
+			t.Errorf("request %d (%s): A's user got the other pod's answer (%d)", i, method, code)
+			continue
+		}
+		t.Logf("A's user, request %d (%s), A's pod gone unseen, another pod on its address: %d from %q", i, method, code, host)
 	}
 }
 

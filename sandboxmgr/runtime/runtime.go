@@ -28,6 +28,9 @@ type Runtime interface {
 	// Lookup returns the instance named name (or with that ID);
 	// ErrNotFound if missing. A sandbox with only its workspace left
 	// comes back Kept, in List too.
+	// It reads the runtime itself, never a cache or an informer: the
+	// manager confirms new upstream connections with it (Docker: an
+	// inspect; Kubernetes: a GET of the pod, its UID checked).
 	Lookup(ctx context.Context, name string) (Instance, error)
 	// List returns every instance (any state) carrying all of labels.
 	List(ctx context.Context, labels map[string]string) ([]Instance, error)
