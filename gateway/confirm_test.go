@@ -1,0 +1,72 @@
+package gateway
+
+import (
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/previewgate/previewgate/internal/testing/testkit"
+	"github.com/previewgate/previewgate/sandboxmgr"
+	"github.com/previewgate/previewgate/sandboxmgr/runtime"
+)
+
+// TestUnconfirmedSendsNothing (#37, 1): a new connection whose peer the
+// runtime does not confirm carries nothing, on the exchange's path and an
+// upgrade's. ErrMoved re-ensures once and confirms the new connection
+// again (still moved here: 502 sandbox_moved); a runtime that cannot be
+// asked fails closed at once (503 unconfirmed, Retry-After). The app,
+// listening on the address, never reads a request.
+func TestUnconfirmedSendsNothing(t *testing.T) {
+	t.Parallel()
+	addr, conns := rawApp(t, func(w io.Writer, _, _ int, r *http.Request) bool {
+		t.Errorf("the app read a request on an unconfirmed connection: %s %s", r.Method, r.URL)
+		io.WriteString(w, okResponse("app"))
+		return true
+	})
+	for _, tc := range []struct {
+		name     string
+		err      error
+		code     int
+		label    string
+		confirms int32
+		ensures  int32
+	}{
+		{"moved", sandboxmgr.ErrMoved, http.StatusBadGateway, "sandbox_moved", 2, 2},
+		{"runtime unreachable", runtime.ErrUnavailable, http.StatusServiceUnavailable, "unconfirmed", 1, 1},
+	} {
+		for _, upgrade := range []bool{false, true} {
+			name := tc.name
+			if upgrade {
+				name += "/upgrade"
+			}
+			t.Run(name, func(t *testing.T) {
+				for _, fe := range frontEnds {
+					sb := &fakeSandboxes{addrs: []string{addr}, confirmErr: tc.err}
+					cfg := testConfig()
+					_, srv := startGatewayOpts(t, cfg, sb, Options{NetHTTPOnly: fe.netHTTPOnly})
+					before := conns.Load()
+					hdr := []string{}
+					if upgrade {
+						hdr = []string{"Upgrade", "websocket", "Connection", "Upgrade", "Sec-WebSocket-Version", "13",
+							"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}
+					}
+					resp := testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/", testkit.Mint(t, cfg, "abc", time.Hour), hdr...)
+					body, _ := io.ReadAll(resp.Body)
+					if resp.StatusCode != tc.code || errorCode(body) != tc.label {
+						t.Errorf("%s: got %d %.200s, want %d %s", fe.name, resp.StatusCode, body, tc.code, tc.label)
+					}
+					if tc.code == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
+						t.Errorf("%s: 503 without Retry-After", fe.name)
+					}
+					if n, e := sb.confirms.Load(), sb.ensures.Load(); n != tc.confirms || e != tc.ensures {
+						t.Errorf("%s: %d confirmations and %d ensures, want %d and %d", fe.name, n, e, tc.confirms, tc.ensures)
+					}
+					if n := conns.Load() - before; n != tc.confirms {
+						t.Errorf("%s: the app saw %d connections, want %d (one per confirmation)", fe.name, n, tc.confirms)
+					}
+				}
+			})
+		}
+	}
+}
