@@ -20,13 +20,17 @@ import (
 // finds another run or none, or by a lookup finding a foreign container
 // under the name. Reports may repeat, never go missing.
 //
-// Invariant (#21): a request for sandbox A is never written to a connection
-// whose peer is not A's current instance, even while the event stream is
-// stalled. An address belongs to at most one record: a wake that learns its
-// container's address (claimAddrLocked, before the probe) drops every other
-// record cached there. What anyone else starts on such an address is caught
-// by the re-check (recheck.go) at least every Config.RecheckEvery, whatever
-// the stream looks like: a stalled stream looks exactly like a quiet one.
+// Invariant (#21, #37): a request for sandbox A is never written to a
+// connection whose peer is not A's current instance, even while the event
+// stream is stalled. Handle.Confirm upholds it (confirm.go): no new
+// connection carries a request before the runtime, read after it was made,
+// names A's instance at its address. The cache is kept true besides, so
+// confirmations rarely fail: an address belongs to at most one record (a
+// wake that learns its container's address, claimAddrLocked, before the
+// probe, drops every other record cached there), and what anyone else
+// starts on such an address is caught by the re-check (recheck.go) at
+// least every Config.RecheckEvery, whatever the stream looks like: a
+// stalled stream looks exactly like a quiet one.
 
 // instanceOf names one run of c; "" when its start time is unknown.
 func instanceOf(c runtime.Instance) string {

@@ -12,7 +12,8 @@
 // template's ready timeout; a caller giving up never cancels it. The hot
 // path, Ensure for a sandbox known ready, reads an atomic pointer under a
 // read lock and makes no runtime call. instance.go and recheck.go say what
-// bounds a stale endpoint and why no request reaches another's instance.
+// bounds a stale endpoint, confirm.go why no request reaches another's
+// instance all the same (each new connection is confirmed by the runtime).
 //
 // Defaults: what a config file sets is defined in package config and read
 // from there; the manager's own timers (PoolEvery, StaleCreate, ReapEvery,

@@ -16,6 +16,9 @@ import (
 // stream's health, the manager lists what it owns (one runtime call) and
 // drops every cached endpoint the list does not confirm. That bounds how
 // long a record can point at an address the runtime gave to someone else.
+// Within that bound a new connection to such an address is still refused
+// by its confirmation (confirm.go): the bound is how long a sandbox's users
+// may get errors, not how long they may reach someone else.
 
 // trust says whether a cached endpoint may be handed out without asking the
 // runtime (distrusted), and holds the re-check's state.
