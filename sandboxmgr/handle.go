@@ -42,8 +42,9 @@ type Handle interface {
 	// of that instance is dropped (the next Ensure asks the runtime).
 	// Any other error (runtime.ErrUnavailable, ctx's end): the runtime
 	// could not tell, and the connection must not be used either. It
-	// makes one runtime call, never answered from a cache, honors ctx,
-	// and allocates nothing of its own before the call.
+	// makes one runtime call, never answered from a cache (a read begun
+	// before the connection was made would confirm nothing about it),
+	// bounded by 5 s and by ctx.
 	Confirm(ctx context.Context, instance, addr string) error
 }
 
