@@ -3,7 +3,9 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -72,6 +74,63 @@ func TestDockerStalledEventsDialConfirmed(t *testing.T) {
 	} else if resp != nil {
 		t.Logf("A's WebSocket, a hostile app on its address: %d", resp.StatusCode)
 	}
+}
+
+// TestDockerStalledEventsDialReensured (#37, 1): as above, on a network
+// with room for more: the unconfirmed connection makes the gateway look
+// the sandbox up again (the cache dropped), which starts A again on
+// another address, and A's user is answered by A, with no error.
+func TestDockerStalledEventsDialReensured(t *testing.T) {
+	t.Parallel()
+	e, proxy := stallEnvOn(t, -1, 29)
+	a := dockertest.UniqueID("a")
+	f := e.fronts()[0]
+	code, cookies, body := e.do(f, "GET", a, "/echo?user=x")
+	wantEcho(t, "A's user", code, cookies, body, a, "user=x")
+	ipA := e.ip(a)
+
+	proxy.Stall()
+	ctx := context.Background()
+	stop := 0
+	if err := e.cli.ContainerStop(ctx, mgrtest.ContainerOf(ctx, e.cli, a), container.StopOptions{Timeout: &stop}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(a, "exited", 20*time.Second)
+	hostile := e.runHostile(ipA)
+	for i, method := range []string{"GET", "POST"} {
+		code, cookies, body := e.do(f, method, a, "/echo?user=x2")
+		if byHostile(code, body, hostile) {
+			t.Fatalf("request %d (%s): A's user got the hostile container's answer: %d %.200s", i, method, code, body)
+		}
+		wantEcho(t, "A's user, A restarted", code, cookies, body, a, "user=x2")
+		if !e.answeredBy(code, body, a) {
+			t.Fatalf("request %d (%s): answered by neither A nor the hostile app: %.200s", i, method, body)
+		}
+	}
+	if ip := e.ip(a); ip == ipA {
+		t.Fatalf("A restarted on %s, the hostile container's address", ip)
+	}
+}
+
+// createSmallNetwork creates network name as a bridge on a /bits subnet
+// outside Docker's default pools (createTinyNetwork's, sized).
+func createSmallNetwork(t *testing.T, name string, bits int) {
+	t.Helper()
+	cli := dockertest.Client(t)
+	var err error
+	size := 1 << (32 - bits)
+	for i := range 40 {
+		subnet := fmt.Sprintf("10.%d.%d.%d/%d", 200+i%50, rand.IntN(256), size*rand.IntN(256/size), bits)
+		_, err = cli.NetworkCreate(context.Background(), name, network.CreateOptions{
+			Driver: "bridge", Labels: dockertest.Labels(),
+			IPAM:    &network.IPAM{Config: []network.IPAMConfig{{Subnet: subnet}}},
+			Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"},
+		})
+		if err == nil {
+			return
+		}
+	}
+	t.Fatalf("create a /%d network: %v", bits, err)
 }
 
 // runHostile starts a container no gateway made (the test app, unlabeled

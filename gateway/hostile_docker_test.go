@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/network"
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/h1server"
@@ -208,25 +206,7 @@ func TestDockerHostileAddressReuse(t *testing.T) {
 
 // createTinyNetwork creates the managed network name with room for a single
 // container, so a new container must take a dead one's address.
-func createTinyNetwork(t *testing.T, name string) {
-	t.Helper()
-	cli := dockertest.Client(t)
-	var err error
-	for i := range 40 {
-		// Outside Docker's default pools (172.17-31/16, 192.168/20), which
-		// other tests' networks may already cover whole.
-		subnet := fmt.Sprintf("10.%d.%d.%d/30", 200+i%50, rand.IntN(256), 4*rand.IntN(64))
-		_, err = cli.NetworkCreate(context.Background(), name, network.CreateOptions{
-			Driver: "bridge", Labels: dockertest.Labels(),
-			IPAM:    &network.IPAM{Config: []network.IPAMConfig{{Subnet: subnet}}},
-			Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"},
-		})
-		if err == nil {
-			return
-		}
-	}
-	t.Fatalf("create a /30 network: %v", err)
-}
+func createTinyNetwork(t *testing.T, name string) { createSmallNetwork(t, name, 30) }
 
 // logTail returns the last bytes container name wrote (stdout and
 // stderr, with Docker's stream framing).

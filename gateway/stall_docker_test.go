@@ -19,9 +19,15 @@ import (
 // every recheck (negative: off).
 func stallEnv(t *testing.T, recheck time.Duration) (*dockerEnv, *eventsProxy) {
 	t.Helper()
+	return stallEnvOn(t, recheck, 30)
+}
+
+// stallEnvOn is stallEnv on a /bits network.
+func stallEnvOn(t *testing.T, recheck time.Duration, bits int) (*dockerEnv, *eventsProxy) {
+	t.Helper()
 	proxy := newEventsProxy(t)
 	name := dockertest.Network(t)
-	createTinyNetwork(t, name)
+	createSmallNetwork(t, name, bits)
 	cfg := testConfig()
 	cfg.Docker.Host = proxy.host
 	cfg.Templates["app"].Image = dockertest.TestAppImage(t)
