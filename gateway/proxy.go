@@ -190,7 +190,7 @@ func (p *proxy) reensure(ctx context.Context, t *target, cause error) error {
 	moved := errors.Is(cause, sandboxmgr.ErrMoved)
 	if t.port == 0 || moved {
 		p.pool.CloseInstance(t.poolKey())
-		h.Forget(t.addr) // a port host's address matches none: Confirm dropped it
+		h.Forget(t.addr) // on a port host t.addr is not the cached one: Confirm dropped that
 	}
 	ep, err := h.Ensure(ctx, t.tpl, sandboxmgr.Options{})
 	if err != nil {

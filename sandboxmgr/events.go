@@ -281,7 +281,8 @@ const checkValid = 100 * time.Millisecond
 // stillServes checks sb's cached ep with the runtime while the events
 // stream is down; if its instance no longer runs under the sandbox's name,
 // ep is dropped. A runtime that cannot be asked cannot reassign the address
-// either: ep is used then. err is ctx's end, which never drops ep.
+// either: ep is used then (a new connection to it is still confirmed, and
+// fails closed: confirm.go). err is ctx's end, which never drops ep.
 // Concurrent checks share one detached lookup.
 func (m *Manager) stillServes(ctx context.Context, sb *sandbox, ep *Endpoint) (bool, error) {
 	if c := sb.checked.Load(); c != nil && c.ep == ep && m.now().Sub(c.at) < checkValid {
