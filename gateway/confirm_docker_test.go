@@ -112,6 +112,50 @@ func TestDockerStalledEventsDialReensured(t *testing.T) {
 	}
 }
 
+// TestDockerConfirmFailsClosed (#37, 1): the engine stops answering (the
+// events stream stays open and quiet, so the cached endpoint is handed out
+// unchecked). A new connection to the sandbox, on the exchange's path or a
+// WebSocket's, cannot be confirmed, and carries nothing: 503 unconfirmed.
+// Once the engine answers again, the same requests are served.
+func TestDockerConfirmFailsClosed(t *testing.T) {
+	t.Parallel()
+	e, proxy := stallEnvOn(t, -1, 29)
+	a := dockertest.UniqueID("a")
+	f := e.fronts()[0]
+	code, cookies, body := e.do(f, "GET", a, "/echo?user=x")
+	wantEcho(t, "A's user", code, cookies, body, a, "user=x")
+	ep, ok := e.mgr.Manager.Cached(a)
+	if !ok {
+		t.Fatal("A's endpoint is not cached")
+	}
+
+	proxy.Down(true)
+	e.gw.InstanceGone(ep.Instance) // no pooled connection: the next request dials
+	code, _, body = e.do(f, "GET", a, "/echo?user=x2")
+	if code != 503 || errorCode([]byte(body)) != "unconfirmed" {
+		t.Errorf("GET with the engine down: %d %.200s, want 503 unconfirmed", code, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, resp, err := e.dialWS(ctx, a)
+	switch {
+	case err == nil:
+		c.CloseNow()
+		t.Error("a WebSocket was switched on a connection the engine could not confirm")
+	case resp == nil || resp.StatusCode != 503:
+		t.Errorf("WebSocket with the engine down: %v, want 503", err)
+	}
+
+	proxy.Down(false)
+	code, cookies, body = e.do(f, "GET", a, "/echo?user=x3")
+	wantEcho(t, "A's user, the engine back", code, cookies, body, a, "user=x3")
+	if c, _, err := e.dialWS(ctx, a); err != nil {
+		t.Errorf("WebSocket with the engine back: %v", err)
+	} else {
+		c.CloseNow()
+	}
+}
+
 // createSmallNetwork creates network name as a bridge on a /bits subnet
 // outside Docker's default pools (createTinyNetwork's, sized).
 func createSmallNetwork(t *testing.T, name string, bits int) {

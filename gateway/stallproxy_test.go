@@ -58,6 +58,7 @@ type eventsProxy struct {
 	streams map[*http.Request]context.CancelFunc
 	refused atomic.Int64
 	stalled atomic.Bool
+	down    atomic.Bool // every call but the events stream is cut
 }
 
 // newEventsProxy starts a proxy in front of the engine until t ends.
@@ -85,6 +86,9 @@ func newEventsProxy(t testing.TB) *eventsProxy {
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasSuffix(r.URL.Path, "/events") {
+			if p.down.Load() {
+				panic(http.ErrAbortHandler) // the connection cut, no answer
+			}
 			rp.ServeHTTP(w, r)
 			return
 		}
@@ -128,6 +132,11 @@ func (p *eventsProxy) Refused() int64 { return p.refused.Load() }
 // (events meanwhile are lost, as a hung engine's would be to a client that
 // reconnects only on an error).
 func (p *eventsProxy) Stall() { p.stalled.Store(true) }
+
+// Down cuts every call but the events stream (down true), as an engine
+// that stopped answering while the client's stream stays open; false
+// restores them.
+func (p *eventsProxy) Down(down bool) { p.down.Store(down) }
 
 // watchProxy serves the API server's API on a TLS listener of its own and
 // can stall the informers' watches: a watch with a label selector stays
