@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -24,16 +26,19 @@ func TestUnconfirmedSendsNothing(t *testing.T) {
 		io.WriteString(w, okResponse("app"))
 		return true
 	})
+	_, appPort, _ := net.SplitHostPort(addr)
 	for _, tc := range []struct {
 		name     string
 		err      error
+		port     bool // on a port host (#22): moved is no port_refused
 		code     int
 		label    string
 		confirms int32
 		ensures  int32
 	}{
-		{"moved", sandboxmgr.ErrMoved, http.StatusBadGateway, "sandbox_moved", 2, 2},
-		{"runtime unreachable", runtime.ErrUnavailable, http.StatusServiceUnavailable, "unconfirmed", 1, 1},
+		{"moved", sandboxmgr.ErrMoved, false, http.StatusBadGateway, "sandbox_moved", 2, 2},
+		{"moved/port host", sandboxmgr.ErrMoved, true, http.StatusBadGateway, "sandbox_moved", 2, 2},
+		{"runtime unreachable", runtime.ErrUnavailable, false, http.StatusServiceUnavailable, "unconfirmed", 1, 1},
 	} {
 		for _, upgrade := range []bool{false, true} {
 			name := tc.name
@@ -42,8 +47,14 @@ func TestUnconfirmedSendsNothing(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				for _, fe := range frontEnds {
-					sb := &fakeSandboxes{addrs: []string{addr}, confirmErr: tc.err}
+					sb := &fakeSandboxes{addrs: []string{addr}, inst: "i1", confirmErr: tc.err}
 					cfg := testConfig()
+					host := "sandbox-abc." + testDomain
+					if tc.port {
+						p, _ := strconv.Atoi(appPort)
+						cfg.Templates["app"].Port, cfg.Templates["app"].Ports = 1, []int{1, p}
+						host = appPort + "-" + host
+					}
 					_, srv := startGatewayOpts(t, cfg, sb, Options{NetHTTPOnly: fe.netHTTPOnly})
 					before := conns.Load()
 					hdr := []string{}
@@ -51,7 +62,7 @@ func TestUnconfirmedSendsNothing(t *testing.T) {
 						hdr = []string{"Upgrade", "websocket", "Connection", "Upgrade", "Sec-WebSocket-Version", "13",
 							"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}
 					}
-					resp := testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/", testkit.Mint(t, cfg, "abc", time.Hour), hdr...)
+					resp := testkit.Request(t, srv, "GET", host, "/", testkit.Mint(t, cfg, "abc", time.Hour), hdr...)
 					body, _ := io.ReadAll(resp.Body)
 					if resp.StatusCode != tc.code || errorCode(body) != tc.label {
 						t.Errorf("%s: got %d %.200s, want %d %s", fe.name, resp.StatusCode, body, tc.code, tc.label)

@@ -30,6 +30,7 @@ import (
 type fakeSandboxes struct {
 	mu      sync.Mutex
 	addrs   []string // successive endpoints handed out; the last repeats
+	inst    string   // the instance they name ("": none)
 	err     error
 	ensures atomic.Int32
 	forgets atomic.Int32
@@ -52,7 +53,7 @@ func (f *fakeSandboxes) Ensure(ctx context.Context, id string, tpl *config.Templ
 	if len(f.addrs) > 1 {
 		f.addrs = f.addrs[1:]
 	}
-	return sandboxmgr.Endpoint{ID: id, Addr: addr, Template: tpl.Name}, nil
+	return sandboxmgr.Endpoint{ID: id, Addr: addr, Template: tpl.Name, Instance: f.inst}, nil
 }
 func (f *fakeSandboxes) EnsureWith(ctx context.Context, id string, tpl *config.Template, _ sandboxmgr.Options) (sandboxmgr.Endpoint, error) {
 	return f.Ensure(ctx, id, tpl)
