@@ -275,6 +275,38 @@ func TestAdminBodyKeysStrict(t *testing.T) {
 	}
 }
 
+// A share link for a port of a sandbox whose id is too long for a port
+// address (<port>-sandbox-<id> over one 63-character DNS label) is refused
+// at mint, 400 id_too_long_for_port, not minted with a URL the gateway can
+// only answer 400; the template's own port (sandbox-<id>) still gets one.
+func TestAdminLinkPortHostTooLong(t *testing.T) {
+	e := newDockerEnv(t)
+	e.cfg.AdminToken = testkit.AdminToken
+	e.cfg.Templates["app"].Ports = []int{3000, 3001}
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
+		Sandboxes: e.mgr, Settings: e.mgr.Records, Logs: e.mgr.Runtime.Capabilities().Logs, Log: testkit.Logger(t)}))
+	defer srv.Close()
+	short := dockertest.UniqueID("lp")
+	long := short + "-" + strings.Repeat("x", config.PortIDMax(3001)-len(short))
+	if len(long) != 51 || !config.ValidID(long) {
+		t.Fatalf("test id %q (%d characters): want a valid id of 51", long, len(long))
+	}
+	removeAtEnd(t, e.mgr, long)
+	if resp, body := adminDo(t, srv, "PUT", "/admin/sandboxes/"+long, testkit.AdminToken, nil); resp.StatusCode != 200 {
+		t.Fatalf("PUT: got %d %s", resp.StatusCode, body)
+	}
+	resp, body := adminDo(t, srv, "POST", "/admin/sandboxes/"+long+"/links", testkit.AdminToken, []byte(`{"port":3001}`))
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "id_too_long_for_port") || !strings.Contains(string(body), "at most 50 characters") {
+		t.Errorf("link for port 3001 of a 51-character id: got %d %s, want 400 id_too_long_for_port saying at most 50", resp.StatusCode, body)
+	}
+	if s, err := e.mgr.Records.Load(t.Context(), long); err != nil || len(s.Links) != 0 {
+		t.Errorf("links after the refusal: %d (%v), want none kept", len(s.Links), err)
+	}
+	if resp, body := adminDo(t, srv, "POST", "/admin/sandboxes/"+long+"/links", testkit.AdminToken, []byte(`{"port":3000}`)); resp.StatusCode != 201 {
+		t.Errorf("link for the template's port: got %d %s, want 201", resp.StatusCode, body)
+	}
+}
+
 // A container that holds a sandbox's name but is not this gateway's is
 // answered 409 foreign_container by every call, as docs/api.md says: stop
 // and DELETE answered 503 "unavailable" (the runtime does not answer;
