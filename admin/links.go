@@ -50,6 +50,16 @@ func (a *admin) createLink(w http.ResponseWriter, r *http.Request, id string) {
 		writeJSON(w, http.StatusBadRequest, errBody(fmt.Sprintf("port %d is not among template %s's ports", port, tpl.Name), "bad_request"))
 		return
 	}
+	if port != tpl.Port && len(id) > config.PortIDMax(port) {
+		// Its URL would be <port>-sandbox-<id>, one DNS label over 63
+		// characters: no name or certificate holds it, and the gateway
+		// answers it 400 id_too_long_for_port. Refused here, not minted
+		// with a URL that cannot open.
+		writeJSON(w, http.StatusBadRequest, errBody(fmt.Sprintf(
+			"port %d of sandbox %s has no preview address: %d-sandbox-<id> must fit one 63-character DNS label, so ids of at most %d characters have one for this port (this id has %d); a link for the template's port %d works",
+			port, id, port, config.PortIDMax(port), len(id), tpl.Port), "id_too_long_for_port"))
+		return
+	}
 	now := time.Now().UTC().Truncate(time.Second)
 	exp := now.Add(ttl)
 	l, tok, err := links.Mint(r.Context(), ss, id, port, req.Path, now, exp)

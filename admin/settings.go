@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,12 +59,21 @@ func (a *admin) settingsOf(w http.ResponseWriter, r *http.Request, id string) (S
 
 // decodeJSON reads r's body, at most limit bytes, as one JSON object into
 // v, or answers 400 saying what is wrong with it: an empty body, an
-// unknown field, or anything after the object, which would otherwise be
+// unknown field, a key in another case than its field's or given twice
+// (strictKeys), or anything after the object, which would otherwise be
 // dropped unread ({"public":false}{"keep_up":"2h"} set only public).
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err == nil {
+		err = strictKeys(body, v)
+	}
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, errBody("body: "+err.Error(), "bad_request"))
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	err = dec.Decode(v)
 	switch {
 	case errors.Is(err, io.EOF):
 		err = errors.New("empty; want a JSON object")

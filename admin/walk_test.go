@@ -232,6 +232,81 @@ func TestAdminBodyIsOneObject(t *testing.T) {
 	}
 }
 
+// A body's keys are exact and given once, at any depth: encoding/json
+// would take {"Public": true} as public (it matches names without case)
+// and the last of two "public" keys. A client sending either gets a 400
+// naming the key, and nothing changes; the exact keys still work.
+func TestAdminBodyKeysStrict(t *testing.T) {
+	e := newDockerEnv(t)
+	e.cfg.AdminToken = testkit.AdminToken
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
+		Sandboxes: e.mgr, Settings: e.mgr.Records, Logs: e.mgr.Runtime.Capabilities().Logs, Log: testkit.Logger(t)}))
+	defer srv.Close()
+	id, never := dockertest.UniqueID("keys"), dockertest.UniqueID("keys")
+	removeAtEnd(t, e.mgr, id, never)
+	if resp, body := adminDo(t, srv, "PUT", "/admin/sandboxes/"+id, testkit.AdminToken, nil); resp.StatusCode != 200 {
+		t.Fatalf("PUT: got %d %s", resp.StatusCode, body)
+	}
+	for _, c := range []struct{ method, path, body, want string }{
+		{"PATCH", id, `{"Public":true}`, `unknown key \"Public\" (keys are exact: \"public\")`},
+		{"PATCH", id, `{"PUBLIC":true}`, `unknown key \"PUBLIC\"`},
+		{"PATCH", id, `{"public":false,"public":true}`, `key \"public\" is given twice`},
+		{"PATCH", id, `{"keep_up":"1h","public":true,"keep_up":"2h"}`, `key \"keep_up\" is given twice`},
+		{"PATCH", id, `{"publik":true}`, `unknown key \"publik\"`},
+		{"POST", id + "/links", `{"TTL":"10m"}`, `unknown key \"TTL\"`},
+		{"POST", id + "/links", `{"ttl":"10m","ttl":"1h"}`, `key \"ttl\" is given twice`},
+		{"PUT", never, `{"Template":"app"}`, `unknown key \"Template\"`},
+		{"PUT", never, `{"template":"app","env":{"A":"1","A":"2"}}`, `key \"env.A\" is given twice`},
+	} {
+		resp, body := adminDo(t, srv, c.method, "/admin/sandboxes/"+c.path, testkit.AdminToken, []byte(c.body))
+		if resp.StatusCode != 400 || !strings.Contains(string(body), c.want) {
+			t.Errorf("%s %s %s: got %d %s, want 400 %s", c.method, c.path, c.body, resp.StatusCode, body, c.want)
+		}
+	}
+	s, err := e.mgr.Records.Load(t.Context(), id)
+	if err != nil || s.Public != nil || !s.KeepUpUntil.IsZero() || len(s.Links) != 0 {
+		t.Errorf("settings after refused bodies: %+v (%v), want none changed", s, err)
+	}
+	if n := len(dockertest.Containers(t, e.cli, sandboxLabel(never))); n != 0 {
+		t.Errorf("a refused PUT made %d containers", n)
+	}
+	if resp, body := adminDo(t, srv, "PATCH", "/admin/sandboxes/"+id, testkit.AdminToken, []byte(`{"public":true,"keep_up":"1h"}`)); resp.StatusCode != 200 {
+		t.Errorf("PATCH with exact keys: got %d %s, want 200", resp.StatusCode, body)
+	}
+}
+
+// A share link for a port of a sandbox whose id is too long for a port
+// address (<port>-sandbox-<id> over one 63-character DNS label) is refused
+// at mint, 400 id_too_long_for_port, not minted with a URL the gateway can
+// only answer 400; the template's own port (sandbox-<id>) still gets one.
+func TestAdminLinkPortHostTooLong(t *testing.T) {
+	e := newDockerEnv(t)
+	e.cfg.AdminToken = testkit.AdminToken
+	e.cfg.Templates["app"].Ports = []int{3000, 3001}
+	srv := httptest.NewServer(newAdmin(t, admin.Options{Config: func() *config.Config { return e.cfg },
+		Sandboxes: e.mgr, Settings: e.mgr.Records, Logs: e.mgr.Runtime.Capabilities().Logs, Log: testkit.Logger(t)}))
+	defer srv.Close()
+	short := dockertest.UniqueID("lp")
+	long := short + "-" + strings.Repeat("x", config.PortIDMax(3001)-len(short))
+	if len(long) != 51 || !config.ValidID(long) {
+		t.Fatalf("test id %q (%d characters): want a valid id of 51", long, len(long))
+	}
+	removeAtEnd(t, e.mgr, long)
+	if resp, body := adminDo(t, srv, "PUT", "/admin/sandboxes/"+long, testkit.AdminToken, nil); resp.StatusCode != 200 {
+		t.Fatalf("PUT: got %d %s", resp.StatusCode, body)
+	}
+	resp, body := adminDo(t, srv, "POST", "/admin/sandboxes/"+long+"/links", testkit.AdminToken, []byte(`{"port":3001}`))
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "id_too_long_for_port") || !strings.Contains(string(body), "at most 50 characters") {
+		t.Errorf("link for port 3001 of a 51-character id: got %d %s, want 400 id_too_long_for_port saying at most 50", resp.StatusCode, body)
+	}
+	if s, err := e.mgr.Records.Load(t.Context(), long); err != nil || len(s.Links) != 0 {
+		t.Errorf("links after the refusal: %d (%v), want none kept", len(s.Links), err)
+	}
+	if resp, body := adminDo(t, srv, "POST", "/admin/sandboxes/"+long+"/links", testkit.AdminToken, []byte(`{"port":3000}`)); resp.StatusCode != 201 {
+		t.Errorf("link for the template's port: got %d %s, want 201", resp.StatusCode, body)
+	}
+}
+
 // A container that holds a sandbox's name but is not this gateway's is
 // answered 409 foreign_container by every call, as docs/api.md says: stop
 // and DELETE answered 503 "unavailable" (the runtime does not answer;

@@ -43,6 +43,9 @@ func (v *Verifier) verify(ctx context.Context, raw string) (*Claims, error) {
 var errNoKey = errors.New("unknown key")
 
 func (v *Verifier) parse(ctx context.Context, raw string) (*Claims, error) {
+	if err := refuseLoose(raw); err != nil {
+		return nil, fmt.Errorf("%w: %w", jwt.ErrTokenMalformed, err)
+	}
 	kid, hasKid, err := peekKID(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", jwt.ErrTokenMalformed, err)
@@ -71,6 +74,63 @@ func (v *Verifier) parse(ctx context.Context, raw string) (*Claims, error) {
 		return nil, fmt.Errorf("%w: no sbx claim", jwt.ErrTokenRequiredClaimMissing)
 	}
 	return &c, nil
+}
+
+// refuseLoose refuses, before any key is chosen, what the JWT library
+// would let through:
+//   - a crit header: RFC 7515 §4.1.11 says a recipient that does not
+//     understand every extension crit lists must refuse the token, and
+//     we understand none;
+//   - exp, nbf or iat that is not a JSON number (RFC 7519 §2, NumericDate):
+//     the library reads "exp": "9999999999" as that number.
+//
+// The payload is decoded with encoding/json as the library decodes it
+// (the same field matching), so both see the same value of each claim.
+func refuseLoose(raw string) error {
+	head, rest, found := strings.Cut(raw, ".")
+	if !found {
+		return errors.New("not a JWT")
+	}
+	b, err := base64.RawURLEncoding.DecodeString(head)
+	if err != nil {
+		return errors.New("header is not base64url")
+	}
+	var h struct {
+		Crit json.RawMessage `json:"crit"`
+	}
+	if err := json.Unmarshal(b, &h); err != nil {
+		return errors.New("header is not a JSON object")
+	}
+	if h.Crit != nil {
+		return errors.New("header has crit: no extension is understood here")
+	}
+	payload, _, _ := strings.Cut(rest, ".")
+	if b, err = base64.RawURLEncoding.DecodeString(payload); err != nil {
+		return errors.New("payload is not base64url")
+	}
+	var p struct {
+		Exp json.RawMessage `json:"exp"`
+		Nbf json.RawMessage `json:"nbf"`
+		Iat json.RawMessage `json:"iat"`
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return errors.New("payload is not a JSON object")
+	}
+	for _, c := range [...]struct {
+		name string
+		v    json.RawMessage
+	}{{"exp", p.Exp}, {"nbf", p.Nbf}, {"iat", p.Iat}} {
+		if c.v != nil && !isJSONNumber(c.v) {
+			return fmt.Errorf("%s is not a number", c.name)
+		}
+	}
+	return nil
+}
+
+// isJSONNumber says whether v, one JSON value as encoding/json hands it
+// to a RawMessage (valid, no surrounding space), is a number.
+func isJSONNumber(v json.RawMessage) bool {
+	return len(v) > 0 && (v[0] == '-' || '0' <= v[0] && v[0] <= '9')
 }
 
 // peekKID reads the kid from the token's header without verifying

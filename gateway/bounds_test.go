@@ -154,15 +154,14 @@ func TestInterimDropsGatewayHeaders(t *testing.T) {
 	srv, tok := gatewayTo(t, addr)
 	for _, method := range []string{"GET", "POST"} {
 		req := abcRequest(method, srv.URL+"/", strings.NewReader(""), tok)
-		req.Header.Set("X-Request-Id", "review-13")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		if got := resp.Header.Get("X-Request-Id"); got != "review-13" {
-			t.Errorf("%s: final response X-Request-Id %q after a 103, want %q", method, got, "review-13")
+		if got := resp.Header["X-Request-Id"]; len(got) != 1 || got[0] == "" {
+			t.Errorf("%s: final response X-Request-Id %q after a 103, want the gateway's one", method, got)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/previewgate/previewgate/internal/h1server"
 	"github.com/previewgate/previewgate/internal/outbound"
 	"github.com/previewgate/previewgate/internal/upstream"
 	"github.com/previewgate/previewgate/internal/wire"
@@ -73,7 +74,7 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, t *target) {
 			continue
 		}
 		if err != nil {
-			p.errorHandler(w, r, err)
+			p.errorHandler(w, r, clientBodyError(r, t, err))
 			return
 		}
 		if resp.Status == http.StatusSwitchingProtocols {
@@ -86,6 +87,23 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, t *target) {
 		p.copyResponse(w, resp, t)
 		return
 	}
+}
+
+// clientBodyError is err, unless it is a request body the client framed
+// wrongly (a chunk size such as 0x5, one that overflows, a bare LF): then
+// a 400 naming the sandbox, since the fault is the client's, not the
+// app's (502 upstream_failed) nor the network's. The exchange read the
+// body's first bytes before sending anything (upstream.Request), so a
+// body that fails at once never reached the app; one that fails later
+// reaches it cut, never as a whole request. A body too large, too slow
+// or of a client that left keeps errorHandler's answer (413, 408, 499).
+func clientBodyError(r *http.Request, t *target, err error) error {
+	if !errors.Is(err, upstream.ErrRequestBody) || errors.As(err, new(*http.MaxBytesError)) ||
+		h1server.BodyTimedOut(r) || r.Context().Err() != nil {
+		return err
+	}
+	return &httpError{Status: http.StatusBadRequest, Code: "bad_request_body",
+		Msg: "The request body is malformed (its chunked framing).", Err: err, Sandbox: t.sandbox}
 }
 
 // errUnrequestedSwitch: a 101 answer to a request without Upgrade.

@@ -28,6 +28,9 @@ type httpError struct {
 	Reason   string
 	ExitCode *int
 	Logs     []string
+	// Sandbox is the sandbox the request was for, when the failure is
+	// the client's own and happened on the way to it: the log names it.
+	Sandbox string
 }
 
 func (e *httpError) Error() string {
@@ -89,8 +92,13 @@ func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, e *httpError) {
 	if e.Status >= 500 {
 		lvl = slog.LevelWarn
 	}
-	g.log.Log(r.Context(), lvl, "request failed", "host", r.Host, "path", r.URL.Path,
-		"status", e.Status, "code", e.Code, "err", e.Err)
+	if e.Sandbox != "" {
+		g.log.Log(r.Context(), lvl, "request failed", "host", r.Host, "sandbox", e.Sandbox, "path", r.URL.Path,
+			"status", e.Status, "code", e.Code, "err", e.Err)
+	} else {
+		g.log.Log(r.Context(), lvl, "request failed", "host", r.Host, "path", r.URL.Path,
+			"status", e.Status, "code", e.Code, "err", e.Err)
+	}
 	pages.Error(w, r, pages.Failure{Status: e.Status, Code: e.Code, Msg: e.Msg, RetryAfter: e.RetryAfter,
 		Reason: e.Reason, ExitCode: e.ExitCode, Logs: e.Logs})
 }

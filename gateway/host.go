@@ -32,6 +32,31 @@ func hostOnly(n string) string {
 	return strings.TrimSuffix(strings.TrimPrefix(n, "["), "]")
 }
 
+// hostPortValid reports whether n, a host NormalizeHost returned, has
+// either no port or a decimal one from 1 to 65535 without a leading zero
+// (RFC 9110 §4.2's authority, the way a browser writes it). The port is
+// not otherwise used (a sandbox's port is in its label), so a host such
+// as sandbox-x.<domain>:abc or :99999 must not be served as if the port
+// were not there: it is no URL anybody was given.
+func hostPortValid(n string) bool {
+	i := strings.LastIndexByte(n, ':')
+	if i < 0 || strings.Contains(n[i:], "]") {
+		return true // no port (or an IPv6 literal without one)
+	}
+	p := n[i+1:]
+	if len(p) == 0 || len(p) > 5 || p[0] == '0' {
+		return false
+	}
+	v := 0
+	for j := 0; j < len(p); j++ {
+		if p[j] < '0' || p[j] > '9' {
+			return false
+		}
+		v = v*10 + int(p[j]-'0')
+	}
+	return v <= 65535
+}
+
 // resolve maps a request host to what it addresses: a route, or a sandbox id
 // under one of the domains. Foreign hosts get 404, malformed ids 400.
 //
@@ -43,6 +68,10 @@ func (t *table) resolve(host string) (route, *httpError) {
 	if !ok {
 		return route{}, &httpError{Status: http.StatusBadRequest, Code: "bad_host",
 			Msg: "The host name is not valid."}
+	}
+	if !hostPortValid(n) {
+		return route{}, &httpError{Status: http.StatusBadRequest, Code: "bad_host",
+			Msg: "The port in the host is not a number from 1 to 65535."}
 	}
 	h := hostOnly(n)
 	if rt, ok := t.routes[h]; ok {

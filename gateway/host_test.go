@@ -33,6 +33,18 @@ func TestHostRouting(t *testing.T) {
 		{"leading hyphen", "sandbox--ab." + testDomain, 400},
 		{"trailing hyphen", "sandbox-ab-." + testDomain, 400},
 		{"too long", "sandbox-" + strings.Repeat("a", 56) + "." + testDomain, 400},
+		// The port of the Host is never used, but a host whose port is
+		// no port is no URL anybody was given: it is refused, not served.
+		{"port 1", "sandbox-abc." + testDomain + ":1", 200},
+		{"port 65535", "sandbox-abc." + testDomain + ":65535", 200},
+		{"port not a number", "sandbox-abc." + testDomain + ":abc", 400},
+		{"port too big", "sandbox-abc." + testDomain + ":99999", 400},
+		{"port 65536", "sandbox-abc." + testDomain + ":65536", 400},
+		{"port 0", "sandbox-abc." + testDomain + ":0", 400},
+		{"port with a leading zero", "sandbox-abc." + testDomain + ":080", 400},
+		{"port empty", "sandbox-abc." + testDomain + ":", 400},
+		{"port signed", "sandbox-abc." + testDomain + ":+80", 400},
+		{"port host with a bad port", "3001-sandbox-abc." + testDomain + ":abc", 400},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

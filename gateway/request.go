@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -22,18 +23,12 @@ import (
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	st := new(reqState)
-	id := headerValue(r.Header, "X-Request-Id")
-	if id == "" || len(id) > 128 {
-		id = g.requestID()
-		st.ids[0] = id
-		r.Header["X-Request-Id"] = st.ids[0:1:1]
-	}
-	st.ids[1] = id
+	d := &st.d
+	g.decide(r, d)
+	id := g.takeRequestID(r, d.t.cfg.TrustedProxies, st)
 	w.Header()["X-Request-Id"] = st.ids[1:2:2]
 	sw := &st.sw
 	sw.Start(w, r)
-	d := &st.d
-	g.decide(r, d)
 	proxied := g.serve(sw, r, d, st)
 	status := sw.Final(r)
 	took := time.Since(start)
@@ -211,6 +206,23 @@ func newRequestIDPrefix() string {
 	var b [6]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// takeRequestID sets r's X-Request-Id, the one the app, the access log,
+// the traffic log and the client's answer all carry, and returns it: the
+// one a trusted proxy (trusted) sent, else one of the gateway's own. A
+// client's own id is replaced: anybody could send one, and an id the
+// operator searches logs by must not be chosen by whom it is about (a
+// real id of another request sent again would mix two requests' lines).
+func (g *Gateway) takeRequestID(r *http.Request, trusted []netip.Prefix, st *reqState) string {
+	id := headerValue(r.Header, "X-Request-Id")
+	if id == "" || len(id) > 128 || len(trusted) == 0 || !wire.Trusted(st.addrs.Peer(r), trusted) {
+		id = g.requestID()
+		st.ids[0] = id
+		r.Header["X-Request-Id"] = st.ids[0:1:1]
+	}
+	st.ids[1] = id
+	return id
 }
 
 // requestID returns a unique id for a request without X-Request-Id.

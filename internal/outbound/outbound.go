@@ -13,6 +13,16 @@
 //   - client-sent Forwarded and X-Forwarded-* are dropped, and the gateway
 //     sets X-Forwarded-For (the peer address it saw), X-Forwarded-Host and
 //     X-Forwarded-Proto;
+//   - the other headers by which a proxy tells an app who the client is or
+//     what it asked for are dropped, not passed on as the client wrote
+//     them, so an app (or its framework) that believes one of them is
+//     not fooled: X-Real-IP, True-Client-IP, Client-IP, X-Client-IP,
+//     X-Cluster-Client-IP, CF-Connecting-IP, Fastly-Client-IP,
+//     X-Original-URL, X-Rewrite-URL, X-Original-Host, X-Host and Via
+//     (identityHeader). The gateway does not set them in their place:
+//     X-Forwarded-For is the one the app gets. Names are matched without
+//     case and with "_" as "-", because CGI-style servers (WSGI, PHP, Rack)
+//     read X_Real_IP as X-Real-IP;
 //   - the gateway's own X-Request-Id is sent whatever Connection says;
 //   - the body's framing is not the client's: Content-Length (like the
 //     hop-by-hop Transfer-Encoding) is left to whoever sends the body;
@@ -94,7 +104,7 @@ func (h Host) Head(r *http.Request, addr string, tok Tokens) (hostPfx, host, que
 func Fields(r *http.Request, stripped *wire.Edits, tls bool, sink Sink) {
 	conn := wire.ConnectionTokens(r.Header)
 	for k, vv := range r.Header {
-		if k == "Host" || k == "Content-Length" || wire.HopByHop(k, conn) || forwardedHeader(k) || k == "X-Request-Id" {
+		if k == "Host" || k == "Content-Length" || wire.HopByHop(k, conn) || identityHeader(k) {
 			continue
 		}
 		if sv, ok := stripped.Get(k); ok {
@@ -121,12 +131,49 @@ func Fields(r *http.Request, stripped *wire.Edits, tls bool, sink Sink) {
 	}
 }
 
-// forwardedHeader reports the client-sent forwarding headers the gateway
-// replaces with its own.
-func forwardedHeader(k string) bool {
-	switch k {
-	case "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto":
+// identityNames are the client-sent fields that say who the client is or
+// what it asked for (lower case, "-" for "_"), besides the X-Forwarded-
+// prefix: the client's are dropped. X-Request-Id is among them: the
+// gateway sends its own (Fields), and another spelling of it must not
+// reach a CGI-style server as the same variable.
+var identityNames = [...]string{
+	"forwarded", "x-real-ip", "true-client-ip", "client-ip", "x-client-ip",
+	"x-cluster-client-ip", "cf-connecting-ip", "fastly-client-ip",
+	"x-original-url", "x-rewrite-url", "x-original-host", "x-host", "via",
+	"x-request-id",
+}
+
+// identityHeader reports a client-sent field the gateway drops because it
+// would tell the app who the client is or what it asked for (the package
+// doc): any X-Forwarded-*, and identityNames, compared without case and
+// with "_" as "-". Allocates nothing: it runs for every field of every
+// request.
+func identityHeader(k string) bool {
+	const xf = "x-forwarded-"
+	if len(k) > len(xf) && foldEqual(k[:len(xf)], xf) {
 		return true
 	}
+	for _, n := range identityNames {
+		if len(n) == len(k) && foldEqual(k, n) {
+			return true
+		}
+	}
 	return false
+}
+
+// foldEqual reports whether k equals n (lower case, "-" for "_", as
+// long as k) with ASCII case folded and "_" read as "-".
+func foldEqual(k, n string) bool {
+	for i := 0; i < len(n); i++ {
+		c := k[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		} else if c == '_' {
+			c = '-'
+		}
+		if c != n[i] {
+			return false
+		}
+	}
+	return true
 }

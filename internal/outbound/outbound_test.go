@@ -76,6 +76,12 @@ func TestFields(t *testing.T) {
 	r.Header.Set("X-Forwarded-For", "6.6.6.6")
 	r.Header.Set("Forwarded", "for=6.6.6.6")
 	r.Header.Set("X-Forwarded-Proto", "gopher")
+	r.Header.Set("X-Forwarded-Port", "1")
+	r.Header.Set("X-Real-IP", "6.6.6.6")
+	r.Header["X_real_ip"] = []string{"6.6.6.6"}
+	r.Header.Set("True-Client-IP", "6.6.6.6")
+	r.Header.Set("X-Original-URL", "/admin")
+	r.Header.Set("Via", "1.1 evil")
 	r.Header.Set("X-Request-Id", "req-1")
 	r.Header.Set("Authorization", "Bearer secret")
 	r.Header.Set("Accept", "text/html")
@@ -179,5 +185,27 @@ func TestResponse(t *testing.T) {
 				t.Errorf("X-Request-Id %q, want %q (the app's never)", h["X-Request-Id"], tt.wantID)
 			}
 		})
+	}
+}
+
+// TestIdentityHeader: the client-identity fields are known in any case
+// and with "_" for "-", look-alikes are not, and the check allocates
+// nothing (it runs for every field of every request).
+func TestIdentityHeader(t *testing.T) {
+	for k, want := range map[string]bool{
+		"X-Real-Ip": true, "X_REAL_IP": true, "x-real-ip": true, "True-Client-Ip": true,
+		"Client-Ip": true, "X-Forwarded-Port": true, "X-Forwarded-Prefix": true,
+		"X-Forwarded-Server": true, "X-Forwarded-Scheme": true, "X_forwarded_for": true,
+		"X-Original-Url": true, "X-Rewrite-Url": true, "Via": true, "Forwarded": true,
+		"X-Request-Id": true, "X_request_id": true,
+		"X-Real-Ips": false, "X-Forwarded": false, "X-Forwarded-": false, "Vias": false,
+		"Accept": false, "X-Custom": false, "": false,
+	} {
+		if got := identityHeader(k); got != want {
+			t.Errorf("identityHeader(%q) = %v, want %v", k, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { identityHeader("X-Forwarded-Prefix"); identityHeader("Accept-Encoding") }); n != 0 {
+		t.Errorf("identityHeader allocates %v times, want 0", n)
 	}
 }

@@ -68,10 +68,14 @@
 //  8. A request body goes out beside the answer (reqbody.go), on a
 //     goroutine the exchange owns and waits for before it returns or its
 //     response is closed: the client's body is never read after its
-//     exchange. An answer that comes first reaches the client at once; a
-//     failed read of the client's body ends the exchange with that error
-//     first (too slow, too large, gone), so the gateway answers 408, 413
-//     or 499, never the 502 the cut connection would suggest. A body is
+//     exchange. Its first bytes (or its end) are read before the head is
+//     written, unless it waits for 100 Continue: a body that fails at once
+//     (a malformed first chunk size) sends the app nothing, never a head
+//     it would take for an empty request. An answer that comes first
+//     reaches the client at once; a failed read of the client's body ends
+//     the exchange with that error first, wrapped in ErrRequestBody (too
+//     slow, too large, malformed, gone), so the gateway answers 408, 413,
+//     400 or 499, never the 502 the cut connection would suggest. A body is
 //     framed by the exchange (Content-Length, or chunked with the client's
 //     trailers), never by the client's fields, and an Expect:
 //     100-continue body waits for the app's 100 Continue (at most

@@ -49,6 +49,14 @@ type Request struct {
 	// made, before anything is written to it (invariant 10); a reused one
 	// is not asked again.
 	Confirm Confirmer
+
+	// The body's first piece, read before anything is sent (readFirst),
+	// kept here so that an Exchange the caller repeats after a failed
+	// dial sends it: a bodyBuffers buffer and how much of it was read.
+	first     []byte
+	firstN    int
+	firstEOF  bool // the body ended with the first piece
+	firstRead bool
 }
 
 // Confirmer confirms whom a new connection reached: an implementation asks
@@ -58,6 +66,38 @@ type Request struct {
 // honor ctx.
 type Confirmer interface {
 	Confirm(ctx context.Context, instance, addr string) error
+}
+
+// ErrRequestBody marks a failed read of a request's body, the client's
+// (too slow, too large, malformed, cut): the error wraps it too. Nothing
+// the app sent caused it.
+var ErrRequestBody = errors.New("request body")
+
+// readFirst reads req's body until its first bytes or its end, before
+// the head goes out: a body that fails at once (a chunked body whose
+// first size line is malformed) ends the exchange before the app sees
+// anything of the request, instead of a head the app would take for a
+// request with an empty body. Not for a body held for 100 Continue: the
+// app must see the head to send it.
+func (req *Request) readFirst() error {
+	buf := bodyBuffers.Get()
+	p := buf
+	if req.ContentLength >= 0 && len(req.Trailer) == 0 {
+		p = buf[:min(int64(len(buf)), req.ContentLength)]
+	}
+	for range 100 {
+		n, err := req.Body.Read(p)
+		if err != nil && err != io.EOF {
+			bodyBuffers.Put(buf)
+			return fmt.Errorf("%w: %w", ErrRequestBody, err)
+		}
+		if n > 0 || err == io.EOF || len(p) == 0 {
+			req.first, req.firstN, req.firstEOF, req.firstRead = buf, n, err == io.EOF, true
+			return nil
+		}
+	}
+	bodyBuffers.Put(buf)
+	return fmt.Errorf("%w: %w", ErrRequestBody, io.ErrNoProgress)
 }
 
 // Caller is the caller's part of an exchange, an interface so that a
@@ -95,9 +135,16 @@ var ErrUnconfirmed = errors.New("new connection not confirmed")
 // not pooled. On error nothing is left open and the body is no longer
 // read; a failure that may be sent again wraps ErrUnanswered, a failed
 // dial is the dialer's error, and a failed read of req.Body (the client's
-// body: too slow, too large, cut) is returned as it is, before any
-// upstream failure it caused.
+// body: too slow, too large, malformed, cut) wraps ErrRequestBody and that
+// error, before any upstream failure it caused. Unless the body waits for
+// 100 Continue, its first bytes are read before anything is sent, so a
+// body that fails at once sends nothing.
 func (p *Pool) Exchange(ctx context.Context, req *Request) (*Response, error) {
+	if req.Body != nil && !req.Expect100 && !req.firstRead {
+		if err := req.readFirst(); err != nil {
+			return nil, err
+		}
+	}
 	c, reused, err := p.get(ctx, req)
 	if err != nil {
 		return nil, err

@@ -43,6 +43,11 @@ type bodyWriter struct {
 	// answered: the final head was read; a failed write no longer cuts
 	// the connection the answer is read from.
 	answered atomic.Bool
+	// The body's first piece, read before the head (Request.readFirst):
+	// its buffer, sent from first; nil if none was read.
+	first    []byte
+	firstN   int
+	firstEOF bool
 }
 
 // writeFraming writes the body's framing fields for req: Content-Length
@@ -87,6 +92,10 @@ func trailerField(k string) bool {
 // startBody starts sending req's body on c.
 func startBody(c *Conn, req *Request) *bodyWriter {
 	bw := &bodyWriter{c: c, body: req.Body, length: req.ContentLength, trailer: req.Trailer, done: make(chan struct{})}
+	if req.firstRead {
+		bw.first, bw.firstN, bw.firstEOF = req.first, req.firstN, req.firstEOF
+		req.first, req.firstRead = nil, false // the buffer is the writer's now
+	}
 	if req.Expect100 {
 		bw.cont = make(chan bool, 1)
 	}
@@ -160,10 +169,16 @@ func (bw *bodyWriter) run() {
 		}
 		t.Stop()
 		if bw.err != nil {
+			if bw.first != nil {
+				bodyBuffers.Put(bw.first)
+			}
 			return
 		}
 	}
-	buf := bodyBuffers.Get()
+	buf := bw.first
+	if buf == nil {
+		buf = bodyBuffers.Get()
+	}
 	bw.err = bw.send(buf)
 	bodyBuffers.Put(buf)
 	if bw.err != nil && (bw.readFailed || !bw.answered.Load()) {
@@ -175,19 +190,30 @@ func (bw *bodyWriter) run() {
 var bodyBuffers = NewBufferPool()
 
 // send sends the body as each read of it came: exactly length bytes, or
-// chunks then the trailers.
+// chunks then the trailers. buf holds the first piece when one was read
+// before the head (bw.first).
 func (bw *bodyWriter) send(buf []byte) error {
 	w, left := bw.c.W, bw.length
 	chunked := left < 0 || len(bw.trailer) > 0
+	first := bw.first != nil
 	for chunked || left > 0 {
-		p := buf
-		if !chunked {
-			p = buf[:min(int64(len(buf)), left)]
+		var n int
+		var err error
+		if first {
+			first, n = false, bw.firstN
+			if bw.firstEOF {
+				err = io.EOF
+			}
+		} else {
+			p := buf
+			if !chunked {
+				p = buf[:min(int64(len(buf)), left)]
+			}
+			n, err = bw.body.Read(p)
 		}
-		n, err := bw.body.Read(p)
 		if err != nil && err != io.EOF {
 			bw.readFailed = true
-			return err
+			return fmt.Errorf("%w: %w", ErrRequestBody, err)
 		}
 		if n > 0 {
 			if chunked {
@@ -205,7 +231,7 @@ func (bw *bodyWriter) send(buf []byte) error {
 		}
 		if err == io.EOF && !chunked && left > 0 {
 			bw.readFailed = true
-			return fmt.Errorf("request body: %w", io.ErrUnexpectedEOF)
+			return fmt.Errorf("%w: %w", ErrRequestBody, io.ErrUnexpectedEOF)
 		}
 		if err == io.EOF {
 			break

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
 // readRelease reads resp's body and releases it.
@@ -251,6 +253,54 @@ func TestBodyReadError(t *testing.T) {
 		}
 		if !errors.Is(err, errSlow) || errors.Is(err, ErrUnanswered) {
 			t.Fatalf("length %d: Exchange: %v, want the body's own error", cl, err)
+		}
+	}
+}
+
+// TestBodyFirstPiece: a body is read up to its first bytes before the
+// head goes out. One that fails at once sends the app nothing (not even
+// the head: it would take it for an empty request) and its error wraps
+// ErrRequestBody; the first piece of a body whose exchange failed to dial
+// goes out whole when the caller repeats the exchange elsewhere.
+func TestBodyFirstPiece(t *testing.T) {
+	t.Parallel()
+	var heads atomic.Int32
+	addr := newRawServer(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		r, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		heads.Add(1)
+		b, err := io.ReadAll(r.Body)
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(fmt.Sprintf("%q %v", b, err)), fmt.Sprintf("%q %v", b, err))
+	})
+	p := NewPool()
+	defer p.CloseIdle()
+	errBad := errors.New("invalid byte in chunk length")
+	for _, cl := range []int64{5, -1} {
+		_, err := post(t, p, context.Background(), addr, &failingBody{err: errBad}, cl, nil, false)
+		if !errors.Is(err, ErrRequestBody) || !errors.Is(err, errBad) {
+			t.Fatalf("length %d: Exchange: %v, want ErrRequestBody and the body's error", cl, err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := heads.Load(); n != 0 {
+		t.Fatalf("the app got %d request heads of bodies that failed at once, want none", n)
+	}
+	for _, cl := range []int64{11, -1} {
+		req := &Request{Instance: "inst", Addr: testkit.DeadAddr(t), Method: http.MethodPost, Path: "/up", Host: "app",
+			Body: io.MultiReader(strings.NewReader("hello "), strings.NewReader("world")), ContentLength: cl}
+		if _, err := p.Exchange(context.Background(), req); err == nil || errors.Is(err, ErrRequestBody) {
+			t.Fatalf("length %d: dial to a dead address: %v, want a dial error", cl, err)
+		}
+		req.Addr = addr
+		resp, err := p.Exchange(context.Background(), req)
+		if err != nil {
+			t.Fatalf("length %d: the repeated exchange: %v", cl, err)
+		}
+		if got := readRelease(t, resp); got != `"hello world" <nil>` {
+			t.Errorf("length %d: the app got %s, want the whole body", cl, got)
 		}
 	}
 }

@@ -75,6 +75,11 @@ func PeerAddr(remote string) netip.Addr {
 	return netip.IPv4Unspecified()
 }
 
+// Trusted reports whether a, a peer address as PeerAddr returns it, is
+// one of the trusted proxies: whether what it says of a request (client
+// address, request id) may be believed.
+func Trusted(a netip.Addr, trusted []netip.Prefix) bool { return isTrusted(a, trusted) }
+
 func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
 	for _, p := range trusted {
 		if p.Contains(a) {
