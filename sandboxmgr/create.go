@@ -223,6 +223,7 @@ func (m *Manager) runningLocked() int {
 
 func (m *Manager) markRunning(sb *sandbox) {
 	m.mu.Lock()
+	m.seenLocked(sb) // newer than a list begun before (refreshStates)
 	sb.state = runtime.StateRunning
 	m.mu.Unlock()
 }

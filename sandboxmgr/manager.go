@@ -112,12 +112,13 @@ type Manager struct {
 	trust  trust              // what says a cached endpoint may be used unchecked (recheck.go)
 	loops  loops              // background work and wakes in flight (manager_start.go)
 
-	mu        sync.RWMutex        // guards sandboxes, addrs, gen, pool, reserved, closed
+	mu        sync.RWMutex        // guards sandboxes, addrs, gen, pool, reserved, admits, closed
 	sandboxes map[string]*sandbox // by id; entries live until Remove
 	addrs     map[string]*sandbox // by IP: the record whose endpoint was last cached there (instance.go)
 	gen       uint64              // sandbox.seen's clock
 	pool      poolState
-	reserved  int // starts in flight, counted against MaxRunning
+	reserved  int        // starts in flight, counted against MaxRunning
+	admits    admissions // wakes in flight, counted against a subject's cap (admit.go)
 	closed    bool
 	wakeTimes wakeTimes // own lock; typical wake durations (failure.go)
 }

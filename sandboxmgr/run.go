@@ -26,10 +26,12 @@ type runner struct {
 	tpl      *config.Template
 	onCreate func() error
 	// subject and subjectMax: Options.Subject and SubjectMaxRunning;
-	// subjectChecked once the cap was checked for this wake.
+	// subjectChecked once the cap was checked for this wake, admitted then
+	// the end of its admission (wake calls it when the wake ends).
 	subject        string
 	subjectMax     int
 	subjectChecked bool
+	admitted       func()
 	noCreate       bool                        // Options.NoCreate
 	mayServe       func(template string) error // Options.MayServe
 	meta           map[string]string           // Options.Metadata
@@ -74,9 +76,11 @@ func (r *runner) run(ctx context.Context) (runtime.Instance, error) {
 			(errors.Is(err, runtime.ErrNotFound) || err == nil && slices.Contains([]string{runtime.StatePaused, runtime.StateExited, runtime.StateCreated}, c.State)) {
 			// About to make one more of the subject's sandboxes run.
 			r.subjectChecked = true
-			if lerr := r.m.checkSubject(ctx, r.subject, r.subjectMax); lerr != nil {
+			release, lerr := r.m.admitSubject(ctx, r.id, r.subject, r.subjectMax)
+			if lerr != nil {
 				return runtime.Instance{}, lerr
 			}
+			r.admitted = release
 		}
 		switch {
 		case errors.Is(err, runtime.ErrForeign):
@@ -325,7 +329,14 @@ func (m *Manager) start(ctx context.Context, sb *sandbox, ctr string) error {
 }
 
 // refreshStates re-reads every owned instance's state from the runtime.
+// A record updated after the list began (a start this manager made, an
+// event) knows more than the list and keeps its state: a start that ended
+// while the list was taken must not be counted stopped again (acquireStart
+// would admit one more than MaxRunning).
 func (m *Manager) refreshStates(ctx context.Context) error {
+	m.mu.RLock()
+	gen := m.gen
+	m.mu.RUnlock()
 	list, err := m.listOwned(ctx)
 	if err != nil {
 		return err
@@ -339,6 +350,9 @@ func (m *Manager) refreshStates(ctx context.Context) error {
 	var gone []string
 	m.mu.Lock()
 	for id, sb := range m.sandboxes {
+		if sb.seen > gen {
+			continue
+		}
 		sb.state = states[id].State
 		switch {
 		case sb.state != runtime.StateRunning:

@@ -35,10 +35,12 @@ type Options struct {
 	// for it carries runtime.LabelSubject.
 	Subject string
 	// SubjectMaxRunning, with Subject: a wake that would make one more of
-	// the subject's sandboxes run while the runtime lists that many running
-	// fails with *SubjectLimitError (two replicas at once can each admit
-	// one). Such a wake never claims from the pool (a claimed container's
-	// labels cannot change, so it could not be counted).
+	// the subject's sandboxes run while that many others run (listed by the
+	// runtime) or are being woken by this manager fails with
+	// *SubjectLimitError. Exact on one manager; replicas see each other's
+	// only once running, so each may admit up to the cap at the same time.
+	// Such a wake never claims from the pool (a claimed container's labels
+	// cannot change, so it could not be counted).
 	SubjectMaxRunning int
 	// OnCreate, if set, is called right before a container is created (not
 	// started or unpaused); its error fails the wake (wrapped). The gateway
@@ -245,6 +247,13 @@ func (m *Manager) wake(ctx context.Context, sb *sandbox, tpl *config.Template, o
 	r := runner{m: m, sb: sb, id: sb.id, name: m.name(sb.id), tpl: tpl, onCreate: opts.OnCreate, noCreate: opts.NoCreate,
 		subject: opts.Subject, subjectMax: opts.SubjectMaxRunning,
 		mayServe: opts.MayServe, meta: opts.Metadata, log: log, action: "found running", removals: removals}
+	// Admitted against the subject's cap until the wake ends: by then its
+	// instance runs (and is listed) or never will.
+	defer func() {
+		if r.admitted != nil {
+			r.admitted()
+		}
+	}()
 	c, err := r.run(ctx)
 	if err == nil && opts.Created != nil && (r.action == "created" || r.claimed) {
 		opts.Created()
