@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/previewgate/previewgate/config"
 	"github.com/previewgate/previewgate/internal/testing/dockertest"
+	"github.com/previewgate/previewgate/internal/testing/mgrtest"
 	"github.com/previewgate/previewgate/internal/testing/testkit"
 )
 
@@ -33,12 +35,25 @@ func TestDockerParallelFirstRequestsCapped(t *testing.T) {
 			c.Limits.MaxRunning = 2
 			c.Limits.CreatesPerSubjectPerHour = -1
 		}, http.StatusServiceUnavailable, "busy"},
+		{"max_running with a warm pool", func(c *config.Config) {
+			c.Limits.MaxRunning = 2
+			c.Limits.CreatesPerSubjectPerHour = -1
+			c.Templates["app"].Pool = 4 // claims count like starts
+		}, http.StatusServiceUnavailable, "busy"},
 		{"creates_per_subject_per_hour", func(c *config.Config) { c.Limits.CreatesPerSubjectPerHour = 2 },
 			http.StatusTooManyRequests, "create_quota"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newDockerEnv(t, tc.edit)
+			if pool := e.cfg.Templates["app"].Pool; pool > 0 {
+				for deadline := time.Now().Add(60 * time.Second); e.mgr.Manager.PoolSize("app") < pool; {
+					if time.Now().After(deadline) {
+						t.Fatalf("got a pool of %d after 60s, want %d", e.mgr.Manager.PoolSize("app"), pool)
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
 			const n, capped = 6, 2
 			ids := make([]string, n)
 			for i := range ids {
@@ -48,22 +63,27 @@ func TestDockerParallelFirstRequestsCapped(t *testing.T) {
 			if len(got[200]) != capped || len(got[tc.status]) != n-capped {
 				t.Fatalf("got %v, want %d answered 200 and %d %d %s", got, capped, n-capped, tc.status, tc.code)
 			}
+			// By name: a claimed pool container keeps its pool labels.
+			byName := make(map[string]string)
+			for _, c := range dockertest.Containers(t, e.cli, dockertest.LabelCase+"="+e.labels[dockertest.LabelCase]) {
+				byName[strings.TrimPrefix(c.Names[0], "/")] = c.State
+			}
 			for _, c := range got[tc.status] {
 				if c.code != tc.code {
 					t.Errorf("%s: got code %q, want %q", c.id, c.code, tc.code)
 				}
-				if l := e.containers(c.id); len(l) != 0 {
-					t.Errorf("%s: got %d containers for a refused request, want none", c.id, len(l))
+				if st, ok := byName[mgrtest.Name(e.labels, c.id)]; ok {
+					t.Errorf("%s: got a container (%s) for a refused request, want none", c.id, st)
 				}
 			}
 			running := 0
-			for _, c := range dockertest.Containers(t, e.cli, dockertest.LabelCase+"="+e.labels[dockertest.LabelCase]) {
-				if c.State == "running" {
+			for _, id := range ids {
+				if byName[mgrtest.Name(e.labels, id)] == "running" {
 					running++
 				}
 			}
 			if running != capped {
-				t.Errorf("got %d containers running, want %d", running, capped)
+				t.Errorf("got %d sandboxes running, want %d", running, capped)
 			}
 		})
 	}

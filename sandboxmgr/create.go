@@ -152,19 +152,9 @@ func (m *Manager) spec(id string, tpl *config.Template) (runtime.Spec, error) {
 // The returned func gives both back; by then a started sandbox is counted
 // as running through its state.
 func (m *Manager) acquireStart(ctx context.Context) (release func(), err error) {
-	if !m.reserve() {
-		// The count may be stale: ask the runtime once before refusing.
-		if err := m.refreshStates(ctx); err != nil {
-			return nil, err
-		}
-		if !m.reserve() {
-			return nil, fmt.Errorf("%w: %d sandboxes running or starting", ErrCapacity, m.starts.maxRunning.Load())
-		}
-	}
-	unreserve := func() {
-		m.mu.Lock()
-		m.reserved--
-		m.mu.Unlock()
+	unreserve, err := m.reserveRunning(ctx)
+	if err != nil {
+		return nil, err
 	}
 	select {
 	case m.starts.queued <- struct{}{}:
@@ -196,6 +186,27 @@ func (m *Manager) acquireStart(ctx context.Context) (release func(), err error) 
 		m.starts.inFlight.Add(-1)
 		<-m.starts.slots
 		unreserve()
+	}, nil
+}
+
+// reserveRunning counts one more running sandbox (a start, or a claim
+// from the pool) against MaxRunning until unreserve; ErrCapacity if there
+// is no room. Whoever makes it run marks its record running before
+// calling unreserve, so it is counted all along.
+func (m *Manager) reserveRunning(ctx context.Context) (unreserve func(), err error) {
+	if !m.reserve() {
+		// The count may be stale: ask the runtime once before refusing.
+		if err := m.refreshStates(ctx); err != nil {
+			return nil, err
+		}
+		if !m.reserve() {
+			return nil, fmt.Errorf("%w: %d sandboxes running or starting", ErrCapacity, m.starts.maxRunning.Load())
+		}
+	}
+	return func() {
+		m.mu.Lock()
+		m.reserved--
+		m.mu.Unlock()
 	}, nil
 }
 

@@ -23,7 +23,8 @@ import (
 // claims one by renaming it to previewgate-<id>. The name is the binding
 // (labels cannot change after create), so a claim survives a restart.
 // Refills run in the background within the start cap; a ready pool
-// container is not counted against MaxRunning.
+// container is not counted against MaxRunning, a claimed one is, from the
+// claim on (a claim with no room is refused, like a start).
 //
 // Where claims are atomic across replicas (Capabilities.SharedPool:
 // Kubernetes) there is one pool per deployment (#26): every replica's view

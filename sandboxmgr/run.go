@@ -204,8 +204,10 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 	err = errNoPool
 	if tpl.Pool > 0 && tpl.Workspace == nil && r.subjectMax == 0 && len(r.meta) == 0 && m.poolEnv(tpl) && (r.action == "created" || r.action == "adopted") {
 		var made string
-		if made, err = m.claim(ctx, r.id, tpl); err == nil {
+		if made, err = r.claim(ctx, tpl); err == nil {
 			r.action, r.claimed, r.made = "claimed from pool", true, made
+		} else if errors.Is(err, ErrCapacity) {
+			return true, err // a create would find no room either
 		} else if !errors.Is(err, runtime.ErrNameTaken) && !errors.Is(err, errNoPool) {
 			r.log.WarnContext(ctx, "pool claim failed, creating", "err", err)
 			err = errNoPool
@@ -230,6 +232,22 @@ func (r *runner) absent(ctx context.Context, kept bool) (final bool, err error) 
 		err = sleep(ctx, 20*time.Millisecond)
 	}
 	return false, err
+}
+
+// claim claims a pool container for the sandbox. A claimed container runs
+// already; from the claim on it is a sandbox, counted against MaxRunning
+// like a start (reserveRunning), so a pool does not let more run.
+func (r *runner) claim(ctx context.Context, tpl *config.Template) (string, error) {
+	unreserve, err := r.m.reserveRunning(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer unreserve()
+	made, err := r.m.claim(ctx, r.id, tpl)
+	if err == nil {
+		r.m.markRunning(r.sb)
+	}
+	return made, err
 }
 
 // awaitApp records running container c as id's current run, waits until
