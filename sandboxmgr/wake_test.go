@@ -433,3 +433,46 @@ func TestReadyClock(t *testing.T) {
 		t.Error("resume after firing armed the timer again")
 	}
 }
+
+// staleList answers its first List with what the engine had when called,
+// once released: a recount whose list was taken before a start.
+type staleList struct {
+	*fakeEngine
+	listed, release chan struct{}
+	once            sync.Once
+}
+
+func (s *staleList) List(ctx context.Context, labels map[string]string) ([]runtime.Instance, error) {
+	list, err := s.fakeEngine.List(ctx, labels)
+	first := false
+	s.once.Do(func() { first = true })
+	if first {
+		close(s.listed)
+		<-s.release
+	}
+	return list, err
+}
+
+// TestCapacityRecountNotStale: a recount whose list was taken before a
+// start ended does not count that sandbox stopped again, which would let
+// one more start than MaxRunning.
+func TestCapacityRecountNotStale(t *testing.T) {
+	t.Parallel()
+	f := &staleList{fakeEngine: newFake(), listed: make(chan struct{}), release: make(chan struct{})}
+	m := New(Config{MaxRunning: 1}, f, nil, nil)
+	t.Cleanup(func() { m.Close() })
+	tpl := appListener(t)
+	recounted := make(chan error, 1)
+	go func() { recounted <- m.refreshStates(t.Context()) }()
+	<-f.listed // the list has no a
+	if _, err := m.Ensure(t.Context(), "a", tpl); err != nil {
+		t.Fatal(err)
+	}
+	close(f.release)
+	if err := <-recounted; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Ensure(t.Context(), "b", tpl); !errors.Is(err, ErrCapacity) {
+		t.Fatalf("b after a stale recount: got %v, want ErrCapacity (a runs, cap 1)", err)
+	}
+}
