@@ -74,14 +74,14 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, t *target) {
 			continue
 		}
 		if err != nil {
-			p.errorHandler(w, r, clientBodyError(r, t, err))
+			p.errorHandler(w, r, t, clientBodyError(r, t, err))
 			return
 		}
 		if resp.Status == http.StatusSwitchingProtocols {
 			// Nobody asked for a protocol switch: what follows is not HTTP
 			// the client could be handed.
 			upstream.Release(resp) // closes the connection: a 101 is never reused
-			p.errorHandler(w, r, errUnrequestedSwitch)
+			p.errorHandler(w, r, t, errUnrequestedSwitch)
 			return
 		}
 		p.copyResponse(w, resp, t)

@@ -119,3 +119,36 @@ func TestOutOfMemoryMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestReensureOutputTokenOnly: a request already proxied whose sandbox
+// then fails to start again (its dial refused, the re-ensure failing
+// with the app's output) shows that output to a holder of the sandbox's
+// token only: a visitor of a public sandbox (or a share link's) gets the
+// failure without it, as before proxying (#37, the fresh attack).
+func TestReensureOutputTokenOnly(t *testing.T) {
+	t.Parallel()
+	for _, fe := range frontEnds {
+		t.Run(fe.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.Templates["app"].Public = true
+			tok := testkit.Mint(t, cfg, "abc", time.Hour)
+			for _, tc := range []struct {
+				name, tok string
+				want      bool
+			}{{"anonymous", "", false}, {"token", tok, true}} {
+				sb := &fakeSandboxes{exists: true, addrs: []string{testkit.DeadAddr(t)}, late: &sandboxmgr.StartError{
+					Reason: sandboxmgr.ReasonExited, ExitCode: 1, Logs: []string{"SECRET-LINE-of-the-app"}, Err: errors.New("exited")}}
+				_, srv := startGatewayOpts(t, cfg, sb, Options{NetHTTPOnly: fe.netHTTPOnly})
+				resp := testkit.Request(t, srv, "GET", "sandbox-abc."+testDomain, "/", tc.tok)
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if sb.ensures.Load() < 2 {
+					t.Fatalf("%s: %d ensures, want the re-ensure after the refused dial (got %d %s)", tc.name, sb.ensures.Load(), resp.StatusCode, body)
+				}
+				if got := strings.Contains(string(body), "SECRET-LINE"); got != tc.want {
+					t.Errorf("%s: the app's output in the answer = %v, want %v: %d %s", tc.name, got, tc.want, resp.StatusCode, body)
+				}
+			}
+		})
+	}
+}

@@ -32,6 +32,8 @@ type fakeSandboxes struct {
 	addrs   []string // successive endpoints handed out; the last repeats
 	inst    string   // the instance they name ("": none)
 	err     error
+	late    error // what every Ensure after the first answers, if set (a re-ensure)
+	exists  bool  // Known: the sandbox has an instance (of template app)
 	ensures atomic.Int32
 	forgets atomic.Int32
 	lookups atomic.Int32 // Wake, Progress: the wake machinery (Cached is decide's snapshot, memory only)
@@ -43,7 +45,9 @@ type fakeSandboxes struct {
 }
 
 func (f *fakeSandboxes) Ensure(ctx context.Context, id string, tpl *config.Template) (sandboxmgr.Endpoint, error) {
-	f.ensures.Add(1)
+	if f.ensures.Add(1) > 1 && f.late != nil {
+		return sandboxmgr.Endpoint{}, f.late
+	}
 	if f.err != nil {
 		return sandboxmgr.Endpoint{}, f.err
 	}
@@ -67,7 +71,12 @@ func (f *fakeSandboxes) Cached(id string) (sandboxmgr.Endpoint, bool) {
 }
 
 // Known knows no sandbox: the route's template governs, as for a new one.
-func (f *fakeSandboxes) Known(string) (string, bool)                       { return "", false }
+func (f *fakeSandboxes) Known(string) (string, bool) {
+	if f.exists {
+		return "app", true
+	}
+	return "", false
+}
 func (f *fakeSandboxes) Wake(string, *config.Template, sandboxmgr.Options) { f.lookups.Add(1) }
 func (f *fakeSandboxes) Progress(string) sandboxmgr.Progress {
 	return sandboxmgr.Progress{Phase: sandboxmgr.PhaseReady}

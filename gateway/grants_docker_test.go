@@ -115,8 +115,9 @@ type sseStream struct {
 	err  error // how it ended
 }
 
-// openSSE asks host's /sse for a minute of events through r with hdr,
-// and reads them on a goroutine until the stream ends.
+// openSSE asks host's /sse for a minute of events through r with hdr
+// (Accept: text/event-stream unless hdr sets another), and reads them on
+// a goroutine until the stream ends.
 func openSSE(t *testing.T, r *linkReplica, host string, hdr ...string) *sseStream {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -125,7 +126,7 @@ func openSSE(t *testing.T, r *linkReplica, host string, hdr ...string) *sseStrea
 	req.Host = host
 	req.Header.Set("Accept", "text/event-stream")
 	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Add(hdr[i], hdr[i+1])
+		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -191,6 +192,9 @@ func streamsEndWithGrant(t *testing.T, cfg *config.Config, mc mgrtest.Config) {
 		cookie := cookieOf(pq)
 		onA, onB := openWS(t, a, host, "Cookie", cookie), openWS(t, b, host, "Cookie", cookie)
 		sse := openSSE(t, b, host, "Cookie", cookie)
+		// The client decides what it calls a stream: one that does not
+		// say so ends with its link too.
+		bare := openSSE(t, b, host, "Cookie", cookie, "Accept", "*/*")
 		// A stream whose app has not answered yet when the link is
 		// revoked gets the answer a new request would.
 		before := make(chan string, 1)
@@ -213,6 +217,7 @@ func streamsEndWithGrant(t *testing.T, cfg *config.Config, mc mgrtest.Config) {
 		wantClosed(t, "link WebSocket on the replica that revoked", onA, here, CloseGrantEnded, reasonRevoked)
 		wantClosed(t, "link WebSocket on the other replica", onB, there, CloseGrantEnded, reasonRevoked)
 		sse.wantEnded(t, "link SSE on the other replica", there)
+		bare.wantEnded(t, "link SSE asked for without Accept: text/event-stream", there)
 		wantOpen(t, "token WebSocket", withToken)
 	})
 

@@ -35,7 +35,8 @@ type target struct {
 	host     outbound.Host // what Host (and Origin) the app sees (host.go hostModeFor)
 	timing   *meter.Timing // the request waited for a wake: Server-Timing; else nil
 	fields   directFields  // the exchange's outbound fields (direct.go)
-	stream   *stream       // a stream admitted without a token (grants.go); nil: none
+	stream   *stream       // an answer admitted without a token (grants.go); nil: none
+	by       tokenless     // how the request got in: a failed start's output is for token holders
 }
 
 // poolKey is what upstream connections to t are pooled under: its
@@ -132,8 +133,10 @@ func (p *proxy) upstreamAddr(u *url.URL) (string, *tls.Config) {
 	return net.JoinHostPort(u.Hostname(), port), tc
 }
 
-// errorHandler maps transport failures to honest statuses.
-func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+// errorHandler maps transport failures to honest statuses. A failed
+// re-ensure's answer carries the app's output only to a holder of the
+// sandbox's token (as serveSandbox's own ensure error does).
+func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, t *target, err error) {
 	var herr *httpError
 	switch {
 	case errors.As(err, &herr):
@@ -171,6 +174,9 @@ func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 	default:
 		herr = &httpError{Status: http.StatusBadGateway, Code: "upstream_failed",
 			Msg: "The app refused or broke the connection.", Err: err}
+	}
+	if herr.Logs != nil && !holdsToken(r, t.by, t.verifier, t.sandbox) {
+		herr.Logs = nil // a failed start's output: for token holders only
 	}
 	p.g.fail(w, r, herr)
 }

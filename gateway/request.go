@@ -159,19 +159,21 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, d *decisi
 	pt := &st.t
 	if long {
 		cl = append(cl, d.h.Hold())
-		if d.by != withToken {
-			// The stream ends with the link or "public" that let it in.
-			var release func()
-			r, pt.stream, release = g.streams.open(r, d)
-			cl = append(cl, release)
-		}
+	}
+	if d.by != withToken {
+		// Its answer ends with the link or "public" that let it in. Every
+		// answer, not only those the client calls streams: an SSE body
+		// asked for without Accept: text/event-stream is one too.
+		var release func()
+		r, pt.stream, release = g.streams.open(r, d)
+		cl = append(cl, release)
 	}
 	handedOff = true
 	// Field by field into st's zero target, not a composite literal: the
 	// literal's temporary would sit in this frame on every request's
 	// stack (see logAccess).
 	pt.sandbox, pt.port, pt.addr, pt.instance = d.rt.sandbox, d.rt.port, wire.PortAddr(ep.Addr, d.rt.port), ep.Instance
-	pt.tpl, pt.verifier, pt.timing, pt.h = tpl, d.t.verifier, timing, d.h
+	pt.tpl, pt.verifier, pt.timing, pt.h, pt.by = tpl, d.t.verifier, timing, d.h, d.by
 	pt.host = hostModeFor(tpl, r)
 	g.proxy.serve(w, r, pt, cl)
 	if pt.stream != nil && !st.sw.Answered() {

@@ -62,7 +62,7 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 	out := p.upgradeRequest(r.WithContext(ctx), t)
 	back, err := p.dialUpgrade(ctx, out, t)
 	if err != nil {
-		p.errorHandler(w, r, err)
+		p.errorHandler(w, r, t, err)
 		return
 	}
 	stopBack := context.AfterFunc(ctx, func() { back.Close() })
@@ -79,7 +79,7 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 	client, err := uw.Take(back, br, res, out)
 	if err != nil {
 		if !uw.Hijacked() {
-			p.errorHandler(w, r, err)
+			p.errorHandler(w, r, t, err)
 		}
 		return
 	}
@@ -102,7 +102,7 @@ func (p *proxy) serveUpgrade(w http.ResponseWriter, r *http.Request, t *target, 
 func (p *proxy) handshake(w http.ResponseWriter, r, out *http.Request, back net.Conn, t *target) (*upstream.Response, *bufio.Reader, bool) {
 	res, br, err := tunnel.Handshake(back, out, r.Header.Get("Upgrade"), func(ir *upstream.Response) { upstream.ForwardInterim(w, ir.Status, ir.Header) })
 	if err != nil {
-		p.errorHandler(w, r, err)
+		p.errorHandler(w, r, t, err)
 		return nil, nil, false
 	}
 	if res.Status != http.StatusSwitchingProtocols {
