@@ -57,7 +57,8 @@ func TestSettingsFreshness(t *testing.T) {
 	if _, fresh := r.Settings("x"); fresh {
 		t.Error("a reload older than the bound: fresh, want stale")
 	}
-	if _, fresh := r.Refresh(t.Context(), "x"); !fresh {
+	<-r.refresh(t.Context(), "x")
+	if _, fresh := r.Settings("x"); !fresh {
 		t.Error("after a refresh of the record: stale, want fresh")
 	}
 	if _, fresh := r.Settings("y"); fresh {
@@ -136,7 +137,8 @@ func TestReloadKeepsNewerReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Millisecond) // the on-demand read begins after the list did
-	if ls, _ := here.RefreshLinks(t.Context(), "x"); len(ls) != 1 {
+	<-here.refresh(t.Context(), "x")
+	if ls, _ := here.Links("x"); len(ls) != 1 {
 		t.Fatalf("on-demand read: %d links, want 1", len(ls))
 	}
 	close(st.release)
