@@ -13,7 +13,9 @@
 //     by html/template on the error page, by the JSON encoder in JSON and on
 //     the stream, and the waiting page's script sets it with textContent only.
 //  2. The pages are self-contained (embedded files): no asset, style or
-//     script from anywhere else, and no script but the waiting page's own.
+//     script from anywhere else, and no script but the waiting page's own
+//     and an error page's that reloads it (Failure.Reload: a bounded
+//     number of times, text set with textContent only).
 //  3. An error answer is HTML when the client's Accept names text/html, JSON
 //     ({"error", "code", ...}) otherwise; every answer is sent with
 //     Cache-Control: no-store and X-Content-Type-Options: nosniff.
