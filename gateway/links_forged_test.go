@@ -13,10 +13,11 @@ import (
 	"github.com/previewgate/previewgate/records"
 )
 
-// heldStore is a records.Store whose reads, once held, block until
-// released, whatever their context says; it says when a read began and
-// counts those that ended.
+// heldStore is a records.Store (reads only) whose reads, once held,
+// block until released, whatever their context says; it says when a read
+// began and counts those that ended.
 type heldStore struct {
+	records.Store
 	mu      sync.Mutex
 	held    bool
 	ended   int
@@ -39,14 +40,6 @@ func (s *heldStore) ListRecords(context.Context, map[string]string) (map[string]
 		s.mu.Unlock()
 	}
 	return map[string]records.Record{}, nil
-}
-
-func (s *heldStore) PutRecord(context.Context, string, string, []byte, map[string]string) (string, error) {
-	return "", records.ErrNoRecords
-}
-
-func (s *heldStore) DeleteRecord(context.Context, string, string, map[string]string) error {
-	return records.ErrNoRecords
 }
 
 // forgedLink is a share link of the right shape, expiring in an hour,
