@@ -22,6 +22,8 @@ type httpError struct {
 	Msg        string // safe to show
 	Err        error  // internal detail for the log; may be nil
 	RetryAfter int    // seconds; 0 means no Retry-After header
+	// Reload: a browser's page tries again by itself (pages.Failure).
+	Reload bool
 	// A failed start (#16): why (a sandboxmgr.Reason* constant), the app's
 	// exit code and its last output. The output is the sandbox's, hostile:
 	// sanitized by the manager, bounded and escaped by internal/pages.
@@ -100,7 +102,7 @@ func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, e *httpError) {
 			"status", e.Status, "code", e.Code, "err", e.Err)
 	}
 	pages.Error(w, r, pages.Failure{Status: e.Status, Code: e.Code, Msg: e.Msg, RetryAfter: e.RetryAfter,
-		Reason: e.Reason, ExitCode: e.ExitCode, Logs: e.Logs})
+		Reload: e.Reload, Reason: e.Reason, ExitCode: e.ExitCode, Logs: e.Logs})
 }
 
 func authError(err error) *httpError {

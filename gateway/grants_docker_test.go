@@ -185,11 +185,20 @@ func streamsEndWithGrant(t *testing.T, cfg *config.Config, mc mgrtest.Config) {
 	here := grantSweep + 2*time.Second
 	there := mc.RecheckEvery + grantSweep + 3*time.Second
 	cookieOf := func(pq string) string { return "previewgate_link=" + pq[strings.Index(pq, "=")+1:] }
+	// openedOnB: the page the app's streams come from is opened on b
+	// first, as a browser does (b reads the new link meanwhile).
+	openedOnB := func(t *testing.T, pq string) {
+		t.Helper()
+		if resp, _, _ := openLink(t, b.srv, host, pq); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("open the link on b: got %d, want 303", resp.StatusCode)
+		}
+	}
 	withToken := openWS(t, b, host, "Authorization", "Bearer "+tok)
 
 	t.Run("revoke", func(t *testing.T) {
 		pq, lid := mintLink(t, a.admin.URL, id, `{"ttl":"10m"}`)
 		cookie := cookieOf(pq)
+		openedOnB(t, pq)
 		onA, onB := openWS(t, a, host, "Cookie", cookie), openWS(t, b, host, "Cookie", cookie)
 		sse := openSSE(t, b, host, "Cookie", cookie)
 		// The client decides what it calls a stream: one that does not
@@ -224,6 +233,7 @@ func streamsEndWithGrant(t *testing.T, cfg *config.Config, mc mgrtest.Config) {
 	t.Run("expire", func(t *testing.T) {
 		pq, _ := mintLink(t, a.admin.URL, id, `{"ttl":"4s"}`)
 		t0 := time.Now()
+		openedOnB(t, pq)
 		c := openWS(t, b, host, "Cookie", cookieOf(pq))
 		wantClosed(t, "link WebSocket at the link's expiry", c, 4*time.Second+here, CloseGrantEnded, reasonExpired)
 		if took := time.Since(t0); took < 3*time.Second {
@@ -254,6 +264,7 @@ func streamsEndWithGrant(t *testing.T, cfg *config.Config, mc mgrtest.Config) {
 	t.Run("remove", func(t *testing.T) {
 		pq, _ := mintLink(t, a.admin.URL, id, `{"ttl":"10m"}`)
 		cookie := cookieOf(pq)
+		openedOnB(t, pq)
 		onA, onB := openWS(t, a, host, "Cookie", cookie), openWS(t, b, host, "Cookie", cookie)
 		if st, _ := adminCall(t, a.admin.URL, "DELETE", "/admin/sandboxes/"+id, ""); st != 200 {
 			t.Fatalf("remove sandbox: got %d", st)

@@ -48,6 +48,11 @@ func linkError(err error) *httpError {
 	case errors.Is(err, links.ErrExpired):
 		return &httpError{Status: http.StatusGone, Code: "link_expired", Err: err,
 			Msg: "This share link has expired. Ask whoever shared it for a new one."}
+	case errors.Is(err, links.ErrUnknown):
+		// Made up, or minted on another replica a moment ago: the same
+		// answer either way, and whether the sandbox exists or not.
+		return &httpError{Status: http.StatusUnauthorized, Code: "link_invalid", Err: err, RetryAfter: 1, Reload: true,
+			Msg: "This share link is not valid, or it was made a moment ago and is not known here yet: trying again for a few seconds."}
 	case errors.Is(err, links.ErrScope):
 		return &httpError{Status: http.StatusForbidden, Code: "link_scope", Err: err,
 			Msg: "This share link does not open this address: it is for another port or path of the preview."}

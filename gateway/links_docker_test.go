@@ -115,6 +115,23 @@ func get(t *testing.T, srv *httptest.Server, host, path string, hdr ...string) (
 	return resp, string(b)
 }
 
+// openLink opens a share link on srv as a browser would: a page that
+// tries again by itself (a link this replica has not read yet; the
+// gateway re-reads its record meanwhile) is followed as the page does,
+// pages.ReloadTries times at most. It returns the last answer and how
+// many times the page tried again.
+func openLink(t *testing.T, srv *httptest.Server, host, path string, hdr ...string) (*http.Response, string, int) {
+	t.Helper()
+	hdr = append(hdr, "Accept", "text/html")
+	for tries := 0; ; tries++ {
+		resp, body := get(t, srv, host, path, hdr...)
+		if tries == pages.ReloadTries || resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "location.reload()") || resp.Header.Get("Retry-After") != "1" {
+			return resp, body, tries
+		}
+		time.Sleep(time.Second) // the page's pause
+	}
+}
+
 // eventually polls f every 100ms until it is true or within passes.
 func eventually(t *testing.T, within time.Duration, what string, f func() bool) time.Duration {
 	t.Helper()
@@ -234,8 +251,10 @@ func shareLinks(t *testing.T, cfg *config.Config, mc mgrtest.Config, records fun
 
 	pq, lid := mintLink(t, a.admin.URL, id, `{"ttl":"10m","path":"/docs"}`)
 	secret := pq[strings.Index(pq, "=")+1:]
-	// Opened on the other replica at once: it reloads the record on demand.
-	resp, _ := get(t, b.srv, host, pq)
+	// Opened on the other replica at once: it re-reads the record on
+	// demand, the page trying again meanwhile.
+	resp, _, tries := openLink(t, b.srv, host, pq)
+	t.Logf("opened on the other replica after %d tries of the page", tries)
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/docs" {
 		t.Fatalf("open link: got %d Location %q, want 303 /docs", resp.StatusCode, resp.Header.Get("Location"))
 	}
@@ -261,6 +280,11 @@ func shareLinks(t *testing.T, cfg *config.Config, mc mgrtest.Config, records fun
 	// only (cross-site WebSocket hijacking).
 	pqRoot, _ := mintLink(t, a.admin.URL, id, `{"ttl":"10m"}`)
 	rootCookie := "previewgate_link=" + pqRoot[strings.Index(pqRoot, "=")+1:]
+	// The page the app's WebSocket comes from is opened first (b reads
+	// the new link meanwhile).
+	if resp, _, _ := openLink(t, b.srv, host, pqRoot); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("open the root link on b: got %d, want 303", resp.StatusCode)
+	}
 	wsURL := "ws" + strings.TrimPrefix(b.srv.URL, "http") + "/ws"
 	for origin, want := range map[string]bool{"http://" + host: true, "https://evil.example": false, "": false} {
 		h := http.Header{"Cookie": {rootCookie}}

@@ -32,7 +32,7 @@ func TestDockerGrantsEndWhileRecordsFail(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "replica b knows the sandbox", func() bool { _, ok := b.mgr.Known(id); return ok })
 	pq, linkID := mintLink(t, a.admin.URL, id, `{"ttl":"10m","path":"/"}`)
-	resp, _ := get(t, b.srv, host, pq)
+	resp, _, _ := openLink(t, b.srv, host, pq)
 	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
 		t.Fatalf("open the link on b: got %d %v, want 303 and a cookie", resp.StatusCode, resp.Cookies())
 	}

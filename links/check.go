@@ -17,14 +17,22 @@ type Records interface {
 	// Links are id's links as this replica holds them (no store call),
 	// and whether that copy is recent enough to grant access on.
 	Links(id string) ([]Link, bool)
-	// RefreshLinks reloads them, at most once a second per sandbox.
-	RefreshLinks(ctx context.Context, id string) ([]Link, bool)
+	// RefreshLinks starts a reload of them from the store, at most one a
+	// second per sandbox, and returns at once: the request that asked is
+	// answered from the copy it has, a later one sees what was read.
+	RefreshLinks(ctx context.Context, id string)
 }
 
 // Why a link was refused (besides auth.ErrOrigin, for an upgrade from
 // another origin).
 var (
-	ErrInvalid     = errors.New("share link not valid")
+	ErrInvalid = errors.New("share link not valid")
+	// ErrUnknown: no kept link has this token's id, as this replica knows
+	// them. It may be made up, or minted on another replica a moment ago:
+	// the reload it started finds it within a second or so, so the answer
+	// says to try again (for a browser, a page that does so by itself).
+	// It is also ErrInvalid.
+	ErrUnknown     = fmt.Errorf("%w, or not seen here yet", ErrInvalid)
 	ErrExpired     = errors.New("share link expired")
 	ErrRevoked     = errors.New("share link revoked")
 	ErrScope       = errors.New("share link for another port or path")
@@ -61,13 +69,15 @@ func Check(r *http.Request, v *auth.Verifier, recs Records, tg Target, tok strin
 		if !claimed.After(now) {
 			return Link{}, ErrExpired
 		}
-		return Link{}, ErrInvalid
+		return Link{}, ErrUnknown
 	}
 	ls, fresh := recs.Links(tg.Sandbox)
 	l, found := find(ls, id)
 	if (!found || !fresh) && claimed.After(now) {
-		ls, fresh = recs.RefreshLinks(r.Context(), tg.Sandbox)
-		l, found = find(ls, id)
+		// Read again for the next request; this one is answered from the
+		// copy at hand, at once (promise 2: no wait tells the sandbox
+		// exists, and a made-up link holds nobody).
+		recs.RefreshLinks(r.Context(), tg.Sandbox)
 	}
 	switch {
 	case !fresh && claimed.After(now):
@@ -82,7 +92,7 @@ func Check(r *http.Request, v *auth.Verifier, recs Records, tg Target, tok strin
 		// its token still says when it ended.
 		return Link{}, ErrExpired
 	case !found:
-		return Link{}, ErrInvalid
+		return Link{}, ErrUnknown
 	}
 	if l.Port != tg.Port || !RequestWithin(r.URL, l.Path) && !tg.AnyPath {
 		return Link{}, ErrScope

@@ -13,7 +13,8 @@ import (
 )
 
 // fakeRecords is a Records whose copy is fresh or not; refresh, if set,
-// is what a reload finds. It counts reloads.
+// is what a reload finds, seen by the next request (a reload does not
+// hold the one that asked). It counts reloads.
 type fakeRecords struct {
 	kept     []Link
 	fresh    bool
@@ -24,13 +25,12 @@ type fakeRecords struct {
 
 func (f *fakeRecords) Links(string) ([]Link, bool) { return f.kept, f.fresh }
 
-func (f *fakeRecords) RefreshLinks(context.Context, string) ([]Link, bool) {
+func (f *fakeRecords) RefreshLinks(context.Context, string) {
 	f.reloads++
 	if f.refresh != nil {
 		f.kept = *f.refresh
 	}
 	f.fresh = f.fresh || f.reloaded
-	return f.kept, f.fresh
 }
 
 func verifier(t *testing.T) *auth.Verifier {
@@ -109,25 +109,33 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// TestCheckReloads: an unknown link reloads the records once (a link
-// minted on another replica); a stale copy grants nothing unless a
-// reload freshens it.
+// TestCheckReloads: an unknown link starts a reload of the records (a
+// link minted on another replica) and is refused as unknown, as for a
+// sandbox that does not exist; the next request, after the reload, is
+// granted. A stale copy grants nothing until a reload freshens it.
 func TestCheckReloads(t *testing.T) {
 	v := verifier(t)
 	tok, l := mint(t, time.Now().Add(time.Hour), 3000, "/")
 	minted := []Link{l}
 
 	recs := &fakeRecords{fresh: true, refresh: &minted}
+	if _, err := Check(get("/"), v, recs, target, tok); !errors.Is(err, ErrUnknown) || recs.reloads != 1 {
+		t.Errorf("minted elsewhere, first request: err %v after %d reloads, want ErrUnknown and 1 reload", err, recs.reloads)
+	}
+	if _, err := Check(get("/"), v, recs, Target{Port: 3000}, tok); !errors.Is(err, ErrUnknown) {
+		t.Errorf("no such sandbox: err %v, want ErrUnknown, as for an existing one", err)
+	}
 	if _, err := Check(get("/"), v, recs, target, tok); err != nil || recs.reloads != 1 {
-		t.Errorf("minted elsewhere: err %v after %d reloads, want a grant after 1", err, recs.reloads)
+		t.Errorf("minted elsewhere, next request: err %v after %d reloads, want a grant and no other reload", err, recs.reloads)
 	}
 	recs = &fakeRecords{kept: minted}
 	if _, err := Check(get("/"), v, recs, target, tok); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("stale copy: err %v, want ErrUnavailable", err)
 	}
 	recs = &fakeRecords{kept: minted, reloaded: true}
-	if _, err := Check(get("/"), v, recs, target, tok); err != nil || recs.reloads != 1 {
-		t.Errorf("stale copy reloaded: err %v after %d reloads, want a grant after 1", err, recs.reloads)
+	_, err := Check(get("/"), v, recs, target, tok)
+	if _, err2 := Check(get("/"), v, recs, target, tok); !errors.Is(err, ErrUnavailable) || err2 != nil || recs.reloads != 1 {
+		t.Errorf("stale copy reloaded: err %v then %v after %d reloads, want ErrUnavailable, then a grant after 1", err, err2, recs.reloads)
 	}
 }
 

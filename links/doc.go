@@ -22,12 +22,16 @@
 // reloads: a revoke on any replica is seen here within the manager's
 // RecheckEvery (5 s) plus one list call, and after a restart. A link
 // minted on another replica moments ago is not cached yet: for an
-// existing sandbox the record is reloaded on demand, at most once a second
-// per sandbox (Records.RefreshLinks), so an unknown link costs an attacker
-// one store call a second per existing sandbox at most, and nothing for a
-// sandbox that does not exist. If this replica's copy is stale (the
-// store's list kept failing), a link is reloaded, and refused with
-// ErrUnavailable if that fails too.
+// existing sandbox the request starts a reload of the record, at most one
+// a second per sandbox (Records.RefreshLinks), and is answered at once
+// from the cache, ErrUnknown — as for a sandbox that does not exist, which
+// costs no store call. The gateway answers ErrUnknown 401 with
+// Retry-After: 1, and a browser's page that loads it again a few times:
+// the link opens once the reload read it, a second or so later. So an
+// unknown link costs an attacker one store call a second per existing
+// sandbox at most, waits for nothing and holds no request. If this
+// replica's copy is stale (the store's list kept failing), a link starts
+// a reload too and is refused with ErrUnavailable until one succeeds.
 //
 // A path is a prefix restriction (segment boundary: /docs holds /docs/a,
 // not /docsx), and the link opens there. A dev server loading assets from
@@ -41,7 +45,9 @@
 //     the token only chooses what an unknown link's refusal says.
 //  2. A made-up link does not tell whether a sandbox exists: for a sandbox
 //     that does not exist (Target.Sandbox "") it gets the answer an
-//     unknown link of an existing sandbox gets, without a store call.
+//     unknown link of an existing sandbox gets (ErrUnknown), without a
+//     store call; for an existing one Check never waits for the store
+//     (RefreshLinks returns at once), so the answer takes as long.
 //  3. Nothing is granted on a copy of the records this replica could not
 //     refresh lately (ErrUnavailable): a revoke on another replica holds.
 //  4. An upgrade (a WebSocket) opened by a link must come from the

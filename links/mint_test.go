@@ -30,7 +30,7 @@ func (k *keeper) LoadLinks(context.Context, string) ([]Link, error) { return k.l
 
 func (k *keeper) Links(string) ([]Link, bool) { return k.ls, true }
 
-func (k *keeper) RefreshLinks(context.Context, string) ([]Link, bool) { return k.ls, true }
+func (k *keeper) RefreshLinks(context.Context, string) {}
 
 // TestMintListRevoke: a minted link is kept (its digest, never its
 // token), opens its path, lists until it expires, and stops opening once

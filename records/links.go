@@ -21,10 +21,10 @@ func (r *Records) Links(id string) ([]links.Link, bool) {
 	return s.Links, fresh
 }
 
-// RefreshLinks are id's links after a Refresh.
-func (r *Records) RefreshLinks(ctx context.Context, id string) ([]links.Link, bool) {
-	s, fresh := r.Refresh(ctx, id)
-	return s.Links, fresh
+// RefreshLinks starts a reload of id's links (Refresh) and returns at
+// once.
+func (r *Records) RefreshLinks(ctx context.Context, id string) {
+	r.Refresh(ctx, id)
 }
 
 // LoadLinks reads id's links from the store.

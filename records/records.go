@@ -113,15 +113,26 @@ func (r *Records) freshAt(read time.Time) bool {
 	return r.now().Sub(at) <= staleAfter*every
 }
 
-// Refresh reloads id's settings from the store (a link minted on another
-// replica moments ago) and returns them as Settings does. Reloads of one
-// sandbox are a second apart at least, concurrent callers sharing one.
-// Only for a sandbox that exists, so a made-up id costs no store call.
+// Refresh starts a reload of id's settings from the store (a link minted
+// on another replica moments ago), unless one is under way, and returns
+// at once what Settings returns: the caller never waits for the store,
+// so a made-up link of an existing sandbox costs what it costs for a
+// missing one, and holds no request. Reloads of one sandbox are a second
+// apart at least: one asked sooner waits for its slot in the background,
+// and callers meanwhile share it. Only for a sandbox that exists, so a
+// made-up id costs no store call.
 func (r *Records) Refresh(ctx context.Context, id string) (Settings, bool) {
 	if r == nil || r.store == nil {
 		return Settings{}, true
 	}
-	ch := r.fresh.DoChan(id, func() (any, error) {
+	r.refresh(ctx, id)
+	return r.Settings(id)
+}
+
+// refresh starts (or joins) the reload of id; the channel says when it
+// is done (tests).
+func (r *Records) refresh(ctx context.Context, id string) <-chan singleflight.Result {
+	return r.fresh.DoChan(id, func() (any, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if t, ok := r.tried.Load(id); ok {
@@ -135,11 +146,6 @@ func (r *Records) Refresh(ctx context.Context, id string) (Settings, bool) {
 		}
 		return nil, nil
 	})
-	select {
-	case <-ch:
-	case <-ctx.Done():
-	}
-	return r.Settings(id)
 }
 
 // Load reads sandbox id's settings from the store (and caches them).

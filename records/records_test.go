@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/previewgate/previewgate/links"
@@ -57,7 +59,8 @@ func TestSettingsFreshness(t *testing.T) {
 	if _, fresh := r.Settings("x"); fresh {
 		t.Error("a reload older than the bound: fresh, want stale")
 	}
-	if _, fresh := r.Refresh(t.Context(), "x"); !fresh {
+	<-r.refresh(t.Context(), "x")
+	if _, fresh := r.Settings("x"); !fresh {
 		t.Error("after a refresh of the record: stale, want fresh")
 	}
 	if _, fresh := r.Settings("y"); fresh {
@@ -136,7 +139,8 @@ func TestReloadKeepsNewerReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Millisecond) // the on-demand read begins after the list did
-	if ls, _ := here.RefreshLinks(t.Context(), "x"); len(ls) != 1 {
+	<-here.refresh(t.Context(), "x")
+	if ls, _ := here.Links("x"); len(ls) != 1 {
 		t.Fatalf("on-demand read: %d links, want 1", len(ls))
 	}
 	close(st.release)
@@ -146,4 +150,51 @@ func TestReloadKeepsNewerReads(t *testing.T) {
 	if ls, _ := here.Links("x"); len(ls) != 1 {
 		t.Errorf("after the older list landed: %d links, want the one read on demand", len(ls))
 	}
+}
+
+// countedStore counts list calls; each waits until hold is closed.
+type countedStore struct {
+	memStore
+	lists atomic.Int32
+	hold  chan struct{}
+}
+
+func (s *countedStore) ListRecords(ctx context.Context, labels map[string]string) (map[string]Record, error) {
+	s.lists.Add(1)
+	<-s.hold
+	return s.memStore.ListRecords(ctx, labels)
+}
+
+// TestRefreshNeverWaits: Refresh returns at once while its read of the
+// store is blocked; a burst of them shares that one read; one asked
+// within a second of the last read is made at its slot, a second after,
+// in the background. Fake time: synctest.
+func TestRefreshNeverWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &countedStore{memStore: newMem(), hold: make(chan struct{})}
+		r := New(st, Options{})
+		for range 100 {
+			r.Refresh(t.Context(), "x") // returns though the read is blocked
+		}
+		synctest.Wait()
+		if n := st.lists.Load(); n != 1 {
+			t.Fatalf("a burst of refreshes while one read is blocked: %d reads, want 1", n)
+		}
+		close(st.hold)
+		synctest.Wait()
+		t0 := time.Now()
+		r.Refresh(t.Context(), "x")
+		if time.Since(t0) != 0 {
+			t.Errorf("a refresh within the second waited %v, want none", time.Since(t0))
+		}
+		synctest.Wait() // the second read waits for its slot
+		if n := st.lists.Load(); n != 1 {
+			t.Fatalf("within a second of the last read: %d reads, want still 1", n)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := st.lists.Load(); n != 2 {
+			t.Errorf("a second later: %d reads, want 2", n)
+		}
+	})
 }

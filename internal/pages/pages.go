@@ -13,7 +13,9 @@
 //     by html/template on the error page, by the JSON encoder in JSON and on
 //     the stream, and the waiting page's script sets it with textContent only.
 //  2. The pages are self-contained (embedded files): no asset, style or
-//     script from anywhere else, and no script but the waiting page's own.
+//     script from anywhere else, and no script but the waiting page's own
+//     and an error page's that reloads it (Failure.Reload: a bounded
+//     number of times, text set with textContent only).
 //  3. An error answer is HTML when the client's Accept names text/html, JSON
 //     ({"error", "code", ...}) otherwise; every answer is sent with
 //     Cache-Control: no-store and X-Content-Type-Options: nosniff.
@@ -72,6 +74,9 @@ type Failure struct {
 	Code       string // machine-readable, e.g. "bad_host"
 	Msg        string // safe to show
 	RetryAfter int    // seconds; 0 means no Retry-After header
+	// Reload: the HTML page reloads itself every RetryAfter seconds (at
+	// least one), ReloadTries times at most, then says it gave up.
+	Reload bool
 	// A failed start: why (a sandboxmgr.Reason* constant), the app's exit
 	// code and its last output (hostile: bounded by Logs).
 	Reason   string
@@ -124,8 +129,10 @@ func Error(w http.ResponseWriter, r *http.Request, f Failure) {
 			Msg, Code      string
 			Logs           []string
 			Retry, Failure bool
+			Reload, Tries  int // ms between reloads (0: none), and how many
 		}{f.Status, http.StatusText(f.Status), heading, f.Msg, f.Code, f.Logs,
-			f.Reason != "" || f.RetryAfter > 0 || f.Status >= 500, f.Reason != ""})
+			f.Reason != "" || f.RetryAfter > 0 || f.Status >= 500, f.Reason != "",
+			reloadMS(f), ReloadTries})
 		return
 	}
 	own(h, "application/json")
@@ -137,6 +144,17 @@ func Error(w http.ResponseWriter, r *http.Request, f Failure) {
 		ExitCode *int     `json:"exit_code,omitempty"`
 		Logs     []string `json:"logs,omitempty"`
 	}{f.Msg, f.Code, f.Reason, f.ExitCode, f.Logs})
+}
+
+// ReloadTries bounds how often an error page with Failure.Reload reloads
+// itself in a row.
+const ReloadTries = 10
+
+func reloadMS(f Failure) int {
+	if !f.Reload {
+		return 0
+	}
+	return 1000 * max(1, f.RetryAfter)
 }
 
 // Waiting answers the waiting page: the wake's progress and the app's

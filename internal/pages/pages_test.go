@@ -111,6 +111,35 @@ func TestPagesSelfContained(t *testing.T) {
 	}
 }
 
+// TestErrorReloads: an error page with Reload has one script, which
+// reloads the page after RetryAfter seconds, ReloadTries times at most,
+// and sets text with textContent only; it keeps nothing of the query (a
+// share link: the app's pages, on the same origin, read the storage).
+// JSON is unchanged.
+func TestErrorReloads(t *testing.T) {
+	t.Parallel()
+	f := Failure{Status: 401, Code: "link_invalid", Msg: "Not known here yet.", RetryAfter: 1, Reload: true}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("Accept", "text/html")
+	w := httptest.NewRecorder()
+	Error(w, r, f)
+	page := w.Body.String()
+	if strings.Count(page, "<script") != 1 || strings.Contains(page, "innerHTML") || strings.Contains(page, "location.search") ||
+		!regexp.MustCompile(`location\.reload\(\); \},\s*1000\s*\)`).MatchString(page) ||
+		!regexp.MustCompile(`t\.n >=\s*10\s*\)`).MatchString(page) {
+		t.Errorf("reloading error page: want one script, textContent only, reloading after 1000 ms 10 times at most; got %s", page)
+	}
+	if w.Code != 401 || w.Result().Header.Get("Retry-After") != "1" {
+		t.Errorf("got %d Retry-After %q, want 401 and 1", w.Code, w.Result().Header.Get("Retry-After"))
+	}
+	r.Header.Set("Accept", "application/json")
+	w = httptest.NewRecorder()
+	Error(w, r, f)
+	if strings.Contains(w.Body.String(), "reload") {
+		t.Errorf("JSON: got %s, want no reload", w.Body.String())
+	}
+}
+
 func TestLogsBounded(t *testing.T) {
 	t.Parallel()
 	lines := make([]string, LogLines+10)
