@@ -23,6 +23,8 @@ var forgedIdentity = []string{
 	"X-Forwarded-Server", "evil", "X-Forwarded-Scheme", "https", "X-Original-URL", "/admin",
 	"X-Rewrite-URL", "/admin", "Via", "1.1 evil", "X_Real_IP", "6.6.6.5", "x_forwarded_for", "6.6.6.6",
 	"X-Forwarded-For", "6.6.6.7", "CF-Connecting-IP", "6.6.6.8",
+	"X-Forwarded", "for=6.6.6.9", "Forwarded-For", "6.6.6.10", "X-Envoy-External-Address", "6.6.6.11",
+	"Remote-Addr", "6.6.6.12", "X-Original-URI", "/admin", "X-Url-Scheme", "https",
 }
 
 // TestForgedIdentityHeaders: client-identity headers a client sends never

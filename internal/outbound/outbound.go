@@ -16,9 +16,13 @@
 //   - the other headers by which a proxy tells an app who the client is or
 //     what it asked for are dropped, not passed on as the client wrote
 //     them, so an app (or its framework) that believes one of them is
-//     not fooled: X-Real-IP, True-Client-IP, Client-IP, X-Client-IP,
+//     not fooled: X-Forwarded, Forwarded-For, X-Original-Forwarded-For,
+//     X-Real-IP, True-Client-IP, Client-IP, X-Client-IP,
 //     X-Cluster-Client-IP, CF-Connecting-IP, Fastly-Client-IP,
-//     X-Original-URL, X-Rewrite-URL, X-Original-Host, X-Host and Via
+//     X-Envoy-External-Address, X-AppEngine-User-IP, X-ProxyUser-IP,
+//     X-Originating-IP, X-Remote-IP, X-Remote-Addr, Remote-Addr,
+//     X-Source-IP, X-Original-URL, X-Original-URI, X-Rewrite-URL,
+//     X-Original-Host, X-Host, Front-End-Https, X-Url-Scheme and Via
 //     (identityHeader). The gateway does not set them in their place:
 //     X-Forwarded-For is the one the app gets. Names are matched without
 //     case and with "_" as "-", because CGI-style servers (WSGI, PHP, Rack)
@@ -137,9 +141,13 @@ func Fields(r *http.Request, stripped *wire.Edits, tls bool, sink Sink) {
 // gateway sends its own (Fields), and another spelling of it must not
 // reach a CGI-style server as the same variable.
 var identityNames = [...]string{
-	"forwarded", "x-real-ip", "true-client-ip", "client-ip", "x-client-ip",
-	"x-cluster-client-ip", "cf-connecting-ip", "fastly-client-ip",
-	"x-original-url", "x-rewrite-url", "x-original-host", "x-host", "via",
+	"forwarded", "x-forwarded", "forwarded-for", "x-original-forwarded-for",
+	"x-real-ip", "true-client-ip", "client-ip", "x-client-ip", "x-cluster-client-ip",
+	"cf-connecting-ip", "fastly-client-ip", "x-envoy-external-address",
+	"x-appengine-user-ip", "x-proxyuser-ip", "x-originating-ip", "x-remote-ip",
+	"x-remote-addr", "remote-addr", "x-source-ip",
+	"x-original-url", "x-original-uri", "x-rewrite-url", "x-original-host", "x-host",
+	"front-end-https", "x-url-scheme", "via",
 	"x-request-id",
 }
 

@@ -197,8 +197,10 @@ func TestIdentityHeader(t *testing.T) {
 		"Client-Ip": true, "X-Forwarded-Port": true, "X-Forwarded-Prefix": true,
 		"X-Forwarded-Server": true, "X-Forwarded-Scheme": true, "X_forwarded_for": true,
 		"X-Original-Url": true, "X-Rewrite-Url": true, "Via": true, "Forwarded": true,
-		"X-Request-Id": true, "X_request_id": true,
-		"X-Real-Ips": false, "X-Forwarded": false, "X-Forwarded-": false, "Vias": false,
+		"X-Request-Id": true, "X_request_id": true, "X-Forwarded": true, "Forwarded-For": true,
+		"X-Envoy-External-Address": true, "Remote-Addr": true, "X-Original-Uri": true,
+		"Front-End-Https": true, "X-Url-Scheme": true, "X-Originating-IP": true,
+		"X-Real-Ips": false, "X-Forwarded-": false, "Vias": false, "Remote-Addrs": false,
 		"Accept": false, "X-Custom": false, "": false,
 	} {
 		if got := identityHeader(k); got != want {
